@@ -1,0 +1,85 @@
+//! The one error type of the `warren` crate.
+//!
+//! Every variant names what a user needs to act on it: the peer rank, the task id, the
+//! setting. The JNI layer maps *variants* (never message text) to Java exception classes, so
+//! add a variant rather than overloading the text of an existing one.
+
+use std::io;
+use std::time::Duration;
+
+/// Result type of the `warren` crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything that can go wrong in Warren.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A setting is missing or malformed (environment variable, CLI flag, config field).
+    #[error("configuration error: {0}")]
+    Config(String),
+
+    /// An operating-system I/O error outside of a peer link (listening socket, file, tracker).
+    #[error("{context}: {source}")]
+    Io {
+        /// What Warren was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A wait ran past its deadline. `what` names the peer rank or task ids waited for.
+    #[error("timed out after {after:?} waiting for {what}")]
+    Timeout {
+        /// What was waited for (a peer rank, the missing task ids, ...).
+        what: String,
+        /// How long Warren waited.
+        after: Duration,
+    },
+
+    /// A link to a peer broke (connection reset, closed, or an I/O error on it).
+    #[error("link to peer rank {rank} lost: {reason}")]
+    PeerLost {
+        /// Rank of the peer at the other end.
+        rank: usize,
+        /// What the operating system or the protocol said.
+        reason: String,
+    },
+
+    /// Ranks called a collective with different arguments (size, type, op, root, call order).
+    #[error("collective call mismatch: {0}")]
+    Mismatch(String),
+
+    /// A peer or the tracker sent bytes that do not follow the protocol (bad magic, bad
+    /// version, oversized or malformed frame).
+    #[error("protocol error: {0}")]
+    Protocol(String),
+
+    /// The tracker or a peer refused us because we could not prove we hold the job secret,
+    /// or a peer failed to prove it to us.
+    #[error("authentication failed: {0}")]
+    Auth(String),
+
+    /// The collective was aborted because another rank failed; carries that rank's reason.
+    #[error("collective aborted by rank {rank}: {reason}")]
+    Aborted {
+        /// The rank that aborted first.
+        rank: usize,
+        /// Its reason.
+        reason: String,
+    },
+
+    /// The caller used the API wrongly (root out of range, element size mismatch, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The tracker reported a job-level failure (rendezvous deadline, worker lost, ...).
+    #[error("tracker: {0}")]
+    Tracker(String),
+}
+
+impl Error {
+    /// Wraps an I/O error with what Warren was doing when it happened.
+    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+        Error::Io { context: context.into(), source }
+    }
+}

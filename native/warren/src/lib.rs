@@ -1,0 +1,30 @@
+//! # Warren: a fault-tolerant collective runtime
+//!
+//! Layout (dependencies point downwards):
+//!
+//! - [`engine`]: the public API, [`Communicator`]: init / allreduce / broadcast /
+//!   allgather / barrier / print / finalize.
+//! - [`collective`]: tree and ring algorithms over a set of links (no fault tolerance).
+//! - [`transport`]: TCP links with deadlines and the readiness loop that drives them.
+//! - [`tracker`]: rendezvous, stable ranks, topology brokering, job log (async, tokio).
+//! - [`topology`] and [`proto`]: pure logic and wire formats, no I/O.
+//! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
+//! - [`config`]: worker settings from the environment or given explicitly.
+//! - [`error`]: the crate's single error type.
+#![deny(missing_docs)]
+
+pub mod auth;
+pub mod collective;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod proto;
+pub mod reduce;
+pub mod topology;
+pub mod tracker;
+pub mod transport;
+
+pub use config::Config;
+pub use engine::Communicator;
+pub use error::{Error, Result};
+pub use reduce::{DataType, Element, Op};
