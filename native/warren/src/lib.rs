@@ -24,7 +24,7 @@ pub mod topology;
 pub mod tracker;
 pub mod transport;
 
-pub use config::Config;
-pub use engine::Communicator;
-pub use error::{Error, Result};
-pub use reduce::{DataType, Element, Op};
+
+
+
+
