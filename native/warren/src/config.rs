@@ -1,1 +1,272 @@
-//! (in progress)
+//! Worker settings, from the environment (`WARREN_*`), from a string map (the JVM passes one),
+//! or built in code. Every setting has a documented default.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Environment variable / map key names. These are a contract shared with the CLI and the JVM.
+pub mod keys {
+    /// `host:port` of the tracker. Absent with one worker: a world of one needs no tracker.
+    pub const TRACKER_URI: &str = "WARREN_TRACKER_URI";
+    /// Stable identity of this worker (ranks are ordered by task id and stay bound to it).
+    pub const TASK_ID: &str = "WARREN_TASK_ID";
+    /// Number of workers in the job.
+    pub const NUM_WORKERS: &str = "WARREN_NUM_WORKERS";
+    /// The job secret.
+    pub const JOB_SECRET: &str = "WARREN_JOB_SECRET";
+    /// A file holding the job secret (used when `WARREN_JOB_SECRET` is absent).
+    pub const JOB_SECRET_FILE: &str = "WARREN_JOB_SECRET_FILE";
+    /// Attempt number of this task (0 first).
+    pub const ATTEMPT: &str = "WARREN_ATTEMPT";
+    /// Deadline of one collective call, in seconds (decimal allowed).
+    pub const TIMEOUT_S: &str = "WARREN_TIMEOUT_S";
+    /// Deadline of joining the job (tracker rendezvous and peer links), in seconds.
+    pub const CONNECT_TIMEOUT_S: &str = "WARREN_CONNECT_TIMEOUT_S";
+    /// Payload size in bytes from which allreduce uses the ring instead of the tree.
+    pub const RING_THRESHOLD: &str = "WARREN_RING_THRESHOLD";
+    /// How long a waiting rank polls its sockets before it blocks, in microseconds.
+    pub const SPIN_US: &str = "WARREN_SPIN_US";
+    /// Address this worker's peer listener binds to and advertises.
+    pub const HOST: &str = "WARREN_HOST";
+    /// SO_SNDBUF / SO_RCVBUF of peer links in bytes (kernel auto-tuning when absent).
+    pub const SOCKET_BUFFER: &str = "WARREN_SOCKET_BUFFER";
+}
+
+/// Smallest accepted socket buffer: below this, loopback TCP (whose MSS is 64 KiB) waits in
+/// its zero-window persist timer and a large transfer crawls.
+pub const MIN_SOCKET_BUFFER: usize = 16 << 10;
+
+/// Settings of one worker.
+#[derive(Clone, PartialEq)]
+pub struct Config {
+    /// Tracker address (`host:port`); `None` only for a world of one.
+    pub tracker_uri: Option<String>,
+    /// Stable task id. Default: `"0"`.
+    pub task_id: String,
+    /// Number of workers. Default: 1.
+    pub num_workers: usize,
+    /// Job secret. Default: empty (only valid without a tracker).
+    pub secret: String,
+    /// Attempt number. Default: 0.
+    pub attempt: u32,
+    /// Deadline of one collective call. Default: 1800 s (long enough for a straggler that is
+    /// still computing; a *dead* peer is detected at once through its closed connection).
+    pub timeout: Duration,
+    /// Deadline of joining. Default: 300 s.
+    pub connect_timeout: Duration,
+    /// Ring threshold in bytes. Default: 256 KiB (see docs/benchmarks.md).
+    pub ring_threshold: usize,
+    /// Spin before blocking. Default: 50 µs.
+    pub spin: Duration,
+    /// Advertised host. Default: the local address of the connection to the tracker.
+    pub host: Option<String>,
+    /// Socket buffer size. Default: none (kernel auto-tuning).
+    pub socket_buffer: Option<usize>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("tracker_uri", &self.tracker_uri)
+            .field("task_id", &self.task_id)
+            .field("num_workers", &self.num_workers)
+            .field("secret", &"<redacted>")
+            .field("attempt", &self.attempt)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("ring_threshold", &self.ring_threshold)
+            .field("spin", &self.spin)
+            .field("host", &self.host)
+            .field("socket_buffer", &self.socket_buffer)
+            .finish()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            tracker_uri: None,
+            task_id: "0".into(),
+            num_workers: 1,
+            secret: String::new(),
+            attempt: 0,
+            timeout: Duration::from_secs(1800),
+            connect_timeout: Duration::from_secs(300),
+            ring_threshold: 256 << 10,
+            spin: Duration::from_micros(50),
+            host: None,
+            socket_buffer: None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads the settings from the process environment.
+    pub fn from_env() -> Result<Config> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads the settings from a map with the same keys as the environment.
+    pub fn from_map(map: &HashMap<String, String>) -> Result<Config> {
+        Self::from_lookup(|k| map.get(k).cloned())
+    }
+
+    /// Reads the settings through `get`, which returns the value of a key if set.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let d = Config::default();
+        let secret = match get(keys::JOB_SECRET) {
+            Some(s) => s,
+            None => match get(keys::JOB_SECRET_FILE) {
+                Some(path) => std::fs::read_to_string(&path)
+                    .map_err(|e| Error::Config(format!("{} {path}: {e}", keys::JOB_SECRET_FILE)))?
+                    .trim()
+                    .to_string(),
+                None => String::new(),
+            },
+        };
+        let cfg = Config {
+            tracker_uri: get(keys::TRACKER_URI).filter(|s| !s.is_empty()),
+            task_id: get(keys::TASK_ID).unwrap_or(d.task_id),
+            num_workers: parse(&get, keys::NUM_WORKERS)?.unwrap_or(d.num_workers),
+            secret,
+            attempt: parse(&get, keys::ATTEMPT)?.unwrap_or(d.attempt),
+            timeout: secs(&get, keys::TIMEOUT_S)?.unwrap_or(d.timeout),
+            connect_timeout: secs(&get, keys::CONNECT_TIMEOUT_S)?.unwrap_or(d.connect_timeout),
+            ring_threshold: parse(&get, keys::RING_THRESHOLD)?.unwrap_or(d.ring_threshold),
+            spin: parse::<u64>(&get, keys::SPIN_US)?
+                .map(Duration::from_micros)
+                .unwrap_or(d.spin),
+            host: get(keys::HOST).filter(|s| !s.is_empty()),
+            socket_buffer: parse(&get, keys::SOCKET_BUFFER)?,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks that the settings make sense together.
+    pub fn validate(&self) -> Result<()> {
+        if self.num_workers == 0 {
+            return Err(Error::Config(format!(
+                "{} must be at least 1",
+                keys::NUM_WORKERS
+            )));
+        }
+        if self.num_workers > 1 && self.tracker_uri.is_none() {
+            return Err(Error::Config(format!(
+                "{} workers need a tracker: set {} (e.g. from `warren tracker`, or run under `warren run`)",
+                self.num_workers,
+                keys::TRACKER_URI
+            )));
+        }
+        if self.tracker_uri.is_some() && self.secret.is_empty() {
+            return Err(Error::Config(format!(
+                "joining a tracker needs the job secret: set {} or {}",
+                keys::JOB_SECRET,
+                keys::JOB_SECRET_FILE
+            )));
+        }
+        if let Some(n) = self.socket_buffer {
+            if n < MIN_SOCKET_BUFFER {
+                return Err(Error::Config(format!(
+                    "{}={n} is below the minimum of {MIN_SOCKET_BUFFER}: smaller buffers stall TCP in its persist timer",
+                    keys::SOCKET_BUFFER
+                )));
+            }
+        }
+        if self.timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(Error::Config("timeouts must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
+fn parse<T: std::str::FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    key: &str,
+) -> Result<Option<T>> {
+    match get(key) {
+        None => Ok(None),
+        Some(v) => v.trim().parse().map(Some).map_err(|_| {
+            Error::Config(format!(
+                "{key}={v:?} is not a valid {}",
+                std::any::type_name::<T>()
+            ))
+        }),
+    }
+}
+
+fn secs(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<Duration>> {
+    match parse::<f64>(get, key)? {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(Error::Config(format!(
+            "{key}={s} must be a positive number of seconds"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(kv: &[(&str, &str)]) -> HashMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_make_a_world_of_one() {
+        let c = Config::from_map(&HashMap::new()).unwrap();
+        assert_eq!(c.num_workers, 1);
+        assert!(c.tracker_uri.is_none());
+    }
+
+    #[test]
+    fn parses_every_key() {
+        let c = Config::from_map(&map(&[
+            ("WARREN_TRACKER_URI", "127.0.0.1:9000"),
+            ("WARREN_TASK_ID", "7"),
+            ("WARREN_NUM_WORKERS", "8"),
+            ("WARREN_JOB_SECRET", "abc"),
+            ("WARREN_ATTEMPT", "2"),
+            ("WARREN_TIMEOUT_S", "1.5"),
+            ("WARREN_RING_THRESHOLD", "1024"),
+            ("WARREN_SPIN_US", "0"),
+            ("WARREN_SOCKET_BUFFER", "65536"),
+        ]))
+        .unwrap();
+        assert_eq!(c.task_id, "7");
+        assert_eq!(c.num_workers, 8);
+        assert_eq!(c.attempt, 2);
+        assert_eq!(c.timeout, Duration::from_millis(1500));
+        assert_eq!(c.ring_threshold, 1024);
+        assert_eq!(c.spin, Duration::ZERO);
+        assert_eq!(c.socket_buffer, Some(65536));
+        assert!(
+            !format!("{c:?}").contains("abc"),
+            "the secret must not be printed"
+        );
+    }
+
+    #[test]
+    fn clear_errors() {
+        let e = Config::from_map(&map(&[("WARREN_NUM_WORKERS", "four")])).unwrap_err();
+        assert!(e.to_string().contains("WARREN_NUM_WORKERS=\"four\""), "{e}");
+        let e = Config::from_map(&map(&[("WARREN_NUM_WORKERS", "4")])).unwrap_err();
+        assert!(e.to_string().contains("WARREN_TRACKER_URI"), "{e}");
+        let e = Config::from_map(&map(&[
+            ("WARREN_NUM_WORKERS", "4"),
+            ("WARREN_TRACKER_URI", "h:1"),
+        ]))
+        .unwrap_err();
+        assert!(e.to_string().contains("secret"), "{e}");
+        let e = Config::from_map(&map(&[("WARREN_TIMEOUT_S", "-1")])).unwrap_err();
+        assert!(e.to_string().contains("positive"), "{e}");
+        let e =
+            Config::from_map(&map(&[("WARREN_JOB_SECRET_FILE", "/nonexistent/x")])).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/x"), "{e}");
+    }
+}

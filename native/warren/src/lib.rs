@@ -24,7 +24,8 @@ pub mod topology;
 pub mod tracker;
 pub mod transport;
 
-
-
-
-
+pub use config::Config;
+pub use engine::{CallStats, Communicator};
+pub use error::{Error, Result};
+pub use reduce::{DataType, Element, Op};
+pub use tracker::{Tracker, TrackerConfig};

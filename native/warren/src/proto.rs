@@ -1,1 +1,491 @@
-//! (in progress)
+//! Wire formats, with no I/O: the connection preamble, tracker messages and their framing,
+//! and the header that opens every collective call on a peer link.
+//!
+//! Decoders report "incomplete" (`Ok(None)`) instead of blocking, so they serve both the
+//! async tracker and blocking clients, and can be tested on byte slices.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::reduce::{DataType, Op};
+
+/// First four bytes of every Warren connection ("WRN1" little-endian).
+pub const MAGIC: u32 = 0x314E_5257;
+/// Protocol version; both ends must agree.
+pub const VERSION: u32 = 1;
+/// Largest tracker message accepted, in bytes.
+pub const MAX_FRAME: usize = 1 << 20;
+
+/// The 8-byte preamble `MAGIC, VERSION` both ends send first.
+pub fn preamble() -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&MAGIC.to_le_bytes());
+    b[4..].copy_from_slice(&VERSION.to_le_bytes());
+    b
+}
+
+/// Checks a received preamble; `who` names the other end for the error.
+pub fn check_preamble(b: &[u8; 8], who: &str) -> Result<()> {
+    let magic = u32::from_le_bytes(b[..4].try_into().unwrap());
+    let version = u32::from_le_bytes(b[4..].try_into().unwrap());
+    if magic != MAGIC {
+        return Err(Error::Protocol(format!(
+            "{who} is not a Warren endpoint (bad magic {magic:#010x})"
+        )));
+    }
+    if version != VERSION {
+        return Err(Error::Protocol(format!(
+            "{who} speaks protocol version {version}, this build speaks {VERSION}"
+        )));
+    }
+    Ok(())
+}
+
+/// A worker's address for peer links.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerAddr {
+    /// Rank of the worker.
+    pub rank: usize,
+    /// Its task id.
+    pub task_id: String,
+    /// Host it listens on.
+    pub host: String,
+    /// Port it listens on.
+    pub port: u16,
+}
+
+/// A message from a worker (or a CLI client) to the tracker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum ToTracker {
+    /// Join the job (first start) or re-join it (recovery: same task id, same rank).
+    Register {
+        /// Stable identity of the worker (Spark partition id, `warren run` index).
+        task_id: String,
+        /// Host the worker's peer listener is bound to.
+        host: String,
+        /// Port of the worker's peer listener.
+        port: u16,
+        /// Attempt number of this task (0 for the first run).
+        attempt: u32,
+    },
+    /// Relay a message to the tracker's log.
+    Print {
+        /// The message.
+        msg: String,
+    },
+    /// This worker finished cleanly.
+    Shutdown,
+    /// Ask for the job status (used by `warren tracker` clients and tests).
+    Status,
+}
+
+/// A message from the tracker to a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum FromTracker {
+    /// The worker's rank and everyone's addresses. `epoch` counts (re-)registrations.
+    Assignment {
+        /// The worker's rank.
+        rank: usize,
+        /// Number of workers.
+        world: usize,
+        /// Addresses of every rank, indexed by rank.
+        peers: Vec<PeerAddr>,
+        /// Registrations so far (grows with every recovery).
+        epoch: u64,
+        /// Whether this registration is a recovery (the task id had a rank already).
+        recovered: bool,
+    },
+    /// Pushed to survivors: the worker of `peer.rank` came back at a new address.
+    PeerRecovered {
+        /// The new address.
+        peer: PeerAddr,
+        /// The epoch of that registration.
+        epoch: u64,
+    },
+    /// Acknowledges `Print` or `Shutdown`.
+    Ack,
+    /// Answer to `Status`.
+    Status {
+        /// Number of workers expected.
+        world: usize,
+        /// Task ids registered so far.
+        registered: Vec<String>,
+        /// Task ids that shut down cleanly.
+        finished: Vec<String>,
+        /// Task ids whose connection dropped without a shutdown and that have not come back.
+        lost: Vec<String>,
+    },
+    /// The tracker refuses the request or the job failed.
+    Error {
+        /// Why.
+        message: String,
+    },
+}
+
+/// Encodes a message as a frame: `u32` little-endian length, then JSON.
+pub fn encode_frame<T: Serialize>(msg: &T) -> Vec<u8> {
+    let body = serde_json::to_vec(msg).expect("tracker messages always serialize");
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Decodes one frame from the front of `buf`: `Ok(None)` if incomplete, otherwise the message
+/// and the number of bytes it used.
+pub fn decode_frame<T: for<'de> Deserialize<'de>>(buf: &[u8]) -> Result<Option<(T, usize)>> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let len = u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
+    if len > MAX_FRAME {
+        return Err(Error::Protocol(format!(
+            "frame of {len} bytes exceeds the {MAX_FRAME}-byte limit"
+        )));
+    }
+    if buf.len() < 4 + len {
+        return Ok(None);
+    }
+    let msg = serde_json::from_slice(&buf[4..4 + len])
+        .map_err(|e| Error::Protocol(format!("malformed message: {e}")))?;
+    Ok(Some((msg, 4 + len)))
+}
+
+/// Which collective a call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CallKind {
+    /// Allreduce with the tree algorithm.
+    AllreduceTree = 1,
+    /// Allreduce with the ring algorithm.
+    AllreduceRing = 2,
+    /// Broadcast.
+    Broadcast = 3,
+    /// Allgather (the header round that exchanges the block sizes).
+    Allgather = 4,
+    /// Barrier.
+    Barrier = 5,
+    /// The tree pass that checks a ring call's header before its data moves.
+    Agree = 6,
+}
+
+impl CallKind {
+    fn from_code(c: u8) -> Option<CallKind> {
+        use CallKind::*;
+        [
+            AllreduceTree,
+            AllreduceRing,
+            Broadcast,
+            Allgather,
+            Barrier,
+            Agree,
+        ]
+        .into_iter()
+        .find(|k| *k as u8 == c)
+    }
+
+    /// Name used in error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            CallKind::AllreduceTree => "allreduce(tree)",
+            CallKind::AllreduceRing => "allreduce(ring)",
+            CallKind::Broadcast => "broadcast",
+            CallKind::Allgather => "allgather",
+            CallKind::Barrier => "barrier",
+            CallKind::Agree => "agree",
+        }
+    }
+}
+
+/// Byte length of an encoded [`CallHeader`].
+pub const HEADER_LEN: usize = 32;
+
+/// `count` value meaning "unknown here" (a broadcast's receivers learn the size from the root).
+pub const COUNT_UNKNOWN: u64 = u64::MAX;
+
+/// Status byte of a header: the call proceeds, or it is aborted with a reason that follows.
+const STATUS_OK: u8 = 0;
+const STATUS_ABORT: u8 = 1;
+
+/// What every rank declares about a collective call. All ranks must declare the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallHeader {
+    /// Sequence number of the call on this communicator.
+    pub seq: u64,
+    /// The collective.
+    pub kind: CallKind,
+    /// Element type.
+    pub dtype: DataType,
+    /// Operator (`Op::Sum` where not applicable).
+    pub op: Op,
+    /// Element size in bytes (matters for user reducers).
+    pub elem_size: u16,
+    /// Root rank (broadcast) or 0.
+    pub root: u32,
+    /// Payload length in bytes, or [`COUNT_UNKNOWN`].
+    pub count: u64,
+    /// Kind-specific value that must also match (a user reducer's tag).
+    pub tag: u32,
+}
+
+impl CallHeader {
+    /// Describes the call for error messages, e.g. `allreduce(tree) #7 of 400 bytes f32 sum`.
+    pub fn describe(&self) -> String {
+        let count = if self.count == COUNT_UNKNOWN {
+            "?".to_string()
+        } else {
+            self.count.to_string()
+        };
+        let mut s = format!(
+            "{} #{} of {} bytes {} {}",
+            self.kind.name(),
+            self.seq,
+            count,
+            self.dtype.name(),
+            self.op.name()
+        );
+        if self.kind == CallKind::Broadcast {
+            s += &format!(" from root {}", self.root);
+        }
+        if self.op == Op::User {
+            s += &format!(
+                " (user reducer tag {}, element size {})",
+                self.tag, self.elem_size
+            );
+        }
+        s
+    }
+
+    /// Merges a peer's declaration into ours: `Ok(merged)` if they agree (an unknown count
+    /// takes the known one), `Err(reason)` naming both declarations if not.
+    pub fn merge(
+        &self,
+        other: &CallHeader,
+        me: usize,
+        peer: usize,
+    ) -> std::result::Result<CallHeader, String> {
+        let mut a = *self;
+        let mut b = *other;
+        if a.count == COUNT_UNKNOWN {
+            a.count = b.count;
+        }
+        if b.count == COUNT_UNKNOWN {
+            b.count = a.count;
+        }
+        if a == b {
+            Ok(a)
+        } else {
+            Err(format!(
+                "rank {me} called {} but rank {peer} called {}",
+                self.describe(),
+                other.describe()
+            ))
+        }
+    }
+
+    /// Encodes the header with status "proceed".
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0] = STATUS_OK;
+        b[1] = self.kind as u8;
+        b[2] = self.dtype as u8;
+        b[3] = self.op as u8;
+        b[4..6].copy_from_slice(&self.elem_size.to_le_bytes());
+        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        b[16..24].copy_from_slice(&self.count.to_le_bytes());
+        b[24..28].copy_from_slice(&self.root.to_le_bytes());
+        b[28..32].copy_from_slice(&self.tag.to_le_bytes());
+        b
+    }
+}
+
+/// What a received header says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderMsg {
+    /// The sender proceeds with this declaration.
+    Proceed(CallHeader),
+    /// The sender aborts the call; `reason_len` bytes of UTF-8 reason follow, first raised
+    /// by `origin`.
+    Abort {
+        /// Rank that raised the abort.
+        origin: u32,
+        /// Length of the reason that follows the header.
+        reason_len: u32,
+    },
+}
+
+/// Longest abort reason carried on a link.
+pub const MAX_ABORT_REASON: usize = 4096;
+
+/// Encodes an abort header followed by its reason (truncated to [`MAX_ABORT_REASON`]).
+pub fn encode_abort(origin: usize, reason: &str) -> Vec<u8> {
+    let mut r = reason.as_bytes();
+    if r.len() > MAX_ABORT_REASON {
+        r = &r[..MAX_ABORT_REASON];
+    }
+    let mut b = vec![0u8; HEADER_LEN];
+    b[0] = STATUS_ABORT;
+    b[24..28].copy_from_slice(&(origin as u32).to_le_bytes());
+    b[28..32].copy_from_slice(&(r.len() as u32).to_le_bytes());
+    b.extend_from_slice(r);
+    b
+}
+
+/// Decodes a header; a malformed one is a protocol error naming `peer`.
+pub fn decode_header(b: &[u8; HEADER_LEN], peer: usize) -> Result<HeaderMsg> {
+    let bad = |what: &str| {
+        Error::Protocol(format!(
+            "peer rank {peer} sent a malformed call header ({what})"
+        ))
+    };
+    match b[0] {
+        STATUS_OK => {
+            let kind = CallKind::from_code(b[1]).ok_or_else(|| bad("kind"))?;
+            let dtype = DataType::from_code(b[2]).ok_or_else(|| bad("type"))?;
+            let op = Op::from_code(b[3]).ok_or_else(|| bad("op"))?;
+            Ok(HeaderMsg::Proceed(CallHeader {
+                kind,
+                dtype,
+                op,
+                elem_size: u16::from_le_bytes(b[4..6].try_into().unwrap()),
+                seq: u64::from_le_bytes(b[8..16].try_into().unwrap()),
+                count: u64::from_le_bytes(b[16..24].try_into().unwrap()),
+                root: u32::from_le_bytes(b[24..28].try_into().unwrap()),
+                tag: u32::from_le_bytes(b[28..32].try_into().unwrap()),
+            }))
+        }
+        STATUS_ABORT => {
+            let reason_len = u32::from_le_bytes(b[28..32].try_into().unwrap());
+            if reason_len as usize > MAX_ABORT_REASON {
+                return Err(bad("abort reason too long"));
+            }
+            Ok(HeaderMsg::Abort {
+                origin: u32::from_le_bytes(b[24..28].try_into().unwrap()),
+                reason_len,
+            })
+        }
+        _ => Err(bad("status")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hdr() -> CallHeader {
+        CallHeader {
+            seq: 7,
+            kind: CallKind::AllreduceTree,
+            dtype: DataType::F32,
+            op: Op::Sum,
+            elem_size: 4,
+            root: 0,
+            count: 400,
+            tag: 0,
+        }
+    }
+
+    #[test]
+    fn header_round_trip() {
+        let h = hdr();
+        assert_eq!(
+            decode_header(&h.encode(), 1).unwrap(),
+            HeaderMsg::Proceed(h)
+        );
+    }
+
+    #[test]
+    fn abort_round_trip() {
+        let b = encode_abort(3, "sizes differ");
+        let head: [u8; HEADER_LEN] = b[..HEADER_LEN].try_into().unwrap();
+        assert_eq!(
+            decode_header(&head, 1).unwrap(),
+            HeaderMsg::Abort {
+                origin: 3,
+                reason_len: 12
+            }
+        );
+        assert_eq!(&b[HEADER_LEN..], b"sizes differ");
+    }
+
+    #[test]
+    fn garbage_header_is_an_error() {
+        let mut b = hdr().encode();
+        b[1] = 99;
+        assert!(matches!(decode_header(&b, 2), Err(Error::Protocol(m)) if m.contains("rank 2")));
+        b[0] = 7;
+        assert!(decode_header(&b, 2).is_err());
+    }
+
+    #[test]
+    fn merge_detects_each_field() {
+        let a = hdr();
+        assert_eq!(a.merge(&a, 0, 1), Ok(a));
+        let mut b = a;
+        b.count = 800;
+        let e = a.merge(&b, 0, 1).unwrap_err();
+        assert!(
+            e.contains("400 bytes") && e.contains("800 bytes") && e.contains("rank 1"),
+            "{e}"
+        );
+        for f in [
+            |h: &mut CallHeader| h.dtype = DataType::F64,
+            |h: &mut CallHeader| h.op = Op::Max,
+            |h: &mut CallHeader| h.seq = 8,
+            |h: &mut CallHeader| h.kind = CallKind::AllreduceRing,
+        ] {
+            let mut b = a;
+            f(&mut b);
+            assert!(a.merge(&b, 0, 1).is_err());
+        }
+        let mut unknown = a;
+        unknown.count = COUNT_UNKNOWN;
+        assert_eq!(unknown.merge(&a, 0, 1).unwrap().count, 400);
+    }
+
+    #[test]
+    fn frames_round_trip_and_report_incomplete() {
+        let m = ToTracker::Register {
+            task_id: "3".into(),
+            host: "127.0.0.1".into(),
+            port: 9,
+            attempt: 1,
+        };
+        let f = encode_frame(&m);
+        for cut in 0..f.len() {
+            assert!(decode_frame::<ToTracker>(&f[..cut]).unwrap().is_none());
+        }
+        assert_eq!(decode_frame::<ToTracker>(&f).unwrap(), Some((m, f.len())));
+    }
+
+    #[test]
+    fn oversized_or_malformed_frames_are_rejected() {
+        let mut f = (MAX_FRAME as u32 + 1).to_le_bytes().to_vec();
+        f.extend_from_slice(b"{}");
+        assert!(matches!(
+            decode_frame::<ToTracker>(&f),
+            Err(Error::Protocol(_))
+        ));
+        let mut g = 5u32.to_le_bytes().to_vec();
+        g.extend_from_slice(b"hello");
+        assert!(matches!(
+            decode_frame::<ToTracker>(&g),
+            Err(Error::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn preamble_checks() {
+        assert!(check_preamble(&preamble(), "x").is_ok());
+        let mut p = preamble();
+        p[0] ^= 1;
+        assert!(check_preamble(&p, "x").is_err());
+        let mut q = preamble();
+        q[4] = 9;
+        assert!(
+            matches!(check_preamble(&q, "x"), Err(Error::Protocol(m)) if m.contains("version 9"))
+        );
+    }
+}

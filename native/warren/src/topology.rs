@@ -1,1 +1,180 @@
-//! (in progress)
+//! Who talks to whom: the binary tree and the ring over ranks `0..world`.
+//!
+//! Pure functions, no I/O. The tree is the heap layout rooted at rank 0 (parent `(r-1)/2`,
+//! children `2r+1`, `2r+2`); the ring is `r -> (r+1) % world`.
+
+/// A worker's neighbours in both topologies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    /// This worker's rank.
+    pub rank: usize,
+    /// Number of workers.
+    pub world: usize,
+    /// Tree parent (`None` at the root).
+    pub parent: Option<usize>,
+    /// Tree children, in increasing rank order (the fixed reduction order).
+    pub children: Vec<usize>,
+    /// Ring predecessor (receives from it).
+    pub ring_prev: usize,
+    /// Ring successor (sends to it).
+    pub ring_next: usize,
+}
+
+impl Topology {
+    /// Computes the topology of `rank` in a world of `world` workers.
+    ///
+    /// # Panics
+    /// If `rank >= world`.
+    pub fn new(rank: usize, world: usize) -> Topology {
+        assert!(rank < world, "rank {rank} out of range for world {world}");
+        let parent = if rank == 0 {
+            None
+        } else {
+            Some((rank - 1) / 2)
+        };
+        let children = [2 * rank + 1, 2 * rank + 2]
+            .into_iter()
+            .filter(|&c| c < world)
+            .collect();
+        Topology {
+            rank,
+            world,
+            parent,
+            children,
+            ring_prev: (rank + world - 1) % world,
+            ring_next: (rank + 1) % world,
+        }
+    }
+
+    /// Every distinct peer this worker keeps a link to, in increasing rank order.
+    pub fn neighbours(&self) -> Vec<usize> {
+        let mut n: Vec<usize> = self
+            .parent
+            .into_iter()
+            .chain(self.children.iter().copied())
+            .collect();
+        if self.world > 1 {
+            n.push(self.ring_prev);
+            n.push(self.ring_next);
+        }
+        n.retain(|&p| p != self.rank);
+        n.sort_unstable();
+        n.dedup();
+        n
+    }
+
+    /// Whether `node` lies in the subtree rooted at `root` (a node is in its own subtree).
+    pub fn in_subtree(root: usize, mut node: usize) -> bool {
+        loop {
+            if node == root {
+                return true;
+            }
+            if node == 0 || node < root {
+                return false;
+            }
+            node = (node - 1) / 2;
+        }
+    }
+
+    /// The neighbour on the tree path from this worker towards `target` (`None` if `target`
+    /// is this worker).
+    pub fn tree_hop_towards(&self, target: usize) -> Option<usize> {
+        if target == self.rank {
+            return None;
+        }
+        self.children
+            .iter()
+            .copied()
+            .find(|&c| Self::in_subtree(c, target))
+            .or(self.parent)
+    }
+}
+
+/// Splits `len` bytes into `parts` contiguous chunks whose boundaries are multiples of `align`;
+/// returns `parts + 1` offsets. Chunks differ in size by at most `align` bytes, and the
+/// remainder goes to the first chunks.
+pub fn chunk_offsets(len: usize, parts: usize, align: usize) -> Vec<usize> {
+    assert!(parts > 0 && align > 0 && len % align == 0);
+    let elems = len / align;
+    let (base, extra) = (elems / parts, elems % parts);
+    let mut offs = Vec::with_capacity(parts + 1);
+    let mut at = 0;
+    offs.push(0);
+    for i in 0..parts {
+        at += (base + usize::from(i < extra)) * align;
+        offs.push(at);
+    }
+    offs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_shape() {
+        let t = Topology::new(0, 7);
+        assert_eq!((t.parent, t.children.clone()), (None, vec![1, 2]));
+        let t = Topology::new(2, 7);
+        assert_eq!((t.parent, t.children.clone()), (Some(0), vec![5, 6]));
+        let t = Topology::new(3, 5);
+        assert_eq!((t.parent, t.children.clone()), (Some(1), vec![]));
+        let t = Topology::new(1, 4);
+        assert_eq!(t.children, vec![3]);
+    }
+
+    #[test]
+    fn every_parent_child_pair_is_mutual() {
+        for world in 1..40 {
+            for r in 0..world {
+                let t = Topology::new(r, world);
+                for &c in &t.children {
+                    assert_eq!(Topology::new(c, world).parent, Some(r));
+                }
+                let next = Topology::new(t.ring_next, world);
+                assert_eq!(next.ring_prev, r);
+                for n in t.neighbours() {
+                    assert!(
+                        Topology::new(n, world).neighbours().contains(&r),
+                        "{world} {r} {n}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ring_and_neighbours_small_worlds() {
+        assert_eq!(Topology::new(0, 1).neighbours(), Vec::<usize>::new());
+        assert_eq!(Topology::new(0, 2).neighbours(), vec![1]);
+        assert_eq!(Topology::new(1, 2).neighbours(), vec![0]);
+        assert_eq!(Topology::new(3, 8).neighbours(), vec![1, 2, 4, 7]);
+    }
+
+    #[test]
+    fn hops_follow_the_tree() {
+        let t = Topology::new(1, 10);
+        assert_eq!(t.tree_hop_towards(8), Some(3));
+        assert_eq!(t.tree_hop_towards(9), Some(4));
+        assert_eq!(t.tree_hop_towards(2), Some(0));
+        assert_eq!(t.tree_hop_towards(1), None);
+        assert!(Topology::in_subtree(1, 7));
+        assert!(!Topology::in_subtree(2, 7));
+    }
+
+    #[test]
+    fn chunks_cover_everything_aligned() {
+        for len_elems in [0usize, 1, 3, 7, 100, 1001] {
+            for parts in 1..9 {
+                for align in [1usize, 4, 8] {
+                    let offs = chunk_offsets(len_elems * align, parts, align);
+                    assert_eq!(offs.len(), parts + 1);
+                    assert_eq!(*offs.last().unwrap(), len_elems * align);
+                    for w in offs.windows(2) {
+                        assert!(w[0] <= w[1] && (w[1] - w[0]) % align == 0);
+                    }
+                }
+            }
+        }
+    }
+}

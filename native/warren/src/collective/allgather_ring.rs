@@ -1,0 +1,45 @@
+//! Ring allgather of blocks of different sizes: block `b` goes around the ring from rank `b`,
+//! each rank forwarding what it received in the previous step.
+
+use std::ops::Range;
+
+use crate::error::Result;
+use crate::topology::Topology;
+
+use super::ring::{Step, ring_pipeline};
+use super::{Net, Scratch};
+
+/// Fills `out` (every rank's block, in rank order, at `blocks[rank]`); this rank's own block
+/// must already be in place.
+pub(crate) fn allgather_ring(
+    net: &mut Net,
+    topo: &Topology,
+    out: &mut [u8],
+    blocks: &[Range<usize>],
+    scratch: &mut Scratch,
+    what: &str,
+) -> Result<()> {
+    let w = topo.world;
+    if w == 1 {
+        return Ok(());
+    }
+    let r = topo.rank;
+    let steps: Vec<Step> = (0..w - 1)
+        .map(|s| Step {
+            send: blocks[(r + w - s) % w].clone(),
+            recv: blocks[(r + 2 * w - s - 1) % w].clone(),
+            reduce: false,
+        })
+        .collect();
+    ring_pipeline(
+        net,
+        topo.ring_prev,
+        topo.ring_next,
+        out,
+        &steps,
+        1,
+        None,
+        scratch,
+        what,
+    )
+}

@@ -1,0 +1,58 @@
+//! Ring allreduce: reduce-scatter then allgather over `world` chunks. Each chunk is reduced
+//! along a fixed chain of ranks (deterministic), then the owner's result is copied to everyone
+//! (identical on every rank). Moves `2 (world-1)/world` of the payload per rank: bandwidth-
+//! optimal for large payloads.
+
+use crate::error::Result;
+use crate::proto::CallHeader;
+use crate::reduce::ByteReducer;
+use crate::topology::{Topology, chunk_offsets};
+
+use super::ring::{Step, ring_pipeline};
+use super::{Net, Scratch, allreduce_tree};
+
+/// Runs the ring allreduce of `buf`, after a tree pass that checks the call header.
+pub(crate) fn allreduce_ring(
+    net: &mut Net,
+    topo: &Topology,
+    hdr: CallHeader,
+    buf: &mut [u8],
+    elem: usize,
+    reducer: &ByteReducer,
+    scratch: &mut Scratch,
+) -> Result<()> {
+    allreduce_tree(net, topo, hdr, &mut [], 1, reducer, scratch)?;
+    let w = topo.world;
+    if w == 1 || buf.is_empty() {
+        return Ok(());
+    }
+    let offs = chunk_offsets(buf.len(), w, elem);
+    let chunk = |i: usize| offs[i % w]..offs[i % w + 1];
+    let r = topo.rank;
+    let mut steps = Vec::with_capacity(2 * (w - 1));
+    for s in 0..w - 1 {
+        steps.push(Step {
+            send: chunk(r + w - s),
+            recv: chunk(r + 2 * w - s - 1),
+            reduce: true,
+        });
+    }
+    for j in 0..w - 1 {
+        steps.push(Step {
+            send: chunk(r + 1 + w - j),
+            recv: chunk(r + w - j),
+            reduce: false,
+        });
+    }
+    ring_pipeline(
+        net,
+        topo.ring_prev,
+        topo.ring_next,
+        buf,
+        &steps,
+        elem,
+        Some(reducer),
+        scratch,
+        &hdr.describe(),
+    )
+}

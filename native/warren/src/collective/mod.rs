@@ -1,0 +1,48 @@
+//! Collective algorithms over a set of links; no fault tolerance here.
+//!
+//! Every algorithm is a loop over non-blocking reads and writes that moves whatever can move,
+//! then waits (spin, then block) only when nothing could. Sends and receives on all links
+//! overlap, and reductions run as soon as whole elements have arrived.
+//!
+//! Every call starts with a tree pass that checks that all ranks declared the same call
+//! ([`crate::proto::CallHeader`]): a mismatch found anywhere is turned into an abort that
+//! reaches every rank before any rank returns, so all of them report it.
+
+mod allgather_ring;
+mod allreduce_ring;
+mod allreduce_tree;
+mod broadcast_tree;
+mod net;
+mod ring;
+
+pub(crate) use allgather_ring::allgather_ring;
+pub(crate) use allreduce_ring::allreduce_ring;
+pub(crate) use allreduce_tree::allreduce_tree;
+pub(crate) use broadcast_tree::broadcast_tree;
+pub(crate) use net::Net;
+
+/// Element-aligned scratch memory reused across calls.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    bufs: Vec<Vec<u64>>,
+}
+
+impl Scratch {
+    /// `count` aligned byte buffers of at least `len` bytes each.
+    pub(crate) fn get(&mut self, count: usize, len: usize) -> Vec<&mut [u8]> {
+        let words = len.div_ceil(8);
+        while self.bufs.len() < count {
+            self.bufs.push(Vec::new());
+        }
+        self.bufs
+            .iter_mut()
+            .take(count)
+            .map(|b| {
+                if b.len() < words {
+                    b.resize(words, 0);
+                }
+                &mut bytemuck::cast_slice_mut::<u64, u8>(b)[..len]
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,242 @@
+//! The links of one call, the waiter and the call's deadline; header and abort plumbing shared
+//! by the algorithms.
+
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::proto::{self, CallHeader, HEADER_LEN, HeaderMsg};
+use crate::transport::{Link, Waiter};
+
+/// Abort codes carried in an abort header (byte 1).
+const ABORT_MISMATCH: u8 = 1;
+const ABORT_OTHER: u8 = 2;
+
+/// Links indexed by peer rank, the waiter and the deadline of the current call.
+pub(crate) struct Net<'a> {
+    pub(crate) me: usize,
+    pub(crate) links: &'a mut [Option<Link>],
+    pub(crate) waiter: &'a mut Waiter,
+    pub(crate) started: Instant,
+    pub(crate) deadline: Instant,
+}
+
+impl Net<'_> {
+    pub(crate) fn link(&mut self, rank: usize) -> Result<&mut Link> {
+        self.links
+            .get_mut(rank)
+            .and_then(|l| l.as_mut())
+            .ok_or_else(|| Error::PeerLost {
+                rank,
+                reason: "no link to this peer".into(),
+            })
+    }
+
+    /// Records whether a round moved data, and if not waits for readiness.
+    pub(crate) fn settle(
+        &mut self,
+        progressed: bool,
+        waiting_for: impl Fn() -> String,
+    ) -> Result<()> {
+        if progressed {
+            self.waiter.progressed();
+            Ok(())
+        } else {
+            self.waiter.wait(self.deadline, self.started, waiting_for)
+        }
+    }
+
+    /// Sends `head` (the rest of a header) then `data` to `rank` with one vectored write.
+    /// Returns how many bytes of each were taken.
+    pub(crate) fn send2(
+        &mut self,
+        rank: usize,
+        head: &[u8],
+        data: &[u8],
+    ) -> Result<(usize, usize)> {
+        let n = self.link(rank)?.write_vectored_some(head, data)?;
+        let h = n.min(head.len());
+        Ok((h, n - h))
+    }
+
+    /// Sends `bytes` to every rank in `to`, blocking until done or a short deadline; used to
+    /// deliver aborts, so failures are ignored (that peer is gone anyway).
+    pub(crate) fn flush_to(&mut self, to: &[usize], bytes: &[u8]) {
+        let give_up = self
+            .deadline
+            .min(Instant::now() + std::time::Duration::from_secs(5));
+        for &r in to {
+            let mut sent = 0;
+            while sent < bytes.len() && Instant::now() < give_up {
+                match self.link(r).and_then(|l| l.write_some(&bytes[sent..])) {
+                    Ok(0) => std::thread::yield_now(),
+                    Ok(n) => sent += n,
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
+    /// Raises an abort here: tells `to` and returns the error for this rank.
+    pub(crate) fn abort(&mut self, to: &[usize], mismatch: bool, reason: String) -> Error {
+        let mut bytes = proto::encode_abort(self.me, &reason);
+        bytes[1] = if mismatch {
+            ABORT_MISMATCH
+        } else {
+            ABORT_OTHER
+        };
+        self.flush_to(to, &bytes);
+        if mismatch {
+            Error::Mismatch(reason)
+        } else {
+            Error::Aborted {
+                rank: self.me,
+                reason,
+            }
+        }
+    }
+
+    /// Passes on an abort received from elsewhere and returns the error for this rank.
+    pub(crate) fn forward_abort(&mut self, to: &[usize], a: &AbortInfo) -> Error {
+        let mut bytes = proto::encode_abort(a.origin, &a.reason);
+        bytes[1] = if a.mismatch {
+            ABORT_MISMATCH
+        } else {
+            ABORT_OTHER
+        };
+        self.flush_to(to, &bytes);
+        if a.mismatch {
+            Error::Mismatch(format!("{} (detected by rank {})", a.reason, a.origin))
+        } else {
+            Error::Aborted {
+                rank: a.origin,
+                reason: a.reason.clone(),
+            }
+        }
+    }
+}
+
+/// An abort received from a peer.
+#[derive(Debug, Clone)]
+pub(crate) struct AbortInfo {
+    pub(crate) origin: usize,
+    pub(crate) mismatch: bool,
+    pub(crate) reason: String,
+}
+
+/// What a header being received says so far.
+pub(crate) enum HeaderState {
+    Pending,
+    Proceed(CallHeader),
+    Abort(AbortInfo),
+}
+
+/// Receives one call header (and an abort reason, if it is an abort) from a peer.
+pub(crate) struct HeaderIn {
+    pub(crate) from: usize,
+    bytes: [u8; HEADER_LEN],
+    got: usize,
+    reason: Vec<u8>,
+    reason_len: Option<(usize, usize, bool)>,
+    done: Option<CallHeader>,
+}
+
+impl HeaderIn {
+    pub(crate) fn new(from: usize) -> HeaderIn {
+        HeaderIn {
+            from,
+            bytes: [0; HEADER_LEN],
+            got: 0,
+            reason: Vec::new(),
+            reason_len: None,
+            done: None,
+        }
+    }
+
+    /// The header, once received and not an abort.
+    pub(crate) fn header(&self) -> Option<CallHeader> {
+        self.done
+    }
+
+    /// Reads what is available; returns whether anything was read and the state.
+    pub(crate) fn poll(&mut self, net: &mut Net) -> Result<(bool, HeaderState)> {
+        if let Some(h) = self.done {
+            return Ok((false, HeaderState::Proceed(h)));
+        }
+        let link = net.link(self.from)?;
+        let mut progressed = false;
+        if self.got < HEADER_LEN {
+            let n = link.read_some(&mut self.bytes[self.got..])?;
+            progressed |= n > 0;
+            self.got += n;
+            if self.got < HEADER_LEN {
+                return Ok((progressed, HeaderState::Pending));
+            }
+            match proto::decode_header(&self.bytes, self.from)? {
+                HeaderMsg::Proceed(h) => {
+                    self.done = Some(h);
+                    return Ok((true, HeaderState::Proceed(h)));
+                }
+                HeaderMsg::Abort { origin, reason_len } => {
+                    let mismatch = self.bytes[1] == ABORT_MISMATCH;
+                    self.reason = vec![0; reason_len as usize];
+                    self.reason_len = Some((origin as usize, 0, mismatch));
+                }
+            }
+        }
+        let (origin, mut at, mismatch) = self.reason_len.expect("abort header decoded");
+        let n = link.read_some(&mut self.reason[at..])?;
+        progressed |= n > 0;
+        at += n;
+        self.reason_len = Some((origin, at, mismatch));
+        if at < self.reason.len() {
+            return Ok((progressed, HeaderState::Pending));
+        }
+        let reason = String::from_utf8_lossy(&self.reason).into_owned();
+        Ok((
+            true,
+            HeaderState::Abort(AbortInfo {
+                origin,
+                mismatch,
+                reason,
+            }),
+        ))
+    }
+}
+
+/// Bytes of a header still to send.
+pub(crate) struct HeaderOut {
+    bytes: [u8; HEADER_LEN],
+    sent: usize,
+    ready: bool,
+}
+
+impl HeaderOut {
+    pub(crate) fn new() -> HeaderOut {
+        HeaderOut {
+            bytes: [0; HEADER_LEN],
+            sent: 0,
+            ready: false,
+        }
+    }
+
+    pub(crate) fn set(&mut self, h: &CallHeader) {
+        self.bytes = h.encode();
+        self.ready = true;
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        self.ready
+    }
+
+    pub(crate) fn rest(&self) -> &[u8] {
+        &self.bytes[self.sent..]
+    }
+
+    pub(crate) fn advance(&mut self, n: usize) {
+        self.sent += n;
+    }
+
+    pub(crate) fn done(&self) -> bool {
+        self.ready && self.sent == HEADER_LEN
+    }
+}

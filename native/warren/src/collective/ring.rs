@@ -1,0 +1,112 @@
+//! The ring pipeline shared by ring allreduce and ring allgather: a sequence of steps, each
+//! sending one range of the buffer to the next rank while receiving one range from the
+//! previous rank (reduced into the buffer, or copied). A step's send may start as soon as the
+//! bytes it forwards have been received, so steps overlap byte by byte.
+
+use std::ops::Range;
+
+use crate::error::Result;
+use crate::reduce::ByteReducer;
+
+use super::Scratch;
+use super::net::Net;
+
+/// Bytes of scratch used to receive data that is reduced on arrival.
+const RECV_CHUNK: usize = 256 << 10;
+
+/// One step of the ring.
+#[derive(Debug, Clone)]
+pub(crate) struct Step {
+    pub(crate) send: Range<usize>,
+    pub(crate) recv: Range<usize>,
+    pub(crate) reduce: bool,
+}
+
+/// Runs `steps` between `prev` and `next` over `buf`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn ring_pipeline(
+    net: &mut Net,
+    prev: usize,
+    next: usize,
+    buf: &mut [u8],
+    steps: &[Step],
+    elem: usize,
+    reducer: Option<&ByteReducer>,
+    scratch: &mut Scratch,
+    what: &str,
+) -> Result<()> {
+    let mut stage = scratch.get(1, RECV_CHUNK - RECV_CHUNK % elem.max(1));
+    let stage = &mut stage[0];
+    let (mut si, mut so) = (0usize, 0usize); // send step, offset in it
+    let (mut ri, mut ro, mut rdone) = (0usize, 0usize, 0usize); // recv step, bytes read, bytes processed
+    let me = net.me;
+    loop {
+        let mut progressed = false;
+        // Skip finished or empty steps.
+        while si < steps.len() && so == steps[si].send.len() {
+            si += 1;
+            so = 0;
+        }
+        while ri < steps.len() && rdone == steps[ri].recv.len() {
+            ri += 1;
+            ro = 0;
+            rdone = 0;
+        }
+        if si == steps.len() && ri == steps.len() {
+            return Ok(());
+        }
+        // Send what this step may send: all of step 0, else what the previous step received.
+        if si < steps.len() {
+            let s = &steps[si];
+            let limit = if si == 0 || ri >= si {
+                s.send.len()
+            } else if ri + 1 == si {
+                rdone
+            } else {
+                0
+            };
+            if so < limit {
+                let n = net
+                    .link(next)?
+                    .write_some(&buf[s.send.start + so..s.send.start + limit])?;
+                so += n;
+                progressed |= n > 0;
+            }
+        }
+        // Receive into the buffer, reducing whole elements on arrival.
+        if ri < steps.len() {
+            let r = &steps[ri];
+            let len = r.recv.len();
+            if r.reduce {
+                let pending = ro - rdone;
+                let room = (stage.len() - pending).min(len - ro);
+                let n = net
+                    .link(prev)?
+                    .read_some(&mut stage[pending..pending + room])?;
+                ro += n;
+                progressed |= n > 0;
+                let have = ro - rdone;
+                let whole = have - have % elem;
+                if whole > 0 {
+                    let at = r.recv.start + rdone;
+                    (reducer.expect("reduce step needs a reducer"))(
+                        &mut buf[at..at + whole],
+                        &stage[..whole],
+                    );
+                    stage.copy_within(whole..have, 0);
+                    rdone += whole;
+                }
+            } else {
+                let n = net
+                    .link(prev)?
+                    .read_some(&mut buf[r.recv.start + ro..r.recv.end])?;
+                ro += n;
+                rdone = ro;
+                progressed |= n > 0;
+            }
+        }
+        net.settle(progressed, || {
+            format!("{what} on rank {me}: ring step {si} sending to rank {next}, step {ri} receiving from rank {prev}")
+        })?;
+    }
+}

@@ -1,0 +1,199 @@
+//! The tracker: rendezvous, stable ranks, address brokering, the job's log and its outcome.
+//!
+//! Embeddable: [`Tracker::start`] runs it on its own threads (the Spark driver runs it
+//! in-process); `warren tracker` runs it as a process. Workers reach it with
+//! [`TrackerClient`].
+
+mod client;
+pub mod registry;
+mod server;
+
+use std::net::ToSocketAddrs;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use client::TrackerClient;
+pub use registry::Registry;
+
+use crate::config::keys;
+use crate::error::{Error, Result};
+
+/// How a finished job went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobReport {
+    /// Number of workers.
+    pub world: usize,
+    /// Registrations of a task id that already had a rank.
+    pub recoveries: u64,
+    /// Time from tracker start to the last shutdown.
+    pub elapsed: Duration,
+}
+
+/// `Ok` when every worker shut down cleanly, `Err` with the reason the job failed.
+pub type JobOutcome = std::result::Result<JobReport, String>;
+
+/// Settings of a tracker.
+#[derive(Debug, Clone)]
+pub struct TrackerConfig {
+    /// Number of workers.
+    pub num_workers: usize,
+    /// Address to bind (default `127.0.0.1`).
+    pub host: String,
+    /// Port to bind (0 = any free port).
+    pub port: u16,
+    /// The job secret workers must prove they hold.
+    pub secret: String,
+    /// How long all workers have to arrive (default 600 s).
+    pub rendezvous_timeout: Duration,
+}
+
+impl TrackerConfig {
+    /// Settings for `num_workers` workers on `127.0.0.1`, any port, with `secret`.
+    pub fn new(num_workers: usize, secret: impl Into<String>) -> TrackerConfig {
+        TrackerConfig {
+            num_workers,
+            host: "127.0.0.1".into(),
+            port: 0,
+            secret: secret.into(),
+            rendezvous_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A running tracker. Dropping it stops it.
+pub struct Tracker {
+    runtime: Option<tokio::runtime::Runtime>,
+    state: server::SharedState,
+    uri: String,
+    secret: String,
+    world: usize,
+}
+
+impl std::fmt::Debug for Tracker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracker")
+            .field("uri", &self.uri)
+            .field("world", &self.world)
+            .finish()
+    }
+}
+
+impl Tracker {
+    /// Binds and starts serving.
+    pub fn start(cfg: TrackerConfig) -> Result<Tracker> {
+        if cfg.num_workers == 0 {
+            return Err(Error::Config("a tracker needs at least one worker".into()));
+        }
+        if cfg.secret.is_empty() {
+            return Err(Error::Config(
+                "a tracker needs a non-empty job secret".into(),
+            ));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("warren-tracker")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting tracker runtime", e))?;
+        let addr = (cfg.host.as_str(), cfg.port)
+            .to_socket_addrs()
+            .map_err(|e| Error::Config(format!("tracker address {}:{}: {e}", cfg.host, cfg.port)))?
+            .next()
+            .ok_or_else(|| {
+                Error::Config(format!("tracker host {:?} resolves to nothing", cfg.host))
+            })?;
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(addr))
+            .map_err(|e| Error::io(format!("binding tracker on {addr}"), e))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| Error::io("reading tracker address", e))?;
+        let state = server::new_state(cfg.num_workers);
+        runtime.spawn(server::serve(
+            listener,
+            state.clone(),
+            Arc::new(cfg.secret.clone().into_bytes()),
+        ));
+        runtime.spawn(server::rendezvous_deadline(
+            state.clone(),
+            cfg.rendezvous_timeout,
+        ));
+        let uri = format!("{}:{}", cfg.host, bound.port());
+        log::info!(
+            "tracker: listening on {uri} for {} workers",
+            cfg.num_workers
+        );
+        Ok(Tracker {
+            runtime: Some(runtime),
+            state,
+            uri,
+            secret: cfg.secret,
+            world: cfg.num_workers,
+        })
+    }
+
+    /// `host:port` workers connect to.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The settings every worker needs (add `WARREN_TASK_ID` per worker).
+    pub fn worker_env(&self) -> Vec<(String, String)> {
+        vec![
+            (keys::TRACKER_URI.into(), self.uri.clone()),
+            (keys::NUM_WORKERS.into(), self.world.to_string()),
+            (keys::JOB_SECRET.into(), self.secret.clone()),
+        ]
+    }
+
+    /// The current registry (a copy), for status displays and tests.
+    pub fn registry(&self) -> Registry {
+        self.state.0.lock().unwrap().registry.clone()
+    }
+
+    /// Waits until every worker has shut down (`Ok`), the job failed (`Err(Tracker)`), or
+    /// `timeout` passes (`Err(Timeout)`).
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<JobReport> {
+        let until = timeout.map(|t| Instant::now() + t);
+        let (lock, cv) = &*self.state;
+        let mut s = lock.lock().unwrap();
+        loop {
+            if let Some(outcome) = &s.outcome {
+                return outcome.clone().map_err(Error::Tracker);
+            }
+            match until {
+                None => s = cv.wait(s).unwrap(),
+                Some(u) => {
+                    let left = u.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(Error::Timeout {
+                            what: format!(
+                                "job completion (finished: {:?})",
+                                s.registry.task_ids(Some(registry::WorkerState::Finished))
+                            ),
+                            after: timeout.unwrap_or_default(),
+                        });
+                    }
+                    s = cv.wait_timeout(s, left).unwrap().0;
+                }
+            }
+        }
+    }
+
+    /// Stops serving; open connections are closed.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,320 @@
+//! Who is in the job: task ids, ranks, addresses, and who finished or was lost. A pure state
+//! machine, no I/O: the server feeds it events and acts on what it returns.
+
+use std::collections::BTreeMap;
+
+use crate::proto::PeerAddr;
+
+/// The state of one worker as the tracker sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerState {
+    /// Registered and running.
+    Running,
+    /// Sent `shutdown`.
+    Finished,
+    /// Its connection dropped without `shutdown` (it may come back).
+    Lost,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    host: String,
+    port: u16,
+    rank: Option<usize>,
+    state: WorkerState,
+}
+
+/// What a registration leads to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registered {
+    /// Not everyone is here yet.
+    Waiting {
+        /// Distinct task ids registered so far.
+        arrived: usize,
+    },
+    /// Everyone is here: these task ids got these ranks (all of them, to be told now).
+    Assigned(Vec<(String, usize)>),
+    /// A known task id came back after ranks were assigned: it keeps its rank.
+    Recovered {
+        /// Its rank.
+        rank: usize,
+    },
+    /// The registration is refused.
+    Rejected(String),
+}
+
+/// Rank assignment and worker bookkeeping for a job of `world` workers.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    world: usize,
+    workers: BTreeMap<String, Entry>,
+    assigned: bool,
+    epoch: u64,
+    recoveries: u64,
+}
+
+/// Orders task ids numerically when both are numbers, otherwise as strings.
+pub fn task_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(x), Ok(y)) => x.cmp(&y),
+        _ => a.cmp(b),
+    }
+}
+
+impl Registry {
+    /// A registry for `world` workers.
+    pub fn new(world: usize) -> Registry {
+        Registry {
+            world,
+            workers: BTreeMap::new(),
+            assigned: false,
+            epoch: 0,
+            recoveries: 0,
+        }
+    }
+
+    /// Number of workers expected.
+    pub fn world(&self) -> usize {
+        self.world
+    }
+
+    /// Whether ranks have been assigned.
+    pub fn assigned(&self) -> bool {
+        self.assigned
+    }
+
+    /// Registrations so far (grows with every recovery).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Number of recoveries so far.
+    pub fn recoveries(&self) -> u64 {
+        self.recoveries
+    }
+
+    /// A worker registers (or re-registers) with its task id and peer address.
+    pub fn register(&mut self, task_id: &str, host: &str, port: u16) -> Registered {
+        if task_id.is_empty() {
+            return Registered::Rejected("empty task id".into());
+        }
+        if let Some(e) = self.workers.get_mut(task_id) {
+            e.host = host.to_string();
+            e.port = port;
+            e.state = WorkerState::Running;
+            self.epoch += 1;
+            return match e.rank {
+                Some(rank) => {
+                    self.recoveries += 1;
+                    Registered::Recovered { rank }
+                }
+                None => Registered::Waiting {
+                    arrived: self.workers.len(),
+                },
+            };
+        }
+        if self.assigned || self.workers.len() == self.world {
+            let mut known: Vec<&String> = self.workers.keys().collect();
+            known.sort_by(|a, b| task_order(a, b));
+            return Registered::Rejected(format!(
+                "the job has {} workers and task id {task_id:?} is not one of them ({known:?})",
+                self.world
+            ));
+        }
+        self.epoch += 1;
+        self.workers.insert(
+            task_id.to_string(),
+            Entry {
+                host: host.to_string(),
+                port,
+                rank: None,
+                state: WorkerState::Running,
+            },
+        );
+        if self.workers.len() < self.world {
+            return Registered::Waiting {
+                arrived: self.workers.len(),
+            };
+        }
+        let mut ids: Vec<String> = self.workers.keys().cloned().collect();
+        ids.sort_by(|a, b| task_order(a, b));
+        for (rank, id) in ids.iter().enumerate() {
+            self.workers.get_mut(id).expect("present").rank = Some(rank);
+        }
+        self.assigned = true;
+        Registered::Assigned(ids.into_iter().enumerate().map(|(r, id)| (id, r)).collect())
+    }
+
+    /// Every worker's address, indexed by rank (only once assigned).
+    pub fn peers(&self) -> Vec<PeerAddr> {
+        let mut v: Vec<PeerAddr> = self
+            .workers
+            .iter()
+            .filter_map(|(id, e)| {
+                e.rank.map(|rank| PeerAddr {
+                    rank,
+                    task_id: id.clone(),
+                    host: e.host.clone(),
+                    port: e.port,
+                })
+            })
+            .collect();
+        v.sort_by_key(|p| p.rank);
+        v
+    }
+
+    /// Rank of a task id, if assigned.
+    pub fn rank_of(&self, task_id: &str) -> Option<usize> {
+        self.workers.get(task_id).and_then(|e| e.rank)
+    }
+
+    /// State of a task id.
+    pub fn state_of(&self, task_id: &str) -> Option<WorkerState> {
+        self.workers.get(task_id).map(|e| e.state)
+    }
+
+    /// The worker shut down cleanly. Returns whether the whole job has now finished.
+    pub fn finished(&mut self, task_id: &str) -> bool {
+        if let Some(e) = self.workers.get_mut(task_id) {
+            e.state = WorkerState::Finished;
+        }
+        self.job_finished()
+    }
+
+    /// The worker's connection dropped without a shutdown.
+    pub fn lost(&mut self, task_id: &str) {
+        if let Some(e) = self.workers.get_mut(task_id) {
+            if e.state == WorkerState::Running {
+                e.state = WorkerState::Lost;
+            }
+        }
+    }
+
+    /// Whether every worker has finished.
+    pub fn job_finished(&self) -> bool {
+        self.assigned
+            && self
+                .workers
+                .values()
+                .all(|e| e.state == WorkerState::Finished)
+    }
+
+    /// Task ids in a given state, in rank (task id) order.
+    pub fn task_ids(&self, state: Option<WorkerState>) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .workers
+            .iter()
+            .filter(|(_, e)| state.is_none_or(|s| e.state == s))
+            .map(|(id, _)| id.clone())
+            .collect();
+        v.sort_by(|a, b| task_order(a, b));
+        v
+    }
+
+    /// Describes who is missing at the rendezvous: the absent task ids when the ids are the
+    /// numbers `0..world` (as `warren run` and Spark assign them), otherwise who did arrive.
+    pub fn missing_description(&self) -> String {
+        let arrived = self.task_ids(None);
+        let numeric: Option<Vec<u64>> = arrived.iter().map(|id| id.parse().ok()).collect();
+        match numeric {
+            Some(nums) if nums.iter().all(|&n| (n as usize) < self.world) => {
+                let missing: Vec<usize> = (0..self.world)
+                    .filter(|i| !nums.contains(&(*i as u64)))
+                    .collect();
+                format!(
+                    "{} of {} workers arrived; missing task ids {:?}",
+                    arrived.len(),
+                    self.world,
+                    missing
+                )
+            }
+            _ => format!(
+                "{} of {} workers arrived (task ids {:?})",
+                arrived.len(),
+                self.world,
+                arrived
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_follow_numeric_task_order_once_all_arrive() {
+        let mut r = Registry::new(3);
+        assert_eq!(r.register("10", "h", 1), Registered::Waiting { arrived: 1 });
+        assert_eq!(r.register("2", "h", 2), Registered::Waiting { arrived: 2 });
+        let out = r.register("9", "h", 3);
+        assert_eq!(
+            out,
+            Registered::Assigned(vec![("2".into(), 0), ("9".into(), 1), ("10".into(), 2)])
+        );
+        assert_eq!(
+            r.peers().iter().map(|p| p.port).collect::<Vec<_>>(),
+            vec![2, 3, 1]
+        );
+    }
+
+    #[test]
+    fn a_returning_task_keeps_its_rank_and_new_address() {
+        let mut r = Registry::new(2);
+        r.register("0", "a", 1);
+        r.register("1", "b", 2);
+        r.lost("1");
+        assert_eq!(r.state_of("1"), Some(WorkerState::Lost));
+        let e = r.epoch();
+        assert_eq!(r.register("1", "c", 9), Registered::Recovered { rank: 1 });
+        assert_eq!(r.epoch(), e + 1);
+        assert_eq!(r.recoveries(), 1);
+        assert_eq!(r.peers()[1].host, "c");
+        assert_eq!(r.state_of("1"), Some(WorkerState::Running));
+    }
+
+    #[test]
+    fn re_registering_before_assignment_replaces_the_address() {
+        let mut r = Registry::new(2);
+        r.register("0", "a", 1);
+        assert_eq!(r.register("0", "a", 5), Registered::Waiting { arrived: 1 });
+        assert!(matches!(r.register("1", "b", 2), Registered::Assigned(_)));
+        assert_eq!(r.peers()[0].port, 5);
+    }
+
+    #[test]
+    fn strangers_are_rejected() {
+        let mut r = Registry::new(1);
+        r.register("0", "a", 1);
+        assert!(matches!(r.register("7", "a", 2), Registered::Rejected(m) if m.contains("\"7\"")));
+        assert!(matches!(
+            Registry::new(2).register("", "a", 1),
+            Registered::Rejected(_)
+        ));
+    }
+
+    #[test]
+    fn job_finishes_when_all_shut_down() {
+        let mut r = Registry::new(2);
+        r.register("0", "a", 1);
+        r.register("1", "a", 2);
+        assert!(!r.finished("0"));
+        r.lost("0"); // a finished worker closing its connection is not lost
+        assert_eq!(r.state_of("0"), Some(WorkerState::Finished));
+        assert!(r.finished("1"));
+    }
+
+    #[test]
+    fn missing_ids_are_named() {
+        let mut r = Registry::new(4);
+        r.register("0", "a", 1);
+        r.register("2", "a", 1);
+        assert_eq!(
+            r.missing_description(),
+            "2 of 4 workers arrived; missing task ids [1, 3]"
+        );
+        let mut s = Registry::new(3);
+        s.register("x", "a", 1);
+        assert!(s.missing_description().contains("[\"x\"]"));
+    }
+}

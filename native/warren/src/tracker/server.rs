@@ -1,0 +1,328 @@
+//! The tracker's network side (tokio): handshake and authentication of each connection, then
+//! frames in and out. Decisions are the [`Registry`]'s.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use log::{info, warn};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+
+use super::registry::{Registered, Registry, WorkerState};
+use super::{JobOutcome, JobReport};
+use crate::auth::{self, PROOF_LEN, Purpose};
+use crate::proto::{self, FromTracker, ToTracker};
+
+/// Time a new connection has to complete its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// State shared by the connection tasks and the [`super::Tracker`] handle.
+pub(crate) struct Shared {
+    pub(crate) registry: Registry,
+    conns: HashMap<String, (u64, UnboundedSender<FromTracker>)>,
+    next_conn: u64,
+    pub(crate) outcome: Option<JobOutcome>,
+    started: Instant,
+}
+
+pub(crate) type SharedState = Arc<(Mutex<Shared>, Condvar)>;
+
+pub(crate) fn new_state(world: usize) -> SharedState {
+    Arc::new((
+        Mutex::new(Shared {
+            registry: Registry::new(world),
+            conns: HashMap::new(),
+            next_conn: 0,
+            outcome: None,
+            started: Instant::now(),
+        }),
+        Condvar::new(),
+    ))
+}
+
+fn set_outcome(state: &SharedState, s: &mut Shared, outcome: JobOutcome) {
+    if s.outcome.is_none() {
+        s.outcome = Some(outcome);
+        state.1.notify_all();
+    }
+}
+
+/// Accepts connections until the runtime shuts down.
+pub(crate) async fn serve(listener: TcpListener, state: SharedState, secret: Arc<Vec<u8>>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, addr)) => {
+                let state = state.clone();
+                let secret = secret.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(stream, &secret)).await
+                    {
+                        Ok(Ok(stream)) => connection(stream, state).await,
+                        Ok(Err(reason)) => {
+                            warn!("tracker: refused connection from {addr}: {reason}")
+                        }
+                        Err(_) => {
+                            warn!("tracker: refused connection from {addr}: handshake timed out")
+                        }
+                    }
+                });
+            }
+            Err(e) => {
+                warn!("tracker: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Fails the job if not all workers have arrived by `deadline`.
+pub(crate) async fn rendezvous_deadline(state: SharedState, after: Duration) {
+    tokio::time::sleep(after).await;
+    let mut s = state.0.lock().unwrap();
+    if !s.registry.assigned() {
+        let msg = format!(
+            "rendezvous timed out after {after:?}: {}",
+            s.registry.missing_description()
+        );
+        warn!("tracker: {msg}");
+        for (_, tx) in s.conns.values() {
+            let _ = tx.send(FromTracker::Error {
+                message: msg.clone(),
+            });
+        }
+        set_outcome(&state, &mut s, Err(msg));
+    }
+}
+
+async fn handshake(mut stream: TcpStream, secret: &[u8]) -> Result<TcpStream, String> {
+    let mut pre = [0u8; 8];
+    stream
+        .read_exact(&mut pre)
+        .await
+        .map_err(|e| e.to_string())?;
+    proto::check_preamble(&pre, "client").map_err(|e| e.to_string())?;
+    let nonce = auth::nonce();
+    let mut challenge = proto::preamble().to_vec();
+    challenge.extend_from_slice(&nonce);
+    stream
+        .write_all(&challenge)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut proof = [0u8; PROOF_LEN];
+    stream
+        .read_exact(&mut proof)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ok = auth::verify(secret, Purpose::Tracker, &nonce, &proof);
+    stream
+        .write_all(&[u8::from(ok)])
+        .await
+        .map_err(|e| e.to_string())?;
+    if !ok {
+        return Err("it does not hold the job secret".into());
+    }
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+async fn connection(stream: TcpStream, state: SharedState) {
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let (mut rd, mut wr) = stream.into_split();
+    let (tx, mut rx) = unbounded_channel::<FromTracker>();
+    let writer = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            let fatal = matches!(msg, FromTracker::Error { .. });
+            if wr.write_all(&proto::encode_frame(&msg)).await.is_err() || fatal {
+                break;
+            }
+        }
+        let _ = wr.shutdown().await;
+    });
+    let mut me: Option<(String, u64)> = None;
+    let mut inbox = Vec::new();
+    let mut chunk = vec![0u8; 8192];
+    let end_reason = 'conn: loop {
+        let n = match rd.read(&mut chunk).await {
+            Ok(0) => break "connection closed".to_string(),
+            Ok(n) => n,
+            Err(e) => break e.to_string(),
+        };
+        inbox.extend_from_slice(&chunk[..n]);
+        loop {
+            match proto::decode_frame::<ToTracker>(&inbox) {
+                Ok(None) => break,
+                Ok(Some((msg, used))) => {
+                    inbox.drain(..used);
+                    if let Err(reason) = handle(&state, &tx, &mut me, msg) {
+                        break 'conn reason;
+                    }
+                }
+                Err(e) => {
+                    warn!("tracker: {peer}: {e}");
+                    let _ = tx.send(FromTracker::Error {
+                        message: e.to_string(),
+                    });
+                    break 'conn e.to_string();
+                }
+            }
+        }
+    };
+    drop(tx);
+    let _ = writer.await;
+    if let Some((task_id, conn_id)) = me {
+        let mut s = state.0.lock().unwrap();
+        let current = s.conns.get(&task_id).map(|(id, _)| *id) == Some(conn_id);
+        if current {
+            s.conns.remove(&task_id);
+            if s.registry.state_of(&task_id) == Some(WorkerState::Running) {
+                s.registry.lost(&task_id);
+                let rank = s
+                    .registry
+                    .rank_of(&task_id)
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|| "-".into());
+                warn!("tracker: worker rank {rank} (task {task_id}) lost: {end_reason}");
+            }
+        }
+    }
+}
+
+/// Handles one message; `Err` ends the connection with that reason.
+fn handle(
+    state: &SharedState,
+    tx: &UnboundedSender<FromTracker>,
+    me: &mut Option<(String, u64)>,
+    msg: ToTracker,
+) -> Result<(), String> {
+    let mut s = state.0.lock().unwrap();
+    let s = &mut *s;
+    match msg {
+        ToTracker::Register {
+            task_id,
+            host,
+            port,
+            attempt,
+        } => {
+            if s.outcome.as_ref().is_some_and(|o| o.is_err()) {
+                let message = format!(
+                    "the job has already failed: {}",
+                    s.outcome.as_ref().unwrap().as_ref().unwrap_err()
+                );
+                let _ = tx.send(FromTracker::Error {
+                    message: message.clone(),
+                });
+                return Err(message);
+            }
+            let outcome = s.registry.register(&task_id, &host, port);
+            s.next_conn += 1;
+            let conn_id = s.next_conn;
+            match outcome {
+                Registered::Rejected(message) => {
+                    warn!("tracker: refused task {task_id}: {message}");
+                    let _ = tx.send(FromTracker::Error {
+                        message: message.clone(),
+                    });
+                    return Err(message);
+                }
+                Registered::Waiting { arrived } => {
+                    info!(
+                        "tracker: task {task_id} registered (attempt {attempt}), {arrived}/{} arrived",
+                        s.registry.world()
+                    );
+                    s.conns.insert(task_id.clone(), (conn_id, tx.clone()));
+                }
+                Registered::Assigned(ranks) => {
+                    s.conns.insert(task_id.clone(), (conn_id, tx.clone()));
+                    let peers = s.registry.peers();
+                    let epoch = s.registry.epoch();
+                    info!(
+                        "tracker: all {} workers arrived in {:.2?}; ranks assigned",
+                        ranks.len(),
+                        s.started.elapsed()
+                    );
+                    for (tid, rank) in ranks {
+                        if let Some((_, t)) = s.conns.get(&tid) {
+                            let _ = t.send(FromTracker::Assignment {
+                                rank,
+                                world: peers.len(),
+                                peers: peers.clone(),
+                                epoch,
+                                recovered: false,
+                            });
+                        }
+                    }
+                }
+                Registered::Recovered { rank } => {
+                    info!("tracker: task {task_id} (rank {rank}) came back, attempt {attempt}");
+                    s.conns.insert(task_id.clone(), (conn_id, tx.clone()));
+                    let peers = s.registry.peers();
+                    let epoch = s.registry.epoch();
+                    let _ = tx.send(FromTracker::Assignment {
+                        rank,
+                        world: peers.len(),
+                        peers: peers.clone(),
+                        epoch,
+                        recovered: true,
+                    });
+                    for (tid, (_, t)) in s.conns.iter() {
+                        if *tid != task_id {
+                            let _ = t.send(FromTracker::PeerRecovered {
+                                peer: peers[rank].clone(),
+                                epoch,
+                            });
+                        }
+                    }
+                }
+            }
+            *me = Some((task_id, conn_id));
+        }
+        ToTracker::Print { msg } => {
+            let who = me.as_ref().map(|(t, _)| match s.registry.rank_of(t) {
+                Some(r) => format!("rank {r}"),
+                None => format!("task {t}"),
+            });
+            info!("[{}] {msg}", who.unwrap_or_else(|| "unregistered".into()));
+            let _ = tx.send(FromTracker::Ack);
+        }
+        ToTracker::Shutdown => {
+            let Some((task_id, _)) = me.as_ref() else {
+                return Err("shutdown before registering".into());
+            };
+            let all = s.registry.finished(task_id);
+            info!(
+                "tracker: worker rank {} (task {task_id}) finished",
+                s.registry
+                    .rank_of(task_id)
+                    .map(|r| r.to_string())
+                    .unwrap_or_default()
+            );
+            let _ = tx.send(FromTracker::Ack);
+            if all {
+                let report = JobReport {
+                    world: s.registry.world(),
+                    recoveries: s.registry.recoveries(),
+                    elapsed: s.started.elapsed(),
+                };
+                info!(
+                    "tracker: all {} workers finished in {:.2?} ({} recoveries)",
+                    report.world, report.elapsed, report.recoveries
+                );
+                set_outcome(state, s, Ok(report));
+            }
+        }
+        ToTracker::Status => {
+            let _ = tx.send(FromTracker::Status {
+                world: s.registry.world(),
+                registered: s.registry.task_ids(None),
+                finished: s.registry.task_ids(Some(WorkerState::Finished)),
+                lost: s.registry.task_ids(Some(WorkerState::Lost)),
+            });
+        }
+    }
+    Ok(())
+}

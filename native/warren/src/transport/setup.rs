@@ -1,0 +1,248 @@
+//! Setting up links: every worker listens on one port; for each neighbour pair the higher rank
+//! connects to the lower one (so set-up cannot deadlock: rank 0 only accepts) and proves it
+//! holds the job secret with an HMAC over the acceptor's nonce and its own rank.
+//!
+//! Connector                         Acceptor
+//!   preamble, rank        ──────▶
+//!                         ◀──────   preamble, nonce
+//!   HMAC(secret, rank, nonce) ──▶
+//!                         ◀──────   1 (accepted) / 0 (refused)
+
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use log::{debug, warn};
+use socket2::SockRef;
+
+use super::{Link, read_exact_by, write_all_by};
+use crate::auth::{self, PROOF_LEN, Purpose};
+use crate::error::{Error, Result};
+use crate::proto::{self, PeerAddr};
+
+/// Longest a single incoming connection may take to complete its handshake, so that a stray
+/// client (or garbage on the port) cannot stall the set-up for long.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The listening socket peers connect to.
+#[derive(Debug)]
+pub struct PeerListener {
+    listener: TcpListener,
+    /// Host advertised to peers.
+    pub host: String,
+    /// Port bound.
+    pub port: u16,
+}
+
+impl PeerListener {
+    /// Binds an ephemeral port on `host`.
+    pub fn bind(host: &str) -> Result<PeerListener> {
+        let listener = TcpListener::bind((host, 0))
+            .map_err(|e| Error::io(format!("binding peer listener on {host}"), e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Error::io("reading listener address", e))?
+            .port();
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::io("configuring peer listener", e))?;
+        Ok(PeerListener {
+            listener,
+            host: host.to_string(),
+            port,
+        })
+    }
+
+    /// Accepts one authenticated connection from one of `expected` ranks (not yet in `have`)
+    /// before `deadline`. Connections that fail the handshake are logged and dropped.
+    fn accept_one(
+        &self,
+        me: usize,
+        expected: &[usize],
+        have: &[usize],
+        secret: &[u8],
+        deadline: Instant,
+        opts: &LinkOptions,
+    ) -> Result<(usize, TcpStream)> {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, addr)) => {
+                    stream
+                        .set_nonblocking(false)
+                        .map_err(|e| Error::io("configuring accepted socket", e))?;
+                    let hs_deadline = deadline.min(Instant::now() + HANDSHAKE_TIMEOUT);
+                    match accept_handshake(stream, me, expected, have, secret, hs_deadline, addr) {
+                        Ok((rank, s)) => {
+                            opts.apply(&s)?;
+                            return Ok((rank, s));
+                        }
+                        Err(e) => warn!("rank {me}: refused connection from {addr}: {e}"),
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        let missing: Vec<usize> = expected
+                            .iter()
+                            .copied()
+                            .filter(|r| !have.contains(r))
+                            .collect();
+                        return Err(Error::Timeout {
+                            what: format!("peer ranks {missing:?} to connect to rank {me}"),
+                            after: Duration::ZERO,
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io("accepting peer connection", e)),
+            }
+        }
+    }
+}
+
+/// Socket options of peer links.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LinkOptions {
+    /// SO_SNDBUF and SO_RCVBUF, if set.
+    pub socket_buffer: Option<usize>,
+}
+
+impl LinkOptions {
+    fn apply(&self, s: &TcpStream) -> Result<()> {
+        let sock = SockRef::from(s);
+        sock.set_nodelay(true)
+            .map_err(|e| Error::io("setting TCP_NODELAY", e))?;
+        if let Some(n) = self.socket_buffer {
+            sock.set_send_buffer_size(n)
+                .map_err(|e| Error::io("setting SO_SNDBUF", e))?;
+            sock.set_recv_buffer_size(n)
+                .map_err(|e| Error::io("setting SO_RCVBUF", e))?;
+        }
+        Ok(())
+    }
+}
+
+fn accept_handshake(
+    mut s: TcpStream,
+    me: usize,
+    expected: &[usize],
+    have: &[usize],
+    secret: &[u8],
+    deadline: Instant,
+    addr: SocketAddr,
+) -> Result<(usize, TcpStream)> {
+    let who = format!("connection from {addr}");
+    let mut hello = [0u8; 12];
+    read_exact_by(&mut s, &mut hello, deadline, &who)?;
+    proto::check_preamble(hello[..8].try_into().unwrap(), &who)?;
+    let rank = u32::from_le_bytes(hello[8..].try_into().unwrap()) as usize;
+    let nonce = auth::nonce();
+    let mut reply = proto::preamble().to_vec();
+    reply.extend_from_slice(&nonce);
+    write_all_by(&mut s, &reply, deadline, &who)?;
+    let mut proof = [0u8; PROOF_LEN];
+    read_exact_by(&mut s, &mut proof, deadline, &who)?;
+    let ok = auth::verify(secret, Purpose::Peer(rank as u32), &nonce, &proof);
+    let wanted = expected.contains(&rank) && !have.contains(&rank);
+    write_all_by(&mut s, &[u8::from(ok && wanted)], deadline, &who)?;
+    if !ok {
+        return Err(Error::Auth(format!(
+            "{who} claiming rank {rank} does not hold the job secret"
+        )));
+    }
+    if !wanted {
+        return Err(Error::Protocol(format!(
+            "{who} claims rank {rank}, which is not an expected neighbour of rank {me}"
+        )));
+    }
+    Ok((rank, s))
+}
+
+fn connect_handshake(
+    peer: &PeerAddr,
+    me: usize,
+    secret: &[u8],
+    deadline: Instant,
+    opts: &LinkOptions,
+) -> Result<TcpStream> {
+    let who = format!("peer rank {} ({}:{})", peer.rank, peer.host, peer.port);
+    let addrs: Vec<SocketAddr> = (peer.host.as_str(), peer.port)
+        .to_socket_addrs()
+        .map_err(|e| Error::io(format!("resolving {who}"), e))?
+        .collect();
+    let addr = *addrs
+        .first()
+        .ok_or_else(|| Error::Config(format!("{who} has no address")))?;
+    let mut backoff = Duration::from_millis(5);
+    let mut s = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Timeout {
+                what: format!("connecting to {who}"),
+                after: Duration::ZERO,
+            });
+        }
+        match TcpStream::connect_timeout(&addr, left) {
+            Ok(s) => break s,
+            Err(e) => {
+                debug!("rank {me}: connecting to {who}: {e}; retrying");
+                std::thread::sleep(backoff.min(left));
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+        }
+    };
+    opts.apply(&s)?;
+    let mut hello = proto::preamble().to_vec();
+    hello.extend_from_slice(&(me as u32).to_le_bytes());
+    write_all_by(&mut s, &hello, deadline, &who)?;
+    let mut challenge = [0u8; 8 + PROOF_LEN];
+    read_exact_by(&mut s, &mut challenge, deadline, &who)?;
+    proto::check_preamble(challenge[..8].try_into().unwrap(), &who)?;
+    let proof = auth::prove(secret, Purpose::Peer(me as u32), &challenge[8..]);
+    write_all_by(&mut s, &proof, deadline, &who)?;
+    let mut status = [0u8; 1];
+    read_exact_by(&mut s, &mut status, deadline, &who)?;
+    if status[0] != 1 {
+        return Err(Error::Auth(format!(
+            "{who} refused our link (wrong job secret or unexpected rank {me})"
+        )));
+    }
+    Ok(s)
+}
+
+/// Links rank `me` to each rank in `neighbours`: connects to the lower ranks, accepts the
+/// higher ones. `peers` is indexed by rank. Returns the links in the order of `neighbours`.
+pub fn connect_peers(
+    listener: &PeerListener,
+    me: usize,
+    peers: &[PeerAddr],
+    neighbours: &[usize],
+    secret: &[u8],
+    deadline: Instant,
+    socket_buffer: Option<usize>,
+) -> Result<Vec<Link>> {
+    let opts = LinkOptions { socket_buffer };
+    let mut streams: Vec<(usize, TcpStream)> = Vec::new();
+    for &p in neighbours.iter().filter(|&&p| p < me) {
+        streams.push((
+            p,
+            connect_handshake(&peers[p], me, secret, deadline, &opts)?,
+        ));
+    }
+    let higher: Vec<usize> = neighbours.iter().copied().filter(|&p| p > me).collect();
+    let mut have: Vec<usize> = Vec::new();
+    while have.len() < higher.len() {
+        let (rank, s) = listener.accept_one(me, &higher, &have, secret, deadline, &opts)?;
+        have.push(rank);
+        streams.push((rank, s));
+    }
+    let mut links = Vec::with_capacity(neighbours.len());
+    for &n in neighbours {
+        let i = streams
+            .iter()
+            .position(|(r, _)| *r == n)
+            .expect("every neighbour was linked");
+        let (_, s) = streams.swap_remove(i);
+        links.push(Link::new(n, s)?);
+    }
+    Ok(links)
+}

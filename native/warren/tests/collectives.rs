@@ -1,0 +1,306 @@
+//! Collectives through real sockets: every dtype and op, tree and ring, sizes that do not
+//! divide evenly, results checked against a serial computation and for bit-identity.
+
+mod common;
+
+use common::{Rng, run_world};
+use warren::{Communicator, Element, Op};
+
+/// Input of rank `r` for element `i`: small integers, so that float sums and products are
+/// exact in any order and a serial reduction is the exact expected value.
+fn input<T: FromI64>(r: usize, i: usize, op: Op) -> T {
+    let v = ((r * 7 + i * 3) % 5) as i64 + 1; // 1..=5
+    match op {
+        Op::Prod => T::from_i64(if (r + i) % 3 == 0 { 2 } else { 1 }),
+        Op::Sum => T::from_i64(v - 2),
+        _ => T::from_i64(v * 13 + r as i64),
+    }
+}
+
+trait FromI64: Element + PartialEq + std::fmt::Debug {
+    fn from_i64(v: i64) -> Self;
+}
+macro_rules! from_i64 { ($($t:ty),*) => {$(impl FromI64 for $t { fn from_i64(v: i64) -> Self { v as $t } })*}; }
+from_i64!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+
+fn serial<T: FromI64>(world: usize, len: usize, op: Op) -> Vec<T> {
+    let mut acc: Vec<T> = (0..len).map(|i| input(0, i, op)).collect();
+    for r in 1..world {
+        let other: Vec<T> = (0..len).map(|i| input(r, i, op)).collect();
+        T::reduce(&mut acc, &other, op);
+    }
+    acc
+}
+
+fn check_type<T: FromI64>(world: usize, len: usize, ring_threshold: usize) {
+    let ops: Vec<Op> = Op::ALL
+        .iter()
+        .copied()
+        .filter(|o| o.supports(T::DTYPE))
+        .collect();
+    let ops2 = ops.clone();
+    let results = run_world(
+        world,
+        move |_, c| c.ring_threshold = ring_threshold,
+        move |c: &mut Communicator| {
+            let mut outs = Vec::new();
+            for &op in &ops2 {
+                let mut buf: Vec<T> = (0..len).map(|i| input(c.rank(), i, op)).collect();
+                c.allreduce(&mut buf, op)?;
+                outs.push(buf);
+            }
+            Ok(outs)
+        },
+    );
+    for (rank, r) in results.into_iter().enumerate() {
+        let outs = r.unwrap_or_else(|e| panic!("rank {rank} failed: {e}"));
+        for (op, got) in ops.iter().zip(outs) {
+            assert_eq!(
+                got,
+                serial::<T>(world, len, *op),
+                "{} {} world={world} len={len}",
+                T::DTYPE.name(),
+                op.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn every_type_and_op_tree_and_ring() {
+    for (world, len) in [
+        (1, 5),
+        (2, 0),
+        (2, 1),
+        (3, 17),
+        (4, 1000),
+        (5, 3),
+        (7, 4099),
+    ] {
+        for threshold in [usize::MAX, 1] {
+            check_type::<i8>(world, len, threshold);
+            check_type::<i16>(world, len, threshold);
+            check_type::<i32>(world, len, threshold);
+            check_type::<i64>(world, len, threshold);
+            check_type::<u8>(world, len, threshold);
+            check_type::<u16>(world, len, threshold);
+            check_type::<u32>(world, len, threshold);
+            check_type::<u64>(world, len, threshold);
+            check_type::<f32>(world, len, threshold);
+            check_type::<f64>(world, len, threshold);
+        }
+    }
+}
+
+#[test]
+fn random_sizes_worlds_one_to_eight() {
+    let mut rng = Rng(0x9e3779b97f4a7c15);
+    for world in 1..=8 {
+        let len = rng.below(70_000) as usize;
+        let threshold = [1usize, 4096, usize::MAX][rng.below(3) as usize];
+        check_type::<f32>(world, len, threshold);
+        check_type::<u64>(world, len, threshold);
+    }
+}
+
+/// Random floats: sums depend on order, so this checks that every rank gets the same bits and
+/// that a second run gives the same bits again.
+#[test]
+fn float_results_are_bit_identical_across_ranks_and_runs() {
+    for threshold in [usize::MAX, 1024] {
+        let run = || {
+            run_world(
+                5,
+                move |_, c| c.ring_threshold = threshold,
+                |c: &mut Communicator| {
+                    let mut rng = Rng(1 + c.rank() as u64);
+                    let mut buf: Vec<f32> = (0..10_001)
+                        .map(|_| (rng.next() as f32 / u64::MAX as f32 - 0.5) * 1e3)
+                        .collect();
+                    c.allreduce(&mut buf, Op::Sum)?;
+                    Ok(buf.iter().map(|x| x.to_bits()).collect::<Vec<u32>>())
+                },
+            )
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect::<Vec<_>>()
+        };
+        let first = run();
+        for r in &first[1..] {
+            assert_eq!(r, &first[0], "ranks disagree");
+        }
+        assert_eq!(run(), first, "a second run gave different bits");
+    }
+}
+
+#[test]
+fn user_reducer_over_raw_bytes() {
+    // Element = (u32 count, u32 max) pairs, reduced as (sum, max).
+    let results = run_world(
+        4,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let r = c.rank() as u32;
+            let mut buf: Vec<u8> = (0..3u32)
+                .flat_map(|i| [(r + i).to_le_bytes(), (r * 10 + i).to_le_bytes()].concat())
+                .collect();
+            c.allreduce_with(&mut buf, 8, 42, |acc, other| {
+                for (a, b) in acc.chunks_exact_mut(8).zip(other.chunks_exact(8)) {
+                    let s = u32::from_le_bytes(a[..4].try_into().unwrap())
+                        + u32::from_le_bytes(b[..4].try_into().unwrap());
+                    let m = u32::from_le_bytes(a[4..].try_into().unwrap())
+                        .max(u32::from_le_bytes(b[4..].try_into().unwrap()));
+                    a[..4].copy_from_slice(&s.to_le_bytes());
+                    a[4..].copy_from_slice(&m.to_le_bytes());
+                }
+            })?;
+            Ok(buf)
+        },
+    );
+    let expected: Vec<u8> = (0..3u32)
+        .flat_map(|i| [(6 + 4 * i).to_le_bytes(), (30 + i).to_le_bytes()].concat())
+        .collect();
+    for r in results {
+        assert_eq!(r.unwrap(), expected);
+    }
+}
+
+#[test]
+fn broadcast_from_every_root_resizes_receivers() {
+    for world in [1, 2, 3, 6, 8] {
+        for root in 0..world {
+            let results = run_world(
+                world,
+                |_, _| {},
+                move |c: &mut Communicator| {
+                    let mut data = if c.rank() == root {
+                        (0..(root * 1000 + 77))
+                            .map(|i| (i * 31 % 251) as u8)
+                            .collect()
+                    } else {
+                        vec![9u8; 3]
+                    };
+                    c.broadcast(&mut data, root)?;
+                    let mut empty = if c.rank() == root {
+                        vec![]
+                    } else {
+                        vec![1u8; 5]
+                    };
+                    c.broadcast(&mut empty, root)?;
+                    Ok((data, empty))
+                },
+            );
+            let expected: Vec<u8> = (0..(root * 1000 + 77))
+                .map(|i| (i * 31 % 251) as u8)
+                .collect();
+            for r in results {
+                let (d, e) = r.unwrap();
+                assert_eq!(d, expected, "world {world} root {root}");
+                assert!(e.is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn large_broadcast_and_fixed_size_broadcast() {
+    let results = run_world(
+        4,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let mut data = vec![0u8; 3 << 20];
+            if c.rank() == 2 {
+                data.iter_mut()
+                    .enumerate()
+                    .for_each(|(i, b)| *b = (i % 253) as u8);
+            }
+            c.broadcast_slice(&mut data, 2)?;
+            Ok(data)
+        },
+    );
+    for r in results {
+        assert!(
+            r.unwrap()
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == (i % 253) as u8)
+        );
+    }
+}
+
+#[test]
+fn allgather_with_different_sizes() {
+    for world in [1, 2, 3, 5, 8] {
+        let results = run_world(
+            world,
+            |_, _| {},
+            |c: &mut Communicator| {
+                let mine: Vec<u8> = vec![c.rank() as u8; c.rank() * 3 + (c.rank() % 2) * 1000];
+                c.allgather(&mine)
+            },
+        );
+        for r in results {
+            let blocks = r.unwrap();
+            assert_eq!(blocks.len(), world);
+            for (k, b) in blocks.iter().enumerate() {
+                assert_eq!(
+                    b,
+                    &vec![k as u8; k * 3 + (k % 2) * 1000],
+                    "world {world} block {k}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn barrier_and_mixed_sequence() {
+    let results = run_world(
+        6,
+        |_, c| c.ring_threshold = 4096,
+        |c: &mut Communicator| {
+            let mut total = 0i64;
+            for i in 0..50 {
+                c.barrier()?;
+                let mut v = vec![c.rank() as i64 + i; (i as usize * 97) % 3000];
+                c.allreduce(&mut v, Op::Sum)?;
+                total += v.first().copied().unwrap_or(0);
+                let mut b = vec![i as u8; 10];
+                c.broadcast(&mut b, (i as usize) % 6)?;
+            }
+            Ok(total)
+        },
+    );
+    let expected: i64 = (0..50i64)
+        .filter(|i| (i * 97) % 3000 > 0)
+        .map(|i| 15 + 6 * i)
+        .sum();
+    for r in results {
+        assert_eq!(r.unwrap(), expected);
+    }
+}
+
+#[test]
+fn tiny_socket_buffers_force_partial_io() {
+    let results = run_world(
+        3,
+        |_, c| {
+            c.socket_buffer = Some(16 << 10);
+            c.ring_threshold = 64 << 10;
+        },
+        |c: &mut Communicator| {
+            let mut a = vec![1.0f64; 200_000];
+            c.allreduce(&mut a, Op::Sum)?;
+            let mut b = vec![2u32; 5000];
+            c.allreduce(&mut b, Op::Sum)?;
+            Ok((a[12345], b[4999]))
+        },
+    );
+    let shown: Vec<String> = results.iter().map(|r| format!("{r:?}")).collect();
+    for r in results {
+        assert_eq!(
+            r.unwrap_or_else(|e| panic!("{e}: all ranks: {shown:#?}")),
+            (3.0, 6)
+        );
+    }
+}
