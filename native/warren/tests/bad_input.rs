@@ -1,0 +1,334 @@
+//! Bad input gets a clear error on every rank, never a hang: mismatched calls, a wrong
+//! secret, a worker that never arrives, garbage on the ports, a peer that goes away.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{run_world, start_tracker, worker_config};
+use warren::{Communicator, Error, Op, Tracker, TrackerConfig};
+
+fn all_mismatch<T: std::fmt::Debug>(results: Vec<warren::Result<T>>, needle: &str) {
+    for (rank, r) in results.into_iter().enumerate() {
+        match r {
+            Err(Error::Mismatch(m)) => assert!(m.contains(needle), "rank {rank}: {m}"),
+            other => panic!("rank {rank} should report a mismatch, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn mismatched_sizes_are_reported_on_every_rank() {
+    for world in [2, 3, 7] {
+        let results = run_world(
+            world,
+            |_, _| {},
+            move |c: &mut Communicator| {
+                let len = if c.rank() == world - 1 { 11 } else { 10 };
+                let mut v = vec![1.0f32; len];
+                c.allreduce(&mut v, Op::Sum)
+            },
+        );
+        all_mismatch(results, "44 bytes");
+    }
+}
+
+#[test]
+fn mismatched_type_op_or_algorithm_is_reported_on_every_rank() {
+    let results = run_world(
+        4,
+        |_, _| {},
+        |c: &mut Communicator| {
+            if c.rank() == 2 {
+                c.allreduce(&mut [1i32; 4], Op::Sum)
+            } else {
+                c.allreduce(&mut [1.0f32; 4], Op::Sum)
+            }
+        },
+    );
+    all_mismatch(results, "i32");
+    let results = run_world(
+        3,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let op = if c.rank() == 0 { Op::Max } else { Op::Sum };
+            c.allreduce(&mut [1u8; 4], op)
+        },
+    );
+    all_mismatch(results, "max");
+    // Ranks configured with different ring thresholds would pick different algorithms.
+    let results = run_world(
+        3,
+        |task, c| c.ring_threshold = if task == 1 { 1 } else { usize::MAX },
+        |c: &mut Communicator| c.allreduce(&mut [1.0f64; 64], Op::Sum),
+    );
+    all_mismatch(results, "ring");
+}
+
+#[test]
+fn mismatched_call_order_and_broadcast_root() {
+    let results = run_world(
+        3,
+        |_, _| {},
+        |c: &mut Communicator| {
+            if c.rank() == 1 {
+                c.barrier()
+            } else {
+                c.allreduce(&mut [0u32; 2], Op::Sum)
+            }
+        },
+    );
+    all_mismatch(results, "barrier");
+    let results = run_world(
+        5,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let root = if c.rank() == 4 { 3 } else { 0 };
+            let mut d = vec![7u8; 100];
+            c.broadcast(&mut d, root)
+        },
+    );
+    all_mismatch(results, "root");
+}
+
+#[test]
+fn communicator_is_unusable_after_a_failure() {
+    let results = run_world(
+        2,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let first = c.allreduce(&mut vec![0u8; 1 + c.rank()], Op::Sum);
+            let second = c.barrier();
+            Ok((first.is_err(), second.map_err(|e| e.to_string())))
+        },
+    );
+    for r in results {
+        let (first_failed, second) = r.unwrap();
+        assert!(first_failed);
+        assert!(second.unwrap_err().contains("earlier failure"));
+    }
+}
+
+#[test]
+fn invalid_arguments_are_refused_locally() {
+    let mut c = Communicator::init(warren::Config::default()).unwrap();
+    assert!(matches!(
+        c.allreduce(&mut [1.0f32], Op::BitAnd),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.broadcast(&mut vec![1], 1),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.allreduce_with(&mut [0u8; 5], 2, 0, |_, _| {}),
+        Err(Error::InvalidArgument(_))
+    ));
+    // A world of one works with no tracker.
+    let mut v = vec![3i64, 4];
+    c.allreduce(&mut v, Op::Prod).unwrap();
+    assert_eq!(v, [3, 4]);
+    assert_eq!(c.allgather(b"x").unwrap(), vec![b"x".to_vec()]);
+    c.finalize().unwrap();
+}
+
+#[test]
+fn wrong_secret_is_refused_and_the_job_goes_on() {
+    let tracker = start_tracker(2);
+    let mut bad = worker_config(&tracker, 0);
+    bad.secret = "not-the-secret".into();
+    match Communicator::init(bad) {
+        Err(Error::Auth(m)) => assert!(m.contains("secret"), "{m}"),
+        other => panic!("expected an authentication error, got {other:?}"),
+    }
+    // The tracker still serves the real workers.
+    let handles: Vec<_> = (0..2)
+        .map(|t| {
+            let cfg = worker_config(&tracker, t);
+            std::thread::spawn(move || {
+                let mut c = Communicator::init(cfg)?;
+                let mut v = [1u32];
+                c.allreduce(&mut v, Op::Sum)?;
+                c.finalize()?;
+                Ok::<u32, Error>(v[0])
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().unwrap(), 2);
+    }
+    assert_eq!(
+        tracker.wait(Some(Duration::from_secs(10))).unwrap().world,
+        2
+    );
+}
+
+#[test]
+fn a_worker_that_never_arrives_is_named_by_the_deadline() {
+    let mut cfg = TrackerConfig::new(3, "s");
+    cfg.rendezvous_timeout = Duration::from_millis(800);
+    let tracker = Tracker::start(cfg).unwrap();
+    let started = Instant::now();
+    let handles: Vec<_> = [0usize, 2]
+        .into_iter()
+        .map(|t| {
+            let cfg = worker_config(&tracker, t);
+            std::thread::spawn(move || Communicator::init(cfg).map(|_| ()))
+        })
+        .collect();
+    for h in handles {
+        match h.join().unwrap() {
+            Err(Error::Tracker(m)) => assert!(m.contains("missing task ids [1]"), "{m}"),
+            other => panic!("expected the rendezvous error, got {other:?}"),
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let e = tracker.wait(Some(Duration::from_secs(5))).unwrap_err();
+    assert!(e.to_string().contains("missing task ids [1]"), "{e}");
+}
+
+#[test]
+fn garbage_on_the_tracker_port_is_refused_without_harm() {
+    let tracker = start_tracker(1);
+    for garbage in [&b"GET / HTTP/1.1\r\n\r\n"[..], &[0xffu8; 64][..], &[][..]] {
+        let mut s = TcpStream::connect(tracker.uri()).unwrap();
+        s.write_all(garbage).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest); // the tracker closes on us
+        assert!(
+            rest.len() <= 40,
+            "no more than the challenge is ever sent to a stranger"
+        );
+    }
+    // A malformed frame after a valid handshake gets an error frame and the connection closes.
+    let mut s = TcpStream::connect(tracker.uri()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    s.write_all(&warren::proto::preamble()).unwrap();
+    let mut challenge = [0u8; 40];
+    s.read_exact(&mut challenge).unwrap();
+    s.write_all(&warren::auth::prove(
+        b"test-secret",
+        warren::auth::Purpose::Tracker,
+        &challenge[8..],
+    ))
+    .unwrap();
+    let mut ok = [0u8; 1];
+    s.read_exact(&mut ok).unwrap();
+    assert_eq!(ok[0], 1);
+    s.write_all(&[5, 0, 0, 0, b'h', b'e', b'l', b'l', b'o'])
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply);
+    let (msg, _) = warren::proto::decode_frame::<warren::proto::FromTracker>(&reply)
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(msg, warren::proto::FromTracker::Error { ref message } if message.contains("malformed")),
+        "{msg:?}"
+    );
+    // The tracker still serves a real worker.
+    let mut c = Communicator::init(worker_config(&tracker, 0)).unwrap();
+    c.print("still serving").unwrap();
+    c.finalize().unwrap();
+    tracker.wait(Some(Duration::from_secs(5))).unwrap();
+}
+
+#[test]
+fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
+    use warren::proto::PeerAddr;
+    use warren::transport::{PeerListener, connect_peers};
+    let l0 = PeerListener::bind("127.0.0.1").unwrap();
+    let l1 = PeerListener::bind("127.0.0.1").unwrap();
+    let peers = vec![
+        PeerAddr {
+            rank: 0,
+            task_id: "0".into(),
+            host: "127.0.0.1".into(),
+            port: l0.port,
+        },
+        PeerAddr {
+            rank: 1,
+            task_id: "1".into(),
+            host: "127.0.0.1".into(),
+            port: l1.port,
+        },
+    ];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // Garbage arrives first, then an impostor without the secret, then the real rank 1.
+    let mut garbage = TcpStream::connect(("127.0.0.1", l0.port)).unwrap();
+    garbage
+        .write_all(b"\x00garbage that is not a warren peer")
+        .unwrap();
+    let p = peers.clone();
+    let rank0 = std::thread::spawn(move || connect_peers(&l0, 0, &p, &[1], b"k", deadline, None));
+    let p = peers.clone();
+    let impostor = std::thread::spawn(move || {
+        let l = PeerListener::bind("127.0.0.1").unwrap();
+        connect_peers(&l, 1, &p, &[0], b"wrong", deadline, None)
+    });
+    match impostor.join().unwrap() {
+        Err(Error::Auth(m)) => assert!(m.contains("refused"), "{m}"),
+        other => panic!("the impostor should be refused, got {other:?}"),
+    }
+    let p = peers.clone();
+    let real = std::thread::spawn(move || {
+        connect_peers(&l1, 1, &p, &[0], b"k", deadline, None).map(|l| l.len())
+    });
+    let links = rank0.join().unwrap().unwrap();
+    assert_eq!(links.len(), 1);
+    assert_eq!(links[0].peer, 1);
+    assert_eq!(real.join().unwrap().unwrap(), 1);
+}
+
+#[test]
+fn a_vanished_peer_fails_the_others_promptly() {
+    // Rank 1 leaves (drops its communicator) instead of calling the second allreduce.
+    let started = Instant::now();
+    let results = run_world(
+        4,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let mut v = vec![1.0f32; 1000];
+            c.allreduce(&mut v, Op::Sum)?;
+            if c.rank() == 1 {
+                return Ok(());
+            }
+            c.allreduce(&mut v, Op::Sum)
+        },
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    for (rank, r) in results.iter().enumerate() {
+        if rank != 1 {
+            let e = r.as_ref().unwrap_err();
+            assert!(matches!(e, Error::PeerLost { .. }), "rank {rank}: {e}");
+        }
+    }
+}
+
+#[test]
+fn a_silent_peer_times_out_naming_it() {
+    let results = run_world(
+        2,
+        |_, c| c.timeout = Duration::from_millis(700),
+        |c: &mut Communicator| {
+            if c.rank() == 1 {
+                std::thread::sleep(Duration::from_secs(2));
+                return Ok(String::new());
+            }
+            match c.barrier() {
+                Err(Error::Timeout { what, .. }) => Ok(what),
+                other => panic!("expected a timeout, got {other:?}"),
+            }
+        },
+    );
+    let what = results[0].as_ref().unwrap();
+    assert!(what.contains("rank 1"), "{what}");
+}
