@@ -1,1 +1,52 @@
-fn main() {}
+//! `warren`: the command-line front door (tracker, local launcher, benchmarks, examples).
+
+mod cmd_bench;
+mod cmd_example;
+mod cmd_run;
+mod cmd_tracker;
+mod launcher;
+mod logging;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Warren: fault-tolerant collectives for distributed training.
+#[derive(Parser)]
+#[command(name = "warren", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a tracker for N workers; prints WARREN_TRACKER_URI=host:port and waits for the job.
+    Tracker(cmd_tracker::TrackerArgs),
+    /// Run a tracker and N local worker processes, restarting a worker that fails.
+    Run(cmd_run::RunArgs),
+    /// Measure collectives between local worker processes; prints one JSON line.
+    #[command(subcommand)]
+    Bench(cmd_bench::BenchCmd),
+    /// Example jobs (run them under `warren run`).
+    #[command(subcommand)]
+    Example(cmd_example::ExampleCmd),
+}
+
+fn main() -> ExitCode {
+    logging::init();
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Command::Tracker(a) => cmd_tracker::run(a),
+        Command::Run(a) => cmd_run::run(a),
+        Command::Bench(c) => cmd_bench::run(c),
+        Command::Example(c) => cmd_example::run(c),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("warren: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

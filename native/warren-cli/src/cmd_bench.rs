@@ -1,0 +1,158 @@
+//! `warren bench allreduce|broadcast`: N local worker processes time a collective; rank 0
+//! prints one JSON line (the format the reference benchmarks under `bench/` print too).
+
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use warren::{Communicator, Config, DataType, Error, Op};
+
+use super::launcher::{LaunchSpec, launch};
+
+/// The collective to measure.
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// Allreduce of `--bytes` bytes.
+    Allreduce(BenchArgs),
+    /// Broadcast of `--bytes` bytes from rank 0.
+    Broadcast(BenchArgs),
+}
+
+/// Arguments shared by the benchmarks.
+#[derive(Args, Clone)]
+pub struct BenchArgs {
+    /// Number of worker processes.
+    #[arg(short = 'n', long = "workers", default_value_t = 2)]
+    workers: usize,
+    /// Payload size in bytes (rounded down to whole elements).
+    #[arg(long, default_value_t = 4)]
+    bytes: usize,
+    /// Timed iterations.
+    #[arg(long, default_value_t = 1000)]
+    iters: usize,
+    /// Untimed iterations first.
+    #[arg(long, default_value_t = 10)]
+    warmup: usize,
+    /// Element type.
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Reduction operator.
+    #[arg(long, default_value = "sum")]
+    op: String,
+    /// Run as one of the workers (set by the launcher).
+    #[arg(long, hide = true)]
+    worker: bool,
+}
+
+/// Runs a benchmark.
+pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
+    let (name, a) = match &cmd {
+        BenchCmd::Allreduce(a) => ("allreduce", a.clone()),
+        BenchCmd::Broadcast(a) => ("broadcast", a.clone()),
+    };
+    let dtype = DataType::from_name(&a.dtype)
+        .ok_or_else(|| Error::Config(format!("unknown --dtype {:?}", a.dtype)))?;
+    let op =
+        Op::from_name(&a.op).ok_or_else(|| Error::Config(format!("unknown --op {:?}", a.op)))?;
+    if a.iters == 0 {
+        return Err(Error::Config("--iters must be at least 1".into()));
+    }
+    if a.worker {
+        return worker(name, &a, dtype, op);
+    }
+    let exe = std::env::current_exe().map_err(|e| Error::io("locating the warren binary", e))?;
+    let mut command = vec![exe.display().to_string(), "bench".into(), name.into()];
+    command.extend(
+        [
+            "--workers",
+            &a.workers.to_string(),
+            "--bytes",
+            &a.bytes.to_string(),
+            "--iters",
+            &a.iters.to_string(),
+            "--warmup",
+            &a.warmup.to_string(),
+            "--dtype",
+            &a.dtype,
+            "--op",
+            &a.op,
+            "--worker",
+        ]
+        .map(String::from),
+    );
+    let mut env = Vec::new();
+    if std::env::var("WARREN_LOG").is_err() {
+        env.push(("WARREN_LOG".to_string(), "warn".to_string()));
+    }
+    let outcome = launch(&LaunchSpec {
+        workers: a.workers,
+        max_restarts: 0,
+        command,
+        env,
+        rendezvous_timeout: Duration::from_secs(60),
+        capture_stdout: true,
+    })?;
+    if !outcome.ok {
+        return Err(Error::Tracker("a benchmark worker failed".into()));
+    }
+    print!("{}", outcome.stdout[0]);
+    Ok(0)
+}
+
+fn worker(name: &str, a: &BenchArgs, dtype: DataType, op: Op) -> warren::Result<u8> {
+    let mut comm = Communicator::init(Config::from_env()?)?;
+    let elems = a.bytes / dtype.size();
+    let bytes = elems * dtype.size();
+    let mut store = vec![0u64; bytes.div_ceil(8)];
+    let buf = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut store)[..bytes];
+    let call = |comm: &mut Communicator, buf: &mut [u8]| -> warren::Result<()> {
+        match name {
+            "allreduce" => comm.allreduce_dyn(buf, dtype, op),
+            _ => comm.broadcast_slice(buf, 0),
+        }
+    };
+    for _ in 0..a.warmup {
+        call(&mut comm, buf)?;
+    }
+    let mut times = Vec::with_capacity(a.iters);
+    for _ in 0..a.iters {
+        let t = Instant::now();
+        call(&mut comm, buf)?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    if comm.rank() == 0 {
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        let q = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
+        let median = q(0.5);
+        let n = comm.world_size() as f64;
+        let algbw = if median > 0.0 {
+            bytes as f64 / median / 1e9
+        } else {
+            0.0
+        };
+        let factor = if name == "allreduce" {
+            2.0 * (n - 1.0) / n
+        } else {
+            1.0
+        };
+        let line = serde_json::json!({
+            "impl": "warren",
+            "collective": name,
+            "workers": comm.world_size(),
+            "bytes": bytes,
+            "iters": a.iters,
+            "dtype": dtype.name(),
+            "op": op.name(),
+            "median_s": median,
+            "p99_s": q(0.99),
+            "mean_s": times.iter().sum::<f64>() / times.len() as f64,
+            "algbw_gbps": algbw,
+            "busbw_gbps": algbw * factor,
+            "ring_threshold": comm.config().ring_threshold,
+            "spin_us": comm.config().spin.as_micros() as u64,
+        });
+        println!("{line}");
+    }
+    comm.finalize()?;
+    Ok(0)
+}

@@ -1,0 +1,214 @@
+//! Example jobs to run under `warren run`: a synthetic training loop and a self-check.
+
+use clap::{Args, Subcommand};
+use sha2::{Digest, Sha256};
+use warren::{Communicator, Config, Element, Error, Op};
+
+/// The examples.
+#[derive(Subcommand)]
+pub enum ExampleCmd {
+    /// A synthetic training job: bootstrap calls, then per iteration several collectives of
+    /// varied sizes; rank 0 prints `MODEL_HASH <hex>` of the final model.
+    Train(TrainArgs),
+    /// Checks every type and operator against a serial computation; exits 1 on any difference.
+    Check,
+}
+
+/// Arguments of `warren example train`.
+#[derive(Args)]
+pub struct TrainArgs {
+    /// Iterations.
+    #[arg(long, default_value_t = 100)]
+    iters: u64,
+    /// Size of the model (the gradient allreduced every iteration), in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    model_bytes: usize,
+    /// Milliseconds of "compute" per iteration (sleep), to make a job last.
+    #[arg(long, default_value_t = 0)]
+    compute_ms: u64,
+}
+
+/// Runs an example.
+pub fn run(cmd: ExampleCmd) -> warren::Result<u8> {
+    match cmd {
+        ExampleCmd::Train(a) => train(&a),
+        ExampleCmd::Check => check(),
+    }
+}
+
+/// A deterministic pseudo-random value in [-1, 1) from integers (splitmix64).
+fn noise(a: u64, b: u64, c: u64) -> f32 {
+    let mut z = a.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ b.wrapping_mul(0xBF58_476D_1CE4_E5B9)
+        ^ c.wrapping_mul(0x94D0_49BB_1331_11EB);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+}
+
+fn train(a: &TrainArgs) -> warren::Result<u8> {
+    let mut comm = Communicator::init(Config::from_env()?)?;
+    let (rank, world) = (comm.rank() as u64, comm.world_size());
+    // Bootstrap: the feature count (max over workers) and a seed chosen by rank 0.
+    let mut cols = [64u64 + rank];
+    comm.allreduce(&mut cols, Op::Max)?;
+    let mut seed = if rank == 0 {
+        0x5eed_u64.to_le_bytes().to_vec()
+    } else {
+        Vec::new()
+    };
+    comm.broadcast(&mut seed, 0)?;
+    let seed = u64::from_le_bytes(
+        seed.as_slice()
+            .try_into()
+            .map_err(|_| Error::Protocol("seed of wrong size".into()))?,
+    );
+    let n = (a.model_bytes / 4).max(1);
+    let mut model = vec![0f32; n];
+    let mut grad = vec![0f32; n];
+    let started = std::time::Instant::now();
+    for it in 0..a.iters {
+        if a.compute_ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(a.compute_ms));
+        }
+        for (i, g) in grad.iter_mut().enumerate() {
+            *g = noise(seed ^ rank, it, i as u64) + model[i] * 0.01;
+        }
+        comm.allreduce(&mut grad, Op::Sum)?;
+        let mut loss = [
+            grad.iter()
+                .take(1024)
+                .map(|g| (*g as f64).powi(2))
+                .sum::<f64>(),
+            1.0,
+        ];
+        comm.allreduce(&mut loss, Op::Sum)?;
+        let mut lr = if rank == it % world as u64 {
+            (0.1f32 / (1.0 + it as f32)).to_le_bytes().to_vec()
+        } else {
+            Vec::new()
+        };
+        comm.broadcast(&mut lr, (it % world as u64) as usize)?;
+        let lr = f32::from_le_bytes(
+            lr.as_slice()
+                .try_into()
+                .map_err(|_| Error::Protocol("lr of wrong size".into()))?,
+        );
+        for (m, g) in model.iter_mut().zip(&grad) {
+            *m -= lr * g / world as f32;
+        }
+        if rank == 0 && (it + 1) % 10.max(a.iters / 10) == 0 {
+            log::info!(
+                "iteration {}/{}: loss {:.4} ({:.2?} elapsed)",
+                it + 1,
+                a.iters,
+                loss[0] / loss[1],
+                started.elapsed()
+            );
+        }
+    }
+    if rank == 0 {
+        println!(
+            "MODEL_HASH {}",
+            hex::encode(Sha256::digest(bytemuck::cast_slice::<f32, u8>(&model)))
+        );
+        log::info!(
+            "{} iterations of {} bytes on {world} workers: {}",
+            a.iters,
+            a.model_bytes,
+            comm.stats().summary()
+        );
+    }
+    comm.finalize()?;
+    Ok(0)
+}
+
+fn value(r: usize, i: usize, op: Op) -> i64 {
+    match op {
+        Op::Prod => 1 + i64::from((r + i) % 3 == 0),
+        Op::Sum => ((r * 7 + i * 3) % 5) as i64 - 2,
+        _ => ((r * 7 + i * 3) % 5) as i64 * 13 + r as i64,
+    }
+}
+
+fn check_one<T: Element + PartialEq + std::fmt::Debug>(
+    comm: &mut Communicator,
+    len: usize,
+    from: fn(i64) -> T,
+) -> Result<(), String> {
+    for op in Op::ALL.into_iter().filter(|o| o.supports(T::DTYPE)) {
+        let mut buf: Vec<T> = (0..len).map(|i| from(value(comm.rank(), i, op))).collect();
+        comm.allreduce(&mut buf, op).map_err(|e| e.to_string())?;
+        let mut want: Vec<T> = (0..len).map(|i| from(value(0, i, op))).collect();
+        for r in 1..comm.world_size() {
+            let other: Vec<T> = (0..len).map(|i| from(value(r, i, op))).collect();
+            T::reduce(&mut want, &other, op);
+        }
+        if buf != want {
+            let at = buf.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(0);
+            return Err(format!(
+                "{} {} of {len}: element {at} is {:?}, expected {:?}",
+                T::DTYPE.name(),
+                op.name(),
+                buf[at],
+                want[at]
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check() -> warren::Result<u8> {
+    let mut comm = Communicator::init(Config::from_env()?)?;
+    let mut failures = Vec::new();
+    for len in [0usize, 1, 7, 1000, 65_537, 300_001] {
+        let results = [
+            check_one::<i8>(&mut comm, len, |v| v as i8),
+            check_one::<i16>(&mut comm, len, |v| v as i16),
+            check_one::<i32>(&mut comm, len, |v| v as i32),
+            check_one::<i64>(&mut comm, len, |v| v),
+            check_one::<u8>(&mut comm, len, |v| v as u8),
+            check_one::<u16>(&mut comm, len, |v| v as u16),
+            check_one::<u32>(&mut comm, len, |v| v as u32),
+            check_one::<u64>(&mut comm, len, |v| v as u64),
+            check_one::<f32>(&mut comm, len, |v| v as f32),
+            check_one::<f64>(&mut comm, len, |v| v as f64),
+        ];
+        failures.extend(results.into_iter().filter_map(|r| r.err()));
+        if !failures.is_empty() {
+            break;
+        }
+    }
+    // Broadcast from every root, and an allgather.
+    for root in 0..comm.world_size() {
+        let mut d = if comm.rank() == root {
+            vec![root as u8; 1000 + root]
+        } else {
+            Vec::new()
+        };
+        comm.broadcast(&mut d, root)?;
+        if d != vec![root as u8; 1000 + root] {
+            failures.push(format!("broadcast from {root} gave wrong data"));
+        }
+    }
+    let blocks = comm.allgather(&vec![comm.rank() as u8; comm.rank() + 1])?;
+    if blocks
+        .iter()
+        .enumerate()
+        .any(|(k, b)| *b != vec![k as u8; k + 1])
+    {
+        failures.push("allgather gave wrong data".into());
+    }
+    let rank = comm.rank();
+    comm.finalize()?;
+    if failures.is_empty() {
+        println!("CHECK_OK rank {rank}");
+        Ok(0)
+    } else {
+        for f in &failures {
+            eprintln!("rank {rank}: {f}");
+        }
+        Ok(1)
+    }
+}

@@ -1,0 +1,219 @@
+//! Runs N local worker processes against an in-process tracker, restarting a worker that
+//! exits with an error (retry-one), and reports how the job went. Used by `warren run` and
+//! `warren bench`.
+
+use std::io::Write;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use log::{info, warn};
+use warren::config::keys;
+use warren::{Error, Tracker, TrackerConfig};
+
+/// What to launch.
+pub struct LaunchSpec {
+    /// Number of workers.
+    pub workers: usize,
+    /// Restarts allowed over the whole job.
+    pub max_restarts: u32,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Extra environment for every worker.
+    pub env: Vec<(String, String)>,
+    /// Seconds the workers have to arrive at the tracker.
+    pub rendezvous_timeout: Duration,
+    /// Capture each worker's stdout instead of passing it through.
+    pub capture_stdout: bool,
+}
+
+/// How a launch ended.
+pub struct LaunchOutcome {
+    /// Restarts performed.
+    pub restarts: u32,
+    /// Whether every worker exited successfully.
+    pub ok: bool,
+    /// Whether the user interrupted the job.
+    pub interrupted: bool,
+    /// Captured stdout of each task's last attempt (when requested).
+    pub stdout: Vec<String>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// The job secret from the environment, or a fresh one. With `announce`, a fresh secret is
+/// written to a private file whose path is printed for the workers to use.
+pub fn job_secret(announce: bool) -> warren::Result<String> {
+    if let Ok(s) = std::env::var(keys::JOB_SECRET) {
+        return Ok(s);
+    }
+    if let Ok(path) = std::env::var(keys::JOB_SECRET_FILE) {
+        return std::fs::read_to_string(&path)
+            .map(|s| s.trim().to_string())
+            .map_err(|e| Error::Config(format!("{} {path}: {e}", keys::JOB_SECRET_FILE)));
+    }
+    let secret = warren::auth::generate_secret();
+    if announce {
+        let path = std::env::temp_dir().join(format!("warren-secret-{}", std::process::id()));
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        let mut f = opts
+            .open(&path)
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        f.write_all(secret.as_bytes())
+            .map_err(|e| Error::io("writing secret", e))?;
+        println!("{}={}", keys::JOB_SECRET_FILE, path.display());
+    }
+    Ok(secret)
+}
+
+fn interrupted_flag() -> Arc<AtomicBool> {
+    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    FLAG.get_or_init(|| {
+        let f = Arc::new(AtomicBool::new(false));
+        let g = f.clone();
+        let _ = ctrlc::set_handler(move || g.store(true, Ordering::SeqCst));
+        f
+    })
+    .clone()
+}
+
+struct Worker {
+    task: usize,
+    attempt: u32,
+    child: Option<Child>,
+    done: bool,
+    out: Option<std::thread::JoinHandle<String>>,
+    stdout: String,
+}
+
+fn spawn(
+    spec: &LaunchSpec,
+    tracker: &Tracker,
+    task: usize,
+    attempt: u32,
+) -> warren::Result<(Child, Option<std::thread::JoinHandle<String>>)> {
+    let mut cmd = Command::new(&spec.command[0]);
+    cmd.args(&spec.command[1..])
+        .envs(tracker.worker_env())
+        .envs(spec.env.iter().cloned())
+        .env(keys::TASK_ID, task.to_string())
+        .env(keys::ATTEMPT, attempt.to_string())
+        .stdin(Stdio::null());
+    if spec.capture_stdout {
+        cmd.stdout(Stdio::piped());
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io(format!("starting {:?}", spec.command[0]), e))?;
+    let out = child.stdout.take().map(|mut o| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut o, &mut s);
+            s
+        })
+    });
+    Ok((child, out))
+}
+
+/// Runs the job to the end.
+pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
+    if spec.command.is_empty() {
+        return Err(Error::Config(
+            "no worker command given (usage: warren run -n N -- CMD ARGS...)".into(),
+        ));
+    }
+    let started = Instant::now();
+    let interrupted = interrupted_flag();
+    let mut cfg = TrackerConfig::new(spec.workers, job_secret(false)?);
+    cfg.rendezvous_timeout = spec.rendezvous_timeout;
+    let tracker = Tracker::start(cfg)?;
+    let mut workers: Vec<Worker> = Vec::new();
+    for task in 0..spec.workers {
+        let (child, out) = spawn(spec, &tracker, task, 0)?;
+        workers.push(Worker {
+            task,
+            attempt: 0,
+            child: Some(child),
+            done: false,
+            out,
+            stdout: String::new(),
+        });
+    }
+    let mut restarts = 0u32;
+    let mut ok = true;
+    let mut was_interrupted = false;
+    'watch: while workers.iter().any(|w| !w.done) {
+        if interrupted.load(Ordering::SeqCst) {
+            warn!("interrupted: stopping all workers");
+            was_interrupted = true;
+            ok = false;
+            break;
+        }
+        if let Err(Error::Tracker(reason)) = tracker.wait(Some(Duration::ZERO)) {
+            warn!("job failed at the tracker: {reason}");
+            ok = false;
+            break;
+        }
+        for w in workers.iter_mut().filter(|w| !w.done) {
+            let Some(child) = w.child.as_mut() else {
+                continue;
+            };
+            let Some(status) = child
+                .try_wait()
+                .map_err(|e| Error::io("waiting for a worker", e))?
+            else {
+                continue;
+            };
+            w.child = None;
+            w.stdout = w
+                .out
+                .take()
+                .map(|h| h.join().unwrap_or_default())
+                .unwrap_or_default();
+            if status.success() {
+                w.done = true;
+                continue;
+            }
+            if restarts >= spec.max_restarts {
+                warn!(
+                    "task {} (attempt {}) failed with {status}; no restarts left ({} used)",
+                    w.task, w.attempt, restarts
+                );
+                ok = false;
+                break 'watch;
+            }
+            restarts += 1;
+            w.attempt += 1;
+            info!(
+                "task {} failed with {status}; restarting it (attempt {}, restart {restarts}/{})",
+                w.task, w.attempt, spec.max_restarts
+            );
+            let (child, out) = spawn(spec, &tracker, w.task, w.attempt)?;
+            w.child = Some(child);
+            w.out = out;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for w in workers.iter_mut() {
+        if let Some(mut c) = w.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            w.stdout = w
+                .out
+                .take()
+                .map(|h| h.join().unwrap_or_default())
+                .unwrap_or_default();
+        }
+    }
+    Ok(LaunchOutcome {
+        restarts,
+        ok,
+        interrupted: was_interrupted,
+        stdout: workers.into_iter().map(|w| w.stdout).collect(),
+        elapsed: started.elapsed(),
+    })
+}
