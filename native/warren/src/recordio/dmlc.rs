@@ -21,6 +21,7 @@ pub const DEFAULT_MAX_DMLC_RECORD: usize = 1 << 30;
 const LEN_MASK: u32 = (1 << 29) - 1;
 
 /// Reads the records of a dmlc RecordIO stream in order.
+#[derive(Debug)]
 pub struct DmlcReader<R> {
     src: R,
     name: String,

@@ -13,6 +13,7 @@ use std::path::Path;
 pub const DEFAULT_MAX_CHUNK_PAYLOAD: usize = 1 << 30;
 
 /// A RecordIO file opened for reading, with its chunk table.
+#[derive(Debug)]
 pub struct Reader<R> {
     src: R,
     index: Index,
@@ -133,6 +134,7 @@ impl<R: Read + Seek> Reader<R> {
 }
 
 /// Iterator over the records of a [`Reader`], chunk by chunk. After an error it ends.
+#[derive(Debug)]
 pub struct Records<R> {
     reader: Reader<R>,
     /// Index in the file of the next record, and the end of the range.

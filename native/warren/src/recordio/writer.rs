@@ -37,6 +37,7 @@ impl Default for WriterOptions {
 /// Call [`Writer::finish`] at the end: it writes the last chunk. A writer dropped without
 /// it loses the records of the unfinished chunk (and logs a warning), since errors could
 /// not be reported from `drop`.
+#[derive(Debug)]
 pub struct Writer<W: Write> {
     out: Option<W>,
     name: String,
