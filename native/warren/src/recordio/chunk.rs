@@ -73,61 +73,97 @@ pub(crate) fn compress(
     Ok(())
 }
 
-/// Checks, decompresses and splits a chunk payload read from a file.
+/// Checks, decompresses and splits a chunk payload read from a file into `out`, reusing
+/// `out`'s buffers (and, for uncompressed chunks, swapping `stored` with them).
 ///
 /// `max_decoded` bounds the decompressed size (a gzip or Snappy payload can expand without
-/// limit). On failure returns the reason; the caller adds the file, chunk and offset.
-pub(crate) fn decode(
+/// limit). On failure `out` is left empty and the reason is returned; the caller adds the
+/// file, chunk and offset.
+pub(crate) fn decode_into(
     header: &ChunkHeader,
-    payload: Vec<u8>,
+    stored: &mut Vec<u8>,
     max_decoded: usize,
-) -> Result<Chunk, String> {
-    let actual = crc32fast::hash(&payload);
+    out: &mut Chunk,
+) -> Result<(), String> {
+    out.data.clear();
+    out.spans.clear();
+    let r = decode_data(header, stored, max_decoded, &mut out.data)
+        .and_then(|()| split(&out.data, header.num_records, &mut out.spans));
+    if r.is_err() {
+        out.data.clear();
+        out.spans.clear();
+    }
+    r
+}
+
+/// Checks, decompresses and splits a chunk payload into a new [`Chunk`].
+#[cfg(test)]
+fn decode(header: &ChunkHeader, mut stored: Vec<u8>, max_decoded: usize) -> Result<Chunk, String> {
+    let mut out = Chunk::default();
+    decode_into(header, &mut stored, max_decoded, &mut out)?;
+    Ok(out)
+}
+
+fn decode_data(
+    header: &ChunkHeader,
+    stored: &mut Vec<u8>,
+    max_decoded: usize,
+    data: &mut Vec<u8>,
+) -> Result<(), String> {
+    let actual = crc32fast::hash(stored);
     if actual != header.checksum {
         return Err(format!(
             "checksum mismatch: header has {:#010x}, payload of {} bytes has {:#010x}",
             header.checksum,
-            payload.len(),
+            stored.len(),
             actual
         ));
     }
     let compressor = header
         .compressor()
         .ok_or_else(|| format!("unknown compressor code {}", header.compressor_code))?;
-    let data = match compressor {
-        Compressor::None => payload,
+    match compressor {
+        Compressor::None => {
+            std::mem::swap(stored, data);
+            Ok(())
+        }
         Compressor::Snappy => decompress(
-            snap::read::FrameDecoder::new(&payload[..]),
+            snap::read::FrameDecoder::new(&stored[..]),
             max_decoded,
             "snappy",
-        )?,
+            data,
+        ),
         Compressor::Gzip => decompress(
-            flate2::read::MultiGzDecoder::new(&payload[..]),
+            flate2::read::MultiGzDecoder::new(&stored[..]),
             max_decoded,
             "gzip",
-        )?,
-    };
-    split(data, header.num_records)
+            data,
+        ),
+    }
 }
 
-fn decompress(src: impl Read, max_decoded: usize, what: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
+fn decompress(
+    src: impl Read,
+    max_decoded: usize,
+    what: &str,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
     let limit = u64::try_from(max_decoded)
         .unwrap_or(u64::MAX)
         .saturating_add(1);
     src.take(limit)
-        .read_to_end(&mut out)
+        .read_to_end(out)
         .map_err(|e| format!("{what} payload does not decompress: {e}"))?;
     if out.len() > max_decoded {
         return Err(format!(
             "{what} payload decompresses to more than the limit of {max_decoded} bytes"
         ));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Splits an uncompressed payload into exactly `num_records` framed records.
-fn split(data: Vec<u8>, num_records: u32) -> Result<Chunk, String> {
+fn split(data: &[u8], num_records: u32, spans: &mut Vec<(usize, usize)>) -> Result<(), String> {
     let n = num_records as usize;
     // Every record takes at least its 4-byte length, so this bounds the allocation below.
     if n > data.len() / 4 {
@@ -136,7 +172,7 @@ fn split(data: Vec<u8>, num_records: u32) -> Result<Chunk, String> {
             data.len()
         ));
     }
-    let mut spans = Vec::with_capacity(n);
+    spans.reserve(n);
     let mut pos = 0usize;
     for i in 0..n {
         let Some(len_bytes) = data.get(pos..pos + 4) else {
@@ -161,7 +197,7 @@ fn split(data: Vec<u8>, num_records: u32) -> Result<Chunk, String> {
             data.len() - pos
         ));
     }
-    Ok(Chunk { data, spans })
+    Ok(())
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ pub struct Reader<R> {
     src: R,
     index: Index,
     max_payload: usize,
+    /// Reused buffer for stored (compressed) payloads.
+    scratch: Vec<u8>,
 }
 
 impl Reader<File> {
@@ -38,6 +40,7 @@ impl<R: Read + Seek> Reader<R> {
             src,
             index,
             max_payload: DEFAULT_MAX_CHUNK_PAYLOAD,
+            scratch: Vec::new(),
         })
     }
 
@@ -55,6 +58,15 @@ impl<R: Read + Seek> Reader<R> {
 
     /// Reads, verifies (checksum, decompression, record framing) and decodes chunk `i`.
     pub fn read_chunk(&mut self, i: usize) -> Result<Chunk> {
+        let mut chunk = Chunk::default();
+        self.read_chunk_into(i, &mut chunk)?;
+        Ok(chunk)
+    }
+
+    /// Like [`Reader::read_chunk`], but decodes into `chunk`, reusing its buffers: reading a
+    /// file chunk by chunk this way allocates nothing once the buffers have grown. On error
+    /// `chunk` is left empty.
+    pub fn read_chunk_into(&mut self, i: usize, chunk: &mut Chunk) -> Result<()> {
         let info = *self.index.chunk(i).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "{}: no chunk {i} (the file has {})",
@@ -81,8 +93,8 @@ impl<R: Read + Seek> Reader<R> {
             .seek(SeekFrom::Start(info.payload_offset()))
             .map_err(io_err)?;
         // `len` was checked against the file size when indexing and against the limit above.
-        let mut payload = vec![0u8; len];
-        match self.src.read_exact(&mut payload) {
+        self.scratch.resize(len, 0);
+        match self.src.read_exact(&mut self.scratch) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
                 return Err(corrupt(
@@ -91,14 +103,16 @@ impl<R: Read + Seek> Reader<R> {
             }
             Err(e) => return Err(io_err(e)),
         }
-        chunk::decode(&info.header, payload, self.max_payload).map_err(corrupt)
+        chunk::decode_into(&info.header, &mut self.scratch, self.max_payload, chunk)
+            .map_err(corrupt)
     }
 
     /// Reads and checks every chunk; returns the number of records. The first bad chunk is
     /// reported as [`Error::Corrupt`].
     pub fn verify(&mut self) -> Result<u64> {
+        let mut chunk = Chunk::default();
         for i in 0..self.index.num_chunks() {
-            self.read_chunk(i)?;
+            self.read_chunk_into(i, &mut chunk)?;
         }
         Ok(self.index.num_records())
     }
@@ -123,7 +137,8 @@ impl<R: Read + Seek> Reader<R> {
             next,
             end,
             cursor,
-            chunk: None,
+            chunk: Chunk::default(),
+            loaded: None,
         }
     }
 
@@ -142,8 +157,9 @@ pub struct Records<R> {
     end: u64,
     /// (chunk, record in chunk) of the next record.
     cursor: (usize, usize),
-    /// The decoded chunk `cursor.0`, once read.
-    chunk: Option<Chunk>,
+    /// The decoded chunk, and which chunk it is.
+    chunk: Chunk,
+    loaded: Option<usize>,
 }
 
 impl<R> Records<R> {
@@ -167,23 +183,17 @@ impl<R: Read + Seek> Iterator for Records<R> {
                 break;
             }
             self.cursor = (ci + 1, 0);
-            self.chunk = None;
         }
         let (ci, ri) = self.cursor;
-        if self.chunk.is_none() {
-            match self.reader.read_chunk(ci) {
-                Ok(c) => self.chunk = Some(c),
-                Err(e) => {
-                    self.end = self.next;
-                    return Some(Err(e));
-                }
+        if self.loaded != Some(ci) {
+            self.loaded = None;
+            if let Err(e) = self.reader.read_chunk_into(ci, &mut self.chunk) {
+                self.end = self.next;
+                return Some(Err(e));
             }
+            self.loaded = Some(ci);
         }
-        let record = self
-            .chunk
-            .as_ref()
-            .and_then(|c| c.get(ri))
-            .map(<[u8]>::to_vec);
+        let record = self.chunk.get(ri).map(<[u8]>::to_vec);
         // A decoded chunk holds exactly the header's count, so `ri` is in range.
         debug_assert!(record.is_some());
         self.cursor.1 += 1;
