@@ -565,6 +565,31 @@ proptest! {
         }
     }
 
+    /// Mutations of a payload behind a repaired header (checksum and size recomputed), so
+    /// that the decompressors and the record splitter, not the checksum, meet the damage.
+    #[test]
+    fn recordio_mutated_payloads_with_valid_checksums_never_panic(
+        records in small_records(),
+        c in prop::sample::select(ALL.to_vec()),
+        muts in prop::collection::vec(mutation(), 1..4),
+        count_delta in prop::sample::select(vec![0i64, 0, 0, 1, -1, 1 << 20]),
+    ) {
+        let bytes = write_mem(&records, c, usize::MAX);
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let mut payload = bytes[20..].to_vec();
+        for m in &muts {
+            apply(&mut payload, m);
+        }
+        let count = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
+        let count = (i64::from(count) + count_delta).clamp(0, i64::from(u32::MAX)) as u32;
+        let file = hand_chunk(c.code(), &payload, count);
+        if let Ok(got) = read_mem(&file) {
+            prop_assert_eq!(got.len() as u32, count);
+        }
+    }
+
     #[test]
     fn recordio_round_trip_random_records(
         records in small_records(),
