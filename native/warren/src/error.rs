@@ -97,9 +97,6 @@ pub enum Error {
 impl Error {
     /// Wraps an I/O error with what Warren was doing when it happened.
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
-        Error::Io {
-            context: context.into(),
-            source,
-        }
+        Error::Io { context: context.into(), source }
     }
 }

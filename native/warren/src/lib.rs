@@ -26,3 +26,8 @@ pub mod reduce;
 pub mod topology;
 pub mod tracker;
 pub mod transport;
+
+
+
+
+
