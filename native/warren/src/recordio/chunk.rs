@@ -1,8 +1,7 @@
 //! A chunk's payload: records framed as `u32 length (LE) + bytes`, then compressed.
 //!
-//! [`compress`] turns an uncompressed payload into the bytes stored after the header;
-//! [`decode`] checks the checksum, decompresses under a size limit and splits the records.
-//! Neither does I/O: the writer and the reader do.
+//! The writer frames and compresses a payload here; the reader checks the checksum,
+//! decompresses under a size limit and splits the records into a [`Chunk`]. No I/O.
 
 use super::header::{ChunkHeader, Compressor};
 use std::io::{self, Read, Write};
