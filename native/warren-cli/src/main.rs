@@ -2,6 +2,7 @@
 
 mod cmd_bench;
 mod cmd_example;
+mod cmd_recordio;
 mod cmd_run;
 mod cmd_tracker;
 mod launcher;
@@ -31,6 +32,8 @@ enum Command {
     /// Example jobs (run them under `warren run`).
     #[command(subcommand)]
     Example(cmd_example::ExampleCmd),
+    /// RecordIO files (PaddlePaddle format; dmlc `.rec` readable too): write, cat, index, check.
+    Recordio(cmd_recordio::RecordioArgs),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd_run::run(a),
         Command::Bench(c) => cmd_bench::run(c),
         Command::Example(c) => cmd_example::run(c),
+        Command::Recordio(a) => cmd_recordio::run(a).map(|code| code.clamp(0, 255) as u8),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -75,6 +75,23 @@ pub enum Error {
     /// The tracker reported a job-level failure (rendezvous deadline, worker lost, ...).
     #[error("tracker: {0}")]
     Tracker(String),
+
+    /// A data file (RecordIO or dmlc `.rec`) is corrupt or truncated: bad magic, checksum
+    /// mismatch, a length field that points past the end of the file or over a limit, or a
+    /// payload that does not decode. Names the file, the chunk and its byte offset so the
+    /// damage can be located with `warren recordio index`.
+    #[error("{file}: corrupt chunk {chunk} at byte offset {offset}: {reason}")]
+    Corrupt {
+        /// The file (path, or the name the caller gave a stream).
+        file: String,
+        /// Index of the chunk within the file, from 0. For dmlc `.rec` files, which have no
+        /// chunks, the index of the logical record being read.
+        chunk: u64,
+        /// Byte offset of the start of that chunk (or dmlc record part) in the file.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -10,6 +10,8 @@
 //! - [`topology`] and [`proto`]: pure logic and wire formats, no I/O.
 //! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
 //! - [`config`]: worker settings from the environment or given explicitly.
+//! - [`recordio`]: PaddlePaddle RecordIO files (chunked, checksummed, compressed) and dmlc
+//!   `.rec` files: writer, header-only index, readers.
 //! - [`error`]: the crate's single error type.
 #![deny(missing_docs)]
 
@@ -19,6 +21,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod proto;
+pub mod recordio;
 pub mod reduce;
 pub mod topology;
 pub mod tracker;

@@ -1,0 +1,5 @@
+module warren.dev/compat/paddle_recordio
+
+go 1.21
+
+require github.com/golang/snappy v1.0.0
