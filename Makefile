@@ -1,0 +1,33 @@
+# Warren's front door. `make demo` runs the main job, `make test` runs every test suite.
+CARGO ?= cargo
+WARREN := target/release/warren
+
+.PHONY: build test lint demo bench bench-allreduce bench-recordio clean
+
+build:
+	$(CARGO) build --release --workspace
+
+## test: formatting, lints, and every Rust test suite (unit, real sockets, real processes)
+test: lint
+	$(CARGO) test --workspace
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## demo: a 4-worker synthetic training job through the local launcher
+demo: build
+	$(WARREN) run -n 4 -- $(WARREN) example train --iters 200 --model-bytes 4194304
+
+## bench: the allreduce comparison against XGBoost and Open MPI (installs the references)
+bench: bench-allreduce
+
+bench-allreduce: build
+	bash bench/setup.sh
+	WARREN=$(WARREN) bash bench/allreduce.sh
+
+bench-recordio:
+	bash bench/recordio_read.sh
+
+clean:
+	$(CARGO) clean
