@@ -49,10 +49,8 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
         BenchCmd::Allreduce(a) => ("allreduce", a.clone()),
         BenchCmd::Broadcast(a) => ("broadcast", a.clone()),
     };
-    let dtype = DataType::from_name(&a.dtype)
-        .ok_or_else(|| Error::Config(format!("unknown --dtype {:?}", a.dtype)))?;
-    let op =
-        Op::from_name(&a.op).ok_or_else(|| Error::Config(format!("unknown --op {:?}", a.op)))?;
+    let dtype = DataType::from_name(&a.dtype).ok_or_else(|| Error::Config(format!("unknown --dtype {:?}", a.dtype)))?;
+    let op = Op::from_name(&a.op).ok_or_else(|| Error::Config(format!("unknown --op {:?}", a.op)))?;
     if a.iters == 0 {
         return Err(Error::Config("--iters must be at least 1".into()));
     }
@@ -125,16 +123,8 @@ fn worker(name: &str, a: &BenchArgs, dtype: DataType, op: Op) -> warren::Result<
         let q = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
         let median = q(0.5);
         let n = comm.world_size() as f64;
-        let algbw = if median > 0.0 {
-            bytes as f64 / median / 1e9
-        } else {
-            0.0
-        };
-        let factor = if name == "allreduce" {
-            2.0 * (n - 1.0) / n
-        } else {
-            1.0
-        };
+        let algbw = if median > 0.0 { bytes as f64 / median / 1e9 } else { 0.0 };
+        let factor = if name == "allreduce" { 2.0 * (n - 1.0) / n } else { 1.0 };
         let line = serde_json::json!({
             "impl": "warren",
             "collective": name,

@@ -50,54 +50,57 @@ fn noise(a: u64, b: u64, c: u64) -> f32 {
 fn train(a: &TrainArgs) -> warren::Result<u8> {
     let mut comm = Communicator::init(Config::from_env()?)?;
     let (rank, world) = (comm.rank() as u64, comm.world_size());
-    // Bootstrap: the feature count (max over workers) and a seed chosen by rank 0.
+    // Bootstrap calls, made once before the first checkpoint: the feature count (max over
+    // workers) and a seed chosen by rank 0.
     let mut cols = [64u64 + rank];
-    comm.allreduce(&mut cols, Op::Max)?;
-    let mut seed = if rank == 0 {
-        0x5eed_u64.to_le_bytes().to_vec()
-    } else {
-        Vec::new()
-    };
-    comm.broadcast(&mut seed, 0)?;
-    let seed = u64::from_le_bytes(
-        seed.as_slice()
-            .try_into()
-            .map_err(|_| Error::Protocol("seed of wrong size".into()))?,
-    );
+    comm.allreduce_bootstrap(&mut cols, Op::Max)?;
+    let mut seed = if rank == 0 { 0x5eed_u64.to_le_bytes().to_vec() } else { Vec::new() };
+    comm.broadcast_bootstrap(&mut seed, 0)?;
+    let seed =
+        u64::from_le_bytes(seed.as_slice().try_into().map_err(|_| Error::Protocol("seed of wrong size".into()))?);
     let n = (a.model_bytes / 4).max(1);
-    let mut model = vec![0f32; n];
+    // Resume from the latest checkpoint: one per iteration, so its version is the iteration.
+    let ckpt = comm.load_checkpoint()?;
+    let start = ckpt.version as u64;
+    let mut model: Vec<f32> = if start == 0 { vec![0f32; n] } else { bytemuck::pod_collect_to_vec(&ckpt.global) };
+    // The local model: this worker's own running state, which only it (and its replica) has.
+    let mut local_sum: u64 = match &ckpt.local {
+        Some(l) if l.len() == 16 && u64::from_le_bytes(l[..8].try_into().unwrap()) == rank => {
+            u64::from_le_bytes(l[8..].try_into().unwrap())
+        }
+        None if start == 0 => 0,
+        other => {
+            return Err(Error::Protocol(format!("rank {rank} got a wrong local model at version {start}: {other:?}")));
+        }
+    };
+    if model.len() != n {
+        return Err(Error::Protocol(format!("checkpoint holds {} floats, expected {n}", model.len())));
+    }
+    if start > 0 {
+        log::info!("rank {rank}: resuming at iteration {start} from the checkpoint");
+    }
     let mut grad = vec![0f32; n];
     let started = std::time::Instant::now();
-    for it in 0..a.iters {
+    for it in start..a.iters {
         if a.compute_ms > 0 {
             std::thread::sleep(std::time::Duration::from_millis(a.compute_ms));
         }
         for (i, g) in grad.iter_mut().enumerate() {
-            *g = noise(seed ^ rank, it, i as u64) + model[i] * 0.01;
+            *g = noise(seed ^ rank, it, i as u64) + model[i] * 0.01 + cols[0] as f32 * 1e-4;
         }
         comm.allreduce(&mut grad, Op::Sum)?;
-        let mut loss = [
-            grad.iter()
-                .take(1024)
-                .map(|g| (*g as f64).powi(2))
-                .sum::<f64>(),
-            1.0,
-        ];
+        let mut loss = [grad.iter().take(1024).map(|g| (*g as f64).powi(2)).sum::<f64>(), 1.0];
         comm.allreduce(&mut loss, Op::Sum)?;
-        let mut lr = if rank == it % world as u64 {
-            (0.1f32 / (1.0 + it as f32)).to_le_bytes().to_vec()
-        } else {
-            Vec::new()
-        };
+        let mut lr =
+            if rank == it % world as u64 { (0.1f32 / (1.0 + it as f32)).to_le_bytes().to_vec() } else { Vec::new() };
         comm.broadcast(&mut lr, (it % world as u64) as usize)?;
-        let lr = f32::from_le_bytes(
-            lr.as_slice()
-                .try_into()
-                .map_err(|_| Error::Protocol("lr of wrong size".into()))?,
-        );
+        let lr = f32::from_le_bytes(lr.as_slice().try_into().map_err(|_| Error::Protocol("lr of wrong size".into()))?);
         for (m, g) in model.iter_mut().zip(&grad) {
             *m -= lr * g / world as f32;
         }
+        local_sum = local_sum.wrapping_add(it * (rank + 1));
+        let local: Vec<u8> = [rank.to_le_bytes(), local_sum.to_le_bytes()].concat();
+        comm.checkpoint(bytemuck::cast_slice(&model), Some(&local))?;
         if rank == 0 && (it + 1) % 10.max(a.iters / 10) == 0 {
             log::info!(
                 "iteration {}/{}: loss {:.4} ({:.2?} elapsed)",
@@ -108,17 +111,17 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
             );
         }
     }
+    // Every worker's local state must be what a failure-free run gives.
+    let expected: u64 = (0..a.iters).map(|it| it * (rank + 1)).fold(0, u64::wrapping_add);
+    if local_sum != expected {
+        return Err(Error::Protocol(format!("rank {rank}: local model {local_sum} != {expected}")));
+    }
     if rank == 0 {
-        println!(
-            "MODEL_HASH {}",
-            hex::encode(Sha256::digest(bytemuck::cast_slice::<f32, u8>(&model)))
-        );
-        log::info!(
-            "{} iterations of {} bytes on {world} workers: {}",
-            a.iters,
-            a.model_bytes,
-            comm.stats().summary()
-        );
+        println!("MODEL_HASH {}", hex::encode(Sha256::digest(bytemuck::cast_slice::<f32, u8>(&model))));
+        log::info!("{} iterations of {} bytes on {world} workers: {}", a.iters, a.model_bytes, comm.stats().summary());
+    }
+    if comm.recoveries() > 0 {
+        log::info!("rank {rank}: finished after {} recoveries", comm.recoveries());
     }
     comm.finalize()?;
     Ok(0)
@@ -182,22 +185,14 @@ fn check() -> warren::Result<u8> {
     }
     // Broadcast from every root, and an allgather.
     for root in 0..comm.world_size() {
-        let mut d = if comm.rank() == root {
-            vec![root as u8; 1000 + root]
-        } else {
-            Vec::new()
-        };
+        let mut d = if comm.rank() == root { vec![root as u8; 1000 + root] } else { Vec::new() };
         comm.broadcast(&mut d, root)?;
         if d != vec![root as u8; 1000 + root] {
             failures.push(format!("broadcast from {root} gave wrong data"));
         }
     }
     let blocks = comm.allgather(&vec![comm.rank() as u8; comm.rank() + 1])?;
-    if blocks
-        .iter()
-        .enumerate()
-        .any(|(k, b)| *b != vec![k as u8; k + 1])
-    {
+    if blocks.iter().enumerate().any(|(k, b)| *b != vec![k as u8; k + 1]) {
         failures.push("allgather gave wrong data".into());
     }
     let rank = comm.rank();

@@ -7,9 +7,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use warren::error::{Error, Result};
-use warren::recordio::{
-    self, Compressor, DEFAULT_MAX_CHUNK_BYTES, DmlcReader, Format, Reader, Writer, WriterOptions,
-};
+use warren::recordio::{self, Compressor, DEFAULT_MAX_CHUNK_BYTES, DmlcReader, Format, Reader, Writer, WriterOptions};
 
 /// `warren recordio`: PaddlePaddle RecordIO files.
 #[derive(Debug, Args)]
@@ -113,26 +111,20 @@ pub fn run(args: RecordioArgs) -> Result<i32> {
 }
 
 fn write(a: WriteArgs) -> Result<i32> {
-    let opts = WriterOptions {
-        max_chunk_bytes: a.max_chunk_bytes,
-        compressor: a.compressor.into(),
-    };
+    let opts = WriterOptions { max_chunk_bytes: a.max_chunk_bytes, compressor: a.compressor.into() };
     let mut w = Writer::create(&a.output, opts)?;
     if let Some(lines) = &a.lines {
         let (name, src): (String, Box<dyn Read>) = if lines == Path::new("-") {
             ("standard input".into(), Box::new(io::stdin().lock()))
         } else {
-            let f = File::open(lines)
-                .map_err(|e| Error::io(format!("opening {}", lines.display()), e))?;
+            let f = File::open(lines).map_err(|e| Error::io(format!("opening {}", lines.display()), e))?;
             (lines.display().to_string(), Box::new(f))
         };
         let mut src = BufReader::with_capacity(1 << 20, src);
         let mut line = Vec::new();
         loop {
             line.clear();
-            let n = src
-                .read_until(b'\n', &mut line)
-                .map_err(|e| Error::io(format!("reading {name}"), e))?;
+            let n = src.read_until(b'\n', &mut line).map_err(|e| Error::io(format!("reading {name}"), e))?;
             if n == 0 {
                 break;
             }
@@ -143,8 +135,7 @@ fn write(a: WriteArgs) -> Result<i32> {
         }
     }
     for f in &a.files {
-        let data =
-            std::fs::read(f).map_err(|e| Error::io(format!("reading {}", f.display()), e))?;
+        let data = std::fs::read(f).map_err(|e| Error::io(format!("reading {}", f.display()), e))?;
         w.write(&data)?;
     }
     let records = w.records_written();
@@ -175,9 +166,7 @@ fn cat(a: CatArgs) -> Result<i32> {
         }
     }
     match out.flush() {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
-            Err(Error::io("writing records to standard output", e))
-        }
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Error::io("writing records to standard output", e)),
         _ => Ok(0),
     }
 }
@@ -265,10 +254,7 @@ fn check_one(f: &Path) -> Result<String> {
         Format::Paddle => {
             let mut r = Reader::open(f)?;
             let records = r.verify()?;
-            Ok(format!(
-                "{} chunks, {records} records",
-                r.index().num_chunks()
-            ))
+            Ok(format!("{} chunks, {records} records", r.index().num_chunks()))
         }
         Format::Dmlc => {
             let mut r = DmlcReader::open(f)?;
@@ -277,9 +263,7 @@ fn check_one(f: &Path) -> Result<String> {
             while r.read_record(&mut buf)? {
                 records += 1;
             }
-            Ok(format!(
-                "dmlc, {records} records (dmlc files carry no checksums)"
-            ))
+            Ok(format!("dmlc, {records} records (dmlc files carry no checksums)"))
         }
     }
 }

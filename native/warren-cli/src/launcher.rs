@@ -60,11 +60,8 @@ pub fn job_secret(announce: bool) -> warren::Result<String> {
         opts.write(true).create_new(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-        let mut f = opts
-            .open(&path)
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
-        f.write_all(secret.as_bytes())
-            .map_err(|e| Error::io("writing secret", e))?;
+        let mut f = opts.open(&path).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        f.write_all(secret.as_bytes()).map_err(|e| Error::io("writing secret", e))?;
         println!("{}={}", keys::JOB_SECRET_FILE, path.display());
     }
     Ok(secret)
@@ -106,9 +103,7 @@ fn spawn(
     if spec.capture_stdout {
         cmd.stdout(Stdio::piped());
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::io(format!("starting {:?}", spec.command[0]), e))?;
+    let mut child = cmd.spawn().map_err(|e| Error::io(format!("starting {:?}", spec.command[0]), e))?;
     let out = child.stdout.take().map(|mut o| {
         std::thread::spawn(move || {
             let mut s = String::new();
@@ -122,9 +117,7 @@ fn spawn(
 /// Runs the job to the end.
 pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
     if spec.command.is_empty() {
-        return Err(Error::Config(
-            "no worker command given (usage: warren run -n N -- CMD ARGS...)".into(),
-        ));
+        return Err(Error::Config("no worker command given (usage: warren run -n N -- CMD ARGS...)".into()));
     }
     let started = Instant::now();
     let interrupted = interrupted_flag();
@@ -134,14 +127,7 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
     let mut workers: Vec<Worker> = Vec::new();
     for task in 0..spec.workers {
         let (child, out) = spawn(spec, &tracker, task, 0)?;
-        workers.push(Worker {
-            task,
-            attempt: 0,
-            child: Some(child),
-            done: false,
-            out,
-            stdout: String::new(),
-        });
+        workers.push(Worker { task, attempt: 0, child: Some(child), done: false, out, stdout: String::new() });
     }
     let mut restarts = 0u32;
     let mut ok = true;
@@ -162,18 +148,11 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
             let Some(child) = w.child.as_mut() else {
                 continue;
             };
-            let Some(status) = child
-                .try_wait()
-                .map_err(|e| Error::io("waiting for a worker", e))?
-            else {
+            let Some(status) = child.try_wait().map_err(|e| Error::io("waiting for a worker", e))? else {
                 continue;
             };
             w.child = None;
-            w.stdout = w
-                .out
-                .take()
-                .map(|h| h.join().unwrap_or_default())
-                .unwrap_or_default();
+            w.stdout = w.out.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
             if status.success() {
                 w.done = true;
                 continue;
@@ -202,11 +181,7 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
         if let Some(mut c) = w.child.take() {
             let _ = c.kill();
             let _ = c.wait();
-            w.stdout = w
-                .out
-                .take()
-                .map(|h| h.join().unwrap_or_default())
-                .unwrap_or_default();
+            w.stdout = w.out.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
         }
     }
     Ok(LaunchOutcome {

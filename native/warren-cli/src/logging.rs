@@ -8,15 +8,11 @@ use log4rs::encode::pattern::PatternEncoder;
 
 /// Installs the logger once at start-up.
 pub fn init() {
-    let level = std::env::var("WARREN_LOG")
-        .ok()
-        .and_then(|l| l.parse::<LevelFilter>().ok())
-        .unwrap_or(LevelFilter::Info);
+    let level =
+        std::env::var("WARREN_LOG").ok().and_then(|l| l.parse::<LevelFilter>().ok()).unwrap_or(LevelFilter::Info);
     let stderr = ConsoleAppender::builder()
         .target(Target::Stderr)
-        .encoder(Box::new(PatternEncoder::new(
-            "{d(%H:%M:%S%.3f)} {h({l:<5})} {m}{n}",
-        )))
+        .encoder(Box::new(PatternEncoder::new("{d(%H:%M:%S%.3f)} {h({l:<5})} {m}{n}")))
         .build();
     let config = Config::builder()
         .appender(Appender::builder().build("stderr", Box::new(stderr)))

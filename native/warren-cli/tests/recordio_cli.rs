@@ -4,11 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn warren(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_warren"))
-        .arg("recordio")
-        .args(args)
-        .output()
-        .expect("run warren")
+    Command::new(env!("CARGO_BIN_EXE_warren")).arg("recordio").args(args).output().expect("run warren")
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -24,31 +20,16 @@ fn s(p: &Path) -> &str {
 #[test]
 fn recordio_cli_write_cat_index_check() {
     let text = tmp("lines.txt");
-    let lines: Vec<String> = (0..500)
-        .map(|i| format!("line {i} {}", "x".repeat(i % 50)))
-        .collect();
+    let lines: Vec<String> = (0..500).map(|i| format!("line {i} {}", "x".repeat(i % 50))).collect();
     std::fs::write(&text, lines.join("\n") + "\n").unwrap();
     for c in ["none", "snappy", "gzip"] {
         let out = tmp(&format!("lines.{c}.recordio"));
-        let o = warren(&[
-            "write",
-            "-o",
-            s(&out),
-            "--lines",
-            s(&text),
-            "--compressor",
-            c,
-            "--max-chunk-bytes",
-            "1000",
-        ]);
+        let o = warren(&["write", "-o", s(&out), "--lines", s(&text), "--compressor", c, "--max-chunk-bytes", "1000"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
         let o = warren(&["cat", s(&out)]);
         assert!(o.status.success());
-        assert_eq!(
-            String::from_utf8(o.stdout).unwrap(),
-            lines.join("\n") + "\n"
-        );
+        assert_eq!(String::from_utf8(o.stdout).unwrap(), lines.join("\n") + "\n");
 
         let o = warren(&["index", "--json", s(&out)]);
         assert!(o.status.success());
@@ -71,12 +52,7 @@ fn recordio_cli_write_cat_index_check() {
         let o = warren(&["check", s(&out)]);
         assert_eq!(o.status.code(), Some(1));
         let err = String::from_utf8(o.stderr).unwrap();
-        assert!(
-            err.contains(s(&out))
-                && err.contains("chunk 2")
-                && err.contains(&format!("offset {off}")),
-            "{err}"
-        );
+        assert!(err.contains(s(&out)) && err.contains("chunk 2") && err.contains(&format!("offset {off}")), "{err}");
     }
 }
 
@@ -94,11 +70,7 @@ fn recordio_cli_files_as_records_and_garbage() {
 
     let o = warren(&["check", s(&a)]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8(o.stderr)
-            .unwrap()
-            .contains("not a RecordIO file")
-    );
+    assert!(String::from_utf8(o.stderr).unwrap().contains("not a RecordIO file"));
     let o = warren(&["cat", s(&a)]);
     assert_eq!(o.status.code(), Some(1));
 }

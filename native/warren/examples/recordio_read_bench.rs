@@ -84,10 +84,7 @@ fn record(rng: &mut Rng, buf: &mut Vec<u8>) {
 
 fn write_dataset(path: &Path, compressor: Compressor, bytes: u64) -> (u64, u64, f64) {
     let t = Instant::now();
-    let opts = WriterOptions {
-        compressor,
-        ..WriterOptions::default()
-    };
+    let opts = WriterOptions { compressor, ..WriterOptions::default() };
     let mut w = Writer::create(path, opts).expect("create");
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let (mut n, mut total) = (0u64, 0u64);
@@ -162,9 +159,7 @@ fn main() {
         }
     }
     let made_dir = dir.is_none();
-    let dir = dir.unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("warren-recordio-bench-{}", std::process::id()))
-    });
+    let dir = dir.unwrap_or_else(|| std::env::temp_dir().join(format!("warren-recordio-bench-{}", std::process::id())));
     std::fs::create_dir_all(&dir).expect("create dir");
     for c in [Compressor::None, Compressor::Snappy, Compressor::Gzip] {
         let path = dir.join(format!("bench.{c}.recordio"));
@@ -174,10 +169,7 @@ fn main() {
         let (raw_n, raw_s) = warm(|| raw_read(&path));
         let (rec_n, rec_s) = warm(|| read_records(&path));
         let (chk_n, chk_s) = warm(|| read_chunks(&path));
-        assert_eq!(
-            (raw_n, rec_n, chk_n),
-            (file_bytes, record_bytes, record_bytes)
-        );
+        assert_eq!((raw_n, rec_n, chk_n), (file_bytes, record_bytes, record_bytes));
         let line = serde_json::json!({
             "compressor": c.name(),
             "records": records,

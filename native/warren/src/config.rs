@@ -32,6 +32,18 @@ pub mod keys {
     pub const HOST: &str = "WARREN_HOST";
     /// SO_SNDBUF / SO_RCVBUF of peer links in bytes (kernel auto-tuning when absent).
     pub const SOCKET_BUFFER: &str = "WARREN_SOCKET_BUFFER";
+    /// `1` (default) for retry-one recovery (results buffered, re-link on a lost peer); `0`
+    /// for plain collectives that fail on a lost peer.
+    pub const ROBUST: &str = "WARREN_ROBUST";
+    /// `1` to keep bootstrap results for the whole job (off by default).
+    pub const BOOTSTRAP_CACHE: &str = "WARREN_BOOTSTRAP_CACHE";
+    /// Failure injection: `rank,version,seq,attempt[;...]` exits the matching worker at the
+    /// start of that call.
+    pub const MOCK: &str = "WARREN_MOCK";
+    /// How many ring successors keep a replica of each worker's local model (default 2).
+    pub const LOCAL_REPLICAS: &str = "WARREN_LOCAL_REPLICAS";
+    /// Directory where every checkpoint is also written (for the fail-all strategy).
+    pub const CHECKPOINT_DIR: &str = "WARREN_CHECKPOINT_DIR";
 }
 
 /// Smallest accepted socket buffer: below this, loopback TCP (whose MSS is 64 KiB) waits in
@@ -64,6 +76,17 @@ pub struct Config {
     pub host: Option<String>,
     /// Socket buffer size. Default: none (kernel auto-tuning).
     pub socket_buffer: Option<usize>,
+    /// Retry-one recovery. Default: on.
+    pub robust: bool,
+    /// Bootstrap cache. Default: off.
+    pub bootstrap_cache: bool,
+    /// Failure-injection points `(rank, version, seq, attempt)`. Default: none.
+    pub mock: Vec<(usize, u32, u32, u32)>,
+    /// Ring successors holding a replica of each local model. Default: 2 (survives the loss
+    /// of a worker and its successor together).
+    pub local_replicas: usize,
+    /// Durable checkpoint directory. Default: none.
+    pub checkpoint_dir: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Config {
@@ -80,6 +103,11 @@ impl std::fmt::Debug for Config {
             .field("spin", &self.spin)
             .field("host", &self.host)
             .field("socket_buffer", &self.socket_buffer)
+            .field("robust", &self.robust)
+            .field("bootstrap_cache", &self.bootstrap_cache)
+            .field("mock", &self.mock)
+            .field("local_replicas", &self.local_replicas)
+            .field("checkpoint_dir", &self.checkpoint_dir)
             .finish()
     }
 }
@@ -98,6 +126,11 @@ impl Default for Config {
             spin: Duration::from_micros(50),
             host: None,
             socket_buffer: None,
+            robust: true,
+            bootstrap_cache: false,
+            mock: Vec::new(),
+            local_replicas: 2,
+            checkpoint_dir: None,
         }
     }
 }
@@ -135,11 +168,17 @@ impl Config {
             timeout: secs(&get, keys::TIMEOUT_S)?.unwrap_or(d.timeout),
             connect_timeout: secs(&get, keys::CONNECT_TIMEOUT_S)?.unwrap_or(d.connect_timeout),
             ring_threshold: parse(&get, keys::RING_THRESHOLD)?.unwrap_or(d.ring_threshold),
-            spin: parse::<u64>(&get, keys::SPIN_US)?
-                .map(Duration::from_micros)
-                .unwrap_or(d.spin),
+            spin: parse::<u64>(&get, keys::SPIN_US)?.map(Duration::from_micros).unwrap_or(d.spin),
             host: get(keys::HOST).filter(|s| !s.is_empty()),
             socket_buffer: parse(&get, keys::SOCKET_BUFFER)?,
+            robust: flag(&get, keys::ROBUST)?.unwrap_or(d.robust),
+            bootstrap_cache: flag(&get, keys::BOOTSTRAP_CACHE)?.unwrap_or(d.bootstrap_cache),
+            mock: match get(keys::MOCK) {
+                Some(m) => parse_mock(&m)?,
+                None => Vec::new(),
+            },
+            local_replicas: parse(&get, keys::LOCAL_REPLICAS)?.unwrap_or(d.local_replicas),
+            checkpoint_dir: get(keys::CHECKPOINT_DIR).filter(|s| !s.is_empty()).map(Into::into),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -148,10 +187,7 @@ impl Config {
     /// Checks that the settings make sense together.
     pub fn validate(&self) -> Result<()> {
         if self.num_workers == 0 {
-            return Err(Error::Config(format!(
-                "{} must be at least 1",
-                keys::NUM_WORKERS
-            )));
+            return Err(Error::Config(format!("{} must be at least 1", keys::NUM_WORKERS)));
         }
         if self.num_workers > 1 && self.tracker_uri.is_none() {
             return Err(Error::Config(format!(
@@ -182,28 +218,52 @@ impl Config {
     }
 }
 
-fn parse<T: std::str::FromStr>(
-    get: &impl Fn(&str) -> Option<String>,
-    key: &str,
-) -> Result<Option<T>> {
+fn parse<T: std::str::FromStr>(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<T>> {
     match get(key) {
         None => Ok(None),
-        Some(v) => v.trim().parse().map(Some).map_err(|_| {
-            Error::Config(format!(
-                "{key}={v:?} is not a valid {}",
-                std::any::type_name::<T>()
-            ))
-        }),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::Config(format!("{key}={v:?} is not a valid {}", std::any::type_name::<T>()))),
     }
+}
+
+fn flag(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>> {
+    match get(key).as_deref().map(str::trim) {
+        None => Ok(None),
+        Some("1" | "true" | "on" | "yes") => Ok(Some(true)),
+        Some("0" | "false" | "off" | "no") => Ok(Some(false)),
+        Some(v) => Err(Error::Config(format!("{key}={v:?} must be 1 or 0"))),
+    }
+}
+
+/// Parses `rank,version,seq,attempt[;...]`.
+pub fn parse_mock(spec: &str) -> Result<Vec<(usize, u32, u32, u32)>> {
+    spec.split(';')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let f: Vec<&str> = p.split(',').map(str::trim).collect();
+            let bad = || Error::Config(format!("{}: {p:?} is not rank,version,seq,attempt", keys::MOCK));
+            if f.len() != 4 {
+                return Err(bad());
+            }
+            Ok((
+                f[0].parse().map_err(|_| bad())?,
+                f[1].parse().map_err(|_| bad())?,
+                f[2].parse().map_err(|_| bad())?,
+                f[3].parse().map_err(|_| bad())?,
+            ))
+        })
+        .collect()
 }
 
 fn secs(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<Duration>> {
     match parse::<f64>(get, key)? {
         None => Ok(None),
         Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => Err(Error::Config(format!(
-            "{key}={s} must be a positive number of seconds"
-        ))),
+        Some(s) => Err(Error::Config(format!("{key}={s} must be a positive number of seconds"))),
     }
 }
 
@@ -212,9 +272,7 @@ mod tests {
     use super::*;
 
     fn map(kv: &[(&str, &str)]) -> HashMap<String, String> {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
@@ -236,6 +294,9 @@ mod tests {
             ("WARREN_RING_THRESHOLD", "1024"),
             ("WARREN_SPIN_US", "0"),
             ("WARREN_SOCKET_BUFFER", "65536"),
+            ("WARREN_ROBUST", "0"),
+            ("WARREN_BOOTSTRAP_CACHE", "1"),
+            ("WARREN_MOCK", "0,1,2,0; 4,0,7,1"),
         ]))
         .unwrap();
         assert_eq!(c.task_id, "7");
@@ -245,10 +306,9 @@ mod tests {
         assert_eq!(c.ring_threshold, 1024);
         assert_eq!(c.spin, Duration::ZERO);
         assert_eq!(c.socket_buffer, Some(65536));
-        assert!(
-            !format!("{c:?}").contains("abc"),
-            "the secret must not be printed"
-        );
+        assert!(!c.robust && c.bootstrap_cache);
+        assert_eq!(c.mock, vec![(0, 1, 2, 0), (4, 0, 7, 1)]);
+        assert!(!format!("{c:?}").contains("abc"), "the secret must not be printed");
     }
 
     #[test]
@@ -257,16 +317,15 @@ mod tests {
         assert!(e.to_string().contains("WARREN_NUM_WORKERS=\"four\""), "{e}");
         let e = Config::from_map(&map(&[("WARREN_NUM_WORKERS", "4")])).unwrap_err();
         assert!(e.to_string().contains("WARREN_TRACKER_URI"), "{e}");
-        let e = Config::from_map(&map(&[
-            ("WARREN_NUM_WORKERS", "4"),
-            ("WARREN_TRACKER_URI", "h:1"),
-        ]))
-        .unwrap_err();
+        let e = Config::from_map(&map(&[("WARREN_NUM_WORKERS", "4"), ("WARREN_TRACKER_URI", "h:1")])).unwrap_err();
         assert!(e.to_string().contains("secret"), "{e}");
+        let e = Config::from_map(&map(&[("WARREN_MOCK", "1,2,3")])).unwrap_err();
+        assert!(e.to_string().contains("rank,version,seq,attempt"), "{e}");
+        let e = Config::from_map(&map(&[("WARREN_ROBUST", "maybe")])).unwrap_err();
+        assert!(e.to_string().contains("WARREN_ROBUST"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_TIMEOUT_S", "-1")])).unwrap_err();
         assert!(e.to_string().contains("positive"), "{e}");
-        let e =
-            Config::from_map(&map(&[("WARREN_JOB_SECRET_FILE", "/nonexistent/x")])).unwrap_err();
+        let e = Config::from_map(&map(&[("WARREN_JOB_SECRET_FILE", "/nonexistent/x")])).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/x"), "{e}");
     }
 }

@@ -17,20 +17,59 @@
 
 use std::time::{Duration, Instant};
 
-use log::{debug, info};
+use log::{debug, info, warn};
 
 use crate::collective::{self, Net, Scratch};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::proto::{COUNT_UNKNOWN, CallHeader, CallKind, FromTracker, ToTracker};
 use crate::reduce::{self, DataType, Element, Op};
+use crate::robust::{
+    BootstrapCache, BootstrapDecision, BootstrapKey, Decision, PROPOSAL_WORDS, Proposal, ResultBuffer, Want, decide,
+    decide_bootstrap,
+};
 use crate::topology::Topology;
 use crate::tracker::TrackerClient;
 use crate::transport::{Link, PeerListener, Waiter, connect_peers};
 
-/// Latency statistics of the calls made on a communicator.
+mod checkpoint;
 mod stats;
+pub use checkpoint::Checkpoint;
 pub use stats::CallStats;
+
+/// Recovery state of a robust communicator (see [`crate::robust`]).
+#[derive(Debug, Default)]
+struct RobustState {
+    version: u32,
+    seq: u32,
+    results: ResultBuffer,
+    boot: BootstrapCache,
+    global: Vec<u8>,
+    local: Option<Vec<u8>>,
+    /// Local models of the ring predecessors, replicated here at the last checkpoint.
+    replicas: std::collections::BTreeMap<usize, Vec<u8>>,
+    /// Every worker's local model size at the last checkpoint (0: none).
+    local_sizes: Vec<u64>,
+    /// Replicas and sizes received by a checkpoint not yet committed.
+    pending: Option<(std::collections::BTreeMap<usize, Vec<u8>>, Vec<u64>)>,
+    /// Set after a re-link until every worker is at the same call again.
+    consensus: bool,
+    recoveries: u64,
+}
+
+/// How a consensus round ended for this worker.
+enum Round {
+    /// Everyone is at this call: run it.
+    Execute,
+    /// This worker was served the call's result.
+    Served(Vec<u8>),
+    /// This worker loaded the checkpoint.
+    Loaded,
+    /// This worker committed the checkpoint it was in.
+    Committed,
+    /// Another worker was served; propose again.
+    Continue,
+}
 
 /// One worker's membership in a job.
 pub struct Communicator {
@@ -39,10 +78,12 @@ pub struct Communicator {
     links: Vec<Option<Link>>,
     waiter: Waiter,
     tracker: Option<TrackerClient>,
-    seq: u64,
+    listener: Option<PeerListener>,
+    calls: u64,
     failed: Option<String>,
     scratch: Scratch,
     stats: CallStats,
+    robust: Option<RobustState>,
 }
 
 impl std::fmt::Debug for Communicator {
@@ -50,27 +91,37 @@ impl std::fmt::Debug for Communicator {
         f.debug_struct("Communicator")
             .field("rank", &self.topo.rank)
             .field("world", &self.topo.world)
-            .field("seq", &self.seq)
+            .field("calls", &self.calls)
             .finish()
     }
 }
 
+/// Whether a failed call can be recovered by re-linking (a peer went away).
+fn recoverable(e: &Error) -> bool {
+    matches!(e, Error::PeerLost { .. })
+}
+
 impl Communicator {
     /// Joins the job described by `cfg`: registers with the tracker (none for a world of
-    /// one), gets a rank, and links to the neighbours in the tree and the ring.
+    /// one), gets a rank, and links to the neighbours in the tree and the ring. A worker whose
+    /// task id already had a rank (a restarted worker) re-joins in recovery: its first calls
+    /// are served by the others until it has caught up.
     pub fn init(cfg: Config) -> Result<Communicator> {
         cfg.validate()?;
         let waiter = Waiter::new(cfg.spin)?;
+        let robust = cfg.robust.then(RobustState::default);
         let Some(uri) = cfg.tracker_uri.clone() else {
             return Ok(Communicator {
                 topo: Topology::new(0, 1),
                 links: vec![None],
                 waiter,
                 tracker: None,
-                seq: 0,
+                listener: None,
+                calls: 0,
                 failed: None,
                 scratch: Scratch::default(),
                 stats: CallStats::default(),
+                robust,
                 cfg,
             });
         };
@@ -82,25 +133,11 @@ impl Communicator {
         };
         let listener = PeerListener::bind(&host)?;
         let reply = tracker.request(
-            &ToTracker::Register {
-                task_id: cfg.task_id.clone(),
-                host: host.clone(),
-                port: listener.port,
-                attempt: cfg.attempt,
-            },
+            &ToTracker::Register { task_id: cfg.task_id.clone(), host, port: listener.port, attempt: cfg.attempt },
             deadline,
         )?;
-        let FromTracker::Assignment {
-            rank,
-            world,
-            peers,
-            epoch,
-            recovered,
-        } = reply
-        else {
-            return Err(Error::Protocol(format!(
-                "tracker answered registration with {reply:?}"
-            )));
+        let FromTracker::Assignment { rank, world, peers, epoch, recovered } = reply else {
+            return Err(Error::Protocol(format!("tracker answered registration with {reply:?}")));
         };
         if world != cfg.num_workers {
             return Err(Error::Config(format!(
@@ -109,41 +146,84 @@ impl Communicator {
                 cfg.num_workers
             )));
         }
-        if recovered {
-            info!(
-                "task {} re-joined as rank {rank} (epoch {epoch}); recovery is not enabled in this mode",
-                cfg.task_id
-            );
-        }
-        let topo = Topology::new(rank, world);
-        let neighbours = topo.neighbours();
-        let linked = connect_peers(
-            &listener,
-            rank,
-            &peers,
-            &neighbours,
-            cfg.secret.as_bytes(),
-            deadline,
-            cfg.socket_buffer,
-        )?;
-        let mut links: Vec<Option<Link>> = (0..world).map(|_| None).collect();
-        for mut l in linked {
-            waiter.register(&mut l)?;
-            let p = l.peer;
-            links[p] = Some(l);
-        }
-        debug!("rank {rank}/{world}: linked to {neighbours:?}");
-        Ok(Communicator {
-            cfg,
-            topo,
-            links,
+        let mut comm = Communicator {
+            topo: Topology::new(rank, world),
+            links: (0..world).map(|_| None).collect(),
             waiter,
             tracker: Some(tracker),
-            seq: 0,
+            listener: Some(listener),
+            calls: 0,
             failed: None,
             scratch: Scratch::default(),
             stats: CallStats::default(),
-        })
+            robust,
+            cfg,
+        };
+        comm.install_links(&peers, deadline)?;
+        if recovered {
+            info!(
+                "task {} re-joined as rank {rank} (epoch {epoch}); catching up from the other workers",
+                comm.cfg.task_id
+            );
+            if let Some(r) = comm.robust.as_mut() {
+                r.consensus = true;
+            }
+        }
+        debug!("rank {rank}/{world}: linked to {:?}", comm.topo.neighbours());
+        Ok(comm)
+    }
+
+    fn install_links(&mut self, peers: &[crate::proto::PeerAddr], deadline: Instant) -> Result<()> {
+        let listener = self.listener.as_ref().expect("a tracker-joined communicator has a listener");
+        let neighbours = self.topo.neighbours();
+        let linked = connect_peers(
+            listener,
+            self.topo.rank,
+            peers,
+            &neighbours,
+            self.cfg.secret.as_bytes(),
+            deadline,
+            self.cfg.socket_buffer,
+        )?;
+        for mut l in linked {
+            self.waiter.register(&mut l)?;
+            let p = l.peer;
+            self.links[p] = Some(l);
+        }
+        Ok(())
+    }
+
+    /// Re-links after a lost peer: closes every link (so the neighbours learn at once), joins
+    /// the tracker's re-link round, and links to the new addresses. Retries until
+    /// `connect_timeout` if a worker fails again meanwhile.
+    fn relink(&mut self, cause: &Error) -> Result<()> {
+        let deadline = Instant::now() + self.cfg.connect_timeout;
+        warn!("rank {}: {cause}; re-linking", self.topo.rank);
+        loop {
+            self.close_links();
+            let port = self.listener.as_ref().map(|l| l.port).unwrap_or(0);
+            let host = self.listener.as_ref().map(|l| l.host.clone()).unwrap_or_default();
+            let tracker =
+                self.tracker.as_mut().ok_or_else(|| Error::Tracker("no tracker to re-link through".into()))?;
+            tracker.send(&ToTracker::Rejoin { host, port }, deadline)?;
+            let reply = tracker.recv(deadline)?;
+            let FromTracker::Assignment { peers, epoch, .. } = reply else {
+                return Err(Error::Protocol(format!("tracker answered a re-link with {reply:?}")));
+            };
+            match self.install_links(&peers, deadline) {
+                Ok(()) => {
+                    let r = self.robust.as_mut().expect("only robust communicators re-link");
+                    r.consensus = true;
+                    r.recoveries += 1;
+                    info!("rank {}: re-linked (epoch {epoch})", self.topo.rank);
+                    return Ok(());
+                }
+                Err(e) if Instant::now() < deadline => {
+                    warn!("rank {}: re-linking failed ({e}); trying again", self.topo.rank)
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// This worker's rank, `0..world_size()`.
@@ -163,7 +243,7 @@ impl Communicator {
 
     /// Number of collective calls made so far.
     pub fn seq(&self) -> u64 {
-        self.seq
+        self.calls
     }
 
     /// Latency histograms of the calls made so far.
@@ -171,23 +251,56 @@ impl Communicator {
         &self.stats
     }
 
+    /// Checkpoint version (number of checkpoints committed; 0 before the first).
+    pub fn version(&self) -> u32 {
+        self.robust.as_ref().map_or(0, |r| r.version)
+    }
+
+    /// Number of times this worker re-linked after losing a peer.
+    pub fn recoveries(&self) -> u64 {
+        self.robust.as_ref().map_or(0, |r| r.recoveries)
+    }
+
     /// Reduces `buf` element-wise across all workers with `op`; every worker ends with the
     /// same bits. Payloads of `ring_threshold` bytes or more use the ring algorithm.
     pub fn allreduce<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
         let reducer = reduce::typed_reducer::<T>(op)?;
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        self.allreduce_raw(bytes, T::DTYPE, op, T::DTYPE.size(), 0, &reducer)
+        self.allreduce_raw(bytemuck::cast_slice_mut(buf), T::DTYPE, op, T::DTYPE.size(), 0, &reducer, None)
+    }
+
+    /// A bootstrap allreduce: made once before the first checkpoint; with the bootstrap cache
+    /// on, its result is kept for the whole job and served to a restarted worker by key (this
+    /// call site and how many times it was called).
+    #[track_caller]
+    pub fn allreduce_bootstrap<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
+        let key = self.bootstrap_key();
+        let reducer = reduce::typed_reducer::<T>(op)?;
+        self.allreduce_raw(bytemuck::cast_slice_mut(buf), T::DTYPE, op, T::DTYPE.size(), 0, &reducer, key)
     }
 
     /// Like [`Communicator::allreduce`] for a byte buffer whose element type is known at run
     /// time (the JVM and the benchmark use this). `buf` must be aligned to the element type.
+    /// `bootstrap_key`, if given, makes it a bootstrap call with that explicit key.
     pub fn allreduce_dyn(&mut self, buf: &mut [u8], dtype: DataType, op: Op) -> Result<()> {
+        self.allreduce_dyn_inner(buf, dtype, op, None)
+    }
+
+    /// [`Communicator::allreduce_dyn`] as a bootstrap call under an explicit key (foreign
+    /// callers pass their own call-site description).
+    pub fn allreduce_dyn_keyed(&mut self, buf: &mut [u8], dtype: DataType, op: Op, bootstrap_key: &str) -> Result<()> {
+        let key = self.explicit_key(bootstrap_key);
+        self.allreduce_dyn_inner(buf, dtype, op, key)
+    }
+
+    fn allreduce_dyn_inner(
+        &mut self,
+        buf: &mut [u8],
+        dtype: DataType,
+        op: Op,
+        key: Option<BootstrapKey>,
+    ) -> Result<()> {
         if dtype == DataType::User || !op.supports(dtype) || op == Op::User {
-            return Err(Error::InvalidArgument(format!(
-                "operator {} is not defined for {}",
-                op.name(),
-                dtype.name()
-            )));
+            return Err(Error::InvalidArgument(format!("operator {} is not defined for {}", op.name(), dtype.name())));
         }
         let size = dtype.size();
         if buf.len() % size != 0 || (buf.as_ptr() as usize) % size != 0 {
@@ -198,7 +311,7 @@ impl Communicator {
             )));
         }
         let reducer = move |a: &mut [u8], b: &[u8]| reduce::reduce_dyn(dtype, op, a, b);
-        self.allreduce_raw(buf, dtype, op, size, 0, &reducer)
+        self.allreduce_raw(buf, dtype, op, size, 0, &reducer, key)
     }
 
     /// Allreduce with a user reducer over raw bytes: `reducer(acc, other)` combines `other`
@@ -217,9 +330,10 @@ impl Communicator {
                 buf.len()
             )));
         }
-        self.allreduce_raw(buf, DataType::User, Op::User, elem_size, tag, &reducer)
+        self.allreduce_raw(buf, DataType::User, Op::User, elem_size, tag, &reducer, None)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn allreduce_raw(
         &mut self,
         buf: &mut [u8],
@@ -228,76 +342,120 @@ impl Communicator {
         elem: usize,
         tag: u32,
         reducer: &reduce::ByteReducer,
+        key: Option<BootstrapKey>,
     ) -> Result<()> {
         let kind = if buf.len() >= self.cfg.ring_threshold && self.topo.world > 1 {
             CallKind::AllreduceRing
         } else {
             CallKind::AllreduceTree
         };
-        let hdr = self.header(kind, dtype, op, elem, 0, buf.len() as u64, tag);
-        self.run(hdr, |net, topo, scratch| match kind {
-            CallKind::AllreduceRing => {
-                collective::allreduce_ring(net, topo, hdr, buf, elem, reducer, scratch)
-            }
-            _ => {
-                collective::allreduce_tree(net, topo, hdr, buf, elem, reducer, scratch).map(|_| ())
-            }
-        })
+        let hdr = self.header(kind, dtype, op, elem, 0, buf.len() as u64, tag, key.as_ref());
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, data: &mut [u8]| match kind {
+            CallKind::AllreduceRing => collective::allreduce_ring(net, topo, hdr, data, elem, reducer, scratch),
+            _ => collective::allreduce_tree(net, topo, hdr, data, elem, reducer, scratch).map(|_| ()),
+        };
+        if self.robust.is_none() {
+            return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, buf));
+        }
+        let input = buf.to_vec();
+        let want = if key.is_some() { Want::Bootstrap } else { Want::Execute };
+        self.robust_call(
+            hdr,
+            want,
+            key.as_ref(),
+            &mut |c, work| {
+                work.clear();
+                work.extend_from_slice(&input);
+                c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, work))
+            },
+            &mut |out| {
+                buf.copy_from_slice(out);
+            },
+        )
+        .map(|_| ())
     }
 
     /// Broadcasts `data` from `root`: on return every worker's `data` equals the root's
     /// (other workers' vectors are resized to the root's length).
     pub fn broadcast(&mut self, data: &mut Vec<u8>, root: usize) -> Result<()> {
+        self.broadcast_inner(data, root, None)
+    }
+
+    /// A bootstrap broadcast (see [`Communicator::allreduce_bootstrap`]).
+    #[track_caller]
+    pub fn broadcast_bootstrap(&mut self, data: &mut Vec<u8>, root: usize) -> Result<()> {
+        let key = self.bootstrap_key();
+        self.broadcast_inner(data, root, key)
+    }
+
+    /// A bootstrap broadcast under an explicit key (foreign callers pass their call site).
+    pub fn broadcast_keyed(&mut self, data: &mut Vec<u8>, root: usize, bootstrap_key: &str) -> Result<()> {
+        let key = self.explicit_key(bootstrap_key);
+        self.broadcast_inner(data, root, key)
+    }
+
+    fn broadcast_inner(&mut self, data: &mut Vec<u8>, root: usize, key: Option<BootstrapKey>) -> Result<()> {
         self.check_root(root)?;
-        let count = if self.topo.rank == root {
-            data.len() as u64
-        } else {
-            COUNT_UNKNOWN
-        };
-        let hdr = self.header(
-            CallKind::Broadcast,
-            DataType::U8,
-            Op::Sum,
-            1,
-            root,
-            count,
-            0,
-        );
-        self.run(hdr, |net, topo, scratch| {
-            let agreed =
-                collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch)?;
-            let len = usize::try_from(agreed.count)
-                .map_err(|_| Error::Protocol("broadcast size overflows".into()))?;
+        let count = if self.topo.rank == root { data.len() as u64 } else { COUNT_UNKNOWN };
+        let hdr = self.header(CallKind::Broadcast, DataType::U8, Op::Sum, 1, root, count, 0, key.as_ref());
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, data: &mut Vec<u8>| {
+            let agreed = collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch)?;
+            let len = usize::try_from(agreed.count).map_err(|_| Error::Protocol("broadcast size overflows".into()))?;
             data.resize(len, 0);
             collective::broadcast_tree(net, topo, root, data, &hdr.describe())
-        })
+        };
+        if self.robust.is_none() {
+            return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, data));
+        }
+        let input = data.clone();
+        let want = if key.is_some() { Want::Bootstrap } else { Want::Execute };
+        self.robust_call(
+            hdr,
+            want,
+            key.as_ref(),
+            &mut |c, work| {
+                work.clear();
+                work.extend_from_slice(&input);
+                c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, work))
+            },
+            &mut |out| {
+                data.clear();
+                data.extend_from_slice(out);
+            },
+        )
+        .map(|_| ())
     }
 
     /// Broadcasts a fixed-size buffer from `root`; every worker must pass the same length.
     pub fn broadcast_slice(&mut self, data: &mut [u8], root: usize) -> Result<()> {
         self.check_root(root)?;
-        let hdr = self.header(
-            CallKind::Broadcast,
-            DataType::U8,
-            Op::Sum,
-            1,
-            root,
-            data.len() as u64,
-            0,
-        );
-        self.run(hdr, |net, topo, scratch| {
+        let hdr = self.header(CallKind::Broadcast, DataType::U8, Op::Sum, 1, root, data.len() as u64, 1, None);
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, data: &mut [u8]| {
             collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch)?;
             collective::broadcast_tree(net, topo, root, data, &hdr.describe())
-        })
+        };
+        if self.robust.is_none() {
+            return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, data));
+        }
+        let input = data.to_vec();
+        self.robust_call(
+            hdr,
+            Want::Execute,
+            None,
+            &mut |c, work| {
+                work.clear();
+                work.extend_from_slice(&input);
+                c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, work))
+            },
+            &mut |out| data.copy_from_slice(out),
+        )
+        .map(|_| ())
     }
 
     /// Gathers every worker's `mine` (sizes may differ) on every worker, in rank order.
     pub fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
         let (flat, offsets) = self.allgather_flat(mine)?;
-        Ok(offsets
-            .windows(2)
-            .map(|w| flat[w[0]..w[1]].to_vec())
-            .collect())
+        Ok(offsets.windows(2).map(|w| flat[w[0]..w[1]].to_vec()).collect())
     }
 
     /// Like [`Communicator::allgather`], returning one buffer and the `world + 1` offsets of
@@ -305,51 +463,184 @@ impl Communicator {
     pub fn allgather_flat(&mut self, mine: &[u8]) -> Result<(Vec<u8>, Vec<usize>)> {
         let world = self.topo.world;
         let me = self.topo.rank;
-        let hdr = self.header(
-            CallKind::Allgather,
-            DataType::U64,
-            Op::Sum,
-            8,
-            0,
-            (8 * world) as u64,
-            0,
-        );
-        let mut out = Vec::new();
-        let mut offsets = Vec::new();
-        self.run(hdr, |net, topo, scratch| {
+        let hdr = self.header(CallKind::Allgather, DataType::U64, Op::Sum, 8, 0, (8 * world) as u64, 0, None);
+        // The result travels as: the world + 1 offsets (u64 each), then the blocks.
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, out: &mut Vec<u8>| {
             let mut sizes = vec![0u64; world];
             sizes[me] = mine.len() as u64;
             let reducer = reduce::typed_reducer::<u64>(Op::Sum)?;
-            collective::allreduce_tree(
-                net,
-                topo,
-                hdr,
-                bytemuck::cast_slice_mut(&mut sizes),
-                8,
-                &reducer,
-                scratch,
-            )?;
-            offsets.push(0usize);
+            collective::allreduce_tree(net, topo, hdr, bytemuck::cast_slice_mut(&mut sizes), 8, &reducer, scratch)?;
+            let mut offsets = vec![0usize];
             for s in &sizes {
-                let s = usize::try_from(*s)
-                    .map_err(|_| Error::Protocol("allgather size overflows".into()))?;
+                let s = usize::try_from(*s).map_err(|_| Error::Protocol("allgather size overflows".into()))?;
                 offsets.push(offsets.last().unwrap() + s);
             }
-            out = vec![0u8; *offsets.last().unwrap()];
-            out[offsets[me]..offsets[me + 1]].copy_from_slice(mine);
-            let blocks: Vec<std::ops::Range<usize>> =
-                offsets.windows(2).map(|w| w[0]..w[1]).collect();
-            collective::allgather_ring(net, topo, &mut out, &blocks, scratch, &hdr.describe())
-        })?;
-        Ok((out, offsets))
+            let mut flat = vec![0u8; *offsets.last().unwrap()];
+            flat[offsets[me]..offsets[me + 1]].copy_from_slice(mine);
+            let blocks: Vec<std::ops::Range<usize>> = offsets.windows(2).map(|w| w[0]..w[1]).collect();
+            collective::allgather_ring(net, topo, &mut flat, &blocks, scratch, &hdr.describe())?;
+            out.clear();
+            offsets.iter().for_each(|o| out.extend_from_slice(&(*o as u64).to_le_bytes()));
+            out.extend_from_slice(&flat);
+            Ok(())
+        };
+        let mut packed = Vec::new();
+        if self.robust.is_none() {
+            self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, &mut packed))?;
+        } else {
+            self.robust_call(
+                hdr,
+                Want::Execute,
+                None,
+                &mut |c, work| c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, work)),
+                &mut |out| {
+                    packed.clear();
+                    packed.extend_from_slice(out);
+                },
+            )?;
+        }
+        let n = 8 * (world + 1);
+        let offsets: Vec<usize> =
+            packed[..n].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap()) as usize).collect();
+        Ok((packed.split_off(n), offsets))
     }
 
     /// Returns once every worker has called `barrier`.
     pub fn barrier(&mut self) -> Result<()> {
-        let hdr = self.header(CallKind::Barrier, DataType::U8, Op::Sum, 1, 0, 0, 0);
-        self.run(hdr, |net, topo, scratch| {
+        let hdr = self.header(CallKind::Barrier, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch| {
             collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch).map(|_| ())
-        })
+        };
+        if self.robust.is_none() {
+            return self.plain(hdr, algorithm);
+        }
+        self.robust_call(hdr, Want::Execute, None, &mut |c, _| c.exec(hdr, algorithm), &mut |_| {}).map(|_| ())
+    }
+
+    /// Commits a checkpoint: the global model (the same on every worker) and this worker's
+    /// local model. In robust mode both stay in memory (the local model also on the ring
+    /// successor) so that a restarted worker can load them from the others; with
+    /// `WARREN_CHECKPOINT_DIR` they are also written to disk. Two phases (prepare, then
+    /// acknowledge): a failure in between leaves every worker either before or after it.
+    pub fn checkpoint(&mut self, global: &[u8], local: Option<&[u8]>) -> Result<()> {
+        if self.robust.is_none() {
+            let v = self.version() + 1;
+            return checkpoint::write_durable(&self.cfg, self.topo.rank, v, global, local);
+        }
+        let tag = checkpoint::digest32(global);
+        let me = self.topo.rank;
+        let world = self.topo.world;
+        let local_bytes = local.unwrap_or(&[]).to_vec();
+        let prep = self.header(CallKind::Checkpoint, DataType::U8, Op::Sum, 1, 0, global.len() as u64, tag, None);
+        let copies = self.cfg.local_replicas.min(world - 1);
+        let mut received = None;
+        let outcome = self.robust_call(
+            prep,
+            Want::Checkpoint,
+            None,
+            &mut |c, work| {
+                work.clear();
+                c.exec(prep, |net, topo, scratch| {
+                    // Local models move along the ring: each worker keeps those of its
+                    // `copies` predecessors.
+                    let mut sizes = vec![0u64; world];
+                    sizes[me] = local_bytes.len() as u64;
+                    let reducer = reduce::typed_reducer::<u64>(Op::Sum)?;
+                    collective::allreduce_tree(
+                        net,
+                        topo,
+                        prep,
+                        bytemuck::cast_slice_mut(&mut sizes),
+                        8,
+                        &reducer,
+                        scratch,
+                    )?;
+                    let mut replicas = std::collections::BTreeMap::new();
+                    let mut block = local_bytes.clone();
+                    for j in 0..copies {
+                        let owner = (me + world - j - 1) % world;
+                        let got = collective::ring_shift(
+                            net,
+                            topo,
+                            &block,
+                            sizes[owner] as usize,
+                            scratch,
+                            &prep.describe(),
+                        )?;
+                        replicas.insert(owner, got.clone());
+                        block = got;
+                    }
+                    received = Some((replicas, sizes));
+                    Ok(())
+                })
+            },
+            &mut |_| {},
+        )?;
+        if let Some(r) = received.take() {
+            self.rs().pending = Some(r);
+        }
+        if !outcome {
+            let ack = self.header(CallKind::CheckpointAck, DataType::U8, Op::Sum, 1, 0, 0, tag, None);
+            self.robust_call(
+                ack,
+                Want::Checkpoint,
+                None,
+                &mut |c, _| {
+                    c.exec(ack, |net, topo, scratch| {
+                        collective::allreduce_tree(net, topo, ack, &mut [], 1, &|_, _| {}, scratch).map(|_| ())
+                    })
+                },
+                &mut |_| {},
+            )?;
+        }
+        let r = self.rs();
+        r.version += 1;
+        r.seq = 0;
+        r.results.clear();
+        r.global = global.to_vec();
+        r.local = local.map(<[u8]>::to_vec);
+        if let Some((replicas, sizes)) = r.pending.take() {
+            r.replicas = replicas;
+            r.local_sizes = sizes;
+        }
+        let v = r.version;
+        checkpoint::write_durable(&self.cfg, me, v, global, local)
+    }
+
+    /// The latest checkpoint: version 0 and empty models on a fresh start. A restarted worker
+    /// gets the checkpoint from the others (its local model from the worker that replicated
+    /// it); with `WARREN_CHECKPOINT_DIR` and no live copy (the fail-all strategy), it is read
+    /// from disk.
+    pub fn load_checkpoint(&mut self) -> Result<Checkpoint> {
+        self.check_failed()?;
+        let me = self.topo.rank;
+        let Some(r) = self.robust.as_ref() else {
+            return checkpoint::read_durable(&self.cfg, me).map(|c| c.unwrap_or_default());
+        };
+        if !r.consensus {
+            if r.version == 0 {
+                if let Some(c) = checkpoint::read_durable(&self.cfg, me)? {
+                    let r = self.rs();
+                    r.version = c.version;
+                    r.global = c.global.clone();
+                    r.local = c.local.clone();
+                    return Ok(c);
+                }
+            }
+            return Ok(Checkpoint { version: r.version, global: r.global.clone(), local: r.local.clone() });
+        }
+        let hdr = self.header(CallKind::Checkpoint, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
+        loop {
+            match self.consensus_round(&hdr, Want::LoadCheckpoint, None) {
+                Ok(Round::Loaded) => {
+                    let r = self.rs();
+                    return Ok(Checkpoint { version: r.version, global: r.global.clone(), local: r.local.clone() });
+                }
+                Ok(_) => continue,
+                Err(e) if recoverable(&e) => self.relink(&e)?,
+                Err(e) => return Err(self.poison(e)),
+            }
+        }
     }
 
     /// Writes `msg` to the tracker's log, prefixed with this worker's rank (to the local log
@@ -357,15 +648,8 @@ impl Communicator {
     pub fn print(&mut self, msg: &str) -> Result<()> {
         match self.tracker.as_mut() {
             Some(t) => {
-                let deadline =
-                    Instant::now() + self.cfg.connect_timeout.min(Duration::from_secs(30));
-                t.request(
-                    &ToTracker::Print {
-                        msg: msg.to_string(),
-                    },
-                    deadline,
-                )
-                .map(|_| ())
+                let deadline = Instant::now() + self.cfg.connect_timeout.min(Duration::from_secs(30));
+                t.request(&ToTracker::Print { msg: msg.to_string() }, deadline).map(|_| ())
             }
             None => {
                 info!("[rank 0] {msg}");
@@ -394,6 +678,31 @@ impl Communicator {
         Ok(())
     }
 
+    fn rs(&mut self) -> &mut RobustState {
+        self.robust.as_mut().expect("robust mode")
+    }
+
+    /// The key of a bootstrap call from the caller's location (`#[track_caller]`); `None`
+    /// when the bootstrap cache is off (the call is then an ordinary call).
+    #[track_caller]
+    fn bootstrap_key(&mut self) -> Option<BootstrapKey> {
+        let loc = std::panic::Location::caller();
+        self.site_key(&format!("{}:{}:{}", loc.file(), loc.line(), loc.column()))
+    }
+
+    /// The key of a bootstrap call under an explicit key from a foreign caller.
+    fn explicit_key(&mut self, key: &str) -> Option<BootstrapKey> {
+        self.site_key(&format!("key:{key}"))
+    }
+
+    fn site_key(&mut self, site: &str) -> Option<BootstrapKey> {
+        let on = self.cfg.bootstrap_cache;
+        let r = self.robust.as_mut()?;
+        on.then(|| r.boot.next_key(site))
+    }
+
+    /// The header of the next call; in robust mode `seq` carries the position (or the
+    /// bootstrap key), so that workers at different calls are told apart.
     #[allow(clippy::too_many_arguments)]
     fn header(
         &self,
@@ -404,32 +713,54 @@ impl Communicator {
         root: usize,
         count: u64,
         tag: u32,
+        key: Option<&BootstrapKey>,
     ) -> CallHeader {
-        CallHeader {
-            seq: self.seq,
-            kind,
-            dtype,
-            op,
-            elem_size: elem as u16,
-            root: root as u32,
-            count,
-            tag,
+        let seq = match (&self.robust, key) {
+            (_, Some(k)) => k.hash,
+            (Some(r), None) => ((r.version as u64) << 32) | r.seq as u64,
+            (None, None) => self.calls,
+        };
+        CallHeader { seq, kind, dtype, op, elem_size: elem as u16, root: root as u32, count, tag }
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        match &self.failed {
+            Some(first) => Err(Error::Aborted {
+                rank: self.topo.rank,
+                reason: format!("communicator unusable after an earlier failure: {first}"),
+            }),
+            None => Ok(()),
         }
     }
 
-    /// Runs one call: refuses if an earlier call failed, applies the deadline, records the
-    /// latency, and on failure closes the links so peers learn at once.
-    fn run(
+    /// Marks the communicator failed; closes the links (unless every rank already knows, as
+    /// after a mismatch) so that peers learn at once.
+    fn poison(&mut self, e: Error) -> Error {
+        self.failed = Some(e.to_string());
+        if !matches!(e, Error::Mismatch(_) | Error::Aborted { .. }) {
+            self.close_links();
+        }
+        e
+    }
+
+    /// Runs one call in plain mode: a failure poisons the communicator.
+    fn plain(
         &mut self,
         hdr: CallHeader,
         body: impl FnOnce(&mut Net, &Topology, &mut Scratch) -> Result<()>,
     ) -> Result<()> {
-        if let Some(first) = &self.failed {
-            return Err(Error::Aborted {
-                rank: self.topo.rank,
-                reason: format!("communicator unusable after an earlier failure: {first}"),
-            });
-        }
+        self.check_failed()?;
+        let r = self.exec(hdr, body);
+        self.calls += 1;
+        r.map_err(|e| self.poison(e))
+    }
+
+    /// Runs one collective over the current links with the call deadline, recording latency.
+    fn exec(
+        &mut self,
+        hdr: CallHeader,
+        body: impl FnOnce(&mut Net, &Topology, &mut Scratch) -> Result<()>,
+    ) -> Result<()> {
         let started = Instant::now();
         let mut net = Net {
             me: self.topo.rank,
@@ -439,26 +770,295 @@ impl Communicator {
             deadline: started + self.cfg.timeout,
         };
         let result = body(&mut net, &self.topo, &mut self.scratch);
-        self.seq += 1;
-        match result {
-            Ok(()) => {
-                self.stats.record(hdr.kind, started.elapsed());
+        if result.is_ok() {
+            self.stats.record(hdr.kind, started.elapsed());
+        }
+        result
+    }
+
+    /// Exits abruptly if `WARREN_MOCK` names this worker at this call (failure injection).
+    fn maybe_mock(&self, point: (u32, u32)) {
+        let me = (self.topo.rank, point.0, point.1, self.cfg.attempt);
+        if self.cfg.mock.contains(&me) {
+            eprintln!("WARREN_MOCK: rank {} exits at version {} call {} (attempt {})", me.0, me.1, me.2, me.3);
+            // SAFETY: _exit ends the process at once, like a crash; nothing runs after it.
+            unsafe { libc::_exit(86) }
+        }
+    }
+
+    /// One call in robust mode. `exec` runs the call collectively into `work`; `deliver` hands
+    /// the result to the caller. Returns `true` if the call was a checkpoint phase that ended
+    /// by committing (see [`Decision::CommitCheckpoint`]).
+    fn robust_call(
+        &mut self,
+        hdr: CallHeader,
+        want: Want,
+        key: Option<&BootstrapKey>,
+        exec: &mut dyn FnMut(&mut Communicator, &mut Vec<u8>) -> Result<()>,
+        deliver: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool> {
+        self.check_failed()?;
+        let point = {
+            let r = self.rs();
+            (r.version, r.seq)
+        };
+        if key.is_none() {
+            self.maybe_mock(point);
+        }
+        let mut work = Vec::new();
+        loop {
+            if self.rs().consensus {
+                match self.consensus_round(&hdr, want, key) {
+                    Ok(Round::Execute) => self.rs().consensus = false,
+                    Ok(Round::Served(data)) => {
+                        deliver(&data);
+                        self.record(hdr, key, data)?;
+                        return Ok(false);
+                    }
+                    Ok(Round::Committed) => return Ok(true),
+                    Ok(Round::Loaded | Round::Continue) => continue,
+                    Err(e) if recoverable(&e) => {
+                        self.relink(&e).map_err(|e| self.poison(e))?;
+                        continue;
+                    }
+                    Err(e) => return Err(self.poison(e)),
+                }
+            }
+            match exec(self, &mut work) {
+                Ok(()) => {
+                    self.calls += 1;
+                    deliver(&work);
+                    self.record(hdr, key, std::mem::take(&mut work))?;
+                    return Ok(false);
+                }
+                Err(e) if recoverable(&e) && self.tracker.is_some() => self.relink(&e).map_err(|e| self.poison(e))?,
+                Err(e) => return Err(self.poison(e)),
+            }
+        }
+    }
+
+    /// Keeps a call's result: in the bootstrap cache by key, or in the result buffer at the
+    /// next sequence number.
+    fn record(&mut self, mut hdr: CallHeader, key: Option<&BootstrapKey>, data: Vec<u8>) -> Result<()> {
+        if hdr.count == COUNT_UNKNOWN {
+            hdr.count = data.len() as u64; // a broadcast receiver learns the size from the root
+        }
+        let r = self.rs();
+        match key {
+            Some(k) => r.boot.insert(k, hdr, data).map_err(Error::Mismatch),
+            None => {
+                let seq = r.seq;
+                r.results.push(seq, hdr, data);
+                r.seq += 1;
                 Ok(())
             }
-            Err(e) => {
-                self.failed = Some(e.to_string());
-                if !matches!(e, Error::Mismatch(_) | Error::Aborted { .. }) {
-                    self.close_links();
+        }
+    }
+
+    /// Gathers every worker's proposal on every worker (a small tree allreduce: each worker
+    /// fills its own slot).
+    fn gather<const W: usize>(&mut self, mine: [u64; W]) -> Result<Vec<[u64; W]>> {
+        let world = self.topo.world;
+        let mut all = vec![0u64; world * W];
+        all[self.topo.rank * W..][..W].copy_from_slice(&mine);
+        let hdr = CallHeader {
+            seq: 0,
+            kind: CallKind::Consensus,
+            dtype: DataType::U64,
+            op: Op::Sum,
+            elem_size: 8,
+            root: 0,
+            count: (world * W * 8) as u64,
+            tag: W as u32,
+        };
+        let reducer = reduce::typed_reducer::<u64>(Op::Sum)?;
+        self.exec(hdr, |net, topo, scratch| {
+            collective::allreduce_tree(net, topo, hdr, bytemuck::cast_slice_mut(&mut all), 8, &reducer, scratch)
+                .map(|_| ())
+        })?;
+        Ok(all.chunks_exact(W).map(|c| c.try_into().unwrap()).collect())
+    }
+
+    /// Sends `data` from `server` to every worker (recovery data).
+    fn serve(&mut self, server: usize, data: &mut Vec<u8>) -> Result<()> {
+        let count = if self.topo.rank == server { data.len() as u64 } else { COUNT_UNKNOWN };
+        let hdr = CallHeader {
+            seq: 0,
+            kind: CallKind::RecoveryData,
+            dtype: DataType::U8,
+            op: Op::Sum,
+            elem_size: 1,
+            root: server as u32,
+            count,
+            tag: 0,
+        };
+        self.exec(hdr, |net, topo, scratch| {
+            let agreed = collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch)?;
+            data.resize(agreed.count as usize, 0);
+            collective::broadcast_tree(net, topo, server, data, "recovery data")
+        })
+    }
+
+    /// One round of recovery consensus (see [`crate::robust`]).
+    fn consensus_round(&mut self, hdr: &CallHeader, want: Want, key: Option<&BootstrapKey>) -> Result<Round> {
+        let me = self.topo.rank;
+        let point = {
+            let r = self.rs();
+            (r.version, r.seq)
+        };
+        let mine =
+            Proposal { point, want, key: key.map_or(0, |k| k.hash), call: Proposal::call_hash(hdr), count: hdr.count };
+        let props: Vec<Proposal> = self
+            .gather::<PROPOSAL_WORDS>(mine.encode())?
+            .iter()
+            .enumerate()
+            .map(|(r, w)| {
+                Proposal::decode(w).ok_or_else(|| Error::Protocol(format!("rank {r} sent no recovery proposal")))
+            })
+            .collect::<Result<_>>()?;
+        let decision = decide(&props);
+        debug!("rank {me}: recovery consensus {decision:?}");
+        match decision {
+            Decision::Execute => Ok(Round::Execute),
+            Decision::Mismatch(m) => Err(Error::Mismatch(m)),
+            Decision::Impossible(m) => Err(Error::RecoveryImpossible(m)),
+            Decision::CommitCheckpoint { to } => Ok(if to.contains(&me) { Round::Committed } else { Round::Continue }),
+            Decision::ServeResult { point: (_, seq), server, to } => {
+                let mut payload = Vec::new();
+                if me == server {
+                    let r = self.rs();
+                    let stored = r.results.get(seq).ok_or_else(|| {
+                        Error::RecoveryImpossible(format!("rank {me} lost the result of call #{seq}"))
+                    })?;
+                    payload.extend_from_slice(&stored.header.encode());
+                    payload.extend_from_slice(&stored.data);
                 }
-                Err(e)
+                self.serve(server, &mut payload)?;
+                if payload.len() < crate::proto::HEADER_LEN {
+                    return Err(Error::Protocol("short recovery payload".into()));
+                }
+                let stored_hdr =
+                    match crate::proto::decode_header(payload[..crate::proto::HEADER_LEN].try_into().unwrap(), server)?
+                    {
+                        crate::proto::HeaderMsg::Proceed(h) => h,
+                        _ => return Err(Error::Protocol("malformed recovery payload".into())),
+                    };
+                let stored_call = Proposal::call_hash(&stored_hdr);
+                for &r in &to {
+                    let p = &props[r];
+                    if p.call != stored_call || (p.count != stored_hdr.count && p.count != COUNT_UNKNOWN) {
+                        return Err(Error::Mismatch(format!(
+                            "rank {r} replays call #{seq} of {} bytes, but that call was {}",
+                            p.count,
+                            stored_hdr.describe()
+                        )));
+                    }
+                }
+                if to.contains(&me) {
+                    Ok(Round::Served(payload.split_off(crate::proto::HEADER_LEN)))
+                } else {
+                    Ok(Round::Continue)
+                }
+            }
+            Decision::LookupBootstrap { key: k, to } => {
+                let offer =
+                    self.rs().boot.get(k).map(|(_, h, _)| [1u64, Proposal::call_hash(h), h.count]).unwrap_or([0; 3]);
+                let offers: Vec<Option<(u64, u64)>> =
+                    self.gather::<3>(offer)?.into_iter().map(|o| (o[0] == 1).then_some((o[1], o[2]))).collect();
+                match decide_bootstrap(&props, k, &to, &offers) {
+                    BootstrapDecision::Execute => Ok(Round::Execute),
+                    BootstrapDecision::Mismatch(m) => Err(Error::Mismatch(m)),
+                    BootstrapDecision::Impossible(m) => Err(Error::RecoveryImpossible(m)),
+                    BootstrapDecision::Serve { server, to } => {
+                        let mut payload = if me == server {
+                            self.rs().boot.get(k).map(|(_, _, d)| d.to_vec()).unwrap_or_default()
+                        } else {
+                            Vec::new()
+                        };
+                        self.serve(server, &mut payload)?;
+                        Ok(if to.contains(&me) { Round::Served(payload) } else { Round::Continue })
+                    }
+                }
+            }
+            Decision::ServeCheckpoint { server, version, to } => {
+                if let Some(server) = server {
+                    // The global model, preceded by every worker's local model size.
+                    let mut payload = Vec::new();
+                    if me == server {
+                        let r = self.rs();
+                        r.local_sizes.iter().for_each(|s| payload.extend_from_slice(&s.to_le_bytes()));
+                        payload.extend_from_slice(&r.global);
+                    }
+                    self.serve(server, &mut payload)?;
+                    let world = self.topo.world;
+                    if payload.len() < 8 * world && !payload.is_empty() {
+                        return Err(Error::Protocol("short checkpoint payload".into()));
+                    }
+                    let sizes: Vec<u64> = if payload.is_empty() {
+                        vec![0; world]
+                    } else {
+                        payload[..8 * world]
+                            .chunks_exact(8)
+                            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                            .collect()
+                    };
+                    let global = payload.get(8 * world..).unwrap_or_default().to_vec();
+                    // Each loader's local model comes from the first live ring successor
+                    // holding a replica of it.
+                    let copies = self.cfg.local_replicas.min(world - 1);
+                    let mut my_local = None;
+                    for &r in &to {
+                        if sizes.get(r).copied().unwrap_or(0) == 0 {
+                            continue;
+                        }
+                        let holders: Vec<usize> = (1..=copies).map(|j| (r + j) % world).collect();
+                        let Some(&holder) = holders.iter().find(|h| !to.contains(h)) else {
+                            return Err(Error::RecoveryImpossible(format!(
+                                "the local model of rank {r} was replicated on ranks {holders:?}, which were all lost \
+                                 (raise WARREN_LOCAL_REPLICAS to survive more simultaneous losses)"
+                            )));
+                        };
+                        let mut replica = Vec::new();
+                        if me == holder {
+                            match self.rs().replicas.get(&r) {
+                                Some(b) => replica = [&[1u8][..], b].concat(),
+                                None => replica.push(0),
+                            }
+                        }
+                        self.serve(holder, &mut replica)?;
+                        if replica.first() != Some(&1) {
+                            return Err(Error::RecoveryImpossible(format!(
+                                "rank {holder} holds no replica of the local model of rank {r} (its last checkpoint was interrupted)"
+                            )));
+                        }
+                        if r == me {
+                            my_local = Some(replica.split_off(1));
+                        }
+                    }
+                    if to.contains(&me) {
+                        let rs = self.rs();
+                        rs.version = version;
+                        rs.seq = 0;
+                        rs.results.clear();
+                        rs.global = global;
+                        rs.local = my_local;
+                        rs.local_sizes = sizes;
+                        info!("rank {me}: loaded checkpoint version {version} from rank {server}");
+                        return Ok(Round::Loaded);
+                    }
+                    return Ok(Round::Continue);
+                }
+                Ok(if to.contains(&me) { Round::Loaded } else { Round::Continue })
             }
         }
     }
 
     fn close_links(&mut self) {
-        for l in self.links.iter_mut().flatten() {
-            self.waiter.deregister(l);
-            l.close();
+        for slot in self.links.iter_mut() {
+            if let Some(mut l) = slot.take() {
+                self.waiter.deregister(&mut l);
+                l.close();
+            }
         }
     }
 }

@@ -68,6 +68,11 @@ pub enum Error {
         reason: String,
     },
 
+    /// Recovery cannot proceed: the data a restarted worker needs is held by no live worker,
+    /// or the workers' positions cannot be reconciled. Raised on every worker.
+    #[error("recovery impossible: {0}")]
+    RecoveryImpossible(String),
+
     /// The caller used the API wrongly (root out of range, element size mismatch, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -97,9 +102,6 @@ pub enum Error {
 impl Error {
     /// Wraps an I/O error with what Warren was doing when it happened.
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
-        Error::Io {
-            context: context.into(),
-            source,
-        }
+        Error::Io { context: context.into(), source }
     }
 }

@@ -23,12 +23,13 @@ pub mod error;
 pub mod proto;
 pub mod recordio;
 pub mod reduce;
+pub mod robust;
 pub mod topology;
 pub mod tracker;
 pub mod transport;
 
 pub use config::Config;
-pub use engine::{CallStats, Communicator};
+pub use engine::{CallStats, Checkpoint, Communicator};
 pub use error::{Error, Result};
 pub use reduce::{DataType, Element, Op};
 pub use tracker::{Tracker, TrackerConfig};

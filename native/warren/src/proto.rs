@@ -29,14 +29,10 @@ pub fn check_preamble(b: &[u8; 8], who: &str) -> Result<()> {
     let magic = u32::from_le_bytes(b[..4].try_into().unwrap());
     let version = u32::from_le_bytes(b[4..].try_into().unwrap());
     if magic != MAGIC {
-        return Err(Error::Protocol(format!(
-            "{who} is not a Warren endpoint (bad magic {magic:#010x})"
-        )));
+        return Err(Error::Protocol(format!("{who} is not a Warren endpoint (bad magic {magic:#010x})")));
     }
     if version != VERSION {
-        return Err(Error::Protocol(format!(
-            "{who} speaks protocol version {version}, this build speaks {VERSION}"
-        )));
+        return Err(Error::Protocol(format!("{who} speaks protocol version {version}, this build speaks {VERSION}")));
     }
     Ok(())
 }
@@ -69,6 +65,13 @@ pub enum ToTracker {
         /// Attempt number of this task (0 for the first run).
         attempt: u32,
     },
+    /// A surviving worker whose links broke asks to re-link (joins the re-link round).
+    Rejoin {
+        /// Host of its peer listener.
+        host: String,
+        /// Port of its peer listener.
+        port: u16,
+    },
     /// Relay a message to the tracker's log.
     Print {
         /// The message.
@@ -97,12 +100,11 @@ pub enum FromTracker {
         /// Whether this registration is a recovery (the task id had a rank already).
         recovered: bool,
     },
-    /// Pushed to survivors: the worker of `peer.rank` came back at a new address.
-    PeerRecovered {
-        /// The new address.
-        peer: PeerAddr,
-        /// The epoch of that registration.
-        epoch: u64,
+    /// Pushed to every worker not yet in it: a re-link round has opened (a worker came back
+    /// or lost its links); the others should re-link too.
+    RoundStarted {
+        /// Rank whose registration opened the round.
+        by_rank: usize,
     },
     /// Acknowledges `Print` or `Shutdown`.
     Ack,
@@ -141,15 +143,13 @@ pub fn decode_frame<T: for<'de> Deserialize<'de>>(buf: &[u8]) -> Result<Option<(
     }
     let len = u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
     if len > MAX_FRAME {
-        return Err(Error::Protocol(format!(
-            "frame of {len} bytes exceeds the {MAX_FRAME}-byte limit"
-        )));
+        return Err(Error::Protocol(format!("frame of {len} bytes exceeds the {MAX_FRAME}-byte limit")));
     }
     if buf.len() < 4 + len {
         return Ok(None);
     }
-    let msg = serde_json::from_slice(&buf[4..4 + len])
-        .map_err(|e| Error::Protocol(format!("malformed message: {e}")))?;
+    let msg =
+        serde_json::from_slice(&buf[4..4 + len]).map_err(|e| Error::Protocol(format!("malformed message: {e}")))?;
     Ok(Some((msg, 4 + len)))
 }
 
@@ -169,6 +169,14 @@ pub enum CallKind {
     Barrier = 5,
     /// The tree pass that checks a ring call's header before its data moves.
     Agree = 6,
+    /// A checkpoint (prepare phase: local models move to their replicas).
+    Checkpoint = 7,
+    /// A checkpoint's acknowledgement (after it, the checkpoint is committed).
+    CheckpointAck = 8,
+    /// Recovery consensus: every worker's proposal.
+    Consensus = 9,
+    /// Recovery data: a checkpoint, buffered result or bootstrap result served to others.
+    RecoveryData = 10,
 }
 
 impl CallKind {
@@ -181,6 +189,10 @@ impl CallKind {
             Allgather,
             Barrier,
             Agree,
+            Checkpoint,
+            CheckpointAck,
+            Consensus,
+            RecoveryData,
         ]
         .into_iter()
         .find(|k| *k as u8 == c)
@@ -195,6 +207,10 @@ impl CallKind {
             CallKind::Allgather => "allgather",
             CallKind::Barrier => "barrier",
             CallKind::Agree => "agree",
+            CallKind::Checkpoint => "checkpoint",
+            CallKind::CheckpointAck => "checkpoint-ack",
+            CallKind::Consensus => "recovery-consensus",
+            CallKind::RecoveryData => "recovery-data",
         }
     }
 }
@@ -233,39 +249,21 @@ pub struct CallHeader {
 impl CallHeader {
     /// Describes the call for error messages, e.g. `allreduce(tree) #7 of 400 bytes f32 sum`.
     pub fn describe(&self) -> String {
-        let count = if self.count == COUNT_UNKNOWN {
-            "?".to_string()
-        } else {
-            self.count.to_string()
-        };
-        let mut s = format!(
-            "{} #{} of {} bytes {} {}",
-            self.kind.name(),
-            self.seq,
-            count,
-            self.dtype.name(),
-            self.op.name()
-        );
+        let count = if self.count == COUNT_UNKNOWN { "?".to_string() } else { self.count.to_string() };
+        let mut s =
+            format!("{} #{} of {} bytes {} {}", self.kind.name(), self.seq, count, self.dtype.name(), self.op.name());
         if self.kind == CallKind::Broadcast {
             s += &format!(" from root {}", self.root);
         }
         if self.op == Op::User {
-            s += &format!(
-                " (user reducer tag {}, element size {})",
-                self.tag, self.elem_size
-            );
+            s += &format!(" (user reducer tag {}, element size {})", self.tag, self.elem_size);
         }
         s
     }
 
     /// Merges a peer's declaration into ours: `Ok(merged)` if they agree (an unknown count
     /// takes the known one), `Err(reason)` naming both declarations if not.
-    pub fn merge(
-        &self,
-        other: &CallHeader,
-        me: usize,
-        peer: usize,
-    ) -> std::result::Result<CallHeader, String> {
+    pub fn merge(&self, other: &CallHeader, me: usize, peer: usize) -> std::result::Result<CallHeader, String> {
         let mut a = *self;
         let mut b = *other;
         if a.count == COUNT_UNKNOWN {
@@ -277,11 +275,7 @@ impl CallHeader {
         if a == b {
             Ok(a)
         } else {
-            Err(format!(
-                "rank {me} called {} but rank {peer} called {}",
-                self.describe(),
-                other.describe()
-            ))
+            Err(format!("rank {me} called {} but rank {peer} called {}", self.describe(), other.describe()))
         }
     }
 
@@ -335,11 +329,7 @@ pub fn encode_abort(origin: usize, reason: &str) -> Vec<u8> {
 
 /// Decodes a header; a malformed one is a protocol error naming `peer`.
 pub fn decode_header(b: &[u8; HEADER_LEN], peer: usize) -> Result<HeaderMsg> {
-    let bad = |what: &str| {
-        Error::Protocol(format!(
-            "peer rank {peer} sent a malformed call header ({what})"
-        ))
-    };
+    let bad = |what: &str| Error::Protocol(format!("peer rank {peer} sent a malformed call header ({what})"));
     match b[0] {
         STATUS_OK => {
             let kind = CallKind::from_code(b[1]).ok_or_else(|| bad("kind"))?;
@@ -361,10 +351,7 @@ pub fn decode_header(b: &[u8; HEADER_LEN], peer: usize) -> Result<HeaderMsg> {
             if reason_len as usize > MAX_ABORT_REASON {
                 return Err(bad("abort reason too long"));
             }
-            Ok(HeaderMsg::Abort {
-                origin: u32::from_le_bytes(b[24..28].try_into().unwrap()),
-                reason_len,
-            })
+            Ok(HeaderMsg::Abort { origin: u32::from_le_bytes(b[24..28].try_into().unwrap()), reason_len })
         }
         _ => Err(bad("status")),
     }
@@ -390,23 +377,14 @@ mod tests {
     #[test]
     fn header_round_trip() {
         let h = hdr();
-        assert_eq!(
-            decode_header(&h.encode(), 1).unwrap(),
-            HeaderMsg::Proceed(h)
-        );
+        assert_eq!(decode_header(&h.encode(), 1).unwrap(), HeaderMsg::Proceed(h));
     }
 
     #[test]
     fn abort_round_trip() {
         let b = encode_abort(3, "sizes differ");
         let head: [u8; HEADER_LEN] = b[..HEADER_LEN].try_into().unwrap();
-        assert_eq!(
-            decode_header(&head, 1).unwrap(),
-            HeaderMsg::Abort {
-                origin: 3,
-                reason_len: 12
-            }
-        );
+        assert_eq!(decode_header(&head, 1).unwrap(), HeaderMsg::Abort { origin: 3, reason_len: 12 });
         assert_eq!(&b[HEADER_LEN..], b"sizes differ");
     }
 
@@ -426,10 +404,7 @@ mod tests {
         let mut b = a;
         b.count = 800;
         let e = a.merge(&b, 0, 1).unwrap_err();
-        assert!(
-            e.contains("400 bytes") && e.contains("800 bytes") && e.contains("rank 1"),
-            "{e}"
-        );
+        assert!(e.contains("400 bytes") && e.contains("800 bytes") && e.contains("rank 1"), "{e}");
         for f in [
             |h: &mut CallHeader| h.dtype = DataType::F64,
             |h: &mut CallHeader| h.op = Op::Max,
@@ -447,12 +422,7 @@ mod tests {
 
     #[test]
     fn frames_round_trip_and_report_incomplete() {
-        let m = ToTracker::Register {
-            task_id: "3".into(),
-            host: "127.0.0.1".into(),
-            port: 9,
-            attempt: 1,
-        };
+        let m = ToTracker::Register { task_id: "3".into(), host: "127.0.0.1".into(), port: 9, attempt: 1 };
         let f = encode_frame(&m);
         for cut in 0..f.len() {
             assert!(decode_frame::<ToTracker>(&f[..cut]).unwrap().is_none());
@@ -464,16 +434,10 @@ mod tests {
     fn oversized_or_malformed_frames_are_rejected() {
         let mut f = (MAX_FRAME as u32 + 1).to_le_bytes().to_vec();
         f.extend_from_slice(b"{}");
-        assert!(matches!(
-            decode_frame::<ToTracker>(&f),
-            Err(Error::Protocol(_))
-        ));
+        assert!(matches!(decode_frame::<ToTracker>(&f), Err(Error::Protocol(_))));
         let mut g = 5u32.to_le_bytes().to_vec();
         g.extend_from_slice(b"hello");
-        assert!(matches!(
-            decode_frame::<ToTracker>(&g),
-            Err(Error::Protocol(_))
-        ));
+        assert!(matches!(decode_frame::<ToTracker>(&g), Err(Error::Protocol(_))));
     }
 
     #[test]
@@ -484,8 +448,6 @@ mod tests {
         assert!(check_preamble(&p, "x").is_err());
         let mut q = preamble();
         q[4] = 9;
-        assert!(
-            matches!(check_preamble(&q, "x"), Err(Error::Protocol(m)) if m.contains("version 9"))
-        );
+        assert!(matches!(check_preamble(&q, "x"), Err(Error::Protocol(m)) if m.contains("version 9")));
     }
 }

@@ -64,11 +64,7 @@ impl DataType {
 
     /// Parses a wire code.
     pub fn from_code(code: u8) -> Option<DataType> {
-        Self::ALL
-            .iter()
-            .copied()
-            .chain([DataType::User])
-            .find(|d| *d as u8 == code)
+        Self::ALL.iter().copied().chain([DataType::User]).find(|d| *d as u8 == code)
     }
 
     /// Parses a lower-case name (`f32`, `i64`, ...).
@@ -119,15 +115,7 @@ pub enum Op {
 
 impl Op {
     /// Every built-in operator.
-    pub const ALL: [Op; 7] = [
-        Op::Sum,
-        Op::Prod,
-        Op::Min,
-        Op::Max,
-        Op::BitAnd,
-        Op::BitOr,
-        Op::BitXor,
-    ];
+    pub const ALL: [Op; 7] = [Op::Sum, Op::Prod, Op::Min, Op::Max, Op::BitAnd, Op::BitOr, Op::BitXor];
 
     /// Lower-case name, as used by the CLI and in error messages.
     pub fn name(self) -> &'static str {
@@ -150,11 +138,7 @@ impl Op {
 
     /// Parses a wire code.
     pub fn from_code(code: u8) -> Option<Op> {
-        Self::ALL
-            .iter()
-            .copied()
-            .chain([Op::User])
-            .find(|o| *o as u8 == code)
+        Self::ALL.iter().copied().chain([Op::User]).find(|o| *o as u8 == code)
     }
 
     /// Whether `self` is defined for `dtype` (bitwise operators are not defined for floats).
@@ -229,30 +213,16 @@ pub type ByteReducer<'a> = dyn Fn(&mut [u8], &[u8]) + 'a;
 /// Builds the byte-level reducer of a built-in operator for element type `T`.
 pub fn typed_reducer<T: Element>(op: Op) -> Result<impl Fn(&mut [u8], &[u8])> {
     if !op.supports(T::DTYPE) {
-        return Err(Error::InvalidArgument(format!(
-            "operator {} is not defined for {}",
-            op.name(),
-            T::DTYPE.name()
-        )));
+        return Err(Error::InvalidArgument(format!("operator {} is not defined for {}", op.name(), T::DTYPE.name())));
     }
-    Ok(move |acc: &mut [u8], other: &[u8]| {
-        T::reduce(
-            bytemuck::cast_slice_mut(acc),
-            bytemuck::cast_slice(other),
-            op,
-        )
-    })
+    Ok(move |acc: &mut [u8], other: &[u8]| T::reduce(bytemuck::cast_slice_mut(acc), bytemuck::cast_slice(other), op))
 }
 
 /// Applies a built-in operator to byte slices holding elements of `dtype` (used where the type
 /// is only known at run time, e.g. from the JVM or the benchmark CLI).
 pub fn reduce_dyn(dtype: DataType, op: Op, acc: &mut [u8], other: &[u8]) {
     fn go<T: Element>(acc: &mut [u8], other: &[u8], op: Op) {
-        T::reduce(
-            bytemuck::cast_slice_mut(acc),
-            bytemuck::cast_slice(other),
-            op,
-        )
+        T::reduce(bytemuck::cast_slice_mut(acc), bytemuck::cast_slice(other), op)
     }
     match dtype {
         DataType::I8 => go::<i8>(acc, other, op),
@@ -325,12 +295,7 @@ mod tests {
         bytemuck::cast_slice_mut::<f64, u8>(&mut xa).copy_from_slice(&x);
         let mut ya = vec![0f64; 2];
         bytemuck::cast_slice_mut::<f64, u8>(&mut ya).copy_from_slice(&y);
-        reduce_dyn(
-            DataType::F64,
-            Op::Sum,
-            bytemuck::cast_slice_mut(&mut xa),
-            bytemuck::cast_slice(&ya),
-        );
+        reduce_dyn(DataType::F64, Op::Sum, bytemuck::cast_slice_mut(&mut xa), bytemuck::cast_slice(&ya));
         assert_eq!(xa, [1.5, 2.25]);
         x.clear();
     }

@@ -27,32 +27,14 @@ impl Topology {
     /// If `rank >= world`.
     pub fn new(rank: usize, world: usize) -> Topology {
         assert!(rank < world, "rank {rank} out of range for world {world}");
-        let parent = if rank == 0 {
-            None
-        } else {
-            Some((rank - 1) / 2)
-        };
-        let children = [2 * rank + 1, 2 * rank + 2]
-            .into_iter()
-            .filter(|&c| c < world)
-            .collect();
-        Topology {
-            rank,
-            world,
-            parent,
-            children,
-            ring_prev: (rank + world - 1) % world,
-            ring_next: (rank + 1) % world,
-        }
+        let parent = if rank == 0 { None } else { Some((rank - 1) / 2) };
+        let children = [2 * rank + 1, 2 * rank + 2].into_iter().filter(|&c| c < world).collect();
+        Topology { rank, world, parent, children, ring_prev: (rank + world - 1) % world, ring_next: (rank + 1) % world }
     }
 
     /// Every distinct peer this worker keeps a link to, in increasing rank order.
     pub fn neighbours(&self) -> Vec<usize> {
-        let mut n: Vec<usize> = self
-            .parent
-            .into_iter()
-            .chain(self.children.iter().copied())
-            .collect();
+        let mut n: Vec<usize> = self.parent.into_iter().chain(self.children.iter().copied()).collect();
         if self.world > 1 {
             n.push(self.ring_prev);
             n.push(self.ring_next);
@@ -82,11 +64,7 @@ impl Topology {
         if target == self.rank {
             return None;
         }
-        self.children
-            .iter()
-            .copied()
-            .find(|&c| Self::in_subtree(c, target))
-            .or(self.parent)
+        self.children.iter().copied().find(|&c| Self::in_subtree(c, target)).or(self.parent)
     }
 }
 
@@ -134,10 +112,7 @@ mod tests {
                 let next = Topology::new(t.ring_next, world);
                 assert_eq!(next.ring_prev, r);
                 for n in t.neighbours() {
-                    assert!(
-                        Topology::new(n, world).neighbours().contains(&r),
-                        "{world} {r} {n}"
-                    );
+                    assert!(Topology::new(n, world).neighbours().contains(&r), "{world} {r} {n}");
                 }
             }
         }

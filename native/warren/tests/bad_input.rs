@@ -41,11 +41,7 @@ fn mismatched_type_op_or_algorithm_is_reported_on_every_rank() {
         4,
         |_, _| {},
         |c: &mut Communicator| {
-            if c.rank() == 2 {
-                c.allreduce(&mut [1i32; 4], Op::Sum)
-            } else {
-                c.allreduce(&mut [1.0f32; 4], Op::Sum)
-            }
+            if c.rank() == 2 { c.allreduce(&mut [1i32; 4], Op::Sum) } else { c.allreduce(&mut [1.0f32; 4], Op::Sum) }
         },
     );
     all_mismatch(results, "i32");
@@ -73,11 +69,7 @@ fn mismatched_call_order_and_broadcast_root() {
         3,
         |_, _| {},
         |c: &mut Communicator| {
-            if c.rank() == 1 {
-                c.barrier()
-            } else {
-                c.allreduce(&mut [0u32; 2], Op::Sum)
-            }
+            if c.rank() == 1 { c.barrier() } else { c.allreduce(&mut [0u32; 2], Op::Sum) }
         },
     );
     all_mismatch(results, "barrier");
@@ -114,18 +106,9 @@ fn communicator_is_unusable_after_a_failure() {
 #[test]
 fn invalid_arguments_are_refused_locally() {
     let mut c = Communicator::init(warren::Config::default()).unwrap();
-    assert!(matches!(
-        c.allreduce(&mut [1.0f32], Op::BitAnd),
-        Err(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        c.broadcast(&mut vec![1], 1),
-        Err(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        c.allreduce_with(&mut [0u8; 5], 2, 0, |_, _| {}),
-        Err(Error::InvalidArgument(_))
-    ));
+    assert!(matches!(c.allreduce(&mut [1.0f32], Op::BitAnd), Err(Error::InvalidArgument(_))));
+    assert!(matches!(c.broadcast(&mut vec![1], 1), Err(Error::InvalidArgument(_))));
+    assert!(matches!(c.allreduce_with(&mut [0u8; 5], 2, 0, |_, _| {}), Err(Error::InvalidArgument(_))));
     // A world of one works with no tracker.
     let mut v = vec![3i64, 4];
     c.allreduce(&mut v, Op::Prod).unwrap();
@@ -159,10 +142,7 @@ fn wrong_secret_is_refused_and_the_job_goes_on() {
     for h in handles {
         assert_eq!(h.join().unwrap().unwrap(), 2);
     }
-    assert_eq!(
-        tracker.wait(Some(Duration::from_secs(10))).unwrap().world,
-        2
-    );
+    assert_eq!(tracker.wait(Some(Duration::from_secs(10))).unwrap().world, 2);
 }
 
 #[test]
@@ -194,15 +174,12 @@ fn garbage_on_the_tracker_port_is_refused_without_harm() {
     let tracker = start_tracker(1);
     for garbage in [&b"GET / HTTP/1.1\r\n\r\n"[..], &[0xffu8; 64][..], &[][..]] {
         let mut s = TcpStream::connect(tracker.uri()).unwrap();
-        s.write_all(garbage).unwrap();
-        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let _ = s.write_all(garbage); // the tracker may hang up first
+        let _ = s.shutdown(std::net::Shutdown::Write);
         s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
         let mut rest = Vec::new();
         let _ = s.read_to_end(&mut rest); // the tracker closes on us
-        assert!(
-            rest.len() <= 40,
-            "no more than the challenge is ever sent to a stranger"
-        );
+        assert!(rest.len() <= 40, "no more than the challenge is ever sent to a stranger");
     }
     // A malformed frame after a valid handshake gets an error frame and the connection closes.
     let mut s = TcpStream::connect(tracker.uri()).unwrap();
@@ -210,22 +187,14 @@ fn garbage_on_the_tracker_port_is_refused_without_harm() {
     s.write_all(&warren::proto::preamble()).unwrap();
     let mut challenge = [0u8; 40];
     s.read_exact(&mut challenge).unwrap();
-    s.write_all(&warren::auth::prove(
-        b"test-secret",
-        warren::auth::Purpose::Tracker,
-        &challenge[8..],
-    ))
-    .unwrap();
+    s.write_all(&warren::auth::prove(b"test-secret", warren::auth::Purpose::Tracker, &challenge[8..])).unwrap();
     let mut ok = [0u8; 1];
     s.read_exact(&mut ok).unwrap();
     assert_eq!(ok[0], 1);
-    s.write_all(&[5, 0, 0, 0, b'h', b'e', b'l', b'l', b'o'])
-        .unwrap();
+    s.write_all(&[5, 0, 0, 0, b'h', b'e', b'l', b'l', b'o']).unwrap();
     let mut reply = Vec::new();
     let _ = s.read_to_end(&mut reply);
-    let (msg, _) = warren::proto::decode_frame::<warren::proto::FromTracker>(&reply)
-        .unwrap()
-        .unwrap();
+    let (msg, _) = warren::proto::decode_frame::<warren::proto::FromTracker>(&reply).unwrap().unwrap();
     assert!(
         matches!(msg, warren::proto::FromTracker::Error { ref message } if message.contains("malformed")),
         "{msg:?}"
@@ -244,25 +213,13 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
     let l0 = PeerListener::bind("127.0.0.1").unwrap();
     let l1 = PeerListener::bind("127.0.0.1").unwrap();
     let peers = vec![
-        PeerAddr {
-            rank: 0,
-            task_id: "0".into(),
-            host: "127.0.0.1".into(),
-            port: l0.port,
-        },
-        PeerAddr {
-            rank: 1,
-            task_id: "1".into(),
-            host: "127.0.0.1".into(),
-            port: l1.port,
-        },
+        PeerAddr { rank: 0, task_id: "0".into(), host: "127.0.0.1".into(), port: l0.port },
+        PeerAddr { rank: 1, task_id: "1".into(), host: "127.0.0.1".into(), port: l1.port },
     ];
     let deadline = Instant::now() + Duration::from_secs(20);
     // Garbage arrives first, then an impostor without the secret, then the real rank 1.
     let mut garbage = TcpStream::connect(("127.0.0.1", l0.port)).unwrap();
-    garbage
-        .write_all(b"\x00garbage that is not a warren peer")
-        .unwrap();
+    garbage.write_all(b"\x00garbage that is not a warren peer").unwrap();
     let p = peers.clone();
     let rank0 = std::thread::spawn(move || connect_peers(&l0, 0, &p, &[1], b"k", deadline, None));
     let p = peers.clone();
@@ -275,9 +232,7 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
         other => panic!("the impostor should be refused, got {other:?}"),
     }
     let p = peers.clone();
-    let real = std::thread::spawn(move || {
-        connect_peers(&l1, 1, &p, &[0], b"k", deadline, None).map(|l| l.len())
-    });
+    let real = std::thread::spawn(move || connect_peers(&l1, 1, &p, &[0], b"k", deadline, None).map(|l| l.len()));
     let links = rank0.join().unwrap().unwrap();
     assert_eq!(links.len(), 1);
     assert_eq!(links[0].peer, 1);
@@ -286,29 +241,33 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
 
 #[test]
 fn a_vanished_peer_fails_the_others_promptly() {
-    // Rank 1 leaves (drops its communicator) instead of calling the second allreduce.
-    let started = Instant::now();
-    let results = run_world(
-        4,
-        |_, _| {},
-        |c: &mut Communicator| {
-            let mut v = vec![1.0f32; 1000];
-            c.allreduce(&mut v, Op::Sum)?;
-            if c.rank() == 1 {
-                return Ok(());
+    // Rank 1 leaves (finalizes) instead of calling the second allreduce. In plain mode the
+    // others fail at once on the broken link; in robust mode they try to re-link and the
+    // tracker tells them at once that rank 1 finished and cannot come back.
+    for robust in [false, true] {
+        let started = Instant::now();
+        let results = run_world(
+            4,
+            move |_, c| c.robust = robust,
+            |c: &mut Communicator| {
+                let mut v = vec![1.0f32; 1000];
+                c.allreduce(&mut v, Op::Sum)?;
+                if c.rank() == 1 {
+                    return Ok(());
+                }
+                c.allreduce(&mut v, Op::Sum)
+            },
+        );
+        assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+        for (rank, r) in results.iter().enumerate() {
+            if rank != 1 {
+                let e = r.as_ref().unwrap_err();
+                if robust {
+                    assert!(matches!(e, Error::Tracker(m) if m.contains("finished")), "rank {rank}: {e}");
+                } else {
+                    assert!(matches!(e, Error::PeerLost { .. }), "rank {rank}: {e}");
+                }
             }
-            c.allreduce(&mut v, Op::Sum)
-        },
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "took {:?}",
-        started.elapsed()
-    );
-    for (rank, r) in results.iter().enumerate() {
-        if rank != 1 {
-            let e = r.as_ref().unwrap_err();
-            assert!(matches!(e, Error::PeerLost { .. }), "rank {rank}: {e}");
         }
     }
 }

@@ -33,11 +33,7 @@ fn serial<T: FromI64>(world: usize, len: usize, op: Op) -> Vec<T> {
 }
 
 fn check_type<T: FromI64>(world: usize, len: usize, ring_threshold: usize) {
-    let ops: Vec<Op> = Op::ALL
-        .iter()
-        .copied()
-        .filter(|o| o.supports(T::DTYPE))
-        .collect();
+    let ops: Vec<Op> = Op::ALL.iter().copied().filter(|o| o.supports(T::DTYPE)).collect();
     let ops2 = ops.clone();
     let results = run_world(
         world,
@@ -55,28 +51,14 @@ fn check_type<T: FromI64>(world: usize, len: usize, ring_threshold: usize) {
     for (rank, r) in results.into_iter().enumerate() {
         let outs = r.unwrap_or_else(|e| panic!("rank {rank} failed: {e}"));
         for (op, got) in ops.iter().zip(outs) {
-            assert_eq!(
-                got,
-                serial::<T>(world, len, *op),
-                "{} {} world={world} len={len}",
-                T::DTYPE.name(),
-                op.name()
-            );
+            assert_eq!(got, serial::<T>(world, len, *op), "{} {} world={world} len={len}", T::DTYPE.name(), op.name());
         }
     }
 }
 
 #[test]
 fn every_type_and_op_tree_and_ring() {
-    for (world, len) in [
-        (1, 5),
-        (2, 0),
-        (2, 1),
-        (3, 17),
-        (4, 1000),
-        (5, 3),
-        (7, 4099),
-    ] {
+    for (world, len) in [(1, 5), (2, 0), (2, 1), (3, 17), (4, 1000), (5, 3), (7, 4099)] {
         for threshold in [usize::MAX, 1] {
             check_type::<i8>(world, len, threshold);
             check_type::<i16>(world, len, threshold);
@@ -114,9 +96,8 @@ fn float_results_are_bit_identical_across_ranks_and_runs() {
                 move |_, c| c.ring_threshold = threshold,
                 |c: &mut Communicator| {
                     let mut rng = Rng(1 + c.rank() as u64);
-                    let mut buf: Vec<f32> = (0..10_001)
-                        .map(|_| (rng.next() as f32 / u64::MAX as f32 - 0.5) * 1e3)
-                        .collect();
+                    let mut buf: Vec<f32> =
+                        (0..10_001).map(|_| (rng.next() as f32 / u64::MAX as f32 - 0.5) * 1e3).collect();
                     c.allreduce(&mut buf, Op::Sum)?;
                     Ok(buf.iter().map(|x| x.to_bits()).collect::<Vec<u32>>())
                 },
@@ -141,13 +122,12 @@ fn user_reducer_over_raw_bytes() {
         |_, _| {},
         |c: &mut Communicator| {
             let r = c.rank() as u32;
-            let mut buf: Vec<u8> = (0..3u32)
-                .flat_map(|i| [(r + i).to_le_bytes(), (r * 10 + i).to_le_bytes()].concat())
-                .collect();
+            let mut buf: Vec<u8> =
+                (0..3u32).flat_map(|i| [(r + i).to_le_bytes(), (r * 10 + i).to_le_bytes()].concat()).collect();
             c.allreduce_with(&mut buf, 8, 42, |acc, other| {
                 for (a, b) in acc.chunks_exact_mut(8).zip(other.chunks_exact(8)) {
-                    let s = u32::from_le_bytes(a[..4].try_into().unwrap())
-                        + u32::from_le_bytes(b[..4].try_into().unwrap());
+                    let s =
+                        u32::from_le_bytes(a[..4].try_into().unwrap()) + u32::from_le_bytes(b[..4].try_into().unwrap());
                     let m = u32::from_le_bytes(a[4..].try_into().unwrap())
                         .max(u32::from_le_bytes(b[4..].try_into().unwrap()));
                     a[..4].copy_from_slice(&s.to_le_bytes());
@@ -157,9 +137,8 @@ fn user_reducer_over_raw_bytes() {
             Ok(buf)
         },
     );
-    let expected: Vec<u8> = (0..3u32)
-        .flat_map(|i| [(6 + 4 * i).to_le_bytes(), (30 + i).to_le_bytes()].concat())
-        .collect();
+    let expected: Vec<u8> =
+        (0..3u32).flat_map(|i| [(6 + 4 * i).to_le_bytes(), (30 + i).to_le_bytes()].concat()).collect();
     for r in results {
         assert_eq!(r.unwrap(), expected);
     }
@@ -174,25 +153,17 @@ fn broadcast_from_every_root_resizes_receivers() {
                 |_, _| {},
                 move |c: &mut Communicator| {
                     let mut data = if c.rank() == root {
-                        (0..(root * 1000 + 77))
-                            .map(|i| (i * 31 % 251) as u8)
-                            .collect()
+                        (0..(root * 1000 + 77)).map(|i| (i * 31 % 251) as u8).collect()
                     } else {
                         vec![9u8; 3]
                     };
                     c.broadcast(&mut data, root)?;
-                    let mut empty = if c.rank() == root {
-                        vec![]
-                    } else {
-                        vec![1u8; 5]
-                    };
+                    let mut empty = if c.rank() == root { vec![] } else { vec![1u8; 5] };
                     c.broadcast(&mut empty, root)?;
                     Ok((data, empty))
                 },
             );
-            let expected: Vec<u8> = (0..(root * 1000 + 77))
-                .map(|i| (i * 31 % 251) as u8)
-                .collect();
+            let expected: Vec<u8> = (0..(root * 1000 + 77)).map(|i| (i * 31 % 251) as u8).collect();
             for r in results {
                 let (d, e) = r.unwrap();
                 assert_eq!(d, expected, "world {world} root {root}");
@@ -210,21 +181,14 @@ fn large_broadcast_and_fixed_size_broadcast() {
         |c: &mut Communicator| {
             let mut data = vec![0u8; 3 << 20];
             if c.rank() == 2 {
-                data.iter_mut()
-                    .enumerate()
-                    .for_each(|(i, b)| *b = (i % 253) as u8);
+                data.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 253) as u8);
             }
             c.broadcast_slice(&mut data, 2)?;
             Ok(data)
         },
     );
     for r in results {
-        assert!(
-            r.unwrap()
-                .iter()
-                .enumerate()
-                .all(|(i, &b)| b == (i % 253) as u8)
-        );
+        assert!(r.unwrap().iter().enumerate().all(|(i, &b)| b == (i % 253) as u8));
     }
 }
 
@@ -243,11 +207,7 @@ fn allgather_with_different_sizes() {
             let blocks = r.unwrap();
             assert_eq!(blocks.len(), world);
             for (k, b) in blocks.iter().enumerate() {
-                assert_eq!(
-                    b,
-                    &vec![k as u8; k * 3 + (k % 2) * 1000],
-                    "world {world} block {k}"
-                );
+                assert_eq!(b, &vec![k as u8; k * 3 + (k % 2) * 1000], "world {world} block {k}");
             }
         }
     }
@@ -271,10 +231,7 @@ fn barrier_and_mixed_sequence() {
             Ok(total)
         },
     );
-    let expected: i64 = (0..50i64)
-        .filter(|i| (i * 97) % 3000 > 0)
-        .map(|i| 15 + 6 * i)
-        .sum();
+    let expected: i64 = (0..50i64).filter(|i| (i * 97) % 3000 > 0).map(|i| 15 + 6 * i).sum();
     for r in results {
         assert_eq!(r.unwrap(), expected);
     }
@@ -298,9 +255,6 @@ fn tiny_socket_buffers_force_partial_io() {
     );
     let shown: Vec<String> = results.iter().map(|r| format!("{r:?}")).collect();
     for r in results {
-        assert_eq!(
-            r.unwrap_or_else(|e| panic!("{e}: all ranks: {shown:#?}")),
-            (3.0, 6)
-        );
+        assert_eq!(r.unwrap_or_else(|e| panic!("{e}: all ranks: {shown:#?}")), (3.0, 6));
     }
 }

@@ -34,10 +34,7 @@ impl Drop for TempPath {
 }
 
 fn write_mem(records: &[Vec<u8>], compressor: Compressor, max_chunk_bytes: usize) -> Vec<u8> {
-    let opts = WriterOptions {
-        max_chunk_bytes,
-        compressor,
-    };
+    let opts = WriterOptions { max_chunk_bytes, compressor };
     let mut w = Writer::new(Vec::new(), "mem", opts);
     for r in records {
         w.write(r).unwrap();
@@ -84,12 +81,7 @@ fn hand_payload(records: &[&[u8]]) -> Vec<u8> {
 
 fn expect_corrupt(r: warren::error::Result<impl std::fmt::Debug>) -> (String, u64, u64, String) {
     match r {
-        Err(Error::Corrupt {
-            file,
-            chunk,
-            offset,
-            reason,
-        }) => (file, chunk, offset, reason),
+        Err(Error::Corrupt { file, chunk, offset, reason }) => (file, chunk, offset, reason),
         other => panic!("expected Error::Corrupt, got {other:?}"),
     }
 }
@@ -119,13 +111,7 @@ fn recordio_empty_records_and_empty_file() {
         // ... while once a chunk holds a byte over the limit, every record starts a new one.
         let mixed = vec![b"a".to_vec(), Vec::new(), b"b".to_vec(), Vec::new()];
         let bytes = write_mem(&mixed, c, 0);
-        assert_eq!(
-            Reader::new(Cursor::new(&bytes), "mem")
-                .unwrap()
-                .index()
-                .num_chunks(),
-            4
-        );
+        assert_eq!(Reader::new(Cursor::new(&bytes), "mem").unwrap().index().num_chunks(), 4);
         assert_eq!(read_mem(&bytes).unwrap(), mixed);
     }
     assert!(write_mem(&[], Compressor::Snappy, 100).is_empty());
@@ -147,19 +133,9 @@ fn recordio_many_chunks_ranges_and_direct_chunk_reads() {
         let first = info.first_record as usize;
         assert_eq!(chunk.to_vecs(), records[first..first + chunk.len()]);
     }
-    for (start, end) in [
-        (0, 0),
-        (0, 1),
-        (17, 2345),
-        (2999, 3000),
-        (2500, 99_999),
-        (5000, 6000),
-    ] {
+    for (start, end) in [(0, 0), (0, 1), (17, 2345), (2999, 3000), (2500, 99_999), (5000, 6000)] {
         let r = Reader::new(Cursor::new(&bytes), "mem").unwrap();
-        let got: Vec<_> = r
-            .records_range(start..end)
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let got: Vec<_> = r.records_range(start..end).collect::<Result<_, _>>().unwrap();
         let (s, e) = (start.min(3000) as usize, end.min(3000) as usize);
         assert_eq!(got, records[s.min(e)..e], "{start}..{end}");
     }
@@ -176,10 +152,7 @@ fn recordio_files_and_format_detection() {
     }
     w.finish().unwrap();
     assert_eq!(Format::of_file(&path.0).unwrap(), Format::Paddle);
-    let got: Vec<_> = recordio::open(&path.0)
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let got: Vec<_> = recordio::open(&path.0).unwrap().collect::<Result<_, _>>().unwrap();
     assert_eq!(got, records);
     assert_eq!(Reader::open(&path.0).unwrap().verify().unwrap(), 50);
 }
@@ -217,18 +190,12 @@ fn recordio_corrupt_checksum_names_file_chunk_offset() {
     for c in ALL {
         let records = sample_records(200);
         let mut bytes = write_mem(&records, c, 2000);
-        let idx = Reader::new(Cursor::new(&bytes), "mem")
-            .unwrap()
-            .index()
-            .clone();
+        let idx = Reader::new(Cursor::new(&bytes), "mem").unwrap().index().clone();
         let victim = idx.chunks()[3];
         bytes[victim.payload_offset() as usize + 2] ^= 0x40;
         let mut r = Reader::new(Cursor::new(&bytes), "data/x.recordio").unwrap();
         let (file, chunk, offset, reason) = expect_corrupt(r.verify());
-        assert_eq!(
-            (file.as_str(), chunk, offset),
-            ("data/x.recordio", 3, victim.offset)
-        );
+        assert_eq!((file.as_str(), chunk, offset), ("data/x.recordio", 3, victim.offset));
         assert!(reason.contains("checksum mismatch"), "{reason}");
         // Iterating yields the good records of chunks 0..3, then the error, then stops.
         let r = Reader::new(Cursor::new(&bytes), "data/x.recordio").unwrap();
@@ -237,39 +204,26 @@ fn recordio_corrupt_checksum_names_file_chunk_offset() {
         assert_eq!(items.len(), good + 1);
         assert!(items[..good].iter().all(|x| x.is_ok()));
         let msg = items[good].as_ref().unwrap_err().to_string();
-        assert!(
-            msg.contains("data/x.recordio") && msg.contains("chunk 3"),
-            "{msg}"
-        );
-        assert!(
-            msg.contains(&format!("byte offset {}", victim.offset)),
-            "{msg}"
-        );
+        assert!(msg.contains("data/x.recordio") && msg.contains("chunk 3"), "{msg}");
+        assert!(msg.contains(&format!("byte offset {}", victim.offset)), "{msg}");
     }
 }
 
 #[test]
 fn recordio_truncated_header_and_payload() {
     let bytes = write_mem(&sample_records(100), Compressor::Gzip, 1000);
-    let idx = Reader::new(Cursor::new(&bytes), "mem")
-        .unwrap()
-        .index()
-        .clone();
+    let idx = Reader::new(Cursor::new(&bytes), "mem").unwrap().index().clone();
     let last = *idx.chunks().last().unwrap();
     let n = idx.num_chunks() as u64 - 1;
     for cut in [1, 19] {
-        let (_, chunk, offset, reason) = expect_corrupt(Reader::new(
-            Cursor::new(&bytes[..last.offset as usize + cut]),
-            "t",
-        ));
+        let (_, chunk, offset, reason) =
+            expect_corrupt(Reader::new(Cursor::new(&bytes[..last.offset as usize + cut]), "t"));
         assert_eq!((chunk, offset), (n, last.offset));
         assert!(reason.contains("truncated header"), "{reason}");
     }
     for cut in [20, 21, last.total_len() as usize - 1] {
-        let (_, chunk, offset, reason) = expect_corrupt(Reader::new(
-            Cursor::new(&bytes[..last.offset as usize + cut]),
-            "t",
-        ));
+        let (_, chunk, offset, reason) =
+            expect_corrupt(Reader::new(Cursor::new(&bytes[..last.offset as usize + cut]), "t"));
         assert_eq!((chunk, offset), (n, last.offset));
         assert!(reason.contains("truncated payload"), "{reason}");
     }
@@ -296,19 +250,13 @@ fn recordio_absurd_length_fields() {
     let mut bad = payload.clone();
     bad[..4].copy_from_slice(&0xfff0_0000u32.to_le_bytes());
     let (_, _, _, reason) = expect_corrupt(read_mem(&hand_chunk(0, &bad, 2)));
-    assert!(
-        reason.contains("record 0") && reason.contains("exceeds"),
-        "{reason}"
-    );
+    assert!(reason.contains("record 0") && reason.contains("exceeds"), "{reason}");
     // unknown compressor
-    let (_, _, _, reason) =
-        expect_corrupt(Reader::new(Cursor::new(&hand_chunk(7, &payload, 2)), "t"));
+    let (_, _, _, reason) = expect_corrupt(Reader::new(Cursor::new(&hand_chunk(7, &payload, 2)), "t"));
     assert!(reason.contains("unknown compressor code 7"), "{reason}");
     // the reader's payload limit
     let f = hand_chunk(0, &payload, 2);
-    let r = Reader::new(Cursor::new(&f), "t")
-        .unwrap()
-        .with_max_chunk_payload(8);
+    let r = Reader::new(Cursor::new(&f), "t").unwrap().with_max_chunk_payload(8);
     let (_, _, _, reason) = expect_corrupt(r.records().collect::<Result<Vec<_>, _>>());
     assert!(reason.contains("limit"), "{reason}");
 }
@@ -317,14 +265,8 @@ fn recordio_absurd_length_fields() {
 fn recordio_garbage_files() {
     let garbage = TempPath::new("garbage.bin");
     std::fs::write(&garbage.0, b"GIF89a this is not a record file").unwrap();
-    let msg = recordio::open(&garbage.0)
-        .err()
-        .expect("garbage rejected")
-        .to_string();
-    assert!(
-        msg.contains("garbage.bin") && msg.contains("not a RecordIO file"),
-        "{msg}"
-    );
+    let msg = recordio::open(&garbage.0).err().expect("garbage rejected").to_string();
+    assert!(msg.contains("garbage.bin") && msg.contains("not a RecordIO file"), "{msg}");
     let (_, chunk, offset, reason) = expect_corrupt(Reader::open(&garbage.0));
     assert_eq!((chunk, offset), (0, 0));
     assert!(reason.contains("bad magic"), "{reason}");
@@ -398,18 +340,13 @@ fn recordio_dmlc_reads_split_records() {
     let bytes = dmlc_encode(&records);
     assert_eq!(read_dmlc(&bytes).unwrap(), records);
     // Unknown length (a pipe) reads the same.
-    let got: Vec<_> = DmlcReader::new(Cursor::new(&bytes), "pipe", None)
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let got: Vec<_> = DmlcReader::new(Cursor::new(&bytes), "pipe", None).collect::<Result<_, _>>().unwrap();
     assert_eq!(got, records);
     // Through the common interface, detected by magic.
     let path = TempPath::new("x.rec");
     std::fs::write(&path.0, &bytes).unwrap();
     assert_eq!(Format::of_file(&path.0).unwrap(), Format::Dmlc);
-    let got: Vec<_> = recordio::open(&path.0)
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let got: Vec<_> = recordio::open(&path.0).unwrap().collect::<Result<_, _>>().unwrap();
     assert_eq!(got, records);
 }
 
@@ -417,11 +354,7 @@ fn recordio_dmlc_reads_split_records() {
 fn recordio_dmlc_hand_built_bytes() {
     // "ab" whole; then "wx" + magic + "yz" split into a start and an end part.
     let mut f = Vec::new();
-    for (lrec, data) in [
-        (2u32, &b"ab\0\0"[..]),
-        ((1 << 29) | 4, b"wxwx"),
-        ((3 << 29) | 2, b"yz\0\0"),
-    ] {
+    for (lrec, data) in [(2u32, &b"ab\0\0"[..]), ((1 << 29) | 4, b"wxwx"), ((3 << 29) | 2, b"yz\0\0")] {
         f.extend_from_slice(&DMLC_MAGIC.to_le_bytes());
         f.extend_from_slice(&lrec.to_le_bytes());
         f.extend_from_slice(data);
@@ -448,36 +381,25 @@ fn recordio_dmlc_bad_input() {
     let (_, chunk, _, reason) = expect_corrupt(read_dmlc(&bytes[..13]));
     assert_eq!(chunk, 0);
     assert!(reason.contains("truncated part"), "{reason}");
-    let got =
-        DmlcReader::new(Cursor::new(&bytes[..13]), "pipe", None).collect::<Result<Vec<_>, _>>();
+    let got = DmlcReader::new(Cursor::new(&bytes[..13]), "pipe", None).collect::<Result<Vec<_>, _>>();
     assert!(expect_corrupt(got).3.contains("truncated part"));
     // absurd length: 2^29 - 1 in a tiny file
     let mut f = bytes.clone();
     f[4..8].copy_from_slice(&((1u32 << 29) - 1).to_le_bytes());
     assert!(expect_corrupt(read_dmlc(&f)).3.contains("truncated part"));
-    let got = DmlcReader::new(Cursor::new(&f), "pipe", None)
-        .with_max_record(1 << 20)
-        .collect::<Result<Vec<_>, _>>();
+    let got = DmlcReader::new(Cursor::new(&f), "pipe", None).with_max_record(1 << 20).collect::<Result<Vec<_>, _>>();
     assert!(expect_corrupt(got).3.contains("limit"));
     // continuation flags out of order, invalid flag
     let mut f = bytes.clone();
     f[7] |= 3 << 5; // cflag 3 on a first part
-    assert!(
-        expect_corrupt(read_dmlc(&f))
-            .3
-            .contains("without a start part")
-    );
+    assert!(expect_corrupt(read_dmlc(&f)).3.contains("without a start part"));
     let mut f = bytes.clone();
     f[7] |= 5 << 5;
     assert!(expect_corrupt(read_dmlc(&f)).3.contains("cflag"));
     // a start part and then the end of the file
     let start_only = dmlc_encode(&[[b"abcd".as_slice(), &DMLC_MAGIC.to_le_bytes()].concat()]);
     let cut = &start_only[..12]; // the start part "abcd" alone
-    assert!(
-        expect_corrupt(read_dmlc(cut))
-            .3
-            .contains("inside a multi-part record")
-    );
+    assert!(expect_corrupt(read_dmlc(cut)).3.contains("inside a multi-part record"));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -497,8 +419,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         (any::<usize>(), 1..=255u8).prop_map(|(i, b)| Mutation::Flip(i, b)),
         (any::<usize>(), any::<u8>()).prop_map(|(i, b)| Mutation::Set(i, b)),
         any::<usize>().prop_map(Mutation::Truncate),
-        (any::<usize>(), prop::collection::vec(any::<u8>(), 1..8))
-            .prop_map(|(i, v)| Mutation::Insert(i, v)),
+        (any::<usize>(), prop::collection::vec(any::<u8>(), 1..8)).prop_map(|(i, v)| Mutation::Insert(i, v)),
         (any::<usize>(), 1..16usize).prop_map(|(i, n)| Mutation::Remove(i, n)),
     ]
 }

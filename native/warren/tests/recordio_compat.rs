@@ -39,9 +39,7 @@ fn skip(var: &str) -> bool {
 }
 
 fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed ({}):\n{}{}",
@@ -69,9 +67,7 @@ fn records(n: usize, big: usize) -> Vec<Vec<u8>> {
             2 => (0..next() % 2000).map(|_| next() as u8).collect(),
             3 => b"\x04\x03\x02\x01\x00\x00\x00\x00".to_vec(),
             4 => vec![b'z'; (next() % 500) as usize],
-            _ => (0..big)
-                .map(|k| (k / 7) as u8 ^ (next() as u8 & 3))
-                .collect(),
+            _ => (0..big).map(|k| (k / 7) as u8 ^ (next() as u8 & 3)).collect(),
         })
         .collect()
 }
@@ -98,10 +94,7 @@ fn read_frames(path: &Path) -> Vec<Vec<u8>> {
 }
 
 fn write_ours(path: &Path, records: &[Vec<u8>], compressor: Compressor, max: usize) {
-    let opts = WriterOptions {
-        max_chunk_bytes: max,
-        compressor,
-    };
+    let opts = WriterOptions { max_chunk_bytes: max, compressor };
     let mut w = Writer::create(path, opts).unwrap();
     for r in records {
         w.write(r).unwrap();
@@ -184,14 +177,10 @@ fn paddle_lib() -> Option<&'static Path> {
         if skip("WARREN_SKIP_PADDLE_LIB_COMPAT") {
             return None;
         }
-        let out = Command::new("bash")
-            .arg(compat_dir().join("fetch_paddle_lib.sh"))
-            .arg(work_dir("paddle_lib"))
-            .output();
+        let out =
+            Command::new("bash").arg(compat_dir().join("fetch_paddle_lib.sh")).arg(work_dir("paddle_lib")).output();
         match out {
-            Ok(o) if o.status.success() => {
-                Some(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-            }
+            Ok(o) if o.status.success() => Some(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())),
             other => panic!(
                 "could not fetch PaddlePaddle's librecordio.so (tests/compat/paddle_recordio/\
                  fetch_paddle_lib.sh needs bash, python3 with pip, PyPI access, Linux x86_64): \
@@ -233,16 +222,8 @@ fn recordio_compat_paddle_lib_reads_ours_and_we_read_paddle() {
     let theirs = dir.join("paddle.snappy.recordio");
     paddle(lib, &[Path::new("write"), &frames, &theirs]);
     let bytes = std::fs::read(&theirs).unwrap();
-    assert_eq!(
-        &bytes[8..12],
-        &1u32.to_le_bytes(),
-        "Paddle writes Snappy by default"
-    );
-    assert_eq!(
-        &bytes[20..30],
-        b"\xff\x06\x00\x00sNaPpY",
-        "Snappy framing format"
-    );
+    assert_eq!(&bytes[8..12], &1u32.to_le_bytes(), "Paddle writes Snappy by default");
+    assert_eq!(&bytes[20..30], b"\xff\x06\x00\x00sNaPpY", "Snappy framing format");
     let (chunks, got) = read_ours(&theirs);
     assert_eq!(chunks, 2);
     assert_eq!(got, big, "we read Paddle's file");
@@ -252,12 +233,7 @@ fn recordio_compat_paddle_lib_reads_ours_and_we_read_paddle() {
     write_ours(&ours, &big, Compressor::Snappy, 32 << 20);
     let idx_ours = Reader::new(Cursor::new(std::fs::read(&ours).unwrap()), "ours").unwrap();
     let idx_theirs = Reader::new(Cursor::new(bytes), "theirs").unwrap();
-    let counts = |r: &Reader<Cursor<Vec<u8>>>| {
-        r.index()
-            .chunks()
-            .iter()
-            .map(|c| c.header.num_records)
-            .collect::<Vec<_>>()
-    };
+    let counts =
+        |r: &Reader<Cursor<Vec<u8>>>| r.index().chunks().iter().map(|c| c.header.num_records).collect::<Vec<_>>();
     assert_eq!(counts(&idx_ours), counts(&idx_theirs));
 }

@@ -31,15 +31,25 @@ pub(crate) fn allgather_ring(
             reduce: false,
         })
         .collect();
-    ring_pipeline(
-        net,
-        topo.ring_prev,
-        topo.ring_next,
-        out,
-        &steps,
-        1,
-        None,
-        scratch,
-        what,
-    )
+    ring_pipeline(net, topo.ring_prev, topo.ring_next, out, &steps, 1, None, scratch, what)
+}
+
+/// Sends `mine` to the ring successor and returns the ring predecessor's block, whose length
+/// `prev_len` the caller learned beforehand.
+pub(crate) fn ring_shift(
+    net: &mut Net,
+    topo: &Topology,
+    mine: &[u8],
+    prev_len: usize,
+    scratch: &mut Scratch,
+    what: &str,
+) -> Result<Vec<u8>> {
+    if topo.world == 1 {
+        return Ok(mine.to_vec());
+    }
+    let mut buf = mine.to_vec();
+    buf.resize(mine.len() + prev_len, 0);
+    let steps = [Step { send: 0..mine.len(), recv: mine.len()..mine.len() + prev_len, reduce: false }];
+    ring_pipeline(net, topo.ring_prev, topo.ring_next, &mut buf, &steps, 1, None, scratch, what)?;
+    Ok(buf.split_off(mine.len()))
 }

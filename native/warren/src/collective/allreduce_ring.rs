@@ -31,28 +31,10 @@ pub(crate) fn allreduce_ring(
     let r = topo.rank;
     let mut steps = Vec::with_capacity(2 * (w - 1));
     for s in 0..w - 1 {
-        steps.push(Step {
-            send: chunk(r + w - s),
-            recv: chunk(r + 2 * w - s - 1),
-            reduce: true,
-        });
+        steps.push(Step { send: chunk(r + w - s), recv: chunk(r + 2 * w - s - 1), reduce: true });
     }
     for j in 0..w - 1 {
-        steps.push(Step {
-            send: chunk(r + 1 + w - j),
-            recv: chunk(r + w - j),
-            reduce: false,
-        });
+        steps.push(Step { send: chunk(r + 1 + w - j), recv: chunk(r + w - j), reduce: false });
     }
-    ring_pipeline(
-        net,
-        topo.ring_prev,
-        topo.ring_next,
-        buf,
-        &steps,
-        elem,
-        Some(reducer),
-        scratch,
-        &hdr.describe(),
-    )
+    ring_pipeline(net, topo.ring_prev, topo.ring_next, buf, &steps, elem, Some(reducer), scratch, &hdr.describe())
 }

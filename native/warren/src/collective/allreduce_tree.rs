@@ -44,13 +44,7 @@ pub(crate) fn allreduce_tree(
     let mut children: Vec<Child> = topo
         .children
         .iter()
-        .map(|&c| Child {
-            rank: c,
-            head_in: HeaderIn::new(c),
-            recv: 0,
-            head_out: HeaderOut::new(),
-            sent: 0,
-        })
+        .map(|&c| Child { rank: c, head_in: HeaderIn::new(c), recv: 0, head_out: HeaderOut::new(), sent: 0 })
         .collect();
     let mut child_bufs = scratch.get(children.len(), n);
     let mut agreed: Option<CallHeader> = None;
@@ -60,11 +54,7 @@ pub(crate) fn allreduce_tree(
     let mut final_hdr: Option<CallHeader> = None;
     let mut down_recv = 0usize;
     let mut reduced = if children.is_empty() { n } else { 0 };
-    let everyone: Vec<usize> = topo
-        .parent
-        .into_iter()
-        .chain(topo.children.iter().copied())
-        .collect();
+    let everyone: Vec<usize> = topo.parent.into_iter().chain(topo.children.iter().copied()).collect();
     let child_ranks: Vec<usize> = topo.children.clone();
 
     loop {
@@ -159,11 +149,7 @@ pub(crate) fn allreduce_tree(
         }
 
         // Down to the children: header, then the result as far as it is known.
-        let result_upto = if topo.parent.is_some() {
-            down_recv
-        } else {
-            reduced
-        };
+        let result_upto = if topo.parent.is_some() { down_recv } else { reduced };
         for c in children.iter_mut() {
             if c.head_out.is_set() && (!c.head_out.done() || c.sent < result_upto) {
                 let (h, d) = net.send2(c.rank, c.head_out.rest(), &buf[c.sent..result_upto])?;

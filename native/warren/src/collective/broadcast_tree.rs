@@ -8,21 +8,11 @@ use super::Net;
 
 /// Broadcasts `buf` from `root` (whose `buf` holds the data; every other rank's `buf` has the
 /// same length, already agreed on).
-pub(crate) fn broadcast_tree(
-    net: &mut Net,
-    topo: &Topology,
-    root: usize,
-    buf: &mut [u8],
-    what: &str,
-) -> Result<()> {
+pub(crate) fn broadcast_tree(net: &mut Net, topo: &Topology, root: usize, buf: &mut [u8], what: &str) -> Result<()> {
     let n = buf.len();
     let source = topo.tree_hop_towards(root);
-    let dests: Vec<usize> = topo
-        .parent
-        .into_iter()
-        .chain(topo.children.iter().copied())
-        .filter(|&d| Some(d) != source)
-        .collect();
+    let dests: Vec<usize> =
+        topo.parent.into_iter().chain(topo.children.iter().copied()).filter(|&d| Some(d) != source).collect();
     let mut sent = vec![0usize; dests.len()];
     let mut recv = if source.is_none() { n } else { 0 };
     let me = topo.rank;

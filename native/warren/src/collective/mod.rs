@@ -15,7 +15,7 @@ mod broadcast_tree;
 mod net;
 mod ring;
 
-pub(crate) use allgather_ring::allgather_ring;
+pub(crate) use allgather_ring::{allgather_ring, ring_shift};
 pub(crate) use allreduce_ring::allreduce_ring;
 pub(crate) use allreduce_tree::allreduce_tree;
 pub(crate) use broadcast_tree::broadcast_tree;

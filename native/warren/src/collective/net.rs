@@ -25,18 +25,11 @@ impl Net<'_> {
         self.links
             .get_mut(rank)
             .and_then(|l| l.as_mut())
-            .ok_or_else(|| Error::PeerLost {
-                rank,
-                reason: "no link to this peer".into(),
-            })
+            .ok_or_else(|| Error::PeerLost { rank, reason: "no link to this peer".into() })
     }
 
     /// Records whether a round moved data, and if not waits for readiness.
-    pub(crate) fn settle(
-        &mut self,
-        progressed: bool,
-        waiting_for: impl Fn() -> String,
-    ) -> Result<()> {
+    pub(crate) fn settle(&mut self, progressed: bool, waiting_for: impl Fn() -> String) -> Result<()> {
         if progressed {
             self.waiter.progressed();
             Ok(())
@@ -47,12 +40,7 @@ impl Net<'_> {
 
     /// Sends `head` (the rest of a header) then `data` to `rank` with one vectored write.
     /// Returns how many bytes of each were taken.
-    pub(crate) fn send2(
-        &mut self,
-        rank: usize,
-        head: &[u8],
-        data: &[u8],
-    ) -> Result<(usize, usize)> {
+    pub(crate) fn send2(&mut self, rank: usize, head: &[u8], data: &[u8]) -> Result<(usize, usize)> {
         let n = self.link(rank)?.write_vectored_some(head, data)?;
         let h = n.min(head.len());
         Ok((h, n - h))
@@ -61,9 +49,7 @@ impl Net<'_> {
     /// Sends `bytes` to every rank in `to`, blocking until done or a short deadline; used to
     /// deliver aborts, so failures are ignored (that peer is gone anyway).
     pub(crate) fn flush_to(&mut self, to: &[usize], bytes: &[u8]) {
-        let give_up = self
-            .deadline
-            .min(Instant::now() + std::time::Duration::from_secs(5));
+        let give_up = self.deadline.min(Instant::now() + std::time::Duration::from_secs(5));
         for &r in to {
             let mut sent = 0;
             while sent < bytes.len() && Instant::now() < give_up {
@@ -79,38 +65,20 @@ impl Net<'_> {
     /// Raises an abort here: tells `to` and returns the error for this rank.
     pub(crate) fn abort(&mut self, to: &[usize], mismatch: bool, reason: String) -> Error {
         let mut bytes = proto::encode_abort(self.me, &reason);
-        bytes[1] = if mismatch {
-            ABORT_MISMATCH
-        } else {
-            ABORT_OTHER
-        };
+        bytes[1] = if mismatch { ABORT_MISMATCH } else { ABORT_OTHER };
         self.flush_to(to, &bytes);
-        if mismatch {
-            Error::Mismatch(reason)
-        } else {
-            Error::Aborted {
-                rank: self.me,
-                reason,
-            }
-        }
+        if mismatch { Error::Mismatch(reason) } else { Error::Aborted { rank: self.me, reason } }
     }
 
     /// Passes on an abort received from elsewhere and returns the error for this rank.
     pub(crate) fn forward_abort(&mut self, to: &[usize], a: &AbortInfo) -> Error {
         let mut bytes = proto::encode_abort(a.origin, &a.reason);
-        bytes[1] = if a.mismatch {
-            ABORT_MISMATCH
-        } else {
-            ABORT_OTHER
-        };
+        bytes[1] = if a.mismatch { ABORT_MISMATCH } else { ABORT_OTHER };
         self.flush_to(to, &bytes);
         if a.mismatch {
             Error::Mismatch(format!("{} (detected by rank {})", a.reason, a.origin))
         } else {
-            Error::Aborted {
-                rank: a.origin,
-                reason: a.reason.clone(),
-            }
+            Error::Aborted { rank: a.origin, reason: a.reason.clone() }
         }
     }
 }
@@ -142,14 +110,7 @@ pub(crate) struct HeaderIn {
 
 impl HeaderIn {
     pub(crate) fn new(from: usize) -> HeaderIn {
-        HeaderIn {
-            from,
-            bytes: [0; HEADER_LEN],
-            got: 0,
-            reason: Vec::new(),
-            reason_len: None,
-            done: None,
-        }
+        HeaderIn { from, bytes: [0; HEADER_LEN], got: 0, reason: Vec::new(), reason_len: None, done: None }
     }
 
     /// The header, once received and not an abort.
@@ -192,14 +153,7 @@ impl HeaderIn {
             return Ok((progressed, HeaderState::Pending));
         }
         let reason = String::from_utf8_lossy(&self.reason).into_owned();
-        Ok((
-            true,
-            HeaderState::Abort(AbortInfo {
-                origin,
-                mismatch,
-                reason,
-            }),
-        ))
+        Ok((true, HeaderState::Abort(AbortInfo { origin, mismatch, reason })))
     }
 }
 
@@ -212,11 +166,7 @@ pub(crate) struct HeaderOut {
 
 impl HeaderOut {
     pub(crate) fn new() -> HeaderOut {
-        HeaderOut {
-            bytes: [0; HEADER_LEN],
-            sent: 0,
-            ready: false,
-        }
+        HeaderOut { bytes: [0; HEADER_LEN], sent: 0, ready: false }
     }
 
     pub(crate) fn set(&mut self, h: &CallHeader) {

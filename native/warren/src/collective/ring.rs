@@ -66,9 +66,7 @@ pub(crate) fn ring_pipeline(
                 0
             };
             if so < limit {
-                let n = net
-                    .link(next)?
-                    .write_some(&buf[s.send.start + so..s.send.start + limit])?;
+                let n = net.link(next)?.write_some(&buf[s.send.start + so..s.send.start + limit])?;
                 so += n;
                 progressed |= n > 0;
             }
@@ -80,26 +78,19 @@ pub(crate) fn ring_pipeline(
             if r.reduce {
                 let pending = ro - rdone;
                 let room = (stage.len() - pending).min(len - ro);
-                let n = net
-                    .link(prev)?
-                    .read_some(&mut stage[pending..pending + room])?;
+                let n = net.link(prev)?.read_some(&mut stage[pending..pending + room])?;
                 ro += n;
                 progressed |= n > 0;
                 let have = ro - rdone;
                 let whole = have - have % elem;
                 if whole > 0 {
                     let at = r.recv.start + rdone;
-                    (reducer.expect("reduce step needs a reducer"))(
-                        &mut buf[at..at + whole],
-                        &stage[..whole],
-                    );
+                    (reducer.expect("reduce step needs a reducer"))(&mut buf[at..at + whole], &stage[..whole]);
                     stage.copy_within(whole..have, 0);
                     rdone += whole;
                 }
             } else {
-                let n = net
-                    .link(prev)?
-                    .read_some(&mut buf[r.recv.start + ro..r.recv.end])?;
+                let n = net.link(prev)?.read_some(&mut buf[r.recv.start + ro..r.recv.end])?;
                 ro += n;
                 rdone = ro;
                 progressed |= n > 0;

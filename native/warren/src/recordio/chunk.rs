@@ -50,11 +50,7 @@ pub(crate) fn frame_record(payload: &mut Vec<u8>, record: &[u8]) {
 }
 
 /// Compresses an uncompressed payload into `out` (cleared first).
-pub(crate) fn compress(
-    payload: &[u8],
-    compressor: Compressor,
-    out: &mut Vec<u8>,
-) -> io::Result<()> {
+pub(crate) fn compress(payload: &[u8], compressor: Compressor, out: &mut Vec<u8>) -> io::Result<()> {
     out.clear();
     match compressor {
         Compressor::None => out.extend_from_slice(payload),
@@ -118,45 +114,23 @@ fn decode_data(
             actual
         ));
     }
-    let compressor = header
-        .compressor()
-        .ok_or_else(|| format!("unknown compressor code {}", header.compressor_code))?;
+    let compressor =
+        header.compressor().ok_or_else(|| format!("unknown compressor code {}", header.compressor_code))?;
     match compressor {
         Compressor::None => {
             std::mem::swap(stored, data);
             Ok(())
         }
-        Compressor::Snappy => decompress(
-            snap::read::FrameDecoder::new(&stored[..]),
-            max_decoded,
-            "snappy",
-            data,
-        ),
-        Compressor::Gzip => decompress(
-            flate2::read::MultiGzDecoder::new(&stored[..]),
-            max_decoded,
-            "gzip",
-            data,
-        ),
+        Compressor::Snappy => decompress(snap::read::FrameDecoder::new(&stored[..]), max_decoded, "snappy", data),
+        Compressor::Gzip => decompress(flate2::read::MultiGzDecoder::new(&stored[..]), max_decoded, "gzip", data),
     }
 }
 
-fn decompress(
-    src: impl Read,
-    max_decoded: usize,
-    what: &str,
-    out: &mut Vec<u8>,
-) -> Result<(), String> {
-    let limit = u64::try_from(max_decoded)
-        .unwrap_or(u64::MAX)
-        .saturating_add(1);
-    src.take(limit)
-        .read_to_end(out)
-        .map_err(|e| format!("{what} payload does not decompress: {e}"))?;
+fn decompress(src: impl Read, max_decoded: usize, what: &str, out: &mut Vec<u8>) -> Result<(), String> {
+    let limit = u64::try_from(max_decoded).unwrap_or(u64::MAX).saturating_add(1);
+    src.take(limit).read_to_end(out).map_err(|e| format!("{what} payload does not decompress: {e}"))?;
     if out.len() > max_decoded {
-        return Err(format!(
-            "{what} payload decompresses to more than the limit of {max_decoded} bytes"
-        ));
+        return Err(format!("{what} payload decompresses to more than the limit of {max_decoded} bytes"));
     }
     Ok(())
 }
@@ -166,35 +140,25 @@ fn split(data: &[u8], num_records: u32, spans: &mut Vec<(usize, usize)>) -> Resu
     let n = num_records as usize;
     // Every record takes at least its 4-byte length, so this bounds the allocation below.
     if n > data.len() / 4 {
-        return Err(format!(
-            "header claims {n} records but the uncompressed payload has only {} bytes",
-            data.len()
-        ));
+        return Err(format!("header claims {n} records but the uncompressed payload has only {} bytes", data.len()));
     }
     spans.reserve(n);
     let mut pos = 0usize;
     for i in 0..n {
         let Some(len_bytes) = data.get(pos..pos + 4) else {
-            return Err(format!(
-                "record {i}: payload ends at byte {pos} inside its length field"
-            ));
+            return Err(format!("record {i}: payload ends at byte {pos} inside its length field"));
         };
         let len = u32::from_le_bytes(len_bytes.try_into().expect("4 bytes")) as usize;
         let start = pos + 4;
         let left = data.len() - start;
         if len > left {
-            return Err(format!(
-                "record {i}: length {len} at payload byte {pos} exceeds the {left} bytes left"
-            ));
+            return Err(format!("record {i}: length {len} at payload byte {pos} exceeds the {left} bytes left"));
         }
         spans.push((start, start + len));
         pos = start + len;
     }
     if pos != data.len() {
-        return Err(format!(
-            "{} trailing bytes after the last of {n} records",
-            data.len() - pos
-        ));
+        return Err(format!("{} trailing bytes after the last of {n} records", data.len() - pos));
     }
     Ok(())
 }
@@ -230,10 +194,7 @@ mod tests {
             let h = header_for(&out, c, 4);
             let chunk = decode(&h, out, 1 << 20).unwrap();
             assert_eq!(chunk.len(), 4);
-            assert_eq!(
-                chunk.to_vecs(),
-                records.iter().map(|r| r.to_vec()).collect::<Vec<_>>()
-            );
+            assert_eq!(chunk.to_vecs(), records.iter().map(|r| r.to_vec()).collect::<Vec<_>>());
         }
     }
 
@@ -258,11 +219,7 @@ mod tests {
     fn absurd_record_count_and_length_are_rejected() {
         let p = payload_of(&[b"abc"]);
         let h = header_for(&p, Compressor::None, u32::MAX);
-        assert!(
-            decode(&h, p.clone(), 1 << 20)
-                .unwrap_err()
-                .contains("claims")
-        );
+        assert!(decode(&h, p.clone(), 1 << 20).unwrap_err().contains("claims"));
 
         let mut bad = p.clone();
         bad[..4].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -272,11 +229,7 @@ mod tests {
         let mut trailing = p;
         trailing.push(0);
         let h = header_for(&trailing, Compressor::None, 1);
-        assert!(
-            decode(&h, trailing, 1 << 20)
-                .unwrap_err()
-                .contains("trailing")
-        );
+        assert!(decode(&h, trailing, 1 << 20).unwrap_err().contains("trailing"));
     }
 
     #[test]

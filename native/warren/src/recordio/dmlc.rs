@@ -42,11 +42,7 @@ impl DmlcReader<BufReader<File>> {
         let ctx = || format!("opening dmlc RecordIO file {}", path.display());
         let file = File::open(path).map_err(|e| Error::io(ctx(), e))?;
         let len = file.metadata().map_err(|e| Error::io(ctx(), e))?.len();
-        Ok(DmlcReader::new(
-            BufReader::with_capacity(1 << 20, file),
-            path.display().to_string(),
-            Some(len),
-        ))
+        Ok(DmlcReader::new(BufReader::with_capacity(1 << 20, file), path.display().to_string(), Some(len)))
     }
 }
 
@@ -107,30 +103,22 @@ impl<R: Read> DmlcReader<R> {
                 return Err(corrupt("the file ends inside a multi-part record".into()));
             }
             if got < head.len() {
-                return Err(corrupt(format!(
-                    "truncated header: the file ends {got} bytes into an 8-byte part header"
-                )));
+                return Err(corrupt(format!("truncated header: the file ends {got} bytes into an 8-byte part header")));
             }
             let magic = u32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
             let lrec = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
             if magic != DMLC_MAGIC {
-                return Err(corrupt(format!(
-                    "bad magic number {magic:#010x} (expected {DMLC_MAGIC:#010x})"
-                )));
+                return Err(corrupt(format!("bad magic number {magic:#010x} (expected {DMLC_MAGIC:#010x})")));
             }
             let cflag = lrec >> 29;
             let len = (lrec & LEN_MASK) as usize;
             match (first, cflag) {
                 (true, 0 | 1) | (false, 2 | 3) => {}
                 (true, 2 | 3) => {
-                    return Err(corrupt(format!(
-                        "continuation part (cflag {cflag}) without a start part"
-                    )));
+                    return Err(corrupt(format!("continuation part (cflag {cflag}) without a start part")));
                 }
                 (false, 0 | 1) => {
-                    return Err(corrupt(format!(
-                        "a multi-part record is interrupted by a new record (cflag {cflag})"
-                    )));
+                    return Err(corrupt(format!("a multi-part record is interrupted by a new record (cflag {cflag})")));
                 }
                 _ => return Err(corrupt(format!("invalid cflag {cflag}"))),
             }
@@ -145,10 +133,7 @@ impl<R: Read> DmlcReader<R> {
                 }
             }
             if buf.len() + len > self.max_record {
-                return Err(corrupt(format!(
-                    "record is over the reader's limit of {} bytes",
-                    self.max_record
-                )));
+                return Err(corrupt(format!("record is over the reader's limit of {} bytes", self.max_record)));
             }
             let start = buf.len();
             // Grows with the bytes actually read, so a lying length cannot allocate much.

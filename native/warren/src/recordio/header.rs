@@ -75,9 +75,7 @@ impl FromStr for Compressor {
             "none" => Ok(Compressor::None),
             "snappy" => Ok(Compressor::Snappy),
             "gzip" => Ok(Compressor::Gzip),
-            other => Err(format!(
-                "unknown compressor {other:?} (expected none, snappy or gzip)"
-            )),
+            other => Err(format!("unknown compressor {other:?} (expected none, snappy or gzip)")),
         }
     }
 }
@@ -106,13 +104,7 @@ impl ChunkHeader {
     /// Encodes the header into its 20-byte form.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut buf = [0u8; HEADER_LEN];
-        let fields = [
-            MAGIC,
-            self.checksum,
-            self.compressor_code,
-            self.payload_len,
-            self.num_records,
-        ];
+        let fields = [MAGIC, self.checksum, self.compressor_code, self.payload_len, self.num_records];
         for (slot, v) in buf.chunks_exact_mut(4).zip(fields) {
             slot.copy_from_slice(&v.to_le_bytes());
         }
@@ -146,12 +138,7 @@ mod tests {
 
     #[test]
     fn encode_is_five_little_endian_u32() {
-        let h = ChunkHeader {
-            checksum: 0xdead_beef,
-            compressor_code: 2,
-            payload_len: 0x0001_0203,
-            num_records: 7,
-        };
+        let h = ChunkHeader { checksum: 0xdead_beef, compressor_code: 2, payload_len: 0x0001_0203, num_records: 7 };
         let b = h.encode();
         assert_eq!(
             b,
@@ -168,25 +155,14 @@ mod tests {
 
     #[test]
     fn decode_rejects_bad_magic() {
-        let mut b = ChunkHeader {
-            checksum: 1,
-            compressor_code: 0,
-            payload_len: 4,
-            num_records: 1,
-        }
-        .encode();
+        let mut b = ChunkHeader { checksum: 1, compressor_code: 0, payload_len: 4, num_records: 1 }.encode();
         b[0] = 0x05;
         assert_eq!(ChunkHeader::decode(&b), Err(BadMagic(0x0102_0305)));
     }
 
     #[test]
     fn unknown_compressor_code_is_kept() {
-        let h = ChunkHeader {
-            checksum: 0,
-            compressor_code: 9,
-            payload_len: 0,
-            num_records: 0,
-        };
+        let h = ChunkHeader { checksum: 0, compressor_code: 9, payload_len: 0, num_records: 0 };
         let d = ChunkHeader::decode(&h.encode()).unwrap();
         assert_eq!(d.compressor_code, 9);
         assert_eq!(d.compressor(), None);

@@ -60,12 +60,7 @@ impl Index {
         let mut num_records = 0u64;
         while offset < file_len {
             let chunk = chunks.len() as u64;
-            let corrupt = |reason: String| Error::Corrupt {
-                file: name.to_string(),
-                chunk,
-                offset,
-                reason,
-            };
+            let corrupt = |reason: String| Error::Corrupt { file: name.to_string(), chunk, offset, reason };
             let left = file_len - offset;
             if left < HEADER_LEN as u64 {
                 return Err(corrupt(format!(
@@ -77,25 +72,16 @@ impl Index {
             match src.read_exact(&mut buf) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                    return Err(corrupt(
-                        "truncated header: the file shrank while indexing".into(),
-                    ));
+                    return Err(corrupt("truncated header: the file shrank while indexing".into()));
                 }
                 Err(e) => return Err(io_err(e)),
             }
             let header = ChunkHeader::decode(&buf).map_err(|bad| {
-                corrupt(format!(
-                    "bad magic number {:#010x} (expected {:#010x})",
-                    bad.0,
-                    super::header::MAGIC
-                ))
+                corrupt(format!("bad magic number {:#010x} (expected {:#010x})", bad.0, super::header::MAGIC))
             })?;
-            let compressor = header.compressor().ok_or_else(|| {
-                corrupt(format!(
-                    "unknown compressor code {}",
-                    header.compressor_code
-                ))
-            })?;
+            let compressor = header
+                .compressor()
+                .ok_or_else(|| corrupt(format!("unknown compressor code {}", header.compressor_code)))?;
             let payload_left = left - HEADER_LEN as u64;
             if u64::from(header.payload_len) > payload_left {
                 return Err(corrupt(format!(
@@ -103,29 +89,18 @@ impl Index {
                     header.payload_len
                 )));
             }
-            if compressor == Compressor::None
-                && u64::from(header.num_records) * 4 > u64::from(header.payload_len)
-            {
+            if compressor == Compressor::None && u64::from(header.num_records) * 4 > u64::from(header.payload_len) {
                 return Err(corrupt(format!(
                     "header claims {} records but the uncompressed payload has only {} bytes",
                     header.num_records, header.payload_len
                 )));
             }
-            let info = ChunkInfo {
-                offset,
-                header,
-                first_record: num_records,
-            };
+            let info = ChunkInfo { offset, header, first_record: num_records };
             num_records += info.num_records();
             offset += info.total_len();
             chunks.push(info);
         }
-        Ok(Index {
-            file: name.to_string(),
-            file_len,
-            num_records,
-            chunks,
-        })
+        Ok(Index { file: name.to_string(), file_len, num_records, chunks })
     }
 
     /// The file name given to [`Index::load`].
@@ -181,10 +156,7 @@ mod tests {
     use std::io::Cursor;
 
     fn file(counts: &[usize]) -> Vec<u8> {
-        let opts = WriterOptions {
-            max_chunk_bytes: 1 << 20,
-            compressor: Compressor::None,
-        };
+        let opts = WriterOptions { max_chunk_bytes: 1 << 20, compressor: Compressor::None };
         let mut w = Writer::new(Vec::new(), "mem", opts);
         for &n in counts {
             for i in 0..n {
@@ -207,10 +179,7 @@ mod tests {
         assert_eq!(c[1].offset, c[0].total_len());
         assert_eq!(c[2].offset, c[1].offset + c[1].total_len());
         assert_eq!(c[2].offset + c[2].total_len(), bytes.len() as u64);
-        assert_eq!(
-            c.iter().map(|c| c.first_record).collect::<Vec<_>>(),
-            vec![0, 3, 4]
-        );
+        assert_eq!(c.iter().map(|c| c.first_record).collect::<Vec<_>>(), vec![0, 3, 4]);
         assert_eq!(idx.locate(0), Some((0, 0)));
         assert_eq!(idx.locate(2), Some((0, 2)));
         assert_eq!(idx.locate(3), Some((1, 0)));
@@ -234,12 +203,7 @@ mod tests {
         // Cut inside the second header.
         let e = Index::load(&mut Cursor::new(&bytes[..second as usize + 7]), "f.rio").unwrap_err();
         match e {
-            Error::Corrupt {
-                file,
-                chunk,
-                offset,
-                reason,
-            } => {
+            Error::Corrupt { file, chunk, offset, reason } => {
                 assert_eq!((file.as_str(), chunk, offset), ("f.rio", 1, second));
                 assert!(reason.contains("truncated header"), "{reason}");
             }
@@ -248,12 +212,7 @@ mod tests {
         // Cut inside the second payload.
         let e = Index::load(&mut Cursor::new(&bytes[..bytes.len() - 1]), "f.rio").unwrap_err();
         let msg = e.to_string();
-        assert!(
-            msg.contains("f.rio")
-                && msg.contains("chunk 1")
-                && msg.contains(&format!("offset {second}")),
-            "{msg}"
-        );
+        assert!(msg.contains("f.rio") && msg.contains("chunk 1") && msg.contains(&format!("offset {second}")), "{msg}");
         assert!(msg.contains("truncated payload"), "{msg}");
     }
 }

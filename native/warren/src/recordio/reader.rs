@@ -26,8 +26,7 @@ impl Reader<File> {
     /// Opens `path` and indexes it (headers only).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let file = File::open(path)
-            .map_err(|e| Error::io(format!("opening RecordIO file {}", path.display()), e))?;
+        let file = File::open(path).map_err(|e| Error::io(format!("opening RecordIO file {}", path.display()), e))?;
         Reader::new(file, path.display().to_string())
     }
 }
@@ -36,12 +35,7 @@ impl<R: Read + Seek> Reader<R> {
     /// Indexes `src` (headers only); `name` (a path or any label) appears in errors.
     pub fn new(mut src: R, name: impl Into<String>) -> Result<Self> {
         let index = Index::load(&mut src, &name.into())?;
-        Ok(Reader {
-            src,
-            index,
-            max_payload: DEFAULT_MAX_CHUNK_PAYLOAD,
-            scratch: Vec::new(),
-        })
+        Ok(Reader { src, index, max_payload: DEFAULT_MAX_CHUNK_PAYLOAD, scratch: Vec::new() })
     }
 
     /// Sets the limit on a chunk's compressed and decompressed payload size (default
@@ -75,12 +69,8 @@ impl<R: Read + Seek> Reader<R> {
             ))
         })?;
         let file = self.index.file();
-        let corrupt = |reason: String| Error::Corrupt {
-            file: file.to_string(),
-            chunk: i as u64,
-            offset: info.offset,
-            reason,
-        };
+        let corrupt =
+            |reason: String| Error::Corrupt { file: file.to_string(), chunk: i as u64, offset: info.offset, reason };
         let len = info.header.payload_len as usize;
         if len > self.max_payload {
             return Err(corrupt(format!(
@@ -89,22 +79,17 @@ impl<R: Read + Seek> Reader<R> {
             )));
         }
         let io_err = |e| Error::io(format!("reading chunk {i} of RecordIO file {file}"), e);
-        self.src
-            .seek(SeekFrom::Start(info.payload_offset()))
-            .map_err(io_err)?;
+        self.src.seek(SeekFrom::Start(info.payload_offset())).map_err(io_err)?;
         // `len` was checked against the file size when indexing and against the limit above.
         self.scratch.resize(len, 0);
         match self.src.read_exact(&mut self.scratch) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                return Err(corrupt(
-                    "truncated payload: the file shrank after indexing".into(),
-                ));
+                return Err(corrupt("truncated payload: the file shrank after indexing".into()));
             }
             Err(e) => return Err(io_err(e)),
         }
-        chunk::decode_into(&info.header, &mut self.scratch, self.max_payload, chunk)
-            .map_err(corrupt)
+        chunk::decode_into(&info.header, &mut self.scratch, self.max_payload, chunk).map_err(corrupt)
     }
 
     /// Reads and checks every chunk; returns the number of records. The first bad chunk is
@@ -128,18 +113,8 @@ impl<R: Read + Seek> Reader<R> {
     pub fn records_range(self, range: Range<u64>) -> Records<R> {
         let end = range.end.min(self.index.num_records());
         let next = range.start.min(end);
-        let cursor = self
-            .index
-            .locate(next)
-            .unwrap_or((self.index.num_chunks(), 0));
-        Records {
-            reader: self,
-            next,
-            end,
-            cursor,
-            chunk: Chunk::default(),
-            loaded: None,
-        }
+        let cursor = self.index.locate(next).unwrap_or((self.index.num_chunks(), 0));
+        Records { reader: self, next, end, cursor, chunk: Chunk::default(), loaded: None }
     }
 
     /// Gives back the underlying reader.

@@ -25,10 +25,7 @@ pub struct WriterOptions {
 impl Default for WriterOptions {
     /// 32 MiB chunks, Snappy: PaddlePaddle's defaults.
     fn default() -> Self {
-        WriterOptions {
-            max_chunk_bytes: DEFAULT_MAX_CHUNK_BYTES,
-            compressor: Compressor::Snappy,
-        }
+        WriterOptions { max_chunk_bytes: DEFAULT_MAX_CHUNK_BYTES, compressor: Compressor::Snappy }
     }
 }
 
@@ -58,13 +55,9 @@ impl Writer<BufWriter<File>> {
     /// Creates (or truncates) the file at `path` and writes to it.
     pub fn create(path: impl AsRef<Path>, opts: WriterOptions) -> Result<Self> {
         let path = path.as_ref();
-        let file = File::create(path)
-            .map_err(|e| Error::io(format!("creating RecordIO file {}", path.display()), e))?;
-        Ok(Writer::new(
-            BufWriter::new(file),
-            path.display().to_string(),
-            opts,
-        ))
+        let file =
+            File::create(path).map_err(|e| Error::io(format!("creating RecordIO file {}", path.display()), e))?;
+        Ok(Writer::new(BufWriter::new(file), path.display().to_string(), opts))
     }
 }
 
@@ -97,8 +90,7 @@ impl<W: Write> Writer<W> {
         let over_limit = self.record_bytes.saturating_add(record.len()) > self.opts.max_chunk_bytes;
         // The header's 32-bit fields bound a chunk whatever the limit: keep the framed
         // payload and the record count representable.
-        let over_format = self.payload.len() + 4 + record.len() > u32::MAX as usize
-            || self.num_records == u32::MAX;
+        let over_format = self.payload.len() + 4 + record.len() > u32::MAX as usize || self.num_records == u32::MAX;
         if self.num_records > 0 && (over_limit || over_format) {
             self.write_chunk()?;
         }
@@ -114,8 +106,7 @@ impl<W: Write> Writer<W> {
         let Some(out) = self.out.as_mut() else {
             return Err(closed(&self.name));
         };
-        out.flush()
-            .map_err(|e| Error::io(format!("flushing RecordIO file {}", self.name), e))
+        out.flush().map_err(|e| Error::io(format!("flushing RecordIO file {}", self.name), e))
     }
 
     /// Writes the last chunk, flushes, and returns the underlying writer.
@@ -145,12 +136,8 @@ impl<W: Write> Writer<W> {
             return Ok(());
         }
         let chunk = self.chunks_written;
-        compress(&self.payload, self.opts.compressor, &mut self.compressed).map_err(|e| {
-            Error::io(
-                format!("compressing chunk {chunk} of RecordIO file {}", self.name),
-                e,
-            )
-        })?;
+        compress(&self.payload, self.opts.compressor, &mut self.compressed)
+            .map_err(|e| Error::io(format!("compressing chunk {chunk} of RecordIO file {}", self.name), e))?;
         let payload_len = u32::try_from(self.compressed.len()).map_err(|_| {
             Error::InvalidArgument(format!(
                 "chunk {chunk} of RecordIO file {} compresses to {} bytes, over the format's \
@@ -171,12 +158,7 @@ impl<W: Write> Writer<W> {
         };
         out.write_all(&header.encode())
             .and_then(|()| out.write_all(&self.compressed))
-            .map_err(|e| {
-                Error::io(
-                    format!("writing chunk {chunk} of RecordIO file {}", self.name),
-                    e,
-                )
-            })?;
+            .map_err(|e| Error::io(format!("writing chunk {chunk} of RecordIO file {}", self.name), e))?;
         self.chunks_written += 1;
         self.records_written += u64::from(self.num_records);
         self.bytes_written += (super::header::HEADER_LEN + self.compressed.len()) as u64;
@@ -221,10 +203,7 @@ mod tests {
 
     #[test]
     fn chunks_are_cut_like_paddle() {
-        let opts = WriterOptions {
-            max_chunk_bytes: 10,
-            compressor: Compressor::None,
-        };
+        let opts = WriterOptions { max_chunk_bytes: 10, compressor: Compressor::None };
         let mut w = Writer::new(Vec::new(), "mem", opts);
         // 4+4 = 8 <= 10; +4 = 12 > 10 -> cut before the third; 20 alone; then 0-byte records.
         for r in [&[1u8; 4][..], &[2; 4], &[3; 4], &[4; 20], b"", b""] {

@@ -33,10 +33,7 @@ impl TrackerClient {
         let mut stream = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(Error::Timeout {
-                    what: format!("connecting to {who}"),
-                    after: Duration::ZERO,
-                });
+                return Err(Error::Timeout { what: format!("connecting to {who}"), after: Duration::ZERO });
             }
             match TcpStream::connect_timeout(&addr, left) {
                 Ok(s) => break s,
@@ -52,32 +49,18 @@ impl TrackerClient {
         let mut challenge = [0u8; 8 + PROOF_LEN];
         read_exact_by(&mut stream, &mut challenge, deadline, &who)?;
         proto::check_preamble(challenge[..8].try_into().unwrap(), &who)?;
-        write_all_by(
-            &mut stream,
-            &auth::prove(secret, Purpose::Tracker, &challenge[8..]),
-            deadline,
-            &who,
-        )?;
+        write_all_by(&mut stream, &auth::prove(secret, Purpose::Tracker, &challenge[8..]), deadline, &who)?;
         let mut status = [0u8; 1];
         read_exact_by(&mut stream, &mut status, deadline, &who)?;
         if status[0] != 1 {
             return Err(Error::Auth(format!("{who} refused us: wrong job secret")));
         }
-        Ok(TrackerClient {
-            stream,
-            uri: uri.to_string(),
-            inbox: Vec::new(),
-            notifications: VecDeque::new(),
-        })
+        Ok(TrackerClient { stream, uri: uri.to_string(), inbox: Vec::new(), notifications: VecDeque::new() })
     }
 
     /// Our address as seen on this connection (the interface that reaches the tracker).
     pub fn local_ip(&self) -> Result<IpAddr> {
-        Ok(self
-            .stream
-            .local_addr()
-            .map_err(|e| Error::io("reading local address", e))?
-            .ip())
+        Ok(self.stream.local_addr().map_err(|e| Error::io("reading local address", e))?.ip())
     }
 
     /// Sends one message.
@@ -91,7 +74,7 @@ impl TrackerClient {
         loop {
             let msg = self.recv_any(deadline)?;
             match msg {
-                FromTracker::PeerRecovered { .. } => self.notifications.push_back(msg),
+                FromTracker::RoundStarted { .. } => self.notifications.push_back(msg),
                 FromTracker::Error { message } => return Err(Error::Tracker(message)),
                 other => return Ok(other),
             }
@@ -119,28 +102,15 @@ impl TrackerClient {
             let mut chunk = [0u8; 4096];
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(Error::Timeout {
-                    what: format!("a reply from {who}"),
-                    after: Duration::ZERO,
-                });
+                return Err(Error::Timeout { what: format!("a reply from {who}"), after: Duration::ZERO });
             }
-            self.stream
-                .set_read_timeout(Some(left))
-                .map_err(|e| Error::io("configuring tracker socket", e))?;
+            self.stream.set_read_timeout(Some(left)).map_err(|e| Error::io("configuring tracker socket", e))?;
             match std::io::Read::read(&mut self.stream, &mut chunk) {
                 Ok(0) => return Err(Error::Tracker(format!("{who} closed the connection"))),
                 Ok(n) => self.inbox.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(Error::Timeout {
-                        what: format!("a reply from {who}"),
-                        after: Duration::ZERO,
-                    });
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return Err(Error::Timeout { what: format!("a reply from {who}"), after: Duration::ZERO });
                 }
                 Err(e) => return Err(Error::io(format!("reading from {who}"), e)),
             }

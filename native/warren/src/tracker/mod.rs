@@ -71,10 +71,7 @@ pub struct Tracker {
 
 impl std::fmt::Debug for Tracker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tracker")
-            .field("uri", &self.uri)
-            .field("world", &self.world)
-            .finish()
+        f.debug_struct("Tracker").field("uri", &self.uri).field("world", &self.world).finish()
     }
 }
 
@@ -85,9 +82,7 @@ impl Tracker {
             return Err(Error::Config("a tracker needs at least one worker".into()));
         }
         if cfg.secret.is_empty() {
-            return Err(Error::Config(
-                "a tracker needs a non-empty job secret".into(),
-            ));
+            return Err(Error::Config("a tracker needs a non-empty job secret".into()));
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -99,37 +94,17 @@ impl Tracker {
             .to_socket_addrs()
             .map_err(|e| Error::Config(format!("tracker address {}:{}: {e}", cfg.host, cfg.port)))?
             .next()
-            .ok_or_else(|| {
-                Error::Config(format!("tracker host {:?} resolves to nothing", cfg.host))
-            })?;
+            .ok_or_else(|| Error::Config(format!("tracker host {:?} resolves to nothing", cfg.host)))?;
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind(addr))
             .map_err(|e| Error::io(format!("binding tracker on {addr}"), e))?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| Error::io("reading tracker address", e))?;
+        let bound = listener.local_addr().map_err(|e| Error::io("reading tracker address", e))?;
         let state = server::new_state(cfg.num_workers);
-        runtime.spawn(server::serve(
-            listener,
-            state.clone(),
-            Arc::new(cfg.secret.clone().into_bytes()),
-        ));
-        runtime.spawn(server::rendezvous_deadline(
-            state.clone(),
-            cfg.rendezvous_timeout,
-        ));
+        runtime.spawn(server::serve(listener, state.clone(), Arc::new(cfg.secret.clone().into_bytes())));
+        runtime.spawn(server::rendezvous_deadline(state.clone(), cfg.rendezvous_timeout));
         let uri = format!("{}:{}", cfg.host, bound.port());
-        log::info!(
-            "tracker: listening on {uri} for {} workers",
-            cfg.num_workers
-        );
-        Ok(Tracker {
-            runtime: Some(runtime),
-            state,
-            uri,
-            secret: cfg.secret,
-            world: cfg.num_workers,
-        })
+        log::info!("tracker: listening on {uri} for {} workers", cfg.num_workers);
+        Ok(Tracker { runtime: Some(runtime), state, uri, secret: cfg.secret, world: cfg.num_workers })
     }
 
     /// `host:port` workers connect to.

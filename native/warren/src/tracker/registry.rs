@@ -34,10 +34,15 @@ pub enum Registered {
     },
     /// Everyone is here: these task ids got these ranks (all of them, to be told now).
     Assigned(Vec<(String, usize)>),
-    /// A known task id came back after ranks were assigned: it keeps its rank.
-    Recovered {
+    /// After ranks were assigned, a known task id (re-)joined a re-link round: a restarted
+    /// worker registering again, or a survivor asking to re-link. It keeps its rank.
+    RoundJoined {
         /// Its rank.
         rank: usize,
+        /// Whether this registration opened the round (the others should be told).
+        opened: bool,
+        /// Set when everyone is now in the round: every task id and rank, to be told now.
+        complete: Option<Vec<(String, usize)>>,
     },
     /// The registration is refused.
     Rejected(String),
@@ -51,6 +56,7 @@ pub struct Registry {
     assigned: bool,
     epoch: u64,
     recoveries: u64,
+    round: Option<std::collections::BTreeSet<String>>,
 }
 
 /// Orders task ids numerically when both are numbers, otherwise as strings.
@@ -64,13 +70,7 @@ pub fn task_order(a: &str, b: &str) -> std::cmp::Ordering {
 impl Registry {
     /// A registry for `world` workers.
     pub fn new(world: usize) -> Registry {
-        Registry {
-            world,
-            workers: BTreeMap::new(),
-            assigned: false,
-            epoch: 0,
-            recoveries: 0,
-        }
+        Registry { world, workers: BTreeMap::new(), assigned: false, epoch: 0, recoveries: 0, round: None }
     }
 
     /// Number of workers expected.
@@ -102,15 +102,15 @@ impl Registry {
             e.host = host.to_string();
             e.port = port;
             e.state = WorkerState::Running;
-            self.epoch += 1;
             return match e.rank {
-                Some(rank) => {
+                Some(_) => {
                     self.recoveries += 1;
-                    Registered::Recovered { rank }
+                    self.join_round(task_id)
                 }
-                None => Registered::Waiting {
-                    arrived: self.workers.len(),
-                },
+                None => {
+                    self.epoch += 1;
+                    Registered::Waiting { arrived: self.workers.len() }
+                }
             };
         }
         if self.assigned || self.workers.len() == self.world {
@@ -124,17 +124,10 @@ impl Registry {
         self.epoch += 1;
         self.workers.insert(
             task_id.to_string(),
-            Entry {
-                host: host.to_string(),
-                port,
-                rank: None,
-                state: WorkerState::Running,
-            },
+            Entry { host: host.to_string(), port, rank: None, state: WorkerState::Running },
         );
         if self.workers.len() < self.world {
-            return Registered::Waiting {
-                arrived: self.workers.len(),
-            };
+            return Registered::Waiting { arrived: self.workers.len() };
         }
         let mut ids: Vec<String> = self.workers.keys().cloned().collect();
         ids.sort_by(|a, b| task_order(a, b));
@@ -145,18 +138,60 @@ impl Registry {
         Registered::Assigned(ids.into_iter().enumerate().map(|(r, id)| (id, r)).collect())
     }
 
+    /// A surviving worker asks to re-link (its links broke) at a new or the same address.
+    pub fn rejoin(&mut self, task_id: &str, host: &str, port: u16) -> Registered {
+        match self.workers.get_mut(task_id) {
+            Some(e) if e.rank.is_some() => {
+                e.host = host.to_string();
+                e.port = port;
+                e.state = WorkerState::Running;
+                self.join_round(task_id)
+            }
+            _ => Registered::Rejected(format!("task id {task_id:?} has no rank to re-link with")),
+        }
+    }
+
+    fn join_round(&mut self, task_id: &str) -> Registered {
+        let rank = self.workers[task_id].rank.expect("joined tasks have ranks");
+        if let Some((done, e)) = self.workers.iter().find(|(_, e)| e.state == WorkerState::Finished) {
+            return Registered::Rejected(format!(
+                "re-linking is impossible: rank {} (task {done}) has already finished the job",
+                e.rank.expect("assigned")
+            ));
+        }
+        let opened = self.round.is_none();
+        let round = self.round.get_or_insert_with(Default::default);
+        round.insert(task_id.to_string());
+        let complete = if round.len() == self.world {
+            self.round = None;
+            self.epoch += 1;
+            let mut all: Vec<(String, usize)> =
+                self.workers.iter().map(|(id, e)| (id.clone(), e.rank.expect("assigned"))).collect();
+            all.sort_by_key(|(_, r)| *r);
+            Some(all)
+        } else {
+            None
+        };
+        Registered::RoundJoined { rank, opened, complete }
+    }
+
+    /// Closes the current re-link round (it can no longer complete); returns its members.
+    pub fn abort_round(&mut self) -> Vec<String> {
+        self.round.take().map(|r| r.into_iter().collect()).unwrap_or_default()
+    }
+
+    /// Task ids waiting in the current re-link round.
+    pub fn round_members(&self) -> Vec<String> {
+        self.round.iter().flatten().cloned().collect()
+    }
+
     /// Every worker's address, indexed by rank (only once assigned).
     pub fn peers(&self) -> Vec<PeerAddr> {
         let mut v: Vec<PeerAddr> = self
             .workers
             .iter()
             .filter_map(|(id, e)| {
-                e.rank.map(|rank| PeerAddr {
-                    rank,
-                    task_id: id.clone(),
-                    host: e.host.clone(),
-                    port: e.port,
-                })
+                e.rank.map(|rank| PeerAddr { rank, task_id: id.clone(), host: e.host.clone(), port: e.port })
             })
             .collect();
         v.sort_by_key(|p| p.rank);
@@ -182,31 +217,31 @@ impl Registry {
     }
 
     /// The worker's connection dropped without a shutdown.
+    /// A lost worker also leaves the re-link round it may have joined, so that a round
+    /// completes only with live addresses.
     pub fn lost(&mut self, task_id: &str) {
         if let Some(e) = self.workers.get_mut(task_id) {
             if e.state == WorkerState::Running {
                 e.state = WorkerState::Lost;
             }
         }
+        if let Some(r) = self.round.as_mut() {
+            r.remove(task_id);
+            if r.is_empty() {
+                self.round = None;
+            }
+        }
     }
 
     /// Whether every worker has finished.
     pub fn job_finished(&self) -> bool {
-        self.assigned
-            && self
-                .workers
-                .values()
-                .all(|e| e.state == WorkerState::Finished)
+        self.assigned && self.workers.values().all(|e| e.state == WorkerState::Finished)
     }
 
     /// Task ids in a given state, in rank (task id) order.
     pub fn task_ids(&self, state: Option<WorkerState>) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .workers
-            .iter()
-            .filter(|(_, e)| state.is_none_or(|s| e.state == s))
-            .map(|(id, _)| id.clone())
-            .collect();
+        let mut v: Vec<String> =
+            self.workers.iter().filter(|(_, e)| state.is_none_or(|s| e.state == s)).map(|(id, _)| id.clone()).collect();
         v.sort_by(|a, b| task_order(a, b));
         v
     }
@@ -218,22 +253,10 @@ impl Registry {
         let numeric: Option<Vec<u64>> = arrived.iter().map(|id| id.parse().ok()).collect();
         match numeric {
             Some(nums) if nums.iter().all(|&n| (n as usize) < self.world) => {
-                let missing: Vec<usize> = (0..self.world)
-                    .filter(|i| !nums.contains(&(*i as u64)))
-                    .collect();
-                format!(
-                    "{} of {} workers arrived; missing task ids {:?}",
-                    arrived.len(),
-                    self.world,
-                    missing
-                )
+                let missing: Vec<usize> = (0..self.world).filter(|i| !nums.contains(&(*i as u64))).collect();
+                format!("{} of {} workers arrived; missing task ids {:?}", arrived.len(), self.world, missing)
             }
-            _ => format!(
-                "{} of {} workers arrived (task ids {:?})",
-                arrived.len(),
-                self.world,
-                arrived
-            ),
+            _ => format!("{} of {} workers arrived (task ids {:?})", arrived.len(), self.world, arrived),
         }
     }
 }
@@ -248,14 +271,8 @@ mod tests {
         assert_eq!(r.register("10", "h", 1), Registered::Waiting { arrived: 1 });
         assert_eq!(r.register("2", "h", 2), Registered::Waiting { arrived: 2 });
         let out = r.register("9", "h", 3);
-        assert_eq!(
-            out,
-            Registered::Assigned(vec![("2".into(), 0), ("9".into(), 1), ("10".into(), 2)])
-        );
-        assert_eq!(
-            r.peers().iter().map(|p| p.port).collect::<Vec<_>>(),
-            vec![2, 3, 1]
-        );
+        assert_eq!(out, Registered::Assigned(vec![("2".into(), 0), ("9".into(), 1), ("10".into(), 2)]));
+        assert_eq!(r.peers().iter().map(|p| p.port).collect::<Vec<_>>(), vec![2, 3, 1]);
     }
 
     #[test]
@@ -266,11 +283,44 @@ mod tests {
         r.lost("1");
         assert_eq!(r.state_of("1"), Some(WorkerState::Lost));
         let e = r.epoch();
-        assert_eq!(r.register("1", "c", 9), Registered::Recovered { rank: 1 });
-        assert_eq!(r.epoch(), e + 1);
+        assert_eq!(r.register("1", "c", 9), Registered::RoundJoined { rank: 1, opened: true, complete: None });
+        assert_eq!(r.round_members(), vec!["1".to_string()]);
         assert_eq!(r.recoveries(), 1);
         assert_eq!(r.peers()[1].host, "c");
         assert_eq!(r.state_of("1"), Some(WorkerState::Running));
+        // The survivor re-links: the round is complete and everyone is told.
+        let done = r.rejoin("0", "a", 3);
+        let all = Some(vec![("0".to_string(), 0), ("1".to_string(), 1)]);
+        assert_eq!(done, Registered::RoundJoined { rank: 0, opened: false, complete: all });
+        assert_eq!(r.epoch(), e + 1);
+        assert!(r.round_members().is_empty());
+        assert_eq!(r.peers()[0].port, 3);
+    }
+
+    #[test]
+    fn a_worker_lost_during_a_round_leaves_it() {
+        let mut r = Registry::new(3);
+        for t in ["0", "1", "2"] {
+            r.register(t, "h", 1);
+        }
+        r.rejoin("0", "h", 1);
+        r.rejoin("1", "h", 1);
+        r.lost("1");
+        assert_eq!(r.round_members(), vec!["0".to_string()]);
+        assert!(matches!(r.register("2", "h", 2), Registered::RoundJoined { complete: None, .. }));
+        assert!(matches!(r.register("1", "h", 5), Registered::RoundJoined { complete: Some(_), .. }));
+        assert!(matches!(Registry::new(1).rejoin("0", "h", 1), Registered::Rejected(_)));
+    }
+
+    #[test]
+    fn no_round_once_a_worker_has_finished() {
+        let mut r = Registry::new(2);
+        r.register("0", "h", 1);
+        r.register("1", "h", 2);
+        r.finished("1");
+        assert!(
+            matches!(r.rejoin("0", "h", 1), Registered::Rejected(m) if m.contains("rank 1 (task 1) has already finished"))
+        );
     }
 
     #[test]
@@ -287,10 +337,7 @@ mod tests {
         let mut r = Registry::new(1);
         r.register("0", "a", 1);
         assert!(matches!(r.register("7", "a", 2), Registered::Rejected(m) if m.contains("\"7\"")));
-        assert!(matches!(
-            Registry::new(2).register("", "a", 1),
-            Registered::Rejected(_)
-        ));
+        assert!(matches!(Registry::new(2).register("", "a", 1), Registered::Rejected(_)));
     }
 
     #[test]
@@ -309,10 +356,7 @@ mod tests {
         let mut r = Registry::new(4);
         r.register("0", "a", 1);
         r.register("2", "a", 1);
-        assert_eq!(
-            r.missing_description(),
-            "2 of 4 workers arrived; missing task ids [1, 3]"
-        );
+        assert_eq!(r.missing_description(), "2 of 4 workers arrived; missing task ids [1, 3]");
         let mut s = Registry::new(3);
         s.register("x", "a", 1);
         assert!(s.missing_description().contains("[\"x\"]"));

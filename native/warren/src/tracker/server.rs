@@ -25,6 +25,8 @@ pub(crate) struct Shared {
     next_conn: u64,
     pub(crate) outcome: Option<JobOutcome>,
     started: Instant,
+    /// Task ids that registered again in the current round (restarted, not survivors).
+    restarted: std::collections::HashSet<String>,
 }
 
 pub(crate) type SharedState = Arc<(Mutex<Shared>, Condvar)>;
@@ -37,6 +39,7 @@ pub(crate) fn new_state(world: usize) -> SharedState {
             next_conn: 0,
             outcome: None,
             started: Instant::now(),
+            restarted: Default::default(),
         }),
         Condvar::new(),
     ))
@@ -57,8 +60,7 @@ pub(crate) async fn serve(listener: TcpListener, state: SharedState, secret: Arc
                 let state = state.clone();
                 let secret = secret.clone();
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(stream, &secret)).await
-                    {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(stream, &secret)).await {
                         Ok(Ok(stream)) => connection(stream, state).await,
                         Ok(Err(reason)) => {
                             warn!("tracker: refused connection from {addr}: {reason}")
@@ -82,15 +84,10 @@ pub(crate) async fn rendezvous_deadline(state: SharedState, after: Duration) {
     tokio::time::sleep(after).await;
     let mut s = state.0.lock().unwrap();
     if !s.registry.assigned() {
-        let msg = format!(
-            "rendezvous timed out after {after:?}: {}",
-            s.registry.missing_description()
-        );
+        let msg = format!("rendezvous timed out after {after:?}: {}", s.registry.missing_description());
         warn!("tracker: {msg}");
         for (_, tx) in s.conns.values() {
-            let _ = tx.send(FromTracker::Error {
-                message: msg.clone(),
-            });
+            let _ = tx.send(FromTracker::Error { message: msg.clone() });
         }
         set_outcome(&state, &mut s, Err(msg));
     }
@@ -98,28 +95,16 @@ pub(crate) async fn rendezvous_deadline(state: SharedState, after: Duration) {
 
 async fn handshake(mut stream: TcpStream, secret: &[u8]) -> Result<TcpStream, String> {
     let mut pre = [0u8; 8];
-    stream
-        .read_exact(&mut pre)
-        .await
-        .map_err(|e| e.to_string())?;
+    stream.read_exact(&mut pre).await.map_err(|e| e.to_string())?;
     proto::check_preamble(&pre, "client").map_err(|e| e.to_string())?;
     let nonce = auth::nonce();
     let mut challenge = proto::preamble().to_vec();
     challenge.extend_from_slice(&nonce);
-    stream
-        .write_all(&challenge)
-        .await
-        .map_err(|e| e.to_string())?;
+    stream.write_all(&challenge).await.map_err(|e| e.to_string())?;
     let mut proof = [0u8; PROOF_LEN];
-    stream
-        .read_exact(&mut proof)
-        .await
-        .map_err(|e| e.to_string())?;
+    stream.read_exact(&mut proof).await.map_err(|e| e.to_string())?;
     let ok = auth::verify(secret, Purpose::Tracker, &nonce, &proof);
-    stream
-        .write_all(&[u8::from(ok)])
-        .await
-        .map_err(|e| e.to_string())?;
+    stream.write_all(&[u8::from(ok)]).await.map_err(|e| e.to_string())?;
     if !ok {
         return Err("it does not hold the job secret".into());
     }
@@ -128,10 +113,7 @@ async fn handshake(mut stream: TcpStream, secret: &[u8]) -> Result<TcpStream, St
 }
 
 async fn connection(stream: TcpStream, state: SharedState) {
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (mut rd, mut wr) = stream.into_split();
     let (tx, mut rx) = unbounded_channel::<FromTracker>();
     let writer = tokio::spawn(async move {
@@ -164,9 +146,7 @@ async fn connection(stream: TcpStream, state: SharedState) {
                 }
                 Err(e) => {
                     warn!("tracker: {peer}: {e}");
-                    let _ = tx.send(FromTracker::Error {
-                        message: e.to_string(),
-                    });
+                    let _ = tx.send(FromTracker::Error { message: e.to_string() });
                     break 'conn e.to_string();
                 }
             }
@@ -181,14 +161,39 @@ async fn connection(stream: TcpStream, state: SharedState) {
             s.conns.remove(&task_id);
             if s.registry.state_of(&task_id) == Some(WorkerState::Running) {
                 s.registry.lost(&task_id);
-                let rank = s
-                    .registry
-                    .rank_of(&task_id)
-                    .map(|r| r.to_string())
-                    .unwrap_or_else(|| "-".into());
+                let rank = s.registry.rank_of(&task_id).map(|r| r.to_string()).unwrap_or_else(|| "-".into());
                 warn!("tracker: worker rank {rank} (task {task_id}) lost: {end_reason}");
             }
         }
+    }
+}
+
+/// Tells the others that a round opened, and everyone the new addresses once it is complete.
+fn announce_round(s: &mut Shared, task_id: &str, rank: usize, opened: bool, complete: Option<Vec<(String, usize)>>) {
+    if opened {
+        for (tid, (_, t)) in s.conns.iter() {
+            if tid != task_id {
+                let _ = t.send(FromTracker::RoundStarted { by_rank: rank });
+            }
+        }
+    }
+    if let Some(all) = complete {
+        let peers = s.registry.peers();
+        let epoch = s.registry.epoch();
+        info!("tracker: re-link round complete (epoch {epoch}); {} workers re-linking", all.len());
+        for (tid, r) in all {
+            if let Some((_, t)) = s.conns.get(&tid) {
+                let recovered = s.restarted.contains(&tid);
+                let _ = t.send(FromTracker::Assignment {
+                    rank: r,
+                    world: peers.len(),
+                    peers: peers.clone(),
+                    epoch,
+                    recovered,
+                });
+            }
+        }
+        s.restarted.clear();
     }
 }
 
@@ -202,20 +207,11 @@ fn handle(
     let mut s = state.0.lock().unwrap();
     let s = &mut *s;
     match msg {
-        ToTracker::Register {
-            task_id,
-            host,
-            port,
-            attempt,
-        } => {
+        ToTracker::Register { task_id, host, port, attempt } => {
             if s.outcome.as_ref().is_some_and(|o| o.is_err()) {
-                let message = format!(
-                    "the job has already failed: {}",
-                    s.outcome.as_ref().unwrap().as_ref().unwrap_err()
-                );
-                let _ = tx.send(FromTracker::Error {
-                    message: message.clone(),
-                });
+                let message =
+                    format!("the job has already failed: {}", s.outcome.as_ref().unwrap().as_ref().unwrap_err());
+                let _ = tx.send(FromTracker::Error { message: message.clone() });
                 return Err(message);
             }
             let outcome = s.registry.register(&task_id, &host, port);
@@ -224,9 +220,7 @@ fn handle(
             match outcome {
                 Registered::Rejected(message) => {
                     warn!("tracker: refused task {task_id}: {message}");
-                    let _ = tx.send(FromTracker::Error {
-                        message: message.clone(),
-                    });
+                    let _ = tx.send(FromTracker::Error { message: message.clone() });
                     return Err(message);
                 }
                 Registered::Waiting { arrived } => {
@@ -257,29 +251,34 @@ fn handle(
                         }
                     }
                 }
-                Registered::Recovered { rank } => {
-                    info!("tracker: task {task_id} (rank {rank}) came back, attempt {attempt}");
+                Registered::RoundJoined { rank, opened, complete } => {
+                    info!("tracker: task {task_id} (rank {rank}) registered again (attempt {attempt}): re-link round");
                     s.conns.insert(task_id.clone(), (conn_id, tx.clone()));
-                    let peers = s.registry.peers();
-                    let epoch = s.registry.epoch();
-                    let _ = tx.send(FromTracker::Assignment {
-                        rank,
-                        world: peers.len(),
-                        peers: peers.clone(),
-                        epoch,
-                        recovered: true,
-                    });
-                    for (tid, (_, t)) in s.conns.iter() {
-                        if *tid != task_id {
-                            let _ = t.send(FromTracker::PeerRecovered {
-                                peer: peers[rank].clone(),
-                                epoch,
-                            });
-                        }
-                    }
+                    s.restarted.insert(task_id.clone());
+                    announce_round(s, &task_id, rank, opened, complete);
                 }
             }
             *me = Some((task_id, conn_id));
+        }
+        ToTracker::Rejoin { host, port } => {
+            let Some((task_id, _)) = me.clone() else {
+                return Err("rejoin before registering".into());
+            };
+            match s.registry.rejoin(&task_id, &host, port) {
+                Registered::RoundJoined { rank, opened, complete } => {
+                    info!("tracker: rank {rank} (task {task_id}) asks to re-link");
+                    announce_round(s, &task_id, rank, opened, complete);
+                }
+                other => {
+                    let message = match other {
+                        Registered::Rejected(m) => m,
+                        o => format!("cannot re-link task {task_id}: {o:?}"),
+                    };
+                    warn!("tracker: rank re-link refused: {message}");
+                    let _ = tx.send(FromTracker::Error { message: message.clone() });
+                    return Err(message);
+                }
+            }
         }
         ToTracker::Print { msg } => {
             let who = me.as_ref().map(|(t, _)| match s.registry.rank_of(t) {
@@ -294,12 +293,21 @@ fn handle(
                 return Err("shutdown before registering".into());
             };
             let all = s.registry.finished(task_id);
+            let stranded = s.registry.abort_round();
+            if !stranded.is_empty() {
+                let rank = s.registry.rank_of(task_id).map(|r| r.to_string()).unwrap_or_default();
+                let message =
+                    format!("re-linking is impossible: rank {rank} (task {task_id}) has already finished the job");
+                warn!("tracker: {message}; failing the re-link of tasks {stranded:?}");
+                for t in stranded {
+                    if let Some((_, c)) = s.conns.get(&t) {
+                        let _ = c.send(FromTracker::Error { message: message.clone() });
+                    }
+                }
+            }
             info!(
                 "tracker: worker rank {} (task {task_id}) finished",
-                s.registry
-                    .rank_of(task_id)
-                    .map(|r| r.to_string())
-                    .unwrap_or_default()
+                s.registry.rank_of(task_id).map(|r| r.to_string()).unwrap_or_default()
             );
             let _ = tx.send(FromTracker::Ack);
             if all {

@@ -15,13 +15,8 @@ pub struct Link {
 
 impl Link {
     pub(crate) fn new(peer: usize, stream: std::net::TcpStream) -> Result<Link> {
-        stream
-            .set_nonblocking(true)
-            .map_err(|e| Error::io(format!("configuring link to rank {peer}"), e))?;
-        Ok(Link {
-            peer,
-            stream: mio::net::TcpStream::from_std(stream),
-        })
+        stream.set_nonblocking(true).map_err(|e| Error::io(format!("configuring link to rank {peer}"), e))?;
+        Ok(Link { peer, stream: mio::net::TcpStream::from_std(stream) })
     }
 
     pub(crate) fn source(&mut self) -> &mut mio::net::TcpStream {
@@ -66,10 +61,7 @@ impl Link {
     }
 
     fn lost(&self, reason: &str) -> Error {
-        Error::PeerLost {
-            rank: self.peer,
-            reason: reason.to_string(),
-        }
+        Error::PeerLost { rank: self.peer, reason: reason.to_string() }
     }
 }
 

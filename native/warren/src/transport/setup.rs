@@ -36,20 +36,11 @@ pub struct PeerListener {
 impl PeerListener {
     /// Binds an ephemeral port on `host`.
     pub fn bind(host: &str) -> Result<PeerListener> {
-        let listener = TcpListener::bind((host, 0))
-            .map_err(|e| Error::io(format!("binding peer listener on {host}"), e))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| Error::io("reading listener address", e))?
-            .port();
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| Error::io("configuring peer listener", e))?;
-        Ok(PeerListener {
-            listener,
-            host: host.to_string(),
-            port,
-        })
+        let listener =
+            TcpListener::bind((host, 0)).map_err(|e| Error::io(format!("binding peer listener on {host}"), e))?;
+        let port = listener.local_addr().map_err(|e| Error::io("reading listener address", e))?.port();
+        listener.set_nonblocking(true).map_err(|e| Error::io("configuring peer listener", e))?;
+        Ok(PeerListener { listener, host: host.to_string(), port })
     }
 
     /// Accepts one authenticated connection from one of `expected` ranks (not yet in `have`)
@@ -66,9 +57,7 @@ impl PeerListener {
         loop {
             match self.listener.accept() {
                 Ok((stream, addr)) => {
-                    stream
-                        .set_nonblocking(false)
-                        .map_err(|e| Error::io("configuring accepted socket", e))?;
+                    stream.set_nonblocking(false).map_err(|e| Error::io("configuring accepted socket", e))?;
                     let hs_deadline = deadline.min(Instant::now() + HANDSHAKE_TIMEOUT);
                     match accept_handshake(stream, me, expected, have, secret, hs_deadline, addr) {
                         Ok((rank, s)) => {
@@ -80,11 +69,7 @@ impl PeerListener {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if Instant::now() >= deadline {
-                        let missing: Vec<usize> = expected
-                            .iter()
-                            .copied()
-                            .filter(|r| !have.contains(r))
-                            .collect();
+                        let missing: Vec<usize> = expected.iter().copied().filter(|r| !have.contains(r)).collect();
                         return Err(Error::Timeout {
                             what: format!("peer ranks {missing:?} to connect to rank {me}"),
                             after: Duration::ZERO,
@@ -109,13 +94,10 @@ pub struct LinkOptions {
 impl LinkOptions {
     fn apply(&self, s: &TcpStream) -> Result<()> {
         let sock = SockRef::from(s);
-        sock.set_nodelay(true)
-            .map_err(|e| Error::io("setting TCP_NODELAY", e))?;
+        sock.set_nodelay(true).map_err(|e| Error::io("setting TCP_NODELAY", e))?;
         if let Some(n) = self.socket_buffer {
-            sock.set_send_buffer_size(n)
-                .map_err(|e| Error::io("setting SO_SNDBUF", e))?;
-            sock.set_recv_buffer_size(n)
-                .map_err(|e| Error::io("setting SO_RCVBUF", e))?;
+            sock.set_send_buffer_size(n).map_err(|e| Error::io("setting SO_SNDBUF", e))?;
+            sock.set_recv_buffer_size(n).map_err(|e| Error::io("setting SO_RCVBUF", e))?;
         }
         Ok(())
     }
@@ -145,9 +127,7 @@ fn accept_handshake(
     let wanted = expected.contains(&rank) && !have.contains(&rank);
     write_all_by(&mut s, &[u8::from(ok && wanted)], deadline, &who)?;
     if !ok {
-        return Err(Error::Auth(format!(
-            "{who} claiming rank {rank} does not hold the job secret"
-        )));
+        return Err(Error::Auth(format!("{who} claiming rank {rank} does not hold the job secret")));
     }
     if !wanted {
         return Err(Error::Protocol(format!(
@@ -169,17 +149,12 @@ fn connect_handshake(
         .to_socket_addrs()
         .map_err(|e| Error::io(format!("resolving {who}"), e))?
         .collect();
-    let addr = *addrs
-        .first()
-        .ok_or_else(|| Error::Config(format!("{who} has no address")))?;
+    let addr = *addrs.first().ok_or_else(|| Error::Config(format!("{who} has no address")))?;
     let mut backoff = Duration::from_millis(5);
     let mut s = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(Error::Timeout {
-                what: format!("connecting to {who}"),
-                after: Duration::ZERO,
-            });
+            return Err(Error::Timeout { what: format!("connecting to {who}"), after: Duration::ZERO });
         }
         match TcpStream::connect_timeout(&addr, left) {
             Ok(s) => break s,
@@ -202,9 +177,7 @@ fn connect_handshake(
     let mut status = [0u8; 1];
     read_exact_by(&mut s, &mut status, deadline, &who)?;
     if status[0] != 1 {
-        return Err(Error::Auth(format!(
-            "{who} refused our link (wrong job secret or unexpected rank {me})"
-        )));
+        return Err(Error::Auth(format!("{who} refused our link (wrong job secret or unexpected rank {me})")));
     }
     Ok(s)
 }
@@ -223,10 +196,7 @@ pub fn connect_peers(
     let opts = LinkOptions { socket_buffer };
     let mut streams: Vec<(usize, TcpStream)> = Vec::new();
     for &p in neighbours.iter().filter(|&&p| p < me) {
-        streams.push((
-            p,
-            connect_handshake(&peers[p], me, secret, deadline, &opts)?,
-        ));
+        streams.push((p, connect_handshake(&peers[p], me, secret, deadline, &opts)?));
     }
     let higher: Vec<usize> = neighbours.iter().copied().filter(|&p| p > me).collect();
     let mut have: Vec<usize> = Vec::new();
@@ -237,10 +207,7 @@ pub fn connect_peers(
     }
     let mut links = Vec::with_capacity(neighbours.len());
     for &n in neighbours {
-        let i = streams
-            .iter()
-            .position(|(r, _)| *r == n)
-            .expect("every neighbour was linked");
+        let i = streams.iter().position(|(r, _)| *r == n).expect("every neighbour was linked");
         let (_, s) = streams.swap_remove(i);
         links.push(Link::new(n, s)?);
     }

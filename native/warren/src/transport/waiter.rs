@@ -42,11 +42,7 @@ impl Waiter {
         let peer = link.peer;
         self.poll
             .registry()
-            .register(
-                link.source(),
-                Token(peer),
-                Interest::READABLE | Interest::WRITABLE,
-            )
+            .register(link.source(), Token(peer), Interest::READABLE | Interest::WRITABLE)
             .map_err(|e| Error::io(format!("registering link to rank {peer}"), e))
     }
 
@@ -62,18 +58,10 @@ impl Waiter {
 
     /// Called after a round of I/O that moved nothing: spins or blocks until something may be
     /// ready. Fails with a timeout naming `waiting_for()` once `deadline` has passed.
-    pub fn wait(
-        &mut self,
-        deadline: Instant,
-        started: Instant,
-        waiting_for: impl Fn() -> String,
-    ) -> Result<()> {
+    pub fn wait(&mut self, deadline: Instant, started: Instant, waiting_for: impl Fn() -> String) -> Result<()> {
         let now = Instant::now();
         if now >= deadline {
-            return Err(Error::Timeout {
-                what: waiting_for(),
-                after: now - started,
-            });
+            return Err(Error::Timeout { what: waiting_for(), after: now - started });
         }
         let idle_since = *self.idle_since.get_or_insert(now);
         if now - idle_since < self.spin {

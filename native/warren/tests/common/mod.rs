@@ -15,8 +15,7 @@ pub fn start_tracker(n: usize) -> Tracker {
 }
 
 pub fn worker_config(tracker: &Tracker, task: usize) -> Config {
-    let mut env: std::collections::HashMap<String, String> =
-        tracker.worker_env().into_iter().collect();
+    let mut env: std::collections::HashMap<String, String> = tracker.worker_env().into_iter().collect();
     env.insert("WARREN_TASK_ID".into(), task.to_string());
     env.insert("WARREN_TIMEOUT_S".into(), "30".into());
     env.insert("WARREN_CONNECT_TIMEOUT_S".into(), "30".into());
@@ -53,9 +52,7 @@ where
     drop(tx);
     let mut out: Vec<Option<warren::Result<T>>> = (0..n).map(|_| None).collect();
     for _ in 0..n {
-        let (task, r) = rx
-            .recv_timeout(HARD_LIMIT)
-            .expect("a worker hung past the hard limit");
+        let (task, r) = rx.recv_timeout(HARD_LIMIT).expect("a worker hung past the hard limit");
         out[task] = Some(r);
     }
     out.into_iter().map(|r| r.unwrap()).collect()

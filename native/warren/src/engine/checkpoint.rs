@@ -1,0 +1,81 @@
+//! Checkpoint values and the optional durable copy on disk (for the fail-all strategy).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// A checkpoint as returned by [`super::Communicator::load_checkpoint`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Number of checkpoints committed (0: fresh start, the models are empty).
+    pub version: u32,
+    /// The global model (the same on every worker).
+    pub global: Vec<u8>,
+    /// This worker's local model, if it had one.
+    pub local: Option<Vec<u8>>,
+}
+
+/// A 32-bit digest of the global model, carried in the checkpoint header so that workers
+/// checkpointing different models are told apart.
+pub(crate) fn digest32(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in bytes {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+fn file(dir: &std::path::Path, rank: usize) -> PathBuf {
+    dir.join(format!("warren-ckpt-rank{rank}.bin"))
+}
+
+/// Writes the checkpoint of `rank` atomically (temporary file, fsync, rename) if a directory
+/// is configured. Layout: version u32, global length u64, global, local flag u8, local.
+pub(crate) fn write_durable(
+    cfg: &Config,
+    rank: usize,
+    version: u32,
+    global: &[u8],
+    local: Option<&[u8]>,
+) -> Result<()> {
+    let Some(dir) = &cfg.checkpoint_dir else { return Ok(()) };
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let path = file(dir, rank);
+    let tmp = path.with_extension("tmp");
+    let mut bytes = Vec::with_capacity(16 + global.len() + local.map_or(0, <[u8]>::len));
+    bytes.extend_from_slice(&version.to_le_bytes());
+    bytes.extend_from_slice(&(global.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(global);
+    bytes.push(u8::from(local.is_some()));
+    bytes.extend_from_slice(local.unwrap_or(&[]));
+    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
+    f.write_all(&bytes).and_then(|_| f.sync_all()).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))
+}
+
+/// Reads the durable checkpoint of `rank`, if a directory is configured and it has one.
+pub(crate) fn read_durable(cfg: &Config, rank: usize) -> Result<Option<Checkpoint>> {
+    let Some(dir) = &cfg.checkpoint_dir else { return Ok(None) };
+    let path = file(dir, rank);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    };
+    let bad = || Error::Protocol(format!("checkpoint file {} is truncated or corrupt", path.display()));
+    if bytes.len() < 12 {
+        return Err(bad());
+    }
+    let version = u32::from_le_bytes(bytes[..4].try_into().unwrap());
+    let glen = usize::try_from(u64::from_le_bytes(bytes[4..12].try_into().unwrap())).map_err(|_| bad())?;
+    let rest = &bytes[12..];
+    if rest.len() < glen + 1 {
+        return Err(bad());
+    }
+    let global = rest[..glen].to_vec();
+    let local = (rest[glen] == 1).then(|| rest[glen + 1..].to_vec());
+    Ok(Some(Checkpoint { version, global, local }))
+}

@@ -1,0 +1,320 @@
+//! Consensus after a re-link: what each worker wants ([`Proposal`]) and what happens next
+//! ([`decide`]). Pure: every worker runs [`decide`] on the same gathered proposals and reaches
+//! the same [`Decision`], so the data transfers that follow line up without more messages.
+//!
+//! Priorities (as in Rabit's action summary): first serve the checkpoint to workers loading it,
+//! then bootstrap results by key, then commit a checkpoint some workers already committed, then
+//! buffered results to the workers furthest behind; when every worker is at the same call,
+//! run it.
+
+use super::Point;
+use crate::proto::{COUNT_UNKNOWN, CallHeader};
+
+/// What a worker wants to do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// Run (or be served) the call at its position.
+    Execute,
+    /// Run a checkpoint call at its position (the prepare or the ack phase).
+    Checkpoint,
+    /// Load the latest checkpoint (a restarted worker).
+    LoadCheckpoint,
+    /// Run (or be served) the bootstrap call with this key.
+    Bootstrap,
+}
+
+/// One worker's proposal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proposal {
+    /// Its position.
+    pub point: Point,
+    /// What it wants.
+    pub want: Want,
+    /// Bootstrap key hash (0 when not a bootstrap call).
+    pub key: u64,
+    /// Hash of the call's identity (kind, type, op, root, tag), to check a replaying caller
+    /// asks for the call that was made.
+    pub call: u64,
+    /// Payload length in bytes, or [`COUNT_UNKNOWN`].
+    pub count: u64,
+}
+
+/// Number of `u64` words of an encoded proposal.
+pub const PROPOSAL_WORDS: usize = 5;
+
+impl Proposal {
+    /// The identity hash of a call header (its position and size excluded).
+    pub fn call_hash(h: &CallHeader) -> u64 {
+        let mut x: u64 = 0xcbf2_9ce4_8422_2325;
+        for v in [h.kind as u64, h.dtype as u64, h.op as u64, h.root as u64, h.tag as u64, h.elem_size as u64] {
+            x ^= v;
+            x = x.wrapping_mul(0x0100_0000_01b3);
+        }
+        x
+    }
+
+    /// Encodes into words; the top bit of word 1 marks a filled slot.
+    pub fn encode(&self) -> [u64; PROPOSAL_WORDS] {
+        let want = match self.want {
+            Want::Execute => 1,
+            Want::Checkpoint => 2,
+            Want::LoadCheckpoint => 3,
+            Want::Bootstrap => 4,
+        };
+        [((self.point.0 as u64) << 32) | self.point.1 as u64, (1 << 63) | want, self.key, self.call, self.count]
+    }
+
+    /// Decodes a slot; `None` if it was not filled or is malformed.
+    pub fn decode(w: &[u64]) -> Option<Proposal> {
+        if w.len() != PROPOSAL_WORDS || w[1] >> 63 != 1 {
+            return None;
+        }
+        let want = match w[1] & 0xff {
+            1 => Want::Execute,
+            2 => Want::Checkpoint,
+            3 => Want::LoadCheckpoint,
+            4 => Want::Bootstrap,
+            _ => return None,
+        };
+        Some(Proposal { point: ((w[0] >> 32) as u32, w[0] as u32), want, key: w[2], call: w[3], count: w[4] })
+    }
+}
+
+/// What happens next, the same on every worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Everyone is at the same call: run it.
+    Execute,
+    /// `server` sends checkpoint `version` to `to` (no transfer when `server` is `None`:
+    /// nobody has a checkpoint, `to` start fresh).
+    ServeCheckpoint {
+        /// The worker with the latest checkpoint (lowest rank among equals).
+        server: Option<usize>,
+        /// Its version.
+        version: u32,
+        /// The workers loading.
+        to: Vec<usize>,
+    },
+    /// Look up who holds bootstrap `key`, then [`decide_bootstrap`].
+    LookupBootstrap {
+        /// The smallest key requested.
+        key: u64,
+        /// The workers requesting it.
+        to: Vec<usize>,
+    },
+    /// `to` are inside a checkpoint that others already committed: they commit too.
+    CommitCheckpoint {
+        /// The workers that commit.
+        to: Vec<usize>,
+    },
+    /// `server` sends the buffered result of the call at `point` to `to`.
+    ServeResult {
+        /// The call.
+        point: Point,
+        /// A worker past that call (lowest rank).
+        server: usize,
+        /// The workers at that call.
+        to: Vec<usize>,
+    },
+    /// The workers cannot agree on a call: a programming error, reported on every worker.
+    Mismatch(String),
+    /// The data needed to recover is gone.
+    Impossible(String),
+}
+
+fn ranks_where(props: &[Proposal], f: impl Fn(&Proposal) -> bool) -> Vec<usize> {
+    props.iter().enumerate().filter(|(_, p)| f(p)).map(|(r, _)| r).collect()
+}
+
+/// Decides the next step from every worker's proposal (indexed by rank).
+pub fn decide(props: &[Proposal]) -> Decision {
+    use Decision::*;
+    let loaders = ranks_where(props, |p| p.want == Want::LoadCheckpoint);
+    if !loaders.is_empty() {
+        let best = props
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.want != Want::LoadCheckpoint)
+            .max_by_key(|(r, p)| (p.point.0, std::cmp::Reverse(*r)))
+            .map(|(r, p)| (r, p.point.0));
+        return match best {
+            Some((server, version)) if version > 0 => ServeCheckpoint { server: Some(server), version, to: loaders },
+            _ => ServeCheckpoint { server: None, version: 0, to: loaders },
+        };
+    }
+    let booters = ranks_where(props, |p| p.want == Want::Bootstrap);
+    if let Some(key) = booters.iter().map(|&r| props[r].key).min() {
+        return LookupBootstrap { key, to: ranks_where(props, |p| p.want == Want::Bootstrap && p.key == key) };
+    }
+    let minv = props.iter().map(|p| p.point.0).min().unwrap_or(0);
+    let maxv = props.iter().map(|p| p.point.0).max().unwrap_or(0);
+    if minv < maxv {
+        let behind = ranks_where(props, |p| p.point.0 == minv);
+        if maxv == minv + 1 && behind.iter().all(|&r| props[r].want == Want::Checkpoint) {
+            return CommitCheckpoint { to: behind };
+        }
+        let r = behind[0];
+        return Impossible(format!(
+            "rank {r} replays call #{} of checkpoint version {minv}, but other workers are at version {maxv} and \
+             results from before a checkpoint are gone (mark calls made before the first checkpoint as bootstrap \
+             calls and enable the bootstrap cache)",
+            props[r].point.1
+        ));
+    }
+    let mins = props.iter().map(|p| p.point.1).min().unwrap_or(0);
+    let maxs = props.iter().map(|p| p.point.1).max().unwrap_or(0);
+    if mins < maxs {
+        let to = ranks_where(props, |p| p.point.1 == mins);
+        let server = ranks_where(props, |p| p.point.1 > mins)[0];
+        return ServeResult { point: (minv, mins), server, to };
+    }
+    let first = props[0];
+    for (r, p) in props.iter().enumerate().skip(1) {
+        let counts_agree = p.count == first.count || p.count == COUNT_UNKNOWN || first.count == COUNT_UNKNOWN;
+        if p.want != first.want || p.call != first.call || !counts_agree {
+            return Mismatch(format!(
+                "after recovery, rank 0 and rank {r} are at call #{} of version {} but declared different calls",
+                first.point.1, first.point.0
+            ));
+        }
+    }
+    Execute
+}
+
+/// What to do about a bootstrap key once every worker said whether it holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootstrapDecision {
+    /// `server` sends the cached result to `to`.
+    Serve {
+        /// The lowest-ranked holder.
+        server: usize,
+        /// The requesters.
+        to: Vec<usize>,
+    },
+    /// Nobody has it and everyone is at this call: run it.
+    Execute,
+    /// Nobody has it and not everyone is at this call.
+    Impossible(String),
+    /// The holder's cached call differs from the request (key collision or misuse).
+    Mismatch(String),
+}
+
+/// Decides how to satisfy the requesters `to` of bootstrap `key`. `offers[r]` is the call hash
+/// and count of rank `r`'s cached result for the key, if it has one.
+pub fn decide_bootstrap(
+    props: &[Proposal],
+    key: u64,
+    to: &[usize],
+    offers: &[Option<(u64, u64)>],
+) -> BootstrapDecision {
+    if let Some(server) = offers.iter().position(|o| o.is_some()) {
+        let (call, count) = offers[server].expect("holder");
+        for &r in to {
+            let p = &props[r];
+            if p.call != call || (p.count != count && p.count != COUNT_UNKNOWN) {
+                return BootstrapDecision::Mismatch(format!(
+                    "bootstrap key {key:#x}: rank {r} asks for a call of {} bytes but rank {server} cached a \
+                     different call of {count} bytes under that key",
+                    p.count
+                ));
+            }
+        }
+        return BootstrapDecision::Serve { server, to: to.to_vec() };
+    }
+    if to.len() == props.len() {
+        return BootstrapDecision::Execute;
+    }
+    let elsewhere: Vec<usize> = (0..props.len()).filter(|r| !to.contains(r)).collect();
+    BootstrapDecision::Impossible(format!(
+        "bootstrap call {key:#x} requested by ranks {to:?} is cached by no worker, and ranks {elsewhere:?} are at \
+         other calls (bootstrap calls must be made before the first checkpoint, by every worker)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(v: u32, s: u32, want: Want) -> Proposal {
+        Proposal { point: (v, s), want, key: 0, call: 7, count: 16 }
+    }
+
+    fn boot(key: u64) -> Proposal {
+        Proposal { point: (0, 0), want: Want::Bootstrap, key, call: 9, count: 8 }
+    }
+
+    #[test]
+    fn encoding_round_trips_and_empty_slots_are_rejected() {
+        for want in [Want::Execute, Want::Checkpoint, Want::LoadCheckpoint, Want::Bootstrap] {
+            let x = Proposal { point: (3, 77), want, key: 12, call: 99, count: COUNT_UNKNOWN };
+            assert_eq!(Proposal::decode(&x.encode()), Some(x));
+        }
+        assert_eq!(Proposal::decode(&[0; PROPOSAL_WORDS]), None);
+    }
+
+    #[test]
+    fn everyone_at_the_same_call_executes() {
+        assert_eq!(decide(&[p(2, 5, Want::Execute); 4]), Decision::Execute);
+        assert_eq!(decide(&[p(2, 5, Want::Checkpoint); 3]), Decision::Execute);
+    }
+
+    #[test]
+    fn loaders_are_served_the_latest_checkpoint_by_the_lowest_rank() {
+        let props =
+            [p(3, 4, Want::Execute), p(0, 0, Want::LoadCheckpoint), p(4, 0, Want::Execute), p(4, 0, Want::Execute)];
+        assert_eq!(decide(&props), Decision::ServeCheckpoint { server: Some(2), version: 4, to: vec![1] });
+        let fresh = [p(0, 3, Want::Execute), p(0, 0, Want::LoadCheckpoint)];
+        assert_eq!(decide(&fresh), Decision::ServeCheckpoint { server: None, version: 0, to: vec![1] });
+    }
+
+    #[test]
+    fn workers_behind_are_served_buffered_results_in_order() {
+        let props = [p(1, 7, Want::Execute), p(1, 2, Want::Execute), p(1, 8, Want::Execute), p(1, 2, Want::Execute)];
+        assert_eq!(decide(&props), Decision::ServeResult { point: (1, 2), server: 0, to: vec![1, 3] });
+    }
+
+    #[test]
+    fn a_checkpoint_committed_by_some_is_committed_by_all() {
+        let props = [p(5, 0, Want::Execute), p(4, 9, Want::Checkpoint), p(5, 0, Want::Execute)];
+        assert_eq!(decide(&props), Decision::CommitCheckpoint { to: vec![1] });
+    }
+
+    #[test]
+    fn replaying_a_call_from_before_the_checkpoint_is_impossible() {
+        let props = [p(5, 0, Want::Execute), p(0, 1, Want::Execute)];
+        assert!(matches!(decide(&props), Decision::Impossible(m) if m.contains("rank 1") && m.contains("bootstrap")));
+        let far = [p(7, 0, Want::Execute), p(5, 3, Want::Checkpoint)];
+        assert!(matches!(decide(&far), Decision::Impossible(_)));
+    }
+
+    #[test]
+    fn different_calls_at_the_same_position_are_a_mismatch() {
+        let mut b = p(1, 1, Want::Execute);
+        b.call = 8;
+        assert!(matches!(decide(&[p(1, 1, Want::Execute), b]), Decision::Mismatch(_)));
+        let mut c = p(1, 1, Want::Execute);
+        c.count = COUNT_UNKNOWN;
+        assert_eq!(decide(&[p(1, 1, Want::Execute), c]), Decision::Execute);
+    }
+
+    #[test]
+    fn bootstrap_requests_go_by_smallest_key() {
+        let props = [p(2, 3, Want::Execute), boot(50), boot(40), boot(40)];
+        assert_eq!(decide(&props), Decision::LookupBootstrap { key: 40, to: vec![2, 3] });
+        // Loading the checkpoint comes first.
+        let props = [boot(40), p(0, 0, Want::LoadCheckpoint)];
+        assert!(matches!(decide(&props), Decision::ServeCheckpoint { .. }));
+    }
+
+    #[test]
+    fn bootstrap_lookup_outcomes() {
+        let props = [p(2, 3, Want::Execute), boot(40), p(2, 3, Want::Execute)];
+        let offers = [Some((9, 8)), None, Some((9, 8))];
+        assert_eq!(decide_bootstrap(&props, 40, &[1], &offers), BootstrapDecision::Serve { server: 0, to: vec![1] });
+        let wrong_size = [Some((9, 16)), None, None];
+        assert!(matches!(decide_bootstrap(&props, 40, &[1], &wrong_size), BootstrapDecision::Mismatch(_)));
+        assert!(matches!(decide_bootstrap(&props, 40, &[1], &[None, None, None]), BootstrapDecision::Impossible(_)));
+        let all = [boot(40), boot(40)];
+        assert_eq!(decide_bootstrap(&all, 40, &[0, 1], &[None, None]), BootstrapDecision::Execute);
+    }
+}

@@ -1,0 +1,101 @@
+//! The results of the calls since the last checkpoint, so that a restarted worker can be
+//! served the calls it replays instead of running them again collectively.
+//!
+//! Memory: every worker keeps every result of the current checkpoint interval, i.e. the sum of
+//! the output sizes of the collectives between two checkpoints (for a training loop with one
+//! checkpoint per iteration: the bytes one iteration allreduces/broadcasts). Cleared at every
+//! checkpoint.
+
+use crate::proto::CallHeader;
+
+/// One buffered result: the call's header (to check a replaying caller asks for the same call)
+/// and its output bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResult {
+    /// The header of the call.
+    pub header: CallHeader,
+    /// The output.
+    pub data: Vec<u8>,
+}
+
+/// Results by sequence number within the current checkpoint version.
+#[derive(Debug, Default)]
+pub struct ResultBuffer {
+    results: Vec<StoredResult>,
+    bytes: usize,
+}
+
+impl ResultBuffer {
+    /// Stores the result of call `seq`; calls are stored in order, each once.
+    pub fn push(&mut self, seq: u32, header: CallHeader, data: Vec<u8>) {
+        assert_eq!(seq as usize, self.results.len(), "results are stored in call order");
+        self.bytes += data.len();
+        self.results.push(StoredResult { header, data });
+    }
+
+    /// The result of call `seq`, if this worker has it.
+    pub fn get(&self, seq: u32) -> Option<&StoredResult> {
+        self.results.get(seq as usize)
+    }
+
+    /// Number of results held (= the next sequence number).
+    pub fn len(&self) -> u32 {
+        self.results.len() as u32
+    }
+
+    /// Whether no result is held.
+    pub fn is_empty(&self) -> bool {
+        self.results.is_empty()
+    }
+
+    /// Bytes of output held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Forgets everything (at a checkpoint).
+    pub fn clear(&mut self) {
+        self.results.clear();
+        self.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::CallKind;
+    use crate::reduce::{DataType, Op};
+
+    fn hdr(seq: u64) -> CallHeader {
+        CallHeader {
+            seq,
+            kind: CallKind::AllreduceTree,
+            dtype: DataType::F32,
+            op: Op::Sum,
+            elem_size: 4,
+            root: 0,
+            count: 8,
+            tag: 0,
+        }
+    }
+
+    #[test]
+    fn keeps_results_in_order_until_cleared() {
+        let mut b = ResultBuffer::default();
+        b.push(0, hdr(0), vec![1; 8]);
+        b.push(1, hdr(1), vec![2; 4]);
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.bytes(), 12);
+        assert_eq!(b.get(1).unwrap().data, vec![2; 4]);
+        assert!(b.get(2).is_none());
+        b.clear();
+        assert!(b.is_empty() && b.bytes() == 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "call order")]
+    fn out_of_order_is_a_bug() {
+        let mut b = ResultBuffer::default();
+        b.push(1, hdr(1), vec![]);
+    }
+}
