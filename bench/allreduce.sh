@@ -6,7 +6,8 @@
 #
 # For every N in $WORKERS and every size in $SIZES it runs Warren, XGBoost and MPI back
 # to back (same size, same minute, so machine noise hits all three alike; the order is
-# rotated from size to size), float32 sum, iteration counts scaled by size. Every run
+# rotated from size to size), float32 sum, iteration counts scaled by size; the whole
+# sweep runs $REPEAT times (~1.5 min each on 2 cores without Warren). Every run
 # has a timeout; a failed or missing implementation becomes an error row, never a crash.
 # Results: bench/results/allreduce-<UTC date-time>.jsonl (one JSON line per run).
 #
@@ -15,6 +16,8 @@
 #   WORKERS="2 4"      world sizes
 #   SIZES="4 1024 65536 1048576 16777216 67108864"   bytes per rank (multiple of 4)
 #   ITER_SCALE=1       multiply every iteration count (e.g. 0.05 for a smoke test)
+#   REPEAT=3           whole sweeps; the report keeps, per cell, the run with the median
+#                      median (a burst of load from other users then spoils one run only)
 #   TIMEOUT=300        seconds per run
 #   REPORT=1           run bench/report.py at the end (0: only collect)
 #   OUT=path           results file
@@ -27,6 +30,7 @@ WARREN="${WARREN:-target/release/warren}"
 WORKERS="${WORKERS:-2 4}"
 SIZES="${SIZES:-4 1024 65536 1048576 16777216 67108864}"
 ITER_SCALE="${ITER_SCALE:-1}"
+REPEAT="${REPEAT:-3}"
 TIMEOUT="${TIMEOUT:-300}"
 REPORT="${REPORT:-1}"
 mkdir -p bench/results
@@ -117,8 +121,10 @@ make -s -C bench/tcp >/dev/null 2>"$tmp/make.err" || log "WARNING: could not bui
 tcp_ceiling
 
 impls=(warren xgboost mpi)
+for rep in $(seq 1 "$REPEAT"); do
+[ "$REPEAT" -gt 1 ] && log "sweep $rep of $REPEAT"
 for n in $WORKERS; do
-  i=0
+  i=$((rep - 1))
   for b in $SIZES; do
     k=$(iters_for "$b")
     for j in 0 1 2; do
@@ -141,6 +147,7 @@ for n in $WORKERS; do
     done
     i=$((i + 1))
   done
+done
 done
 
 tcp_ceiling

@@ -129,7 +129,9 @@ def build(path, recs):
     out.append("")
     out.append("Every cell: float32 sum, in place, `size` bytes per rank, N worker processes on "
                "127.0.0.1. After a few untimed warm-up iterations (no barrier), each of `iters` "
-               "back-to-back allreduce calls is timed on rank 0; **median (p99)** of those times. "
+               "back-to-back allreduce calls is timed on rank 0; **median (p99)** of those times; "
+               "`iters × R`: the sweep ran R times and the cell shows the run whose median is "
+               "the median of the R. "
                "**busbw** in GB/s = size / median / 1e9 × 2(N−1)/N (NCCL's bus bandwidth; equal to "
                "algbw for N = 2). Ratios: **busbw W/X** = Warren's busbw ÷ X's (above 1: Warren "
                "moves more); **lat W/X** = Warren's median ÷ X's (below 1: Warren is faster). "
@@ -158,7 +160,8 @@ def build(path, recs):
             if not any(rs.values()):
                 continue
             iters = next((r.get("iters") for r in rs.values() if r and r.get("iters")), "?")
-            row = [fmt_size(b), str(iters)]
+            nruns = max(len(runs.get((impl, n, b), [])) for impl, _ in IMPLS)
+            row = [fmt_size(b), f"{iters} × {nruns}" if nruns > 1 else str(iters)]
             for impl, name in IMPLS:
                 r = rs[impl]
                 row += [cell_time(r), cell_bw(r)]
