@@ -80,6 +80,9 @@ def cmd_run(a):
     if a.cmd:
         rec["cmd"] = a.cmd
     rec["ts"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    load = _read("/proc/loadavg").split()
+    if load:
+        rec["load1"] = float(load[0])  # 1-min load average right after the run
     print(json.dumps(rec, separators=(",", ":")))
 
 
