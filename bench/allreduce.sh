@@ -21,6 +21,8 @@
 #   TIMEOUT=300        seconds per run
 #   REPORT=1           run bench/report.py at the end (0: only collect)
 #   OUT=path           results file
+#   QUIET_LOAD=x       before starting, wait (up to QUIET_WAIT=900 s) until the 1-min load
+#                      average is below x: other users' builds on a shared machine
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -79,6 +81,18 @@ fi
 for tool in mpirun "$PYTHON"; do
   command -v "$tool" >/dev/null || log "WARNING: '$tool' not found: run bench/setup.sh first (its rows will be errors)."
 done
+
+if [ -n "${QUIET_LOAD:-}" ]; then
+  waited=0
+  until awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v q="$QUIET_LOAD" 'BEGIN{exit !(l < q)}'; do
+    if [ "$waited" -ge "${QUIET_WAIT:-900}" ]; then
+      log "load average still $(cut -d' ' -f1 /proc/loadavg) after ${waited} s; starting anyway"
+      break
+    fi
+    [ $((waited % 60)) = 0 ] && log "waiting for load average < $QUIET_LOAD (now $(cut -d' ' -f1 /proc/loadavg))"
+    sleep 10; waited=$((waited + 10))
+  done
+fi
 
 log "results -> $OUT"
 "$PYTHON" bench/record.py meta --phase start --warren "$WARREN" --command "$reproduce" >>"$OUT"

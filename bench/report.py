@@ -180,6 +180,12 @@ def build(path, recs, how="best"):
                 else:
                     row += ["–", "–"]
             out.append("| " + " | ".join(row) + " |")
+        loads = [r["load1"] for (impl, wn, _), r in chosen.items()
+                 if wn == n and r is not None and "error" not in r and "load1" in r]
+        if loads:
+            out.append("")
+            out.append(f"1-min load average right after the runs shown: {min(loads):.1f} to "
+                       f"{max(loads):.1f} (N processes of this benchmark included).")
         out.append("")
 
     tcp = {}
