@@ -127,6 +127,8 @@ def cmd_meta(a):
         if a.warren:
             rec["warren"] = a.warren
             rec["warren_present"] = os.access(a.warren, os.X_OK)
+            if rec["warren_present"]:
+                rec["warren_version"] = _version([a.warren, "--version"])
         if a.command:
             rec["command"] = a.command
     print(json.dumps(rec, separators=(",", ":")))

@@ -121,7 +121,9 @@ def build(path, recs, how="best"):
                f"{load_e} at end")
     wstate = (f"`{meta.get('warren')}`" + ("" if meta.get("warren_present") else " (not built: pending)")
               if meta.get("warren") else "?")
-    out.append(f"- **Software:** Warren {wstate} at commit {meta.get('git_rev', '?')}; "
+    if meta.get("warren_version"):
+        wstate += f" ({meta['warren_version']})"
+    out.append(f"- **Software:** Warren {wstate}, harness at commit {meta.get('git_rev', '?')}; "
                f"XGBoost {meta.get('xgboost', '?')}; {meta.get('openmpi') or 'Open MPI ?'} "
                f"with mpi4py {meta.get('mpi4py', '?')}; numpy {meta.get('numpy', '?')}; "
                f"Python {meta.get('python', '?')}")
