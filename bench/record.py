@@ -96,7 +96,8 @@ def _cpu_model():
 def _version(cmd):
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
-        return (r.stdout or r.stderr).strip().splitlines()[0] if (r.stdout or r.stderr).strip() else None
+        text = (r.stdout or r.stderr).strip()
+        return text.splitlines()[0] if r.returncode == 0 and text else None
     except (OSError, subprocess.SubprocessError):
         return None
 
