@@ -37,6 +37,9 @@ mod stats;
 pub use checkpoint::Checkpoint;
 pub use stats::CallStats;
 
+/// Local models of other ranks, by rank.
+type Replicas = std::collections::BTreeMap<usize, Vec<u8>>;
+
 /// Recovery state of a robust communicator (see [`crate::robust`]).
 #[derive(Debug, Default)]
 struct RobustState {
@@ -47,11 +50,11 @@ struct RobustState {
     global: Vec<u8>,
     local: Option<Vec<u8>>,
     /// Local models of the ring predecessors, replicated here at the last checkpoint.
-    replicas: std::collections::BTreeMap<usize, Vec<u8>>,
+    replicas: Replicas,
     /// Every worker's local model size at the last checkpoint (0: none).
     local_sizes: Vec<u64>,
     /// Replicas and sizes received by a checkpoint not yet committed.
-    pending: Option<(std::collections::BTreeMap<usize, Vec<u8>>, Vec<u64>)>,
+    pending: Option<(Replicas, Vec<u64>)>,
     /// Set after a re-link until every worker is at the same call again.
     consensus: bool,
     recoveries: u64,
