@@ -88,6 +88,7 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
         env,
         rendezvous_timeout: Duration::from_secs(60),
         capture_stdout: true,
+        fail_all: false,
     })?;
     if !outcome.ok {
         return Err(Error::Tracker("a benchmark worker failed".into()));

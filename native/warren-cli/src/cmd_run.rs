@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use clap::Args;
+use warren::config::keys;
 
 use super::launcher::{LaunchSpec, launch};
 
@@ -16,6 +17,11 @@ pub struct RunArgs {
     /// (retry-one) with WARREN_ATTEMPT incremented.
     #[arg(long, default_value_t = 3)]
     max_restarts: u32,
+    /// What a failed worker costs: `retry-one` re-runs only it (the others wait and serve it);
+    /// `fail-all` restarts every worker from the last durable checkpoint
+    /// (WARREN_CHECKPOINT_DIR, a temporary directory if unset).
+    #[arg(long, default_value = "retry-one", value_parser = ["retry-one", "fail-all"])]
+    recovery: String,
     /// Seconds the workers have to arrive at the tracker.
     #[arg(long, default_value_t = 120.0)]
     rendezvous_timeout: f64,
@@ -26,14 +32,27 @@ pub struct RunArgs {
 
 /// Runs the job and prints the `WARREN_RUN_SUMMARY` line.
 pub fn run(a: RunArgs) -> warren::Result<u8> {
+    let fail_all = a.recovery == "fail-all";
+    let mut env = Vec::new();
+    let mut temp_dir = None;
+    if fail_all && std::env::var_os(keys::CHECKPOINT_DIR).is_none() {
+        let dir = std::env::temp_dir().join(format!("warren-ckpt-{}", std::process::id()));
+        env.push((keys::CHECKPOINT_DIR.to_string(), dir.display().to_string()));
+        temp_dir = Some(dir);
+    }
     let outcome = launch(&LaunchSpec {
         workers: a.workers,
         max_restarts: a.max_restarts,
         command: a.command,
-        env: Vec::new(),
+        env,
         rendezvous_timeout: Duration::from_secs_f64(a.rendezvous_timeout),
         capture_stdout: false,
-    })?;
+        fail_all,
+    });
+    if let Some(d) = temp_dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let outcome = outcome?;
     let status = if outcome.ok { "ok" } else { "failed" };
     println!(
         "WARREN_RUN_SUMMARY {{\"workers\":{},\"restarts\":{},\"status\":\"{status}\",\"elapsed_s\":{:.3}}}",

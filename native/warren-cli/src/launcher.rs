@@ -12,6 +12,10 @@ use log::{info, warn};
 use warren::config::keys;
 use warren::{Error, Tracker, TrackerConfig};
 
+/// Exit status of a worker that found the job unrecoverable: the launcher stops the job at
+/// once instead of restarting it.
+pub const RECOVERY_IMPOSSIBLE_EXIT: u8 = 3;
+
 /// What to launch.
 pub struct LaunchSpec {
     /// Number of workers.
@@ -26,6 +30,9 @@ pub struct LaunchSpec {
     pub rendezvous_timeout: Duration,
     /// Capture each worker's stdout instead of passing it through.
     pub capture_stdout: bool,
+    /// On a failure, restart every worker (from the durable checkpoint) instead of only the
+    /// failed one.
+    pub fail_all: bool,
 }
 
 /// How a launch ended.
@@ -121,9 +128,13 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
     }
     let started = Instant::now();
     let interrupted = interrupted_flag();
-    let mut cfg = TrackerConfig::new(spec.workers, job_secret(false)?);
-    cfg.rendezvous_timeout = spec.rendezvous_timeout;
-    let tracker = Tracker::start(cfg)?;
+    let secret = job_secret(false)?;
+    let start_tracker = || {
+        let mut cfg = TrackerConfig::new(spec.workers, secret.clone());
+        cfg.rendezvous_timeout = spec.rendezvous_timeout;
+        Tracker::start(cfg)
+    };
+    let mut tracker = start_tracker()?;
     let mut workers: Vec<Worker> = Vec::new();
     for task in 0..spec.workers {
         let (child, out) = spawn(spec, &tracker, task, 0)?;
@@ -132,6 +143,7 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
     let mut restarts = 0u32;
     let mut ok = true;
     let mut was_interrupted = false;
+    let mut restart_all = false;
     'watch: while workers.iter().any(|w| !w.done) {
         if interrupted.load(Ordering::SeqCst) {
             warn!("interrupted: stopping all workers");
@@ -157,6 +169,11 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
                 w.done = true;
                 continue;
             }
+            if status.code() == Some(RECOVERY_IMPOSSIBLE_EXIT as i32) {
+                warn!("task {} (attempt {}) reports that the job cannot be recovered; stopping", w.task, w.attempt);
+                ok = false;
+                break 'watch;
+            }
             if restarts >= spec.max_restarts {
                 warn!(
                     "task {} (attempt {}) failed with {status}; no restarts left ({} used)",
@@ -166,6 +183,11 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
                 break 'watch;
             }
             restarts += 1;
+            if spec.fail_all {
+                info!("task {} failed with {status}; restarting all workers (fail-all, restart {restarts})", w.task);
+                restart_all = true;
+                break;
+            }
             w.attempt += 1;
             info!(
                 "task {} failed with {status}; restarting it (attempt {}, restart {restarts}/{})",
@@ -174,6 +196,24 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
             let (child, out) = spawn(spec, &tracker, w.task, w.attempt)?;
             w.child = Some(child);
             w.out = out;
+        }
+        if restart_all {
+            restart_all = false;
+            for w in workers.iter_mut() {
+                if let Some(mut c) = w.child.take() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            }
+            tracker.stop();
+            tracker = start_tracker()?;
+            for w in workers.iter_mut() {
+                w.attempt += 1;
+                w.done = false;
+                let (child, out) = spawn(spec, &tracker, w.task, w.attempt)?;
+                w.child = Some(child);
+                w.out = out;
+            }
         }
         std::thread::sleep(Duration::from_millis(5));
     }

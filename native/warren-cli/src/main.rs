@@ -50,7 +50,16 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("warren: error: {e}");
-            ExitCode::from(1)
+            ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+/// Exit status of a failed command: [`RECOVERY_IMPOSSIBLE_EXIT`] tells `warren run` not to
+/// restart a worker whose job cannot be recovered; 1 otherwise.
+fn exit_code(e: &warren::Error) -> u8 {
+    match e {
+        warren::Error::RecoveryImpossible(_) => launcher::RECOVERY_IMPOSSIBLE_EXIT,
+        _ => 1,
     }
 }

@@ -58,6 +58,8 @@ struct RobustState {
     /// Set after a re-link until every worker is at the same call again.
     consensus: bool,
     recoveries: u64,
+    /// Bootstrap calls made (for failure injection: they are mock points `1_000_000 + n`).
+    boot_calls: u32,
 }
 
 /// How a consensus round ended for this worker.
@@ -97,6 +99,36 @@ impl std::fmt::Debug for Communicator {
             .field("calls", &self.calls)
             .finish()
     }
+}
+
+/// Splits served recovery data into the stored call header and its bytes, and checks on every
+/// worker that each requester in `to` asked for that call (a mismatch is raised everywhere).
+fn checked_payload(
+    mut payload: Vec<u8>,
+    server: usize,
+    props: &[Proposal],
+    to: &[usize],
+    what: &str,
+) -> Result<Vec<u8>> {
+    use crate::proto::{HEADER_LEN, HeaderMsg, decode_header};
+    if payload.len() < HEADER_LEN {
+        return Err(Error::Protocol(format!("rank {server} served {what} without its header")));
+    }
+    let HeaderMsg::Proceed(stored) = decode_header(payload[..HEADER_LEN].try_into().unwrap(), server)? else {
+        return Err(Error::Protocol(format!("rank {server} served {what} with a malformed header")));
+    };
+    let call = Proposal::call_hash(&stored);
+    for &r in to {
+        let p = &props[r];
+        if p.call != call || (p.count != stored.count && p.count != COUNT_UNKNOWN) {
+            return Err(Error::Mismatch(format!(
+                "rank {r} replays {what} as a call of {} bytes, but that call was {}",
+                if p.count == COUNT_UNKNOWN { "?".to_string() } else { p.count.to_string() },
+                stored.describe()
+            )));
+        }
+    }
+    Ok(payload.split_off(HEADER_LEN))
 }
 
 /// Whether a failed call can be recovered by re-linking (a peer went away).
@@ -527,8 +559,7 @@ impl Communicator {
     /// acknowledge): a failure in between leaves every worker either before or after it.
     pub fn checkpoint(&mut self, global: &[u8], local: Option<&[u8]>) -> Result<()> {
         if self.robust.is_none() {
-            let v = self.version() + 1;
-            return checkpoint::write_durable(&self.cfg, self.topo.rank, v, global, local);
+            return Err(Error::InvalidArgument("checkpoints need robust mode (WARREN_ROBUST=1)".into()));
         }
         let tag = checkpoint::digest32(global);
         let me = self.topo.rank;
@@ -616,19 +647,12 @@ impl Communicator {
     /// from disk.
     pub fn load_checkpoint(&mut self) -> Result<Checkpoint> {
         self.check_failed()?;
-        let me = self.topo.rank;
         let Some(r) = self.robust.as_ref() else {
-            return checkpoint::read_durable(&self.cfg, me).map(|c| c.unwrap_or_default());
+            return Err(Error::InvalidArgument("checkpoints need robust mode (WARREN_ROBUST=1)".into()));
         };
         if !r.consensus {
-            if r.version == 0 {
-                if let Some(c) = checkpoint::read_durable(&self.cfg, me)? {
-                    let r = self.rs();
-                    r.version = c.version;
-                    r.global = c.global.clone();
-                    r.local = c.local.clone();
-                    return Ok(c);
-                }
+            if r.version == 0 && self.cfg.checkpoint_dir.is_some() {
+                return self.load_durable();
             }
             return Ok(Checkpoint { version: r.version, global: r.global.clone(), local: r.local.clone() });
         }
@@ -644,6 +668,30 @@ impl Communicator {
                 Err(e) => return Err(self.poison(e)),
             }
         }
+    }
+
+    /// A fresh start with a checkpoint directory (the fail-all strategy): every worker reads
+    /// its latest durable checkpoint, and all agree on the newest version every one of them
+    /// has (a failure during a checkpoint can leave some one version ahead).
+    fn load_durable(&mut self) -> Result<Checkpoint> {
+        let me = self.topo.rank;
+        let mine = checkpoint::latest_durable(&self.cfg, me)?;
+        let agreed =
+            self.gather::<1>([mine as u64]).map_err(|e| self.poison(e))?.iter().map(|v| v[0]).min().unwrap_or(0) as u32;
+        if agreed == 0 {
+            return Ok(Checkpoint::default());
+        }
+        let c = checkpoint::read_durable(&self.cfg, me, agreed)?.ok_or_else(|| {
+            Error::RecoveryImpossible(format!(
+                "rank {me} has no durable checkpoint of version {agreed}, which every worker has"
+            ))
+        })?;
+        info!("rank {me}: loaded durable checkpoint version {agreed}");
+        let r = self.rs();
+        r.version = c.version;
+        r.global = c.global.clone();
+        r.local = c.local.clone();
+        Ok(c)
     }
 
     /// Writes `msg` to the tracker's log, prefixed with this worker's rank (to the local log
@@ -805,8 +853,13 @@ impl Communicator {
             let r = self.rs();
             (r.version, r.seq)
         };
-        if key.is_none() {
-            self.maybe_mock(point);
+        match key {
+            None => self.maybe_mock(point),
+            Some(_) => {
+                let n = self.rs().boot_calls;
+                self.rs().boot_calls += 1;
+                self.maybe_mock((point.0, 1_000_000 + n));
+            }
         }
         let mut work = Vec::new();
         loop {
@@ -937,49 +990,30 @@ impl Communicator {
                     payload.extend_from_slice(&stored.data);
                 }
                 self.serve(server, &mut payload)?;
-                if payload.len() < crate::proto::HEADER_LEN {
-                    return Err(Error::Protocol("short recovery payload".into()));
-                }
-                let stored_hdr =
-                    match crate::proto::decode_header(payload[..crate::proto::HEADER_LEN].try_into().unwrap(), server)?
-                    {
-                        crate::proto::HeaderMsg::Proceed(h) => h,
-                        _ => return Err(Error::Protocol("malformed recovery payload".into())),
-                    };
-                let stored_call = Proposal::call_hash(&stored_hdr);
-                for &r in &to {
-                    let p = &props[r];
-                    if p.call != stored_call || (p.count != stored_hdr.count && p.count != COUNT_UNKNOWN) {
-                        return Err(Error::Mismatch(format!(
-                            "rank {r} replays call #{seq} of {} bytes, but that call was {}",
-                            p.count,
-                            stored_hdr.describe()
-                        )));
+                let data = checked_payload(payload, server, &props, &to, &format!("call #{seq}"))?;
+                Ok(if to.contains(&me) { Round::Served(data) } else { Round::Continue })
+            }
+            Decision::LookupBootstrap { keys } => {
+                let mut mask = 0u64;
+                for (i, k) in keys.iter().enumerate() {
+                    if self.rs().boot.get(*k).is_some() {
+                        mask |= 1 << i;
                     }
                 }
-                if to.contains(&me) {
-                    Ok(Round::Served(payload.split_off(crate::proto::HEADER_LEN)))
-                } else {
-                    Ok(Round::Continue)
-                }
-            }
-            Decision::LookupBootstrap { key: k, to } => {
-                let offer =
-                    self.rs().boot.get(k).map(|(_, h, _)| [1u64, Proposal::call_hash(h), h.count]).unwrap_or([0; 3]);
-                let offers: Vec<Option<(u64, u64)>> =
-                    self.gather::<3>(offer)?.into_iter().map(|o| (o[0] == 1).then_some((o[1], o[2]))).collect();
-                match decide_bootstrap(&props, k, &to, &offers) {
+                let holds: Vec<u64> = self.gather::<1>([mask])?.into_iter().map(|h| h[0]).collect();
+                match decide_bootstrap(&props, &keys, &holds) {
                     BootstrapDecision::Execute => Ok(Round::Execute),
-                    BootstrapDecision::Mismatch(m) => Err(Error::Mismatch(m)),
                     BootstrapDecision::Impossible(m) => Err(Error::RecoveryImpossible(m)),
-                    BootstrapDecision::Serve { server, to } => {
-                        let mut payload = if me == server {
-                            self.rs().boot.get(k).map(|(_, _, d)| d.to_vec()).unwrap_or_default()
-                        } else {
-                            Vec::new()
-                        };
+                    BootstrapDecision::Serve { key: k, server, to } => {
+                        let mut payload = Vec::new();
+                        if me == server {
+                            let (_, h, d) = self.rs().boot.get(k).expect("the server holds the key");
+                            payload.extend_from_slice(&h.encode());
+                            payload.extend_from_slice(d);
+                        }
                         self.serve(server, &mut payload)?;
-                        Ok(if to.contains(&me) { Round::Served(payload) } else { Round::Continue })
+                        let data = checked_payload(payload, server, &props, &to, &format!("bootstrap key {k:#x}"))?;
+                        Ok(if to.contains(&me) { Round::Served(data) } else { Round::Continue })
                     }
                 }
             }

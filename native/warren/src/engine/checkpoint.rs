@@ -28,12 +28,14 @@ pub(crate) fn digest32(bytes: &[u8]) -> u32 {
     h
 }
 
-fn file(dir: &std::path::Path, rank: usize) -> PathBuf {
-    dir.join(format!("warren-ckpt-rank{rank}.bin"))
+fn file(dir: &std::path::Path, rank: usize, version: u32) -> PathBuf {
+    dir.join(format!("warren-ckpt-rank{rank}-v{version}.bin"))
 }
 
 /// Writes the checkpoint of `rank` atomically (temporary file, fsync, rename) if a directory
-/// is configured. Layout: version u32, global length u64, global, local flag u8, local.
+/// is configured, and removes the one two versions older (the previous one is kept, since a
+/// failure during a checkpoint can leave other workers one version behind). Layout: version
+/// u32, global length u64, global, local flag u8, local.
 pub(crate) fn write_durable(
     cfg: &Config,
     rank: usize,
@@ -43,7 +45,7 @@ pub(crate) fn write_durable(
 ) -> Result<()> {
     let Some(dir) = &cfg.checkpoint_dir else { return Ok(()) };
     std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let path = file(dir, rank);
+    let path = file(dir, rank, version);
     let tmp = path.with_extension("tmp");
     let mut bytes = Vec::with_capacity(16 + global.len() + local.map_or(0, <[u8]>::len));
     bytes.extend_from_slice(&version.to_le_bytes());
@@ -53,13 +55,33 @@ pub(crate) fn write_durable(
     bytes.extend_from_slice(local.unwrap_or(&[]));
     let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
     f.write_all(&bytes).and_then(|_| f.sync_all()).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))?;
+    if version > 2 {
+        let _ = std::fs::remove_file(file(dir, rank, version - 2));
+    }
+    Ok(())
 }
 
-/// Reads the durable checkpoint of `rank`, if a directory is configured and it has one.
-pub(crate) fn read_durable(cfg: &Config, rank: usize) -> Result<Option<Checkpoint>> {
+/// The newest durable checkpoint version of `rank` (0 if none).
+pub(crate) fn latest_durable(cfg: &Config, rank: usize) -> Result<u32> {
+    let Some(dir) = &cfg.checkpoint_dir else { return Ok(0) };
+    let prefix = format!("warren-ckpt-rank{rank}-v");
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io(format!("listing {}", dir.display()), e)),
+    };
+    Ok(entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix(&prefix)?.strip_suffix(".bin")?.parse::<u32>().ok())
+        .max()
+        .unwrap_or(0))
+}
+
+/// Reads version `version` of the durable checkpoint of `rank`, if present.
+pub(crate) fn read_durable(cfg: &Config, rank: usize, version: u32) -> Result<Option<Checkpoint>> {
     let Some(dir) = &cfg.checkpoint_dir else { return Ok(None) };
-    let path = file(dir, rank);
+    let path = file(dir, rank, version);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -69,10 +91,10 @@ pub(crate) fn read_durable(cfg: &Config, rank: usize) -> Result<Option<Checkpoin
     if bytes.len() < 12 {
         return Err(bad());
     }
-    let version = u32::from_le_bytes(bytes[..4].try_into().unwrap());
+    let stored = u32::from_le_bytes(bytes[..4].try_into().unwrap());
     let glen = usize::try_from(u64::from_le_bytes(bytes[4..12].try_into().unwrap())).map_err(|_| bad())?;
     let rest = &bytes[12..];
-    if rest.len() < glen + 1 {
+    if stored != version || rest.len() < glen + 1 {
         return Err(bad());
     }
     let global = rest[..glen].to_vec();

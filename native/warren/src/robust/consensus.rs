@@ -95,12 +95,11 @@ pub enum Decision {
         /// The workers loading.
         to: Vec<usize>,
     },
-    /// Look up who holds bootstrap `key`, then [`decide_bootstrap`].
+    /// Look up who holds which of the requested bootstrap `keys` (sorted, distinct, at most
+    /// [`MAX_LOOKUP_KEYS`]), then [`decide_bootstrap`].
     LookupBootstrap {
-        /// The smallest key requested.
-        key: u64,
-        /// The workers requesting it.
-        to: Vec<usize>,
+        /// The requested keys.
+        keys: Vec<u64>,
     },
     /// `to` are inside a checkpoint that others already committed: they commit too.
     CommitCheckpoint {
@@ -142,9 +141,12 @@ pub fn decide(props: &[Proposal]) -> Decision {
             _ => ServeCheckpoint { server: None, version: 0, to: loaders },
         };
     }
-    let booters = ranks_where(props, |p| p.want == Want::Bootstrap);
-    if let Some(key) = booters.iter().map(|&r| props[r].key).min() {
-        return LookupBootstrap { key, to: ranks_where(props, |p| p.want == Want::Bootstrap && p.key == key) };
+    let mut keys: Vec<u64> = props.iter().filter(|p| p.want == Want::Bootstrap).map(|p| p.key).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    if !keys.is_empty() {
+        keys.truncate(MAX_LOOKUP_KEYS);
+        return LookupBootstrap { keys };
     }
     let minv = props.iter().map(|p| p.point.0).min().unwrap_or(0);
     let maxv = props.iter().map(|p| p.point.0).max().unwrap_or(0);
@@ -181,53 +183,47 @@ pub fn decide(props: &[Proposal]) -> Decision {
     Execute
 }
 
-/// What to do about a bootstrap key once every worker said whether it holds it.
+/// Most bootstrap keys looked up in one round (one bit each in a holder's answer).
+pub const MAX_LOOKUP_KEYS: usize = 64;
+
+/// What to do about the requested bootstrap keys once every worker said which it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BootstrapDecision {
-    /// `server` sends the cached result to `to`.
+    /// `server` sends its cached result for `key` to `to`.
     Serve {
+        /// The key.
+        key: u64,
         /// The lowest-ranked holder.
         server: usize,
-        /// The requesters.
+        /// The requesters of that key.
         to: Vec<usize>,
     },
-    /// Nobody has it and everyone is at this call: run it.
+    /// Nobody has any of the keys and everyone is at the same bootstrap call: run it.
     Execute,
-    /// Nobody has it and not everyone is at this call.
+    /// Nobody has what is asked and the workers are at different calls.
     Impossible(String),
-    /// The holder's cached call differs from the request (key collision or misuse).
-    Mismatch(String),
 }
 
-/// Decides how to satisfy the requesters `to` of bootstrap `key`. `offers[r]` is the call hash
-/// and count of rank `r`'s cached result for the key, if it has one.
-pub fn decide_bootstrap(
-    props: &[Proposal],
-    key: u64,
-    to: &[usize],
-    offers: &[Option<(u64, u64)>],
-) -> BootstrapDecision {
-    if let Some(server) = offers.iter().position(|o| o.is_some()) {
-        let (call, count) = offers[server].expect("holder");
-        for &r in to {
-            let p = &props[r];
-            if p.call != call || (p.count != count && p.count != COUNT_UNKNOWN) {
-                return BootstrapDecision::Mismatch(format!(
-                    "bootstrap key {key:#x}: rank {r} asks for a call of {} bytes but rank {server} cached a \
-                     different call of {count} bytes under that key",
-                    p.count
-                ));
-            }
+/// Decides how to go on with the requested bootstrap `keys`: `holds[r]` has bit `i` set if
+/// rank `r` cached `keys[i]`. The first key someone holds is served (whoever asks for it);
+/// if none is held and all workers are at the same bootstrap call, it runs.
+pub fn decide_bootstrap(props: &[Proposal], keys: &[u64], holds: &[u64]) -> BootstrapDecision {
+    for (i, &key) in keys.iter().enumerate() {
+        if let Some(server) = holds.iter().position(|h| h >> i & 1 == 1) {
+            let to = ranks_where(props, |p| p.want == Want::Bootstrap && p.key == key);
+            return BootstrapDecision::Serve { key, server, to };
         }
-        return BootstrapDecision::Serve { server, to: to.to_vec() };
     }
-    if to.len() == props.len() {
+    let first = &props[0];
+    if props.iter().all(|p| p.want == Want::Bootstrap && p.key == first.key) {
         return BootstrapDecision::Execute;
     }
-    let elsewhere: Vec<usize> = (0..props.len()).filter(|r| !to.contains(r)).collect();
+    let waiting: Vec<usize> = ranks_where(props, |p| p.want == Want::Bootstrap);
+    let elsewhere: Vec<usize> = ranks_where(props, |p| p.want != Want::Bootstrap || p.key != props[waiting[0]].key);
     BootstrapDecision::Impossible(format!(
-        "bootstrap call {key:#x} requested by ranks {to:?} is cached by no worker, and ranks {elsewhere:?} are at \
-         other calls (bootstrap calls must be made before the first checkpoint, by every worker)"
+        "bootstrap calls requested by ranks {waiting:?} are cached by no worker, and ranks {elsewhere:?} are at other \
+         calls (bootstrap calls must be made before the first checkpoint, by every worker, in an order that does not \
+         depend on the worker)"
     ))
 }
 
@@ -298,9 +294,9 @@ mod tests {
     }
 
     #[test]
-    fn bootstrap_requests_go_by_smallest_key() {
+    fn bootstrap_requests_are_looked_up_together() {
         let props = [p(2, 3, Want::Execute), boot(50), boot(40), boot(40)];
-        assert_eq!(decide(&props), Decision::LookupBootstrap { key: 40, to: vec![2, 3] });
+        assert_eq!(decide(&props), Decision::LookupBootstrap { keys: vec![40, 50] });
         // Loading the checkpoint comes first.
         let props = [boot(40), p(0, 0, Want::LoadCheckpoint)];
         assert!(matches!(decide(&props), Decision::ServeCheckpoint { .. }));
@@ -309,12 +305,26 @@ mod tests {
     #[test]
     fn bootstrap_lookup_outcomes() {
         let props = [p(2, 3, Want::Execute), boot(40), p(2, 3, Want::Execute)];
-        let offers = [Some((9, 8)), None, Some((9, 8))];
-        assert_eq!(decide_bootstrap(&props, 40, &[1], &offers), BootstrapDecision::Serve { server: 0, to: vec![1] });
-        let wrong_size = [Some((9, 16)), None, None];
-        assert!(matches!(decide_bootstrap(&props, 40, &[1], &wrong_size), BootstrapDecision::Mismatch(_)));
-        assert!(matches!(decide_bootstrap(&props, 40, &[1], &[None, None, None]), BootstrapDecision::Impossible(_)));
+        assert_eq!(
+            decide_bootstrap(&props, &[40], &[1, 0, 1]),
+            BootstrapDecision::Serve { key: 40, server: 0, to: vec![1] }
+        );
+        assert!(matches!(decide_bootstrap(&props, &[40], &[0, 0, 0]), BootstrapDecision::Impossible(_)));
         let all = [boot(40), boot(40)];
-        assert_eq!(decide_bootstrap(&all, 40, &[0, 1], &[None, None]), BootstrapDecision::Execute);
+        assert_eq!(decide_bootstrap(&all, &[40], &[0, 0]), BootstrapDecision::Execute);
+    }
+
+    /// Survivors stuck in bootstrap call 30 (nobody finished it) while a restarted worker asks
+    /// for call 50, which they finished: 50 is served first, then all run 30 together.
+    #[test]
+    fn a_held_key_is_served_before_one_nobody_has() {
+        let props = [boot(30), boot(30), boot(50)];
+        assert_eq!(decide(&props), Decision::LookupBootstrap { keys: vec![30, 50] });
+        assert_eq!(
+            decide_bootstrap(&props, &[30, 50], &[0b10, 0b10, 0]),
+            BootstrapDecision::Serve { key: 50, server: 0, to: vec![2] }
+        );
+        let later = [boot(30), boot(30), boot(30)];
+        assert_eq!(decide_bootstrap(&later, &[30], &[0, 0, 0]), BootstrapDecision::Execute);
     }
 }

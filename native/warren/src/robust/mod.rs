@@ -20,7 +20,9 @@ mod consensus;
 mod results;
 
 pub use bootstrap::{BootstrapCache, BootstrapKey};
-pub use consensus::{BootstrapDecision, Decision, PROPOSAL_WORDS, Proposal, Want, decide, decide_bootstrap};
+pub use consensus::{
+    BootstrapDecision, Decision, MAX_LOOKUP_KEYS, PROPOSAL_WORDS, Proposal, Want, decide, decide_bootstrap,
+};
 pub use results::{ResultBuffer, StoredResult};
 
 /// A position in the call sequence: `(checkpoint version, calls since it)`.

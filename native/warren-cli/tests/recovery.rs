@@ -1,0 +1,172 @@
+//! Retry-one recovery with real processes killed for real: every run must end with exactly the
+//! model of the failure-free run (the same `MODEL_HASH`), or, when the failures exceed what can
+//! be recovered, fail on every worker with a clear error. Every run has a hard time limit.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WARREN: &str = env!("CARGO_BIN_EXE_warren");
+const LIMIT: Duration = Duration::from_secs(90);
+
+struct Run {
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn summary(&self) -> serde_json::Value {
+        let line = self.stdout.lines().find_map(|l| l.strip_prefix("WARREN_RUN_SUMMARY ")).expect("summary line");
+        serde_json::from_str(line).unwrap()
+    }
+    fn hash(&self) -> Option<String> {
+        self.stdout.lines().find_map(|l| l.strip_prefix("MODEL_HASH ")).map(str::to_string)
+    }
+    fn restarts(&self) -> u64 {
+        self.summary()["restarts"].as_u64().unwrap()
+    }
+    fn ok(&self) -> bool {
+        self.summary()["status"] == "ok"
+    }
+}
+
+/// `warren run` of the example training job; `kill` is called with the launcher's pid once the
+/// job is running (for external kills), and the run is bounded by LIMIT.
+fn train(n: usize, run_args: &[&str], train_args: &[&str], env: &[(&str, &str)], kill: impl FnOnce(u32)) -> Run {
+    let mut cmd = Command::new(WARREN);
+    cmd.args(["run", "-n", &n.to_string(), "--max-restarts", "10"]).args(run_args);
+    cmd.args(["--", WARREN, "example", "train", "--model-bytes", "40000"]).args(train_args);
+    cmd.env("WARREN_BOOTSTRAP_CACHE", "1").env("WARREN_CONNECT_TIMEOUT_S", "30").env("WARREN_TIMEOUT_S", "30");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    kill(child.id());
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > LIMIT {
+            let _ = Command::new("pkill").args(["-KILL", "-P", &child.id().to_string()]).status();
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("job hung past {LIMIT:?}:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn clean(n: usize, train_args: &[&str]) -> String {
+    let r = train(n, &[], train_args, &[], |_| {});
+    assert!(r.ok(), "{}", r.stderr);
+    r.hash().expect("hash")
+}
+
+fn mocked(n: usize, mock: &str, train_args: &[&str]) -> Run {
+    train(n, &[], train_args, &[("WARREN_MOCK", mock)], |_| {})
+}
+
+fn assert_recovered(r: &Run, want_hash: &str, restarts: u64, what: &str) {
+    assert!(r.ok(), "{what}: job failed:\n{}", r.stderr);
+    assert_eq!(r.hash().as_deref(), Some(want_hash), "{what}: model differs from the failure-free run");
+    assert_eq!(r.restarts(), restarts, "{what}");
+}
+
+/// The seed's scenario: 10 workers; ranks 0, 4 and 9 die at the same point, then rank 1 right
+/// after; all recover and the model equals the failure-free run's.
+#[test]
+fn seed_scenario_ten_workers_four_failures() {
+    let args = ["--iters", "16"];
+    let want = clean(10, &args);
+    let r = mocked(10, "0,9,2,0;4,9,2,0;9,9,2,0;1,9,3,0", &args);
+    assert_recovered(&r, &want, 4, "seed scenario");
+}
+
+/// Per iteration the example makes: #0 gradient allreduce, #1 loss allreduce, #2 broadcast,
+/// #3 checkpoint (prepare), #4 checkpoint ack; bootstrap calls are points 1000000 and up.
+#[test]
+fn failures_at_every_kind_of_point() {
+    for local in [true, false] {
+        let args: Vec<&str> = if local { vec!["--iters", "12"] } else { vec!["--iters", "12", "--no-local"] };
+        let want = clean(4, &args);
+        let cases = [
+            ("1,5,0,0", 1, "during an allreduce"),
+            ("2,5,1,0", 1, "during a small allreduce"),
+            ("3,5,2,0", 1, "during a broadcast"),
+            ("0,5,3,0", 1, "during a checkpoint"),
+            ("1,5,4,0", 1, "during a checkpoint ack"),
+            ("2,0,1000000,0", 1, "during the first bootstrap call"),
+            ("2,0,1000001,0", 1, "during the second bootstrap call"),
+            ("3,0,0,0", 1, "before the first checkpoint"),
+            ("1,5,2,0;1,5,3,1", 2, "again during its own recovery"),
+            ("1,5,2,0;2,5,3,0", 2, "another worker during a recovery"),
+            ("1,7,0,0;2,7,0,0", 2, "two at once"),
+            ("0,11,4,0", 1, "at the last call"),
+        ];
+        for (mock, restarts, what) in cases {
+            let r = mocked(4, mock, &args);
+            assert_recovered(&r, &want, restarts, &format!("{what} (local model: {local}, WARREN_MOCK={mock})"));
+        }
+    }
+}
+
+/// `kill -9` from outside at seeded random times and victims.
+#[test]
+fn twenty_seeded_random_kill_schedules() {
+    let args = ["--iters", "60", "--compute-ms", "4"];
+    let want = clean(4, &args);
+    for seed in 0..20u64 {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let kills = 1 + rnd(2);
+        let plan: Vec<(u64, u64)> = (0..kills).map(|_| (60 + rnd(90), rnd(4))).collect();
+        let r = train(4, &[], &args, &[], |launcher| {
+            for (delay_ms, victim) in &plan {
+                std::thread::sleep(Duration::from_millis(*delay_ms));
+                let out = Command::new("pgrep").args(["-P", &launcher.to_string()]).output().unwrap();
+                let pids: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+                if let Some(pid) = pids.get(*victim as usize % pids.len().max(1)) {
+                    let _ = Command::new("kill").args(["-KILL", pid]).status();
+                }
+            }
+        });
+        assert!(r.ok(), "seed {seed} plan {plan:?}: job failed:\n{}", r.stderr);
+        assert_eq!(r.hash().as_deref(), Some(want.as_str()), "seed {seed} plan {plan:?}");
+    }
+}
+
+#[test]
+fn fail_all_resumes_from_the_durable_checkpoint() {
+    let args = ["--iters", "12"];
+    let want = clean(4, &args);
+    let r = train(4, &["--recovery", "fail-all"], &args, &[("WARREN_MOCK", "1,6,2,0")], |_| {});
+    assert_recovered(&r, &want, 1, "fail-all");
+    assert!(r.stderr.contains("loaded durable checkpoint version 6"), "{}", r.stderr);
+}
+
+#[test]
+fn unrecoverable_losses_fail_every_worker_clearly() {
+    // Rank 9's local model lives only on rank 0; both die at once.
+    let r = train(
+        10,
+        &[],
+        &["--iters", "12"],
+        &[("WARREN_MOCK", "0,5,2,0;9,5,2,0"), ("WARREN_LOCAL_REPLICAS", "1")],
+        |_| {},
+    );
+    assert!(!r.ok());
+    let n = r.stderr.matches("recovery impossible: the local model of rank 9").count();
+    assert!(n >= 8, "every survivor reports it ({n}):\n{}", r.stderr);
+    // Without the bootstrap cache, a worker restarted after the first checkpoint cannot replay
+    // the calls made before it.
+    let r = train(4, &[], &["--iters", "12"], &[("WARREN_MOCK", "2,5,1,0"), ("WARREN_BOOTSTRAP_CACHE", "0")], |_| {});
+    assert!(!r.ok());
+    assert!(r.stderr.matches("recovery impossible").count() >= 3 && r.stderr.contains("bootstrap"), "{}", r.stderr);
+}
