@@ -44,6 +44,9 @@ pub(crate) fn write_durable(
     local: Option<&[u8]>,
 ) -> Result<()> {
     let Some(dir) = &cfg.checkpoint_dir else { return Ok(()) };
+    if version % cfg.durable_every != 0 {
+        return Ok(());
+    }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     let path = file(dir, rank, version);
     let tmp = path.with_extension("tmp");
@@ -56,8 +59,9 @@ pub(crate) fn write_durable(
     let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
     f.write_all(&bytes).and_then(|_| f.sync_all()).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))?;
-    if version > 2 {
-        let _ = std::fs::remove_file(file(dir, rank, version - 2));
+    let every = cfg.durable_every;
+    if version > 2 * every {
+        let _ = std::fs::remove_file(file(dir, rank, version - 2 * every));
     }
     Ok(())
 }
