@@ -97,6 +97,9 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
     Ok(0)
 }
 
+/// Calls between the (untimed) checkpoints of a robust-mode benchmark.
+const CALLS_PER_CHECKPOINT: usize = 8;
+
 fn worker(name: &str, a: &BenchArgs, dtype: DataType, op: Op) -> warren::Result<u8> {
     let mut comm = Communicator::init(Config::from_env()?)?;
     let elems = a.bytes / dtype.size();
@@ -113,7 +116,12 @@ fn worker(name: &str, a: &BenchArgs, dtype: DataType, op: Op) -> warren::Result<
         call(&mut comm, buf)?;
     }
     let mut times = Vec::with_capacity(a.iters);
-    for _ in 0..a.iters {
+    for i in 0..a.iters {
+        // In robust mode results are kept until the next checkpoint, as in a training loop
+        // that checkpoints every few calls; checkpoints are not timed.
+        if comm.config().robust && i % CALLS_PER_CHECKPOINT == 0 {
+            comm.checkpoint(&[], None)?;
+        }
         let t = Instant::now();
         call(&mut comm, buf)?;
         times.push(t.elapsed().as_secs_f64());
@@ -141,6 +149,7 @@ fn worker(name: &str, a: &BenchArgs, dtype: DataType, op: Op) -> warren::Result<
             "busbw_gbps": algbw * factor,
             "ring_threshold": comm.config().ring_threshold,
             "spin_us": comm.config().spin.as_micros() as u64,
+            "robust": comm.config().robust,
         });
         println!("{line}");
     }

@@ -184,7 +184,7 @@ fn run_restarts_a_failing_worker_up_to_the_limit() {
         "each task fails once, then succeeds"
     );
     let out = run_limited(
-        Command::new(WARREN).args(["run", "-n", "2", "--max-restarts", "2", "--", "sh", "-c", "exit 3"]),
+        Command::new(WARREN).args(["run", "-n", "2", "--max-restarts", "2", "--", "sh", "-c", "exit 5"]),
         Duration::from_secs(30),
     );
     assert!(!out.status.success());

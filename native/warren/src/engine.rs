@@ -60,6 +60,33 @@ struct RobustState {
     recoveries: u64,
     /// Bootstrap calls made (for failure injection: they are mock points `1_000_000 + n`).
     boot_calls: u32,
+    /// A copy of the current call's input, to retry it after a re-link (reused).
+    backup: Vec<u8>,
+}
+
+/// A caller's buffer as a robust call sees it: read the output, overwrite with served data.
+trait CallBuf {
+    fn bytes(&self) -> &[u8];
+    fn set(&mut self, data: &[u8]);
+}
+
+impl CallBuf for [u8] {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn set(&mut self, data: &[u8]) {
+        self.copy_from_slice(data);
+    }
+}
+
+impl CallBuf for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn set(&mut self, data: &[u8]) {
+        self.clear();
+        self.extend_from_slice(data);
+    }
 }
 
 /// How a consensus round ended for this worker.
@@ -392,21 +419,10 @@ impl Communicator {
         if self.robust.is_none() {
             return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, buf));
         }
-        let input = buf.to_vec();
         let want = if key.is_some() { Want::Bootstrap } else { Want::Execute };
-        self.robust_call(
-            hdr,
-            want,
-            key.as_ref(),
-            &mut |c, work| {
-                work.clear();
-                work.extend_from_slice(&input);
-                c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, work))
-            },
-            &mut |out| {
-                buf.copy_from_slice(out);
-            },
-        )
+        self.robust_call(hdr, want, key.as_ref(), buf, &mut |c, b: &mut [u8]| {
+            c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, b))
+        })
         .map(|_| ())
     }
 
@@ -442,22 +458,10 @@ impl Communicator {
         if self.robust.is_none() {
             return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, data));
         }
-        let input = data.clone();
         let want = if key.is_some() { Want::Bootstrap } else { Want::Execute };
-        self.robust_call(
-            hdr,
-            want,
-            key.as_ref(),
-            &mut |c, work| {
-                work.clear();
-                work.extend_from_slice(&input);
-                c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, work))
-            },
-            &mut |out| {
-                data.clear();
-                data.extend_from_slice(out);
-            },
-        )
+        self.robust_call(hdr, want, key.as_ref(), data, &mut |c, b: &mut Vec<u8>| {
+            c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, b))
+        })
         .map(|_| ())
     }
 
@@ -472,18 +476,9 @@ impl Communicator {
         if self.robust.is_none() {
             return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, data));
         }
-        let input = data.to_vec();
-        self.robust_call(
-            hdr,
-            Want::Execute,
-            None,
-            &mut |c, work| {
-                work.clear();
-                work.extend_from_slice(&input);
-                c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, work))
-            },
-            &mut |out| data.copy_from_slice(out),
-        )
+        self.robust_call(hdr, Want::Execute, None, data, &mut |c, b: &mut [u8]| {
+            c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, b))
+        })
         .map(|_| ())
     }
 
@@ -523,16 +518,9 @@ impl Communicator {
         if self.robust.is_none() {
             self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, &mut packed))?;
         } else {
-            self.robust_call(
-                hdr,
-                Want::Execute,
-                None,
-                &mut |c, work| c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, work)),
-                &mut |out| {
-                    packed.clear();
-                    packed.extend_from_slice(out);
-                },
-            )?;
+            self.robust_call(hdr, Want::Execute, None, &mut packed, &mut |c, b: &mut Vec<u8>| {
+                c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, b))
+            })?;
         }
         let n = 8 * (world + 1);
         let offsets: Vec<usize> =
@@ -549,7 +537,8 @@ impl Communicator {
         if self.robust.is_none() {
             return self.plain(hdr, algorithm);
         }
-        self.robust_call(hdr, Want::Execute, None, &mut |c, _| c.exec(hdr, algorithm), &mut |_| {}).map(|_| ())
+        self.robust_call(hdr, Want::Execute, None, &mut Vec::new(), &mut |c, _: &mut Vec<u8>| c.exec(hdr, algorithm))
+            .map(|_| ())
     }
 
     /// Commits a checkpoint: the global model (the same on every worker) and this worker's
@@ -568,64 +557,45 @@ impl Communicator {
         let prep = self.header(CallKind::Checkpoint, DataType::U8, Op::Sum, 1, 0, global.len() as u64, tag, None);
         let copies = self.cfg.local_replicas.min(world - 1);
         let mut received = None;
-        let outcome = self.robust_call(
-            prep,
-            Want::Checkpoint,
-            None,
-            &mut |c, work| {
-                work.clear();
-                c.exec(prep, |net, topo, scratch| {
-                    // Local models move along the ring: each worker keeps those of its
-                    // `copies` predecessors.
-                    let mut sizes = vec![0u64; world];
-                    sizes[me] = local_bytes.len() as u64;
-                    let reducer = reduce::typed_reducer::<u64>(Op::Sum)?;
-                    collective::allreduce_tree(
-                        net,
-                        topo,
-                        prep,
-                        bytemuck::cast_slice_mut(&mut sizes),
-                        8,
-                        &reducer,
-                        scratch,
-                    )?;
-                    let mut replicas = std::collections::BTreeMap::new();
-                    let mut block = local_bytes.clone();
-                    for j in 0..copies {
-                        let owner = (me + world - j - 1) % world;
-                        let got = collective::ring_shift(
-                            net,
-                            topo,
-                            &block,
-                            sizes[owner] as usize,
-                            scratch,
-                            &prep.describe(),
-                        )?;
-                        replicas.insert(owner, got.clone());
-                        block = got;
-                    }
-                    received = Some((replicas, sizes));
-                    Ok(())
-                })
-            },
-            &mut |_| {},
-        )?;
+        let outcome = self.robust_call(prep, Want::Checkpoint, None, &mut Vec::new(), &mut |c, _: &mut Vec<u8>| {
+            c.exec(prep, |net, topo, scratch| {
+                // Local models move along the ring: each worker keeps those of its
+                // `copies` predecessors.
+                let mut sizes = vec![0u64; world];
+                sizes[me] = local_bytes.len() as u64;
+                let reducer = reduce::typed_reducer::<u64>(Op::Sum)?;
+                collective::allreduce_tree(
+                    net,
+                    topo,
+                    prep,
+                    bytemuck::cast_slice_mut(&mut sizes),
+                    8,
+                    &reducer,
+                    scratch,
+                )?;
+                let mut replicas = std::collections::BTreeMap::new();
+                let mut block = local_bytes.clone();
+                for j in 0..copies {
+                    let owner = (me + world - j - 1) % world;
+                    let got =
+                        collective::ring_shift(net, topo, &block, sizes[owner] as usize, scratch, &prep.describe())?;
+                    replicas.insert(owner, got.clone());
+                    block = got;
+                }
+                received = Some((replicas, sizes));
+                Ok(())
+            })
+        })?;
         if let Some(r) = received.take() {
             self.rs().pending = Some(r);
         }
         if !outcome {
             let ack = self.header(CallKind::CheckpointAck, DataType::U8, Op::Sum, 1, 0, 0, tag, None);
-            self.robust_call(
-                ack,
-                Want::Checkpoint,
-                None,
-                &mut |c, _| {
-                    c.exec(ack, |net, topo, scratch| {
-                        collective::allreduce_tree(net, topo, ack, &mut [], 1, &|_, _| {}, scratch).map(|_| ())
-                    })
-                },
-                &mut |_| {},
-            )?;
+            self.robust_call(ack, Want::Checkpoint, None, &mut Vec::new(), &mut |c, _: &mut Vec<u8>| {
+                c.exec(ack, |net, topo, scratch| {
+                    collective::allreduce_tree(net, topo, ack, &mut [], 1, &|_, _| {}, scratch).map(|_| ())
+                })
+            })?;
         }
         let r = self.rs();
         r.version += 1;
@@ -837,16 +807,17 @@ impl Communicator {
         }
     }
 
-    /// One call in robust mode. `exec` runs the call collectively into `work`; `deliver` hands
-    /// the result to the caller. Returns `true` if the call was a checkpoint phase that ended
+    /// One call in robust mode. `exec` runs the call collectively on the caller's `buf` (its
+    /// input is kept to run it again after a re-link); a result served by another worker is
+    /// written into `buf` instead. Returns `true` if the call was a checkpoint phase that ended
     /// by committing (see [`Decision::CommitCheckpoint`]).
-    fn robust_call(
+    fn robust_call<B: CallBuf + ?Sized>(
         &mut self,
         hdr: CallHeader,
         want: Want,
         key: Option<&BootstrapKey>,
-        exec: &mut dyn FnMut(&mut Communicator, &mut Vec<u8>) -> Result<()>,
-        deliver: &mut dyn FnMut(&[u8]),
+        buf: &mut B,
+        exec: &mut dyn FnMut(&mut Communicator, &mut B) -> Result<()>,
     ) -> Result<bool> {
         self.check_failed()?;
         let point = {
@@ -861,47 +832,53 @@ impl Communicator {
                 self.maybe_mock((point.0, 1_000_000 + n));
             }
         }
-        let mut work = Vec::new();
-        loop {
+        let mut backup = std::mem::take(&mut self.rs().backup);
+        backup.clear();
+        backup.extend_from_slice(buf.bytes());
+        let outcome = loop {
             if self.rs().consensus {
                 match self.consensus_round(&hdr, want, key) {
                     Ok(Round::Execute) => self.rs().consensus = false,
                     Ok(Round::Served(data)) => {
-                        deliver(&data);
-                        self.record(hdr, key, data)?;
-                        return Ok(false);
+                        buf.set(&data);
+                        self.record(hdr, key, &data)?;
+                        break Ok(false);
                     }
-                    Ok(Round::Committed) => return Ok(true),
+                    Ok(Round::Committed) => break Ok(true),
                     Ok(Round::Loaded | Round::Continue) => continue,
                     Err(e) if recoverable(&e) => {
                         self.relink(&e).map_err(|e| self.poison(e))?;
                         continue;
                     }
-                    Err(e) => return Err(self.poison(e)),
+                    Err(e) => break Err(self.poison(e)),
                 }
             }
-            match exec(self, &mut work) {
+            match exec(self, buf) {
                 Ok(()) => {
                     self.calls += 1;
-                    deliver(&work);
-                    self.record(hdr, key, std::mem::take(&mut work))?;
-                    return Ok(false);
+                    self.record(hdr, key, buf.bytes())?;
+                    break Ok(false);
                 }
-                Err(e) if recoverable(&e) && self.tracker.is_some() => self.relink(&e).map_err(|e| self.poison(e))?,
-                Err(e) => return Err(self.poison(e)),
+                Err(e) if recoverable(&e) && self.tracker.is_some() => {
+                    buf.set(&backup);
+                    self.relink(&e).map_err(|e| self.poison(e))?;
+                }
+                Err(e) => break Err(self.poison(e)),
             }
-        }
+        };
+        self.rs().backup = backup;
+        outcome
     }
 
     /// Keeps a call's result: in the bootstrap cache by key, or in the result buffer at the
     /// next sequence number.
-    fn record(&mut self, mut hdr: CallHeader, key: Option<&BootstrapKey>, data: Vec<u8>) -> Result<()> {
+    fn record(&mut self, mut hdr: CallHeader, key: Option<&BootstrapKey>, data: &[u8]) -> Result<()> {
         if hdr.count == COUNT_UNKNOWN {
             hdr.count = data.len() as u64; // a broadcast receiver learns the size from the root
         }
         let r = self.rs();
         match key {
-            Some(k) => r.boot.insert(k, hdr, data).map_err(Error::Mismatch),
+            Some(k) => r.boot.insert(k, hdr, data.to_vec()).map_err(Error::Mismatch),
             None => {
                 let seq = r.seq;
                 r.results.push(seq, hdr, data);
