@@ -1018,6 +1018,15 @@ impl Queue {
         if index != self.deadlines {
             return Err("the deadline index disagrees with pending".into());
         }
+        Ok(())
+    }
+
+    /// [`check_invariants`](Self::check_invariants), plus what holds between operations
+    /// (not between the changes of one): a pass that is over has been followed by the next.
+    #[cfg(test)]
+    pub(crate) fn check_settled(&self) -> std::result::Result<(), String> {
+        self.check_invariants()?;
+        let st = &self.state;
         if st.todo.is_empty() && st.pending.is_empty() && !st.done.is_empty() {
             return Err(format!(
                 "pass {} is over but the next has not started",
@@ -1074,7 +1083,7 @@ fn first_difference(ours: &[ChunkRef], theirs: &[ChunkRef]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// `n` chunks, three per file, 100 records each.
