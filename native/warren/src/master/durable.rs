@@ -171,3 +171,120 @@ impl<S: Store> DurableQueue<S> {
         e
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::master::Task;
+    use crate::store::FileStore;
+    use crate::store::testdir::TestDir;
+
+    fn chunks(n: u64) -> Vec<ChunkRef> {
+        (0..n)
+            .map(|i| ChunkRef {
+                path: format!("/d/{i}.rio"),
+                index: 0,
+                offset: 0,
+                len: 1,
+                records: 1,
+            })
+            .collect()
+    }
+
+    fn open(dir: &TestDir, now: Millis) -> DurableQueue<FileStore> {
+        DurableQueue::open(
+            QueueSettings::default(),
+            FileStore::open(dir.path()).unwrap(),
+            now,
+        )
+        .unwrap()
+    }
+
+    fn task(reply: GetTask) -> Task {
+        match reply {
+            GetTask::Task(t) => t,
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn finish_and_get_is_one_durable_step() {
+        let dir = TestDir::new("durable-fag");
+        let dq = open(&dir, 0);
+        dq.set_dataset(chunks(3), 1).unwrap();
+        let mut t = task(dq.get_task(0, 0).unwrap());
+        let records = dq.store().stats().records;
+        for _ in 0..2 {
+            let (ack, next) = dq.finish_and_get_task(t.id, t.epoch, 0, 10).unwrap();
+            assert_eq!(ack, Ack::Accepted);
+            t = task(next);
+        }
+        assert_eq!(
+            dq.store().stats().records,
+            records + 2,
+            "one record per call"
+        );
+        let (ack, next) = dq.finish_and_get_task(t.id, t.epoch, 0, 10).unwrap();
+        assert_eq!(
+            (ack, next),
+            (Ack::Accepted, GetTask::PassFinished { current_pass: 1 })
+        );
+        // A stale finish still gets the next task.
+        let (ack, next) = dq.finish_and_get_task(t.id, t.epoch, 1, 20).unwrap();
+        assert_eq!(ack, Ack::Stale);
+        assert_eq!(task(next).pass, 1);
+    }
+
+    #[test]
+    fn reopening_extends_deadlines_of_pending_tasks() {
+        let dir = TestDir::new("durable-resume");
+        let dq = open(&dir, 0);
+        dq.set_dataset(chunks(2), 1).unwrap();
+        let _ = task(dq.get_task(0, 0).unwrap());
+        let timeout = dq.read(Queue::timeout_ms).unwrap();
+        drop(dq);
+        // The master was down far longer than the timeout.
+        let later = 10 * timeout;
+        let dq = open(&dir, later);
+        assert!(
+            dq.tick(later).unwrap().is_empty(),
+            "downtime does not count against trainers"
+        );
+        assert_eq!(dq.tick(later + timeout).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_operation_hiding_its_changes_breaks_the_queue() {
+        let dir = TestDir::new("durable-hide");
+        let dq = open(&dir, 0);
+        dq.set_dataset(chunks(2), 1).unwrap();
+        let err = dq
+            .run(|q| {
+                let _ = q.get_task(0, 0)?; // changes dropped
+                Ok(Output {
+                    reply: (),
+                    changes: Vec::new(),
+                })
+            })
+            .unwrap_err();
+        assert!(matches!(err, Error::StoreFailed(_)), "{err}");
+        assert!(matches!(dq.get_task(0, 0), Err(Error::StoreFailed(_))));
+    }
+
+    #[test]
+    fn errors_before_any_change_leave_the_queue_usable() {
+        let dir = TestDir::new("durable-err");
+        let dq = open(&dir, 0);
+        assert!(matches!(dq.get_task(0, 0), Err(Error::InvalidArgument(_))));
+        dq.set_dataset(chunks(2), 1).unwrap();
+        assert!(matches!(
+            dq.set_dataset(chunks(3), 1),
+            Err(Error::DatasetMismatch(_))
+        ));
+        assert!(matches!(
+            dq.task_finished(TaskId(9), 1, 0),
+            Err(Error::InvalidArgument(_))
+        ));
+        let _ = task(dq.get_task(0, 0).unwrap());
+    }
+}

@@ -414,3 +414,420 @@ fn recover(dir: &Path) -> Result<Recovered> {
         last_segment,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::master::{Ack, ChunkRef, DurableQueue, GetTask, Queue, QueueSettings, TaskId};
+    use crate::store::testdir::TestDir;
+
+    fn chunks(n: u64) -> Vec<ChunkRef> {
+        (0..n)
+            .map(|i| ChunkRef {
+                path: format!("/data/f{}.rio", i / 4),
+                index: i % 4,
+                offset: 0,
+                len: 10,
+                records: 1,
+            })
+            .collect()
+    }
+
+    fn settings() -> QueueSettings {
+        QueueSettings {
+            max_failures: 1,
+            ..QueueSettings::default()
+        }
+    }
+
+    /// Runs `op` on `q` and appends its changes to `store`.
+    fn step<R>(
+        q: &mut Queue,
+        store: &dyn Store,
+        op: impl FnOnce(&mut Queue) -> Result<crate::master::Output<R>>,
+    ) -> R {
+        let out = op(q).unwrap();
+        store.append(&out.changes).unwrap();
+        out.reply
+    }
+
+    /// A store holding a dataset of `n` tasks and `rounds` get + finish/fail operations;
+    /// returns the queue after every operation (index 0: after set_dataset).
+    fn build(dir: &Path, n: u64, rounds: usize) -> Vec<Queue> {
+        let store = FileStore::open(dir).unwrap();
+        let mut q = Queue::new(settings()).unwrap();
+        step(&mut q, &store, |q| q.set_dataset(chunks(n), 1));
+        let mut states = vec![q.clone()];
+        for i in 0..rounds {
+            let pass = q.pass();
+            match step(&mut q, &store, |q| q.get_task(pass, i as u64)) {
+                GetTask::Task(t) if i % 5 == 3 => {
+                    step(&mut q, &store, |q| q.task_failed(t.id, t.epoch, "flaky"));
+                }
+                GetTask::Task(t) => {
+                    step(&mut q, &store, |q| {
+                        q.task_finished(t.id, t.epoch, i as u64 + 7)
+                    });
+                }
+                other => panic!("{other:?}"),
+            }
+            states.push(q.clone());
+        }
+        states
+    }
+
+    fn reload(dir: &Path) -> Result<Queue> {
+        let store = FileStore::open(dir)?;
+        let (snapshot, changes) = store.load()?;
+        Queue::restore(settings(), snapshot, changes)
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        for entry in fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+
+    fn only_segment(dir: &Path) -> PathBuf {
+        let segs = list_segments(dir).unwrap();
+        assert_eq!(segs.len(), 1, "{segs:?}");
+        segs[0].1.clone()
+    }
+
+    #[test]
+    fn appended_changes_reload_to_the_same_state() {
+        let dir = TestDir::new("reload");
+        let states = build(dir.path(), 10, 30);
+        let q = reload(dir.path()).unwrap();
+        assert_eq!(q.snapshot(), states.last().unwrap().snapshot());
+        assert!(q.pass() >= 1, "30 rounds over 10 tasks end a pass");
+    }
+
+    #[test]
+    fn torn_tail_at_every_byte_of_the_last_record_is_discarded() {
+        let dir = TestDir::new("torn-src");
+        let states = build(dir.path(), 5, 6);
+        let seg = only_segment(dir.path());
+        let full = fs::read(&seg).unwrap();
+        let scan = wal::scan(&seg, &full, true).unwrap();
+        let last = scan.records.last().unwrap().offset as usize;
+        let before_last = &states[states.len() - 1];
+        // The state before the last record: replay everything but it.
+        let all: Vec<Change> = scan
+            .records
+            .iter()
+            .flat_map(|r| r.changes.clone())
+            .collect();
+        let n_last = scan.records.last().unwrap().changes.len();
+        let expected =
+            Queue::restore(settings(), None, all[..all.len() - n_last].to_vec()).unwrap();
+        assert_ne!(expected.snapshot(), before_last.snapshot());
+
+        for cut in last..full.len() {
+            let d = TestDir::new("torn");
+            copy_dir(dir.path(), d.path());
+            let seg = only_segment(d.path());
+            OpenOptions::new()
+                .write(true)
+                .open(&seg)
+                .unwrap()
+                .set_len(cut as u64)
+                .unwrap();
+            let q = reload(d.path()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            assert_eq!(q.snapshot(), expected.snapshot(), "cut at {cut}");
+            // The tail was cut off at open: the store keeps working after it.
+            assert_eq!(fs::metadata(&seg).unwrap().len(), last as u64);
+            let store = FileStore::open(d.path()).unwrap();
+            let mut q = q;
+            let pass = q.pass();
+            step(&mut q, &store, |q| q.get_task(pass, 1000));
+            drop(store);
+            assert_eq!(
+                reload(d.path()).unwrap().snapshot(),
+                q.snapshot(),
+                "cut at {cut}"
+            );
+        }
+        // Uncut, the last record is there.
+        assert_eq!(
+            reload(dir.path()).unwrap().snapshot(),
+            before_last.snapshot()
+        );
+    }
+
+    #[test]
+    fn corruption_in_the_middle_is_an_error_naming_file_and_offset() {
+        let dir = TestDir::new("corrupt");
+        build(dir.path(), 5, 6);
+        let seg = only_segment(dir.path());
+        let mut data = fs::read(&seg).unwrap();
+        let scan = wal::scan(&seg, &data, true).unwrap();
+        let victim = scan.records[2].offset as usize;
+        data[victim + wal::HEADER_LEN + 5] ^= 0x20;
+        fs::write(&seg, &data).unwrap();
+        let err = match FileStore::open(dir.path()) {
+            Err(e) => e,
+            Ok(_) => panic!("a corrupt log opened"),
+        };
+        match &err {
+            Error::StoreCorrupt { path, offset, .. } => {
+                assert_eq!(path, &seg);
+                assert_eq!(*offset, victim as u64);
+            }
+            other => panic!("unexpected error: {other}"),
+        }
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&seg.display().to_string()) && msg.contains(&victim.to_string()),
+            "{msg}"
+        );
+        // The file was not touched by the failed open.
+        assert_eq!(fs::read(&seg).unwrap(), data);
+    }
+
+    #[test]
+    fn a_gap_in_the_change_numbers_is_an_error() {
+        let dir = TestDir::new("gap");
+        build(dir.path(), 5, 3);
+        let seg = only_segment(dir.path());
+        let data = fs::read(&seg).unwrap();
+        let scan = wal::scan(&seg, &data, true).unwrap();
+        // Drop record 1 (of several): change numbers jump.
+        let (a, b) = (
+            scan.records[1].offset as usize,
+            scan.records[2].offset as usize,
+        );
+        let mut cut = data[..a].to_vec();
+        cut.extend_from_slice(&data[b..]);
+        fs::write(&seg, &cut).unwrap();
+        let err = FileStore::open(dir.path()).err().expect("gap detected");
+        assert!(
+            matches!(err, Error::StoreCorrupt { offset, .. } if offset == a as u64),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn snapshot_plus_log_reload_to_the_same_state_and_old_segments_go() {
+        let dir = TestDir::new("compact");
+        let store = FileStore::open(dir.path()).unwrap();
+        let dq = DurableQueue::open(settings(), store, 0).unwrap();
+        dq.set_dataset(chunks(20), 2).unwrap();
+        fn work(dq: &DurableQueue<FileStore>, k: usize) {
+            for i in 0..k {
+                let pass = dq.read(Queue::pass).unwrap();
+                if let GetTask::Task(t) = dq.get_task(pass, i as u64).unwrap() {
+                    assert_eq!(
+                        dq.task_finished(t.id, t.epoch, i as u64 + 3).unwrap(),
+                        Ack::Accepted
+                    );
+                }
+            }
+        }
+        work(&dq, 7);
+        dq.compact().unwrap();
+        work(&dq, 5);
+        dq.compact().unwrap();
+        work(&dq, 4);
+        let segs = list_segments(dir.path()).unwrap();
+        assert_eq!(
+            segs.len(),
+            1,
+            "segments covered by the snapshot are deleted: {segs:?}"
+        );
+        assert_eq!(dq.store().stats().compactions, 2);
+        let live = dq.read(Queue::snapshot).unwrap();
+        drop(dq);
+        let q = reload(dir.path()).unwrap();
+        assert_eq!(q.snapshot(), live);
+        // Restarting through DurableQueue works too and keeps going.
+        let dq = DurableQueue::open(settings(), FileStore::open(dir.path()).unwrap(), 100).unwrap();
+        assert_eq!(dq.read(Queue::snapshot).unwrap(), live);
+        work(&dq, 3);
+    }
+
+    #[test]
+    fn a_snapshot_ahead_of_a_torn_log_is_fine() {
+        // Compaction may store changes that were submitted but not yet synced; if the
+        // log then loses them, the snapshot covers the gap.
+        let src = TestDir::new("ahead-src");
+        let states = build(src.path(), 6, 4);
+        let seg = only_segment(src.path());
+        let data = fs::read(&seg).unwrap();
+        let scan = wal::scan(&seg, &data, true).unwrap();
+        let store = FileStore::open(src.path()).unwrap();
+        store.compact(&states.last().unwrap().snapshot()).unwrap();
+        drop(store);
+        // Put back a log that lost all but its first two records.
+        for (_, p) in list_segments(src.path()).unwrap() {
+            fs::remove_file(p).unwrap();
+        }
+        fs::write(&seg, &data[..scan.records[2].offset as usize]).unwrap();
+        let mut q = reload(src.path()).unwrap();
+        assert_eq!(q.snapshot(), states.last().unwrap().snapshot());
+        let store = FileStore::open(src.path()).unwrap();
+        let pass = q.pass();
+        step(&mut q, &store, |q| q.get_task(pass, 50));
+        drop(store);
+        assert_eq!(reload(src.path()).unwrap().snapshot(), q.snapshot());
+    }
+
+    #[test]
+    fn compaction_refuses_an_older_snapshot_or_one_ahead_of_the_log() {
+        let dir = TestDir::new("refuse");
+        let states = build(dir.path(), 4, 2);
+        let store = FileStore::open(dir.path()).unwrap();
+        store.compact(&states[2].snapshot()).unwrap();
+        assert!(matches!(
+            store.compact(&states[1].snapshot()),
+            Err(Error::InvalidArgument(_))
+        ));
+        let mut ahead = states[2].clone();
+        let _ = ahead.get_task(ahead.pass(), 0).unwrap();
+        let _ = ahead.get_task(ahead.pass(), 0).unwrap();
+        assert!(matches!(
+            store.compact(&ahead.snapshot()),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn submit_checks_change_numbers() {
+        let dir = TestDir::new("numbers");
+        let states = build(dir.path(), 4, 1);
+        let store = FileStore::open(dir.path()).unwrap();
+        let mut q = states.last().unwrap().clone();
+        let out = q.get_task(q.pass(), 0).unwrap();
+        let mut wrong = out.changes.clone();
+        wrong[0].seq += 1;
+        assert!(matches!(
+            store.submit(&wrong),
+            Err(Error::InvalidArgument(_))
+        ));
+        store.append(&out.changes).unwrap();
+        assert!(matches!(
+            store.submit(&out.changes),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn wants_compaction_after_the_configured_bytes() {
+        let dir = TestDir::new("wants");
+        let opts = FileStoreOptions {
+            compact_after_bytes: 2000,
+            ..FileStoreOptions::default()
+        };
+        let dq = DurableQueue::open(
+            settings(),
+            FileStore::open_with(dir.path(), opts).unwrap(),
+            0,
+        )
+        .unwrap();
+        dq.set_dataset(chunks(50), 1).unwrap();
+        let mut compacted = 0;
+        for i in 0..40 {
+            let _ = dq.get_task(0, i).unwrap();
+            compacted += usize::from(dq.compact_if_wanted().unwrap());
+        }
+        assert!(compacted >= 2, "compacted {compacted} times");
+        assert!(!dq.store().wants_compaction() || compacted > 0);
+    }
+
+    #[test]
+    fn concurrent_appends_from_8_threads_are_all_durable_in_one_order() {
+        let dir = TestDir::new("threads");
+        let n = 400u64;
+        let dq = Arc::new(
+            DurableQueue::open(settings(), FileStore::open(dir.path()).unwrap(), 0).unwrap(),
+        );
+        dq.set_dataset(chunks(n), 1).unwrap();
+        let acked: Vec<Vec<(TaskId, u64)>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..8)
+                .map(|w| {
+                    let dq = Arc::clone(&dq);
+                    s.spawn(move || {
+                        let mut mine = Vec::new();
+                        loop {
+                            match dq.get_task(0, w).unwrap() {
+                                GetTask::Task(t) => {
+                                    assert_eq!(
+                                        dq.task_finished(t.id, t.epoch, w + 1).unwrap(),
+                                        Ack::Accepted
+                                    );
+                                    mine.push((t.id, t.epoch));
+                                }
+                                GetTask::NoMoreTasksNow => std::thread::yield_now(),
+                                GetTask::PassFinished { .. } => return mine,
+                                other => panic!("{other:?}"),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut done: Vec<TaskId> = acked.iter().flatten().map(|(id, _)| *id).collect();
+        done.sort();
+        assert_eq!(
+            done,
+            (0..n).map(TaskId).collect::<Vec<_>>(),
+            "each task finished once"
+        );
+        let stats = dq.store().stats();
+        assert_eq!(
+            stats.records,
+            1 + 2 * n,
+            "one record per state-changing call"
+        );
+        assert!(
+            stats.syncs < stats.records,
+            "group commit shared fsyncs: {stats:?}"
+        );
+        let live = dq.read(Queue::snapshot).unwrap();
+        drop(dq);
+        // Everything acknowledged is on disk, in an order that replays to the same state.
+        let (_, changes) = FileStore::open(dir.path()).unwrap().load().unwrap();
+        assert!(changes.windows(2).all(|w| w[1].seq == w[0].seq + 1));
+        assert_eq!(reload(dir.path()).unwrap().snapshot(), live);
+        assert_eq!(live.pass(), 1);
+    }
+
+    #[test]
+    fn a_leftover_temporary_snapshot_is_ignored_and_removed() {
+        let dir = TestDir::new("tmp");
+        let states = build(dir.path(), 3, 2);
+        fs::write(
+            dir.path().join(super::super::fsutil::SNAPSHOT_TMP),
+            b"half a snapshot",
+        )
+        .unwrap();
+        assert_eq!(
+            reload(dir.path()).unwrap().snapshot(),
+            states.last().unwrap().snapshot()
+        );
+        assert!(!dir.path().join(super::super::fsutil::SNAPSHOT_TMP).exists());
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_an_error() {
+        let dir = TestDir::new("badsnap");
+        let states = build(dir.path(), 3, 2);
+        let store = FileStore::open(dir.path()).unwrap();
+        store.compact(&states.last().unwrap().snapshot()).unwrap();
+        drop(store);
+        let path = dir.path().join(super::super::fsutil::SNAPSHOT_FILE);
+        let mut data = fs::read(&path).unwrap();
+        let mid = data.len() / 2;
+        data[mid] ^= 0xff;
+        fs::write(&path, &data).unwrap();
+        let err = FileStore::open(dir.path()).err().expect("damage detected");
+        assert!(
+            matches!(&err, Error::StoreCorrupt { path: p, .. } if *p == path),
+            "{err}"
+        );
+    }
+}

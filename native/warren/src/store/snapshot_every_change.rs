@@ -88,3 +88,68 @@ impl Store for SnapshotEveryChangeStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::master::{ChunkRef, DurableQueue, GetTask};
+    use crate::store::testdir::TestDir;
+
+    fn chunks(n: u64) -> Vec<ChunkRef> {
+        (0..n)
+            .map(|i| ChunkRef {
+                path: "/d/a.rio".into(),
+                index: i,
+                offset: i * 10,
+                len: 10,
+                records: 2,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_change_is_in_the_snapshot_and_reloads() {
+        let dir = TestDir::new("secs");
+        let dq = DurableQueue::open(
+            QueueSettings::default(),
+            SnapshotEveryChangeStore::open(dir.path(), 6).unwrap(),
+            0,
+        )
+        .unwrap();
+        dq.set_dataset(chunks(6), 2).unwrap();
+        let GetTask::Task(t) = dq.get_task(0, 0).unwrap() else {
+            panic!("no task")
+        };
+        dq.task_finished(t.id, t.epoch, 5).unwrap();
+        let _ = dq.get_task(0, 6).unwrap();
+        let live = dq.read(Queue::snapshot).unwrap();
+        drop(dq);
+        let store = SnapshotEveryChangeStore::open(dir.path(), 6).unwrap();
+        let (snapshot, changes) = store.load().unwrap();
+        assert!(changes.is_empty());
+        assert_eq!(snapshot.as_ref(), Some(&live));
+        let q = Queue::restore(QueueSettings::default(), snapshot, changes).unwrap();
+        assert_eq!(q.snapshot(), live);
+        // It keeps accepting changes after a restart.
+        let dq = DurableQueue::open(QueueSettings::default(), store, 10).unwrap();
+        assert!(matches!(dq.get_task(0, 10).unwrap(), GetTask::Task(_)));
+    }
+
+    #[test]
+    fn a_change_that_does_not_fit_makes_it_refuse_further_work() {
+        let dir = TestDir::new("secs-bad");
+        let store = SnapshotEveryChangeStore::open(dir.path(), 1).unwrap();
+        let mut q = Queue::new(QueueSettings::default()).unwrap();
+        let out = q.set_dataset(chunks(2), 1).unwrap();
+        let mut wrong = out.changes.clone();
+        wrong[0].seq = 5;
+        assert!(matches!(
+            store.submit(&wrong),
+            Err(Error::InvalidChange { .. })
+        ));
+        assert!(matches!(
+            store.submit(&out.changes),
+            Err(Error::StoreFailed(_))
+        ));
+    }
+}
