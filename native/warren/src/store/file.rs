@@ -100,8 +100,23 @@ struct Recovered {
     last_segment: Option<(PathBuf, u64, Option<String>)>,
 }
 
-/// The embedded durable store: write-ahead log with group commit plus compacted
-/// snapshots, in one directory. See the [module documentation](self).
+/// The embedded durable store: a write-ahead log with group commit plus compacted
+/// snapshots, in one directory.
+///
+/// Layout: log segments `wal-<first seq>.log` (records of length + CRC-32, see below),
+/// the snapshot `snapshot.json.gz`, and `snapshot.json.gz.tmp` while one is written.
+///
+/// - **Group commit.** [`submit`](Store::submit) encodes the changes into an in-memory
+///   buffer; the first thread to [`wait_durable`](Store::wait_durable) becomes the leader,
+///   writes the whole buffer with one `write` and one `fdatasync`, then wakes the others;
+///   whatever was submitted meanwhile goes out with the next leader's single fsync.
+/// - **Crash safety.** Each record is `len | crc32(payload) | crc32(header) | payload`
+///   and holds all changes of one `submit`. At open, a torn record at the end of the last
+///   segment (a write interrupted by a crash, never acknowledged) is cut off; damage
+///   anywhere else is [`Error::StoreCorrupt`] naming the file and byte offset.
+/// - **Compaction.** [`compact`](Store::compact) writes the snapshot to a temporary file,
+///   fsyncs it, renames it over the old one, fsyncs the directory, starts a new segment,
+///   and deletes the segments the snapshot covers.
 pub struct FileStore {
     dir: PathBuf,
     options: FileStoreOptions,
