@@ -20,6 +20,7 @@ pub struct DurableQueue<S: Store> {
     queue: Mutex<Queue>,
     store: S,
     broken: AtomicBool,
+    compacting: AtomicBool,
 }
 
 impl<S: Store> DurableQueue<S> {
@@ -34,6 +35,7 @@ impl<S: Store> DurableQueue<S> {
             queue: Mutex::new(queue),
             store,
             broken: AtomicBool::new(false),
+            compacting: AtomicBool::new(false),
         })
     }
 
@@ -141,13 +143,20 @@ impl<S: Store> DurableQueue<S> {
         self.store.compact(&snapshot).map_err(|e| self.fail_with(e))
     }
 
-    /// [`compact`](Self::compact) if the store asks for it; returns whether it did.
+    /// [`compact`](Self::compact) if the store asks for it and no other thread is
+    /// compacting; returns whether it did.
     pub fn compact_if_wanted(&self) -> Result<bool> {
-        if self.store.wants_compaction() {
-            self.compact()?;
-            return Ok(true);
+        if !self.store.wants_compaction()
+            || self
+                .compacting
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return Ok(false);
         }
-        Ok(false)
+        let result = self.compact();
+        self.compacting.store(false, Ordering::Release);
+        result.map(|()| true)
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Queue>> {

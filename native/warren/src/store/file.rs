@@ -18,7 +18,7 @@
 //! segments whose changes the snapshot covers.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -38,6 +38,10 @@ pub struct FileStoreOptions {
     /// gzip level of snapshots, 0 (none) to 9 (best). Default 1: snapshots are written
     /// while the master serves, so speed matters more than size.
     pub snapshot_level: u32,
+    /// Log segments are extended with zeros this many bytes ahead of the write position,
+    /// so that appending does not change the file size and an fsync needs no file-system
+    /// journal commit (several times faster on ext4). 0 disables it. Default 16 MiB.
+    pub preallocate_bytes: u64,
 }
 
 impl Default for FileStoreOptions {
@@ -45,6 +49,7 @@ impl Default for FileStoreOptions {
         FileStoreOptions {
             compact_after_bytes: 64 << 20,
             snapshot_level: 1,
+            preallocate_bytes: 16 << 20,
         }
     }
 }
@@ -84,8 +89,10 @@ struct Commit {
 struct Segment {
     file: File,
     path: PathBuf,
-    /// Bytes in the file.
+    /// End of the valid records: where the next record goes.
     len: u64,
+    /// Size of the file (valid records, then zeros).
+    allocated: u64,
     /// Highest sequence number written to the log (or covered by the snapshot) so far.
     written: u64,
 }
@@ -150,7 +157,7 @@ impl FileStore {
         let (file, path, len) = match rec.last_segment {
             Some((path, valid_len, torn)) => {
                 let file = OpenOptions::new()
-                    .append(true)
+                    .write(true)
                     .open(&path)
                     .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
                 if let Some(reason) = torn {
@@ -171,6 +178,10 @@ impl FileStore {
                 (file, path, 0)
             }
         };
+        let allocated = file
+            .metadata()
+            .map_err(|e| Error::io(format!("reading the size of {}", path.display()), e))?
+            .len();
         Ok(FileStore {
             dir,
             options,
@@ -187,6 +198,7 @@ impl FileStore {
                 file,
                 path,
                 len,
+                allocated,
                 written: rec.last_seq,
             }),
             snapshot_seq: Mutex::new(snapshot_seq),
@@ -214,15 +226,35 @@ impl FileStore {
         }
     }
 
-    /// Writes `buf` (records up to change `upto`) to the log and fsyncs it.
+    /// Writes `buf` (records up to change `upto`) to the log and fsyncs it, first
+    /// extending the segment with zeros if the records would not fit.
     fn write_batch(&self, buf: &[u8], upto: u64) -> Result<()> {
-        let mut seg = lock(&self.segment);
-        let path = seg.path.clone();
-        seg.file
-            .write_all(buf)
-            .and_then(|()| seg.file.sync_data())
-            .map_err(|e| Error::io(format!("appending to {}", path.display()), e))?;
-        seg.len += buf.len() as u64;
+        let mut guard = lock(&self.segment);
+        let seg = &mut *guard;
+        let end = seg.len + buf.len() as u64;
+        let prealloc = self.options.preallocate_bytes;
+        let result = (|| {
+            if end > seg.allocated && prealloc > 0 {
+                // One slow fsync (the file size changes) per `prealloc` bytes of log.
+                let target = end + prealloc;
+                let from = seg.allocated.max(end);
+                seg.file.seek(SeekFrom::Start(from))?;
+                let zeros = vec![0u8; (1 << 20).min(target - from) as usize];
+                let mut at = from;
+                while at < target {
+                    let n = zeros.len().min((target - at) as usize);
+                    seg.file.write_all(&zeros[..n])?;
+                    at += n as u64;
+                }
+                seg.allocated = target;
+            }
+            seg.file.seek(SeekFrom::Start(seg.len))?;
+            seg.file.write_all(buf)?;
+            seg.file.sync_data()
+        })();
+        result.map_err(|e| Error::io(format!("appending to {}", seg.path.display()), e))?;
+        seg.len = end;
+        seg.allocated = seg.allocated.max(end);
         seg.written = upto;
         self.syncs.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
@@ -330,6 +362,8 @@ impl Store for FileStore {
                 *on_disk
             )));
         }
+        // Stop asking for compactions while this one runs.
+        lock(&self.commit).bytes_since_compaction = 0;
         write_snapshot(&self.dir, snapshot, self.options.snapshot_level)?;
         *on_disk = seq;
 
@@ -342,6 +376,7 @@ impl Store for FileStore {
                 file,
                 path,
                 len: 0,
+                allocated: 0,
                 written: seg.written,
             };
         }
@@ -359,7 +394,6 @@ impl Store for FileStore {
         if removed > 0 {
             fsync_dir(&self.dir)?;
         }
-        lock(&self.commit).bytes_since_compaction = 0;
         self.compactions.fetch_add(1, Ordering::Relaxed);
         log::info!(
             "store {}: compacted at change {seq}, removed {removed} log segments",
@@ -378,7 +412,8 @@ fn create_segment(dir: &Path, first_seq: u64) -> Result<(File, PathBuf)> {
     let path = dir.join(segment_name(first_seq));
     let file = OpenOptions::new()
         .create(true)
-        .append(true)
+        .truncate(false)
+        .write(true)
         .open(&path)
         .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
     fsync_dir(dir)?;
@@ -450,6 +485,14 @@ mod tests {
             .collect()
     }
 
+    /// Small preallocation steps, so that tests extend segments often.
+    fn opts() -> FileStoreOptions {
+        FileStoreOptions {
+            preallocate_bytes: 512,
+            ..FileStoreOptions::default()
+        }
+    }
+
     fn settings() -> QueueSettings {
         QueueSettings {
             max_failures: 1,
@@ -471,7 +514,7 @@ mod tests {
     /// A store holding a dataset of `n` tasks and `rounds` get + finish/fail operations;
     /// returns the queue after every operation (index 0: after set_dataset).
     fn build(dir: &Path, n: u64, rounds: usize) -> Vec<Queue> {
-        let store = FileStore::open(dir).unwrap();
+        let store = FileStore::open_with(dir, opts()).unwrap();
         let mut q = Queue::new(settings()).unwrap();
         step(&mut q, &store, |q| q.set_dataset(chunks(n), 1));
         let mut states = vec![q.clone()];
@@ -494,7 +537,7 @@ mod tests {
     }
 
     fn reload(dir: &Path) -> Result<Queue> {
-        let store = FileStore::open(dir)?;
+        let store = FileStore::open_with(dir, opts())?;
         let (snapshot, changes) = store.load()?;
         Queue::restore(settings(), snapshot, changes)
     }
@@ -541,30 +584,38 @@ mod tests {
             Queue::restore(settings(), None, all[..all.len() - n_last].to_vec()).unwrap();
         assert_ne!(expected.snapshot(), before_last.snapshot());
 
-        for cut in last..full.len() {
-            let d = TestDir::new("torn");
-            copy_dir(dir.path(), d.path());
-            let seg = only_segment(d.path());
-            OpenOptions::new()
-                .write(true)
-                .open(&seg)
-                .unwrap()
-                .set_len(cut as u64)
-                .unwrap();
-            let q = reload(d.path()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
-            assert_eq!(q.snapshot(), expected.snapshot(), "cut at {cut}");
-            // The tail was cut off at open: the store keeps working after it.
-            assert_eq!(fs::metadata(&seg).unwrap().len(), last as u64);
-            let store = FileStore::open(d.path()).unwrap();
-            let mut q = q;
-            let pass = q.pass();
-            step(&mut q, &store, |q| q.get_task(pass, 1000));
-            drop(store);
-            assert_eq!(
-                reload(d.path()).unwrap().snapshot(),
-                q.snapshot(),
-                "cut at {cut}"
-            );
+        let end = scan.valid_len as usize;
+        assert!(
+            full[end..].iter().all(|b| *b == 0),
+            "preallocated zeros follow"
+        );
+        for cut in last..end {
+            // A crash either left the file short (truncated) or left the unwritten part of
+            // the record as the preallocated zeros it was (zeroed).
+            for zeroed in [false, true] {
+                let d = TestDir::new("torn");
+                copy_dir(dir.path(), d.path());
+                let seg = only_segment(d.path());
+                if zeroed {
+                    let mut data = full.clone();
+                    data[cut..].fill(0);
+                    fs::write(&seg, &data).unwrap();
+                } else {
+                    let f = OpenOptions::new().write(true).open(&seg).unwrap();
+                    f.set_len(cut as u64).unwrap();
+                }
+                let what = format!("cut at {cut}, zeroed {zeroed}");
+                let q = reload(d.path()).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(q.snapshot(), expected.snapshot(), "{what}");
+                // The torn bytes were removed at open: the store keeps working after them.
+                let store = FileStore::open_with(d.path(), opts()).unwrap();
+                let mut q = q;
+                let pass = q.pass();
+                step(&mut q, &store, |q| q.get_task(pass, 1000));
+                step(&mut q, &store, |q| q.get_task(pass, 1001));
+                drop(store);
+                assert_eq!(reload(d.path()).unwrap().snapshot(), q.snapshot(), "{what}");
+            }
         }
         // Uncut, the last record is there.
         assert_eq!(
@@ -583,7 +634,7 @@ mod tests {
         let victim = scan.records[2].offset as usize;
         data[victim + wal::HEADER_LEN + 5] ^= 0x20;
         fs::write(&seg, &data).unwrap();
-        let err = match FileStore::open(dir.path()) {
+        let err = match FileStore::open_with(dir.path(), opts()) {
             Err(e) => e,
             Ok(_) => panic!("a corrupt log opened"),
         };
@@ -618,7 +669,9 @@ mod tests {
         let mut cut = data[..a].to_vec();
         cut.extend_from_slice(&data[b..]);
         fs::write(&seg, &cut).unwrap();
-        let err = FileStore::open(dir.path()).err().expect("gap detected");
+        let err = FileStore::open_with(dir.path(), opts())
+            .err()
+            .expect("gap detected");
         assert!(
             matches!(err, Error::StoreCorrupt { offset, .. } if offset == a as u64),
             "{err}"
@@ -628,7 +681,7 @@ mod tests {
     #[test]
     fn snapshot_plus_log_reload_to_the_same_state_and_old_segments_go() {
         let dir = TestDir::new("compact");
-        let store = FileStore::open(dir.path()).unwrap();
+        let store = FileStore::open_with(dir.path(), opts()).unwrap();
         let dq = DurableQueue::open(settings(), store, 0).unwrap();
         dq.set_dataset(chunks(20), 2).unwrap();
         fn work(dq: &DurableQueue<FileStore>, k: usize) {
@@ -659,7 +712,12 @@ mod tests {
         let q = reload(dir.path()).unwrap();
         assert_eq!(q.snapshot(), live);
         // Restarting through DurableQueue works too and keeps going.
-        let dq = DurableQueue::open(settings(), FileStore::open(dir.path()).unwrap(), 100).unwrap();
+        let dq = DurableQueue::open(
+            settings(),
+            FileStore::open_with(dir.path(), opts()).unwrap(),
+            100,
+        )
+        .unwrap();
         assert_eq!(dq.read(Queue::snapshot).unwrap(), live);
         work(&dq, 3);
     }
@@ -673,7 +731,7 @@ mod tests {
         let seg = only_segment(src.path());
         let data = fs::read(&seg).unwrap();
         let scan = wal::scan(&seg, &data, true).unwrap();
-        let store = FileStore::open(src.path()).unwrap();
+        let store = FileStore::open_with(src.path(), opts()).unwrap();
         store.compact(&states.last().unwrap().snapshot()).unwrap();
         drop(store);
         // Put back a log that lost all but its first two records.
@@ -683,7 +741,7 @@ mod tests {
         fs::write(&seg, &data[..scan.records[2].offset as usize]).unwrap();
         let mut q = reload(src.path()).unwrap();
         assert_eq!(q.snapshot(), states.last().unwrap().snapshot());
-        let store = FileStore::open(src.path()).unwrap();
+        let store = FileStore::open_with(src.path(), opts()).unwrap();
         let pass = q.pass();
         step(&mut q, &store, |q| q.get_task(pass, 50));
         drop(store);
@@ -694,7 +752,7 @@ mod tests {
     fn compaction_refuses_an_older_snapshot_or_one_ahead_of_the_log() {
         let dir = TestDir::new("refuse");
         let states = build(dir.path(), 4, 2);
-        let store = FileStore::open(dir.path()).unwrap();
+        let store = FileStore::open_with(dir.path(), opts()).unwrap();
         store.compact(&states[2].snapshot()).unwrap();
         assert!(matches!(
             store.compact(&states[1].snapshot()),
@@ -713,7 +771,7 @@ mod tests {
     fn submit_checks_change_numbers() {
         let dir = TestDir::new("numbers");
         let states = build(dir.path(), 4, 1);
-        let store = FileStore::open(dir.path()).unwrap();
+        let store = FileStore::open_with(dir.path(), opts()).unwrap();
         let mut q = states.last().unwrap().clone();
         let out = q.get_task(q.pass(), 0).unwrap();
         let mut wrong = out.changes.clone();
@@ -734,7 +792,7 @@ mod tests {
         let dir = TestDir::new("wants");
         let opts = FileStoreOptions {
             compact_after_bytes: 2000,
-            ..FileStoreOptions::default()
+            ..opts()
         };
         let dq = DurableQueue::open(
             settings(),
@@ -757,7 +815,12 @@ mod tests {
         let dir = TestDir::new("threads");
         let n = 400u64;
         let dq = Arc::new(
-            DurableQueue::open(settings(), FileStore::open(dir.path()).unwrap(), 0).unwrap(),
+            DurableQueue::open(
+                settings(),
+                FileStore::open_with(dir.path(), opts()).unwrap(),
+                0,
+            )
+            .unwrap(),
         );
         dq.set_dataset(chunks(n), 1).unwrap();
         let acked: Vec<Vec<(TaskId, u64)>> = std::thread::scope(|s| {
@@ -805,7 +868,10 @@ mod tests {
         let live = dq.read(Queue::snapshot).unwrap();
         drop(dq);
         // Everything acknowledged is on disk, in an order that replays to the same state.
-        let (_, changes) = FileStore::open(dir.path()).unwrap().load().unwrap();
+        let (_, changes) = FileStore::open_with(dir.path(), opts())
+            .unwrap()
+            .load()
+            .unwrap();
         assert!(changes.windows(2).all(|w| w[1].seq == w[0].seq + 1));
         assert_eq!(reload(dir.path()).unwrap().snapshot(), live);
         assert_eq!(live.pass(), 1);
@@ -831,7 +897,7 @@ mod tests {
     fn a_damaged_snapshot_is_an_error() {
         let dir = TestDir::new("badsnap");
         let states = build(dir.path(), 3, 2);
-        let store = FileStore::open(dir.path()).unwrap();
+        let store = FileStore::open_with(dir.path(), opts()).unwrap();
         store.compact(&states.last().unwrap().snapshot()).unwrap();
         drop(store);
         let path = dir.path().join(super::super::fsutil::SNAPSHOT_FILE);
@@ -839,7 +905,9 @@ mod tests {
         let mid = data.len() / 2;
         data[mid] ^= 0xff;
         fs::write(&path, &data).unwrap();
-        let err = FileStore::open(dir.path()).err().expect("damage detected");
+        let err = FileStore::open_with(dir.path(), opts())
+            .err()
+            .expect("damage detected");
         assert!(
             matches!(&err, Error::StoreCorrupt { path: p, .. } if *p == path),
             "{err}"

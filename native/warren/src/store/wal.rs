@@ -14,17 +14,23 @@
 //! One record holds all the changes of one [`submit`](super::Store::submit), so an
 //! operation's changes survive a crash together or not at all.
 //!
-//! Reading tells a *torn tail* (the end of the last segment, written but not yet synced
-//! when the machine stopped) from *corruption* (damage to data that was synced):
+//! Segments are *preallocated*: filled with zeros ahead of the write position, so that
+//! appending a record does not change the file size and `fdatasync` needs no journal
+//! commit (several times faster on ext4). A run of zeros where a record header should be
+//! is therefore the normal end of the log. JSON payloads never contain a zero byte.
 //!
-//! - torn, discarded: fewer bytes than a header at the end; a record whose (valid) header
-//!   announces more bytes than the file has; a bad payload checksum in the very last
-//!   record of the file; a zero-filled rest of the file. Only in the last segment.
-//! - corruption, an error naming the file and offset: anything else, e.g. a bad checksum
-//!   followed by more records. A crash that tears a multi-page write in its middle *and*
-//!   persists later pages with non-zero garbage would also be reported here; no data
-//!   acknowledged to a trainer is lost in that case, but an operator must look (the error
-//!   says where).
+//! Reading tells a *torn tail* (the end of the last segment, written but not yet synced
+//! when the machine stopped, hence never acknowledged) from *corruption* (damage to data
+//! that was synced). In the last segment, a bad record is torn, and discarded, when:
+//!
+//! - the file ends inside it (incomplete header, or fewer payload bytes than announced);
+//! - its header is valid but its payload checksum is not, and only zeros follow it;
+//! - its header is invalid and only zeros follow the header.
+//!
+//! Anything else is corruption, an error naming the file and offset: e.g. a bad checksum
+//! followed by more records. (A power cut that tears a multi-page write in its middle and
+//! persists later pages of that same unacknowledged write would also be reported here; no
+//! acknowledged change is lost then, but an operator must look, and the error says where.)
 
 use std::path::{Path, PathBuf};
 
@@ -93,14 +99,18 @@ pub(crate) struct Record {
 pub(crate) struct Scan {
     /// The valid records, in order.
     pub(crate) records: Vec<Record>,
-    /// Length of the valid prefix of the file.
+    /// Length of the valid prefix of the file: where the next record goes.
     pub(crate) valid_len: u64,
-    /// Why the bytes after `valid_len` were discarded, if there are any.
+    /// Why the bytes after `valid_len` were discarded, if they are not just zeros.
     pub(crate) torn: Option<String>,
 }
 
 fn u32_at(data: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(data[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn all_zero(bytes: &[u8]) -> bool {
+    bytes.iter().all(|b| *b == 0)
 }
 
 /// Reads the records of segment `path` whose bytes are `data`. A torn tail is accepted
@@ -129,6 +139,14 @@ pub(crate) fn scan(path: &Path, data: &[u8], is_last: bool) -> Result<Scan> {
     };
     while off < data.len() {
         let rest = &data[off..];
+        if all_zero(rest) {
+            // Preallocated space: the normal end of the log.
+            return Ok(Scan {
+                records,
+                valid_len: off as u64,
+                torn: None,
+            });
+        }
         if rest.len() < HEADER_LEN {
             return torn(
                 records,
@@ -137,8 +155,8 @@ pub(crate) fn scan(path: &Path, data: &[u8], is_last: bool) -> Result<Scan> {
             );
         }
         if crc32fast::hash(&rest[..8]) != u32_at(rest, 8) {
-            if rest.iter().all(|b| *b == 0) {
-                return torn(records, off, "zero-filled tail".into());
+            if all_zero(&rest[HEADER_LEN..]) {
+                return torn(records, off, "partly written record header".into());
             }
             return Err(corrupt(off, "record header checksum mismatch".into()));
         }
@@ -155,7 +173,7 @@ pub(crate) fn scan(path: &Path, data: &[u8], is_last: bool) -> Result<Scan> {
         }
         let payload = &rest[HEADER_LEN..HEADER_LEN + len];
         if crc32fast::hash(payload) != u32_at(rest, 4) {
-            if HEADER_LEN + len == rest.len() {
+            if all_zero(&rest[HEADER_LEN + len..]) {
                 return torn(
                     records,
                     off,
@@ -271,13 +289,33 @@ mod tests {
     }
 
     #[test]
-    fn zero_filled_tail_is_torn() {
+    fn zeros_after_the_last_record_are_preallocated_space() {
         let (mut buf, _) = log(2);
         let end = buf.len();
         buf.extend_from_slice(&[0; 100]);
         let scan = scan(Path::new("x"), &buf, true).unwrap();
         assert_eq!(seqs(&scan), vec![1, 2]);
         assert_eq!(scan.valid_len, end as u64);
+        assert!(scan.torn.is_none());
+        // Also in an older segment (compaction rotates a preallocated segment).
+        assert!(super::scan(Path::new("x"), &buf, false).is_ok());
+    }
+
+    #[test]
+    fn a_record_partly_written_into_preallocated_space_is_torn() {
+        let (full, starts) = log(4);
+        let last = starts[3];
+        // The record's bytes from `cut` on never reached the disk: zeros instead.
+        for cut in last + 1..full.len() {
+            let mut buf = full.clone();
+            buf[cut..].fill(0);
+            buf.extend_from_slice(&[0; 64]);
+            let scan =
+                scan(Path::new("x"), &buf, true).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+            assert_eq!(seqs(&scan), vec![1, 2, 3], "cut at {cut}");
+            assert_eq!(scan.valid_len, last as u64);
+            assert!(scan.torn.is_some(), "cut at {cut}");
+        }
     }
 
     #[test]
