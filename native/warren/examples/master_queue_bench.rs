@@ -228,7 +228,7 @@ fn main() -> Result<()> {
             let _ = std::fs::remove_dir_all(&dir);
             let h = &outcome.latency_us;
             println!(
-                r#"{{"bench":"master_queue","store":"{store}","mode":"{mode}","tasks":{},"clients":{clients},"completions":{},"seconds":{:.3},"completions_per_s":{:.0},"completion_p50_us":{},"completion_p99_us":{}{extra}}}"#,
+                r#"{{"bench":"master_queue","store":"{store}","mode":"{mode}","tasks":{},"clients":{clients},"completions":{},"seconds":{:.3},"completions_per_s":{:.1},"completion_p50_us":{},"completion_p99_us":{}{extra}}}"#,
                 args.tasks,
                 outcome.completions,
                 outcome.seconds,
