@@ -97,6 +97,39 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+
+    /// A trainer reported a dataset that differs from the one the master already holds
+    /// (the first reported dataset wins; reporting the same one again is fine).
+    #[error("dataset mismatch: {0}")]
+    DatasetMismatch(String),
+
+    /// A file of a durable store is damaged: a log record with a bad checksum or length in
+    /// the middle of the log, a gap in the change sequence, or an unreadable snapshot.
+    /// A torn record at the very end of the log (an interrupted write) is not an error.
+    #[error("store file {} is corrupt at byte offset {offset}: {reason}", path.display())]
+    StoreCorrupt {
+        /// The damaged file.
+        path: std::path::PathBuf,
+        /// Byte offset in that file where the damage starts.
+        offset: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+
+    /// A logged master change does not fit the state it is replayed onto (wrong sequence
+    /// number, task in the wrong queue, ...): the snapshot and log do not belong together.
+    #[error("change {seq} cannot be applied: {reason}")]
+    InvalidChange {
+        /// Sequence number of the offending change.
+        seq: u64,
+        /// Why it does not fit.
+        reason: String,
+    },
+
+    /// A durable store failed earlier (a write or fsync error) and refuses further work, because
+    /// the in-memory state may now be ahead of the disk. Restart so the state is reloaded.
+    #[error("store failed earlier and is unusable until restart: {0}")]
+    StoreFailed(String),
 }
 
 impl Error {

@@ -9,6 +9,8 @@
 //! - [`tracker`]: rendezvous, stable ranks, topology brokering, job log (async, tokio).
 //! - [`topology`] and [`proto`]: pure logic and wire formats, no I/O.
 //! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
+//! - [`master`]: the data master's task queue (pure state machine) and its durable wrapper.
+//! - [`store`]: durable storage for the master: write-ahead log with group commit, snapshots.
 //! - [`config`]: worker settings from the environment or given explicitly.
 //! - [`recordio`]: PaddlePaddle RecordIO files (chunked, checksummed, compressed) and dmlc
 //!   `.rec` files: writer, header-only index, readers.
@@ -20,10 +22,12 @@ pub mod collective;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod master;
 pub mod proto;
 pub mod recordio;
 pub mod reduce;
 pub mod robust;
+pub mod store;
 pub mod topology;
 pub mod tracker;
 pub mod transport;

@@ -1,0 +1,237 @@
+//! [`DurableQueue`]: a [`Queue`] whose every answer is backed by a [`Store`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use super::queue::{Ack, ChunkRef, GetTask, Millis, Output, Queue, QueueSettings, TaskId};
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// A task queue shared by threads, whose changes are durable before any call returns.
+///
+/// Each call locks the queue, runs the operation, submits its changes to the store (which
+/// fixes their order), unlocks, and then waits until the store has made them durable, so
+/// threads waiting at the same time share fsyncs. A reply is never sent for a state the
+/// store could lose: a later change is only durable once every earlier one is.
+///
+/// If the store fails, the in-memory queue may be ahead of the disk; from then on every
+/// call fails with [`Error::StoreFailed`] and the master must be restarted.
+pub struct DurableQueue<S: Store> {
+    queue: Mutex<Queue>,
+    store: S,
+    broken: AtomicBool,
+    compacting: AtomicBool,
+}
+
+impl<S: Store> DurableQueue<S> {
+    /// Rebuilds the queue from what `store` holds and gives pending tasks a fresh timeout
+    /// from `now` (see [`Queue::resume`]).
+    pub fn open(settings: QueueSettings, store: S, now: Millis) -> Result<DurableQueue<S>> {
+        let (snapshot, changes) = store.load()?;
+        let mut queue = Queue::restore(settings, snapshot, changes)?;
+        let resumed = queue.resume(now);
+        store.append(&resumed.changes)?;
+        Ok(DurableQueue {
+            queue: Mutex::new(queue),
+            store,
+            broken: AtomicBool::new(false),
+            compacting: AtomicBool::new(false),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Runs `op` on the queue and returns its reply once its changes are durable.
+    ///
+    /// `op` must return every change it made in its [`Output`] (combine outputs when it
+    /// makes several calls); a queue left with changes that were not returned is treated
+    /// as a store failure, since they would never be written.
+    pub fn run<R>(&self, op: impl FnOnce(&mut Queue) -> Result<Output<R>>) -> Result<R> {
+        let (reply, ticket) = {
+            let mut queue = self.lock()?;
+            let before = queue.seq();
+            let result = op(&mut queue);
+            let returned = result.as_ref().ok().and_then(|out| out.changes.last()).map_or(before, |c| c.seq);
+            if queue.seq() != returned {
+                return Err(self.fail(format!(
+                    "an operation changed the queue to change {} but returned changes up to {returned} only",
+                    queue.seq()
+                )));
+            }
+            let out = result?;
+            let ticket = self.store.submit(&out.changes).map_err(|e| self.fail_with(e))?;
+            (out.reply, ticket)
+        };
+        self.store.wait_durable(ticket).map_err(|e| self.fail_with(e))?;
+        Ok(reply)
+    }
+
+    /// Runs a read-only `f` on the queue; returns once the state it saw is durable.
+    pub fn read<R>(&self, f: impl FnOnce(&Queue) -> R) -> Result<R> {
+        self.run(|q| Ok(Output { reply: f(q), changes: Vec::new() }))
+    }
+
+    /// [`Queue::set_dataset`], durably.
+    pub fn set_dataset(&self, chunks: Vec<ChunkRef>, chunks_per_task: u32) -> Result<()> {
+        self.run(|q| q.set_dataset(chunks, chunks_per_task))
+    }
+
+    /// [`Queue::get_task`], durably.
+    pub fn get_task(&self, pass: u64, now: Millis) -> Result<GetTask> {
+        self.run(|q| q.get_task(pass, now))
+    }
+
+    /// [`Queue::task_finished`], durably.
+    pub fn task_finished(&self, id: TaskId, epoch: u64, now: Millis) -> Result<Ack> {
+        self.run(|q| q.task_finished(id, epoch, now))
+    }
+
+    /// [`Queue::task_failed`], durably.
+    pub fn task_failed(&self, id: TaskId, epoch: u64, reason: impl Into<String>) -> Result<Ack> {
+        self.run(|q| q.task_failed(id, epoch, reason))
+    }
+
+    /// Finishes a task and gets the next one in a single durable step: the seed's
+    /// `GetTask(finished, result)` call, one store write per completion.
+    pub fn finish_and_get_task(&self, id: TaskId, epoch: u64, pass: u64, now: Millis) -> Result<(Ack, GetTask)> {
+        self.run(|q| {
+            let finished = q.task_finished(id, epoch, now)?;
+            // Cannot fail once `task_finished` succeeded (both need only a dataset); if it
+            // did, `run` would notice the unreturned change and refuse to go on.
+            let next = q.get_task(pass, now)?;
+            let mut changes = finished.changes;
+            changes.extend(next.changes);
+            Ok(Output { reply: (finished.reply, next.reply), changes })
+        })
+    }
+
+    /// [`Queue::tick`], durably: expires overdue tasks.
+    pub fn tick(&self, now: Millis) -> Result<Vec<TaskId>> {
+        self.run(|q| Ok(q.tick(now)))
+    }
+
+    /// Writes a snapshot of the current state to the store and lets it cut its log.
+    pub fn compact(&self) -> Result<()> {
+        // The snapshot is taken under the lock, so it ends at an operation boundary.
+        let snapshot = self.lock()?.snapshot();
+        self.store.compact(&snapshot).map_err(|e| self.fail_with(e))
+    }
+
+    /// [`compact`](Self::compact) if the store asks for it and no other thread is
+    /// compacting; returns whether it did.
+    pub fn compact_if_wanted(&self) -> Result<bool> {
+        if !self.store.wants_compaction()
+            || self.compacting.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err()
+        {
+            return Ok(false);
+        }
+        let result = self.compact();
+        self.compacting.store(false, Ordering::Release);
+        result.map(|()| true)
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Queue>> {
+        if self.broken.load(Ordering::Acquire) {
+            return Err(Error::StoreFailed("an earlier write to the store failed".into()));
+        }
+        self.queue.lock().map_err(|_| self.fail("a thread panicked while changing the queue".into()))
+    }
+
+    fn fail(&self, why: String) -> Error {
+        self.broken.store(true, Ordering::Release);
+        Error::StoreFailed(why)
+    }
+
+    fn fail_with(&self, e: Error) -> Error {
+        self.broken.store(true, Ordering::Release);
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::master::Task;
+    use crate::store::FileStore;
+    use crate::store::testdir::TestDir;
+
+    fn chunks(n: u64) -> Vec<ChunkRef> {
+        (0..n).map(|i| ChunkRef { path: format!("/d/{i}.rio"), index: 0, offset: 0, len: 1, records: 1 }).collect()
+    }
+
+    fn open(dir: &TestDir, now: Millis) -> DurableQueue<FileStore> {
+        DurableQueue::open(QueueSettings::default(), FileStore::open(dir.path()).unwrap(), now).unwrap()
+    }
+
+    fn task(reply: GetTask) -> Task {
+        match reply {
+            GetTask::Task(t) => t,
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn finish_and_get_is_one_durable_step() {
+        let dir = TestDir::new("durable-fag");
+        let dq = open(&dir, 0);
+        dq.set_dataset(chunks(3), 1).unwrap();
+        let mut t = task(dq.get_task(0, 0).unwrap());
+        let records = dq.store().stats().records;
+        for _ in 0..2 {
+            let (ack, next) = dq.finish_and_get_task(t.id, t.epoch, 0, 10).unwrap();
+            assert_eq!(ack, Ack::Accepted);
+            t = task(next);
+        }
+        assert_eq!(dq.store().stats().records, records + 2, "one record per call");
+        let (ack, next) = dq.finish_and_get_task(t.id, t.epoch, 0, 10).unwrap();
+        assert_eq!((ack, next), (Ack::Accepted, GetTask::PassFinished { current_pass: 1 }));
+        // A stale finish still gets the next task.
+        let (ack, next) = dq.finish_and_get_task(t.id, t.epoch, 1, 20).unwrap();
+        assert_eq!(ack, Ack::Stale);
+        assert_eq!(task(next).pass, 1);
+    }
+
+    #[test]
+    fn reopening_extends_deadlines_of_pending_tasks() {
+        let dir = TestDir::new("durable-resume");
+        let dq = open(&dir, 0);
+        dq.set_dataset(chunks(2), 1).unwrap();
+        let _ = task(dq.get_task(0, 0).unwrap());
+        let timeout = dq.read(Queue::timeout_ms).unwrap();
+        drop(dq);
+        // The master was down far longer than the timeout.
+        let later = 10 * timeout;
+        let dq = open(&dir, later);
+        assert!(dq.tick(later).unwrap().is_empty(), "downtime does not count against trainers");
+        assert_eq!(dq.tick(later + timeout).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_operation_hiding_its_changes_breaks_the_queue() {
+        let dir = TestDir::new("durable-hide");
+        let dq = open(&dir, 0);
+        dq.set_dataset(chunks(2), 1).unwrap();
+        let err = dq
+            .run(|q| {
+                let _ = q.get_task(0, 0)?; // changes dropped
+                Ok(Output { reply: (), changes: Vec::new() })
+            })
+            .unwrap_err();
+        assert!(matches!(err, Error::StoreFailed(_)), "{err}");
+        assert!(matches!(dq.get_task(0, 0), Err(Error::StoreFailed(_))));
+    }
+
+    #[test]
+    fn errors_before_any_change_leave_the_queue_usable() {
+        let dir = TestDir::new("durable-err");
+        let dq = open(&dir, 0);
+        assert!(matches!(dq.get_task(0, 0), Err(Error::InvalidArgument(_))));
+        dq.set_dataset(chunks(2), 1).unwrap();
+        assert!(matches!(dq.set_dataset(chunks(3), 1), Err(Error::DatasetMismatch(_))));
+        assert!(matches!(dq.task_finished(TaskId(9), 1, 0), Err(Error::InvalidArgument(_))));
+        let _ = task(dq.get_task(0, 0).unwrap());
+    }
+}
