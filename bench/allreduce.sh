@@ -29,6 +29,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 PYTHON="${PYTHON:-python3}"
 WARREN="${WARREN:-target/release/warren}"
+# Warren in plain mode, like the references (no result buffering); robust-mode overhead is
+# measured separately by bench/recovery.sh.
+export WARREN_ROBUST="${WARREN_ROBUST:-0}"
 WORKERS="${WORKERS:-2 4}"
 SIZES="${SIZES:-4 1024 65536 1048576 16777216 67108864}"
 ITER_SCALE="${ITER_SCALE:-1}"

@@ -123,6 +123,7 @@ def build(path, recs, how="best"):
               if meta.get("warren") else "?")
     if meta.get("warren_version"):
         wstate += f" ({meta['warren_version']})"
+    wstate += " in plain mode (`WARREN_ROBUST=0`, like the references; robust-mode overhead: see the recovery section)"
     out.append(f"- **Software:** Warren {wstate}, harness at commit {meta.get('git_rev', '?')}; "
                f"XGBoost {meta.get('xgboost', '?')}; {meta.get('openmpi') or 'Open MPI ?'} "
                f"with mpi4py {meta.get('mpi4py', '?')}; numpy {meta.get('numpy', '?')}; "
