@@ -85,7 +85,8 @@ fn seed_scenario_ten_workers_four_failures() {
 }
 
 /// Per iteration the example makes: #0 gradient allreduce, #1 loss allreduce, #2 broadcast,
-/// #3 checkpoint (prepare), #4 checkpoint ack; bootstrap calls are points 1000000 and up.
+/// #3 checkpoint (prepare), #4 checkpoint ack; bootstrap calls are points 1000000 and up;
+/// 2000000 is "joined the tracker, not yet linked to the peers".
 #[test]
 fn failures_at_every_kind_of_point() {
     for local in [true, false] {
@@ -104,6 +105,7 @@ fn failures_at_every_kind_of_point() {
             ("1,5,2,0;2,5,3,0", 2, "another worker during a recovery"),
             ("1,7,0,0;2,7,0,0", 2, "two at once"),
             ("0,11,4,0", 1, "at the last call"),
+            ("1,5,2,0;1,0,2000000,1", 2, "the replacement, while the others link to it"),
         ];
         for (mock, restarts, what) in cases {
             let r = mocked(4, mock, &args);

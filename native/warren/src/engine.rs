@@ -30,7 +30,7 @@ use crate::robust::{
 };
 use crate::topology::Topology;
 use crate::tracker::TrackerClient;
-use crate::transport::{Link, PeerListener, Waiter, connect_peers};
+use crate::transport::{Link, LinkSetup, PeerListener, Waiter, connect_peers};
 
 mod checkpoint;
 mod stats;
@@ -160,7 +160,7 @@ fn checked_payload(
 
 /// Whether a failed call can be recovered by re-linking (a peer went away).
 fn recoverable(e: &Error) -> bool {
-    matches!(e, Error::PeerLost { .. })
+    matches!(e, Error::PeerLost { .. } | Error::RelinkSuperseded(_))
 }
 
 impl Communicator {
@@ -201,6 +201,7 @@ impl Communicator {
         let FromTracker::Assignment { rank, world, peers, epoch, recovered } = reply else {
             return Err(Error::Protocol(format!("tracker answered registration with {reply:?}")));
         };
+        tracker.take_notifications();
         if world != cfg.num_workers {
             return Err(Error::Config(format!(
                 "{} is {} but the tracker runs a job of {world} workers",
@@ -221,7 +222,12 @@ impl Communicator {
             robust,
             cfg,
         };
-        comm.install_links(&peers, deadline)?;
+        // Failure injection point "joined, not yet linked" (seq 2000000).
+        comm.maybe_mock((0, 2_000_000));
+        match comm.install_links(&peers, deadline) {
+            Err(e) if recoverable(&e) && comm.robust.is_some() => comm.relink(&e)?,
+            r => r?,
+        }
         if recovered {
             info!(
                 "task {} re-joined as rank {rank} (epoch {epoch}); catching up from the other workers",
@@ -238,15 +244,23 @@ impl Communicator {
     fn install_links(&mut self, peers: &[crate::proto::PeerAddr], deadline: Instant) -> Result<()> {
         let listener = self.listener.as_ref().expect("a tracker-joined communicator has a listener");
         let neighbours = self.topo.neighbours();
-        let linked = connect_peers(
-            listener,
-            self.topo.rank,
-            peers,
-            &neighbours,
-            self.cfg.secret.as_bytes(),
-            deadline,
-            self.cfg.socket_buffer,
-        )?;
+        let me = self.topo.rank;
+        let tracker = &mut self.tracker;
+        let mut cancel = || -> Result<()> {
+            let started = match tracker.as_mut() {
+                Some(t) => t.round_started()?,
+                None => false,
+            };
+            if started {
+                return Err(Error::RelinkSuperseded(format!(
+                    "rank {me}: a worker failed again while the others linked"
+                )));
+            }
+            Ok(())
+        };
+        let setup =
+            LinkSetup { me, secret: self.cfg.secret.as_bytes(), deadline, socket_buffer: self.cfg.socket_buffer };
+        let linked = connect_peers(listener, &setup, peers, &neighbours, &mut cancel)?;
         for mut l in linked {
             self.waiter.register(&mut l)?;
             let p = l.peer;
@@ -269,6 +283,8 @@ impl Communicator {
                 self.tracker.as_mut().ok_or_else(|| Error::Tracker("no tracker to re-link through".into()))?;
             tracker.send(&ToTracker::Rejoin { host, port }, deadline)?;
             let reply = tracker.recv(deadline)?;
+            // Rounds announced before our assignment are the one we just joined.
+            tracker.take_notifications();
             let FromTracker::Assignment { peers, epoch, .. } = reply else {
                 return Err(Error::Protocol(format!("tracker answered a re-link with {reply:?}")));
             };

@@ -68,6 +68,11 @@ pub enum Error {
         reason: String,
     },
 
+    /// Linking to the peers was abandoned because a new re-link round started (a worker failed
+    /// again while the others were linking to it); the worker re-links again.
+    #[error("re-linking superseded: {0}")]
+    RelinkSuperseded(String),
+
     /// Recovery cannot proceed: the data a restarted worker needs is held by no live worker,
     /// or the workers' positions cannot be reconciled. Raised on every worker.
     #[error("recovery impossible: {0}")]

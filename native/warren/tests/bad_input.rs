@@ -209,7 +209,7 @@ fn garbage_on_the_tracker_port_is_refused_without_harm() {
 #[test]
 fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
     use warren::proto::PeerAddr;
-    use warren::transport::{PeerListener, connect_peers};
+    use warren::transport::{LinkSetup, PeerListener, connect_peers};
     let l0 = PeerListener::bind("127.0.0.1").unwrap();
     let l1 = PeerListener::bind("127.0.0.1").unwrap();
     let peers = vec![
@@ -221,18 +221,25 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
     let mut garbage = TcpStream::connect(("127.0.0.1", l0.port)).unwrap();
     garbage.write_all(b"\x00garbage that is not a warren peer").unwrap();
     let p = peers.clone();
-    let rank0 = std::thread::spawn(move || connect_peers(&l0, 0, &p, &[1], b"k", deadline, None));
+    let rank0 = std::thread::spawn(move || {
+        connect_peers(&l0, &LinkSetup { me: 0, secret: b"k", deadline, socket_buffer: None }, &p, &[1], &mut || Ok(()))
+    });
     let p = peers.clone();
     let impostor = std::thread::spawn(move || {
         let l = PeerListener::bind("127.0.0.1").unwrap();
-        connect_peers(&l, 1, &p, &[0], b"wrong", deadline, None)
+        connect_peers(&l, &LinkSetup { me: 1, secret: b"wrong", deadline, socket_buffer: None }, &p, &[0], &mut || {
+            Ok(())
+        })
     });
     match impostor.join().unwrap() {
         Err(Error::Auth(m)) => assert!(m.contains("refused"), "{m}"),
         other => panic!("the impostor should be refused, got {other:?}"),
     }
     let p = peers.clone();
-    let real = std::thread::spawn(move || connect_peers(&l1, 1, &p, &[0], b"k", deadline, None).map(|l| l.len()));
+    let real = std::thread::spawn(move || {
+        connect_peers(&l1, &LinkSetup { me: 1, secret: b"k", deadline, socket_buffer: None }, &p, &[0], &mut || Ok(()))
+            .map(|l| l.len())
+    });
     let links = rank0.join().unwrap().unwrap();
     assert_eq!(links.len(), 1);
     assert_eq!(links[0].peer, 1);

@@ -87,6 +87,35 @@ impl TrackerClient {
         self.recv(deadline)
     }
 
+    /// Reads, without waiting, whatever the tracker has sent, and returns whether a re-link
+    /// round has started since the last call (the notifications are consumed).
+    pub fn round_started(&mut self) -> Result<bool> {
+        let who = format!("tracker {}", self.uri);
+        self.stream.set_nonblocking(true).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
+        let mut chunk = [0u8; 4096];
+        let read = loop {
+            match std::io::Read::read(&mut self.stream, &mut chunk) {
+                Ok(0) => break Err(Error::Tracker(format!("{who} closed the connection"))),
+                Ok(n) => self.inbox.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(Error::io(format!("reading from {who}"), e)),
+            }
+        };
+        self.stream.set_nonblocking(false).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
+        read?;
+        while let Some((msg, used)) = proto::decode_frame::<FromTracker>(&self.inbox)? {
+            self.inbox.drain(..used);
+            match msg {
+                FromTracker::Error { message } => return Err(Error::Tracker(message)),
+                other => self.notifications.push_back(other),
+            }
+        }
+        let started = self.notifications.iter().any(|m| matches!(m, FromTracker::RoundStarted { .. }));
+        self.notifications.clear();
+        Ok(started)
+    }
+
     /// Notifications received so far, oldest first.
     pub fn take_notifications(&mut self) -> Vec<FromTracker> {
         self.notifications.drain(..).collect()

@@ -6,7 +6,7 @@ mod setup;
 mod waiter;
 
 pub use link::Link;
-pub use setup::{PeerListener, connect_peers};
+pub use setup::{LinkSetup, PeerListener, connect_peers};
 pub use waiter::Waiter;
 
 use std::io::{Read, Write};

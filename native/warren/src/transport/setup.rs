@@ -47,13 +47,13 @@ impl PeerListener {
     /// before `deadline`. Connections that fail the handshake are logged and dropped.
     fn accept_one(
         &self,
-        me: usize,
+        setup: &LinkSetup,
         expected: &[usize],
         have: &[usize],
-        secret: &[u8],
-        deadline: Instant,
-        opts: &LinkOptions,
+        cancel: &mut dyn FnMut() -> Result<()>,
     ) -> Result<(usize, TcpStream)> {
+        let LinkSetup { me, secret, deadline, socket_buffer } = *setup;
+        let opts = LinkOptions { socket_buffer };
         loop {
             match self.listener.accept() {
                 Ok((stream, addr)) => {
@@ -68,6 +68,7 @@ impl PeerListener {
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    cancel()?;
                     if Instant::now() >= deadline {
                         let missing: Vec<usize> = expected.iter().copied().filter(|r| !have.contains(r)).collect();
                         return Err(Error::Timeout {
@@ -82,6 +83,19 @@ impl PeerListener {
             }
         }
     }
+}
+
+/// Who is linking, with what secret, until when.
+#[derive(Debug, Clone, Copy)]
+pub struct LinkSetup<'a> {
+    /// This worker's rank.
+    pub me: usize,
+    /// The job secret.
+    pub secret: &'a [u8],
+    /// When to give up.
+    pub deadline: Instant,
+    /// SO_SNDBUF / SO_RCVBUF, if set.
+    pub socket_buffer: Option<usize>,
 }
 
 /// Socket options of peer links.
@@ -137,13 +151,9 @@ fn accept_handshake(
     Ok((rank, s))
 }
 
-fn connect_handshake(
-    peer: &PeerAddr,
-    me: usize,
-    secret: &[u8],
-    deadline: Instant,
-    opts: &LinkOptions,
-) -> Result<TcpStream> {
+fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut() -> Result<()>) -> Result<TcpStream> {
+    let LinkSetup { me, secret, deadline, socket_buffer } = *setup;
+    let opts = LinkOptions { socket_buffer };
     let who = format!("peer rank {} ({}:{})", peer.rank, peer.host, peer.port);
     let addrs: Vec<SocketAddr> = (peer.host.as_str(), peer.port)
         .to_socket_addrs()
@@ -159,6 +169,7 @@ fn connect_handshake(
         match TcpStream::connect_timeout(&addr, left) {
             Ok(s) => break s,
             Err(e) => {
+                cancel()?;
                 debug!("rank {me}: connecting to {who}: {e}; retrying");
                 std::thread::sleep(backoff.min(left));
                 backoff = (backoff * 2).min(Duration::from_millis(500));
@@ -184,24 +195,24 @@ fn connect_handshake(
 
 /// Links rank `me` to each rank in `neighbours`: connects to the lower ranks, accepts the
 /// higher ones. `peers` is indexed by rank. Returns the links in the order of `neighbours`.
+/// `cancel` is polled while waiting for a peer; its error (e.g. "a new re-link round started:
+/// the peer waited for is gone") ends the set-up at once.
 pub fn connect_peers(
     listener: &PeerListener,
-    me: usize,
+    setup: &LinkSetup,
     peers: &[PeerAddr],
     neighbours: &[usize],
-    secret: &[u8],
-    deadline: Instant,
-    socket_buffer: Option<usize>,
+    cancel: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<Link>> {
-    let opts = LinkOptions { socket_buffer };
+    let me = setup.me;
     let mut streams: Vec<(usize, TcpStream)> = Vec::new();
     for &p in neighbours.iter().filter(|&&p| p < me) {
-        streams.push((p, connect_handshake(&peers[p], me, secret, deadline, &opts)?));
+        streams.push((p, connect_handshake(&peers[p], setup, cancel)?));
     }
     let higher: Vec<usize> = neighbours.iter().copied().filter(|&p| p > me).collect();
     let mut have: Vec<usize> = Vec::new();
     while have.len() < higher.len() {
-        let (rank, s) = listener.accept_one(me, &higher, &have, secret, deadline, &opts)?;
+        let (rank, s) = listener.accept_one(setup, &higher, &have, cancel)?;
         have.push(rank);
         streams.push((rank, s));
     }
