@@ -194,10 +194,18 @@ impl Communicator {
             None => tracker.local_ip()?.to_string(),
         };
         let listener = PeerListener::bind(&host)?;
-        let reply = tracker.request(
-            &ToTracker::Register { task_id: cfg.task_id.clone(), host, port: listener.port, attempt: cfg.attempt },
-            deadline,
-        )?;
+        let register =
+            ToTracker::Register { task_id: cfg.task_id.clone(), host, port: listener.port, attempt: cfg.attempt };
+        let reply = loop {
+            match tracker.request(&register, deadline)? {
+                FromTracker::Retry { message } if Instant::now() < deadline => {
+                    debug!("task {}: {message}; registering again", cfg.task_id);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                FromTracker::Retry { message } => return Err(Error::Tracker(message)),
+                other => break other,
+            }
+        };
         let FromTracker::Assignment { rank, world, peers, epoch, recovered } = reply else {
             return Err(Error::Protocol(format!("tracker answered registration with {reply:?}")));
         };

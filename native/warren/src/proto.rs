@@ -108,6 +108,12 @@ pub enum FromTracker {
     },
     /// Acknowledges `Print` or `Shutdown`.
     Ack,
+    /// The registration cannot be taken now (the task id is held by a live worker); send it
+    /// again shortly.
+    Retry {
+        /// Why.
+        message: String,
+    },
     /// Answer to `Status`.
     Status {
         /// Number of workers expected.

@@ -46,6 +46,10 @@ pub enum Registered {
     },
     /// The registration is refused.
     Rejected(String),
+    /// The task id is held by a live worker (a duplicate attempt, e.g. Spark's speculative
+    /// execution, or a restart that arrived before the tracker saw the old worker's
+    /// connection close): try again shortly.
+    Busy(String),
 }
 
 /// Rank assignment and worker bookkeeping for a job of `world` workers.
@@ -99,6 +103,11 @@ impl Registry {
             return Registered::Rejected("empty task id".into());
         }
         if let Some(e) = self.workers.get_mut(task_id) {
+            if e.state == WorkerState::Running {
+                return Registered::Busy(format!(
+                    "task {task_id} is already running (a duplicate attempt, e.g. speculative execution, is refused)"
+                ));
+            }
             e.host = host.to_string();
             e.port = port;
             e.state = WorkerState::Running;
@@ -280,6 +289,7 @@ mod tests {
         let mut r = Registry::new(2);
         r.register("0", "a", 1);
         r.register("1", "b", 2);
+        assert!(matches!(r.register("1", "c", 9), Registered::Busy(_)), "a live task id is not taken over");
         r.lost("1");
         assert_eq!(r.state_of("1"), Some(WorkerState::Lost));
         let e = r.epoch();
@@ -307,6 +317,7 @@ mod tests {
         r.rejoin("1", "h", 1);
         r.lost("1");
         assert_eq!(r.round_members(), vec!["0".to_string()]);
+        r.lost("2");
         assert!(matches!(r.register("2", "h", 2), Registered::RoundJoined { complete: None, .. }));
         assert!(matches!(r.register("1", "h", 5), Registered::RoundJoined { complete: Some(_), .. }));
         assert!(matches!(Registry::new(1).rejoin("0", "h", 1), Registered::Rejected(_)));
@@ -327,6 +338,7 @@ mod tests {
     fn re_registering_before_assignment_replaces_the_address() {
         let mut r = Registry::new(2);
         r.register("0", "a", 1);
+        r.lost("0");
         assert_eq!(r.register("0", "a", 5), Registered::Waiting { arrived: 1 });
         assert!(matches!(r.register("1", "b", 2), Registered::Assigned(_)));
         assert_eq!(r.peers()[0].port, 5);

@@ -152,8 +152,8 @@ async fn connection(stream: TcpStream, state: SharedState) {
             }
         }
     };
-    drop(tx);
-    let _ = writer.await;
+    // Forget this connection first: the map holds a sender of this connection's writer, which
+    // must be dropped for the writer to finish.
     if let Some((task_id, conn_id)) = me {
         let mut s = state.0.lock().unwrap();
         let current = s.conns.get(&task_id).map(|(id, _)| *id) == Some(conn_id);
@@ -166,6 +166,8 @@ async fn connection(stream: TcpStream, state: SharedState) {
             }
         }
     }
+    drop(tx);
+    let _ = writer.await;
 }
 
 /// Tells the others that a round opened, and everyone the new addresses once it is complete.
@@ -218,6 +220,11 @@ fn handle(
             s.next_conn += 1;
             let conn_id = s.next_conn;
             match outcome {
+                Registered::Busy(message) => {
+                    info!("tracker: task {task_id}: {message}; asked to retry");
+                    let _ = tx.send(FromTracker::Retry { message });
+                    return Ok(());
+                }
                 Registered::Rejected(message) => {
                     warn!("tracker: refused task {task_id}: {message}");
                     let _ = tx.send(FromTracker::Error { message: message.clone() });
