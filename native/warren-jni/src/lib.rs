@@ -448,6 +448,30 @@ pub extern "system" fn Java_io_warren_Native_commStats<'l>(
     })
 }
 
+/// Diagnostic for the benchmark: runs `iters` allreduce (sum) calls of an `elems`-long `f32`
+/// buffer entirely in Rust on this communicator and returns the elapsed nanoseconds, so the
+/// JVM can subtract the native cost of a call from what it measures through JNI.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commBenchAllreduceF32<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    elems: jint,
+    iters: jint,
+) -> jlong {
+    run(&mut env, |_| {
+        let handle = comm(h)?;
+        let n = usize::try_from(elems)
+            .map_err(|_| JniError::Argument(format!("elems {elems} is negative")))?;
+        let mut buf = vec![1.0f32; n];
+        let started = std::time::Instant::now();
+        for _ in 0..iters.max(0) {
+            handle.comm.allreduce(&mut buf, Op::Sum)?;
+        }
+        Ok(started.elapsed().as_nanos().min(i64::MAX as u128) as jlong)
+    })
+}
+
 /// Leaves the job (`Communicator::finalize`) and frees the handle. The handle is freed even
 /// when finalizing fails (the error is then thrown).
 #[unsafe(no_mangle)]

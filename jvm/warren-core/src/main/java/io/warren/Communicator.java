@@ -69,6 +69,11 @@ public final class Communicator implements AutoCloseable {
     return new Communicator(Native.commCreate(keys, values));
   }
 
+  /** The native handle (for the benchmark's Rust-side loop); throws if closed. */
+  synchronized long nativeHandle() {
+    return live();
+  }
+
   private long live() {
     if (handle == 0) {
       throw new IllegalStateException("Communicator is closed");

@@ -46,6 +46,9 @@ final class Native {
 
   static native String commStats(long handle);
 
+  /** Benchmark diagnostic: nanoseconds for {@code iters} f32 sum allreduces run in Rust. */
+  static native long commBenchAllreduceF32(long handle, int elems, int iters);
+
   static native void commClose(long handle);
 
   static native long trackerStart(
