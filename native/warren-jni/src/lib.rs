@@ -5,7 +5,8 @@
 //! - [`errors`]: the one helper every export runs through ([`errors::run`]): it catches
 //!   panics and maps each `warren::Error` *variant* to a Java exception class.
 //! - [`logging`]: the `log` crate routed to SLF4J, filtered natively.
-//! - This file: the exports. Native objects cross as `long` handles (`Box` pointers) that the
+//! - [`recordio`]: the exports of `RecordIOWriter` / `RecordIOReader`.
+//! - This file: the exports of `Communicator` and `Tracker`. Native objects cross as `long` handles (`Box` pointers) that the
 //!   Java side releases explicitly with `commClose` / `trackerClose`; a zero handle raises
 //!   `IllegalStateException`. The Java classes serialise the calls on one handle and zero it
 //!   before closing, so a handle is never used after its release.
@@ -27,6 +28,7 @@
 
 pub mod errors;
 pub mod logging;
+pub mod recordio;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -61,4 +61,18 @@ final class Native {
   static native long[] trackerWait(long handle, long timeoutMillis);
 
   static native void trackerClose(long handle);
+
+  static native long rioWriterCreate(String path, int compressor, long maxChunkBytes);
+
+  static native void rioWriterWrite(long handle, byte[] data, int offset, int length);
+
+  static native long rioWriterRecords(long handle);
+
+  static native void rioWriterClose(long handle);
+
+  static native long rioReaderOpen(String path, long fromRecord, long toRecord);
+
+  static native byte[] rioReaderNext(long handle);
+
+  static native void rioReaderClose(long handle);
 }
