@@ -29,6 +29,8 @@ import java.util.Objects;
  */
 public final class Communicator implements AutoCloseable {
   private long handle;
+  /** Set by {@link #close()}; read without the lock by rank(), worldSize(), isClosed(). */
+  private volatile boolean closed;
   private final int rank;
   private final int worldSize;
 
@@ -74,6 +76,12 @@ public final class Communicator implements AutoCloseable {
     return live();
   }
 
+  private void checkOpen() {
+    if (closed) {
+      throw new IllegalStateException("Communicator is closed");
+    }
+  }
+
   private long live() {
     if (handle == 0) {
       throw new IllegalStateException("Communicator is closed");
@@ -87,8 +95,8 @@ public final class Communicator implements AutoCloseable {
    * @return a number in {@code [0, worldSize())}
    * @throws IllegalStateException if the communicator is closed
    */
-  public synchronized int rank() {
-    live();
+  public int rank() {
+    checkOpen();
     return rank;
   }
 
@@ -98,8 +106,8 @@ public final class Communicator implements AutoCloseable {
    * @return at least 1
    * @throws IllegalStateException if the communicator is closed
    */
-  public synchronized int worldSize() {
-    live();
+  public int worldSize() {
+    checkOpen();
     return worldSize;
   }
 
@@ -268,8 +276,8 @@ public final class Communicator implements AutoCloseable {
    *
    * @return true once closed
    */
-  public synchronized boolean isClosed() {
-    return handle == 0;
+  public boolean isClosed() {
+    return closed;
   }
 
   /**
@@ -285,6 +293,7 @@ public final class Communicator implements AutoCloseable {
       return;
     }
     handle = 0;
+    closed = true;
     Native.commClose(h);
   }
 

@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * The job's rendezvous point, run inside this JVM (on the Spark driver, say): workers register
@@ -16,9 +17,14 @@ import java.util.Objects;
  *   JobReport report = tracker.awaitCompletion(Duration.ofMinutes(30));
  * }
  * }</pre>
+ *
+ * <p>Thread-safe: {@link #awaitCompletion} can wait in one thread while others ask for worker
+ * settings; {@link #close()} waits for running calls.
  */
 public final class Tracker implements AutoCloseable {
-  private long handle;
+  /** Readers use the handle; {@link #close()} takes the write lock to release it. */
+  private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
+  private volatile long handle;
   private final String uri;
 
   private Tracker(long handle) {
@@ -80,7 +86,7 @@ public final class Tracker implements AutoCloseable {
    *
    * @return {@code host:port}
    */
-  public synchronized String uri() {
+  public String uri() {
     live();
     return uri;
   }
@@ -92,8 +98,14 @@ public final class Tracker implements AutoCloseable {
    *
    * @return a new mutable map
    */
-  public synchronized Map<String, String> workerSettings() {
-    String[] flat = Native.trackerWorkerEnv(live());
+  public Map<String, String> workerSettings() {
+    String[] flat;
+    lock.readLock().lock();
+    try {
+      flat = Native.trackerWorkerEnv(live());
+    } finally {
+      lock.readLock().unlock();
+    }
     Map<String, String> map = new LinkedHashMap<>();
     for (int i = 0; i + 1 < flat.length; i += 2) {
       map.put(flat[i], flat[i + 1]);
@@ -124,9 +136,15 @@ public final class Tracker implements AutoCloseable {
    *     passed)
    * @throws WarrenTimeoutException if {@code timeout} passed first
    */
-  public synchronized JobReport awaitCompletion(Duration timeout) {
+  public JobReport awaitCompletion(Duration timeout) {
     Objects.requireNonNull(timeout, "timeout");
-    long[] r = Native.trackerWait(live(), Math.max(0, timeout.toMillis()));
+    long[] r;
+    lock.readLock().lock();
+    try {
+      r = Native.trackerWait(live(), Math.max(0, timeout.toMillis()));
+    } finally {
+      lock.readLock().unlock();
+    }
     return new JobReport((int) r[0], r[1], Duration.ofNanos(r[2]));
   }
 
@@ -135,19 +153,27 @@ public final class Tracker implements AutoCloseable {
    *
    * @return true once closed
    */
-  public synchronized boolean isClosed() {
+  public boolean isClosed() {
     return handle == 0;
   }
 
-  /** Stops the tracker; open worker connections are closed. Idempotent. */
+  /**
+   * Stops the tracker; open worker connections are closed. Idempotent. Waits for running
+   * calls (an {@link #awaitCompletion} returns at its timeout at the latest).
+   */
   @Override
-  public synchronized void close() {
-    long h = handle;
-    if (h == 0) {
-      return;
+  public void close() {
+    lock.writeLock().lock();
+    try {
+      long h = handle;
+      if (h == 0) {
+        return;
+      }
+      handle = 0;
+      Native.trackerClose(h);
+    } finally {
+      lock.writeLock().unlock();
     }
-    handle = 0;
-    Native.trackerClose(h);
   }
 
   @Override

@@ -228,4 +228,26 @@ class FailuresTest {
       assertTrue(!r.elapsed().isNegative());
     }
   }
+
+  @Test
+  @Timeout(30)
+  void settingsAreServedWhileAnotherThreadAwaitsCompletion() throws Exception {
+    try (Tracker tracker = Tracker.start(1, TestSupport.SECRET)) {
+      CompletableFuture<Object> waiting =
+          CompletableFuture.supplyAsync(
+              () -> {
+                try {
+                  return tracker.awaitCompletion(Duration.ofSeconds(20));
+                } catch (Throwable t) {
+                  return t;
+                }
+              });
+      Thread.sleep(200); // the waiter is inside awaitCompletion now
+      Map<String, String> s = tracker.workerSettings("0"); // must not wait for it
+      try (Communicator c = Communicator.create(s)) {
+        c.barrier();
+      }
+      assertInstanceOf(JobReport.class, waiting.get(20, TimeUnit.SECONDS));
+    }
+  }
 }
