@@ -2,6 +2,7 @@ package io.warren;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -68,6 +69,7 @@ final class NativeLoader {
       List<String> tried = new ArrayList<>();
       try {
         loadedFrom = load(tried);
+        checkVersion(loadedFrom);
         Native.init(NativeLog.enabledLevel());
         loaded = true;
       } catch (Throwable t) {
@@ -104,7 +106,33 @@ final class NativeLoader {
       }
       Path file = extract(in.readAllBytes(), extractDir());
       System.load(file.toString());
+      removeStaleCopies(file);
       return file + " (bundled)";
+    }
+  }
+
+  /** The version of {@code libwarren_jni} this jar was built for. */
+  static String expectedVersion() throws IOException {
+    try (InputStream in =
+        NativeLoader.class.getClassLoader().getResourceAsStream("io/warren/native/warren-jni.version")) {
+      return in == null ? null : new String(in.readAllBytes(), StandardCharsets.UTF_8).trim();
+    }
+  }
+
+  private static void checkVersion(String from) throws IOException {
+    String want = expectedVersion();
+    String got = Native.version();
+    if (want != null && !want.equals(got)) {
+      throw new UnsatisfiedLinkError(
+          "the library loaded from "
+              + from
+              + " is version "
+              + got
+              + " but this jar needs "
+              + want
+              + " (an old copy on java.library.path or -D"
+              + OVERRIDE_PROPERTY
+              + "?)");
     }
   }
 
@@ -212,6 +240,28 @@ final class NativeLoader {
       Files.deleteIfExists(tmp);
     }
     return target;
+  }
+
+  /**
+   * Best effort: deletes other versions' copies and abandoned temporary files older than a
+   * day in the extraction directory. A copy another JVM has loaded stays usable after its
+   * name is removed (on POSIX systems; elsewhere the delete fails and is ignored).
+   */
+  static void removeStaleCopies(Path keep) {
+    String prefix = System.mapLibraryName(LIB_NAME);
+    prefix = prefix.substring(0, prefix.lastIndexOf('.')) + "-";
+    long dayAgo = System.currentTimeMillis() - 24L * 3600 * 1000;
+    try (var files = Files.list(keep.getParent())) {
+      for (Path p : (Iterable<Path>) files::iterator) {
+        String n = p.getFileName().toString();
+        boolean ours = n.startsWith(prefix) || n.startsWith("." + prefix);
+        if (ours && !p.equals(keep) && Files.getLastModifiedTime(p).toMillis() < dayAgo) {
+          Files.deleteIfExists(p);
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      // Stale copies are harmless; never fail a load over them.
+    }
   }
 
   static String sha256(byte[] bytes) {

@@ -51,7 +51,25 @@ class NativeLoaderTest {
       assertNotNull(in, "missing /" + resource + ": was `cargo build --release -p warren-jni` run?");
     }
     NativeLoader.ensureLoaded();
-    assertEquals("0.1.0", Native.version());
+    assertEquals(NativeLoader.expectedVersion(), Native.version());
+  }
+
+  @Test
+  void staleCopiesAreRemovedAndFreshOnesKept(@TempDir Path dir) throws Exception {
+    Path keep = NativeLoader.extract("current".getBytes(), dir);
+    Path oldCopy = NativeLoader.extract("old version".getBytes(), dir);
+    Path recent = NativeLoader.extract("another JVM's, just written".getBytes(), dir);
+    Path unrelated = Files.writeString(dir.resolve("notes.txt"), "x");
+    java.nio.file.attribute.FileTime twoDaysAgo =
+        java.nio.file.attribute.FileTime.fromMillis(System.currentTimeMillis() - 48L * 3600 * 1000);
+    Files.setLastModifiedTime(oldCopy, twoDaysAgo);
+    Files.setLastModifiedTime(unrelated, twoDaysAgo);
+    Files.setLastModifiedTime(keep, twoDaysAgo);
+    NativeLoader.removeStaleCopies(keep);
+    assertTrue(Files.exists(keep));
+    assertTrue(Files.exists(recent));
+    assertTrue(Files.exists(unrelated));
+    assertTrue(!Files.exists(oldCopy));
   }
 
   @Test
