@@ -17,7 +17,8 @@
 //! worker (up to `WARREN_TIMEOUT_S`). A JNI critical region (`GetPrimitiveArrayCritical`) held
 //! that long stalls garbage collection in the whole JVM, and on JDK 17's GC locker a second
 //! rank in the same JVM that tries to enter its own critical region while a collection is
-//! pending waits for the first to leave it: a deadlock until the deadline. So Java arrays are
+//! pending waits for the first to leave it: a deadlock until the deadline (reproduced by
+//! `GcPressureTest` in `jvm/warren-core`). So Java arrays are
 //! copied (`Get/Set<Type>ArrayRegion`) into a buffer the communicator keeps and reuses, and
 //! the collective runs on that buffer with no JNI resource held. Critical access is used only
 //! where the call cannot wait on a peer: in a world of one. Setting
