@@ -598,3 +598,44 @@ pub extern "system" fn Java_io_warren_Native_trackerClose<'l>(
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_the_wire_codes_and_user_codes_are_refused() {
+        for op in Op::ALL {
+            assert_eq!(op_from(op as jint).unwrap(), op);
+        }
+        for d in DataType::ALL {
+            assert_eq!(dtype_from(d as jint).unwrap(), d);
+        }
+        for bad in [0, -1, 256, Op::User as jint] {
+            assert!(matches!(op_from(bad), Err(JniError::Argument(_))), "{bad}");
+        }
+        for bad in [0, -1, 300, DataType::User as jint] {
+            assert!(
+                matches!(dtype_from(bad), Err(JniError::Argument(_))),
+                "{bad}"
+            );
+        }
+        assert!(root_from(-1).is_err());
+    }
+
+    #[test]
+    fn zero_handles_are_closed_not_dereferenced() {
+        assert!(matches!(comm(0), Err(JniError::Closed("Communicator"))));
+        assert!(matches!(tracker(0), Err(JniError::Closed("Tracker"))));
+    }
+
+    #[test]
+    fn log_level_codes() {
+        use log::LevelFilter;
+        assert_eq!(logging::level_filter(0), LevelFilter::Off);
+        assert_eq!(logging::level_filter(1), LevelFilter::Error);
+        assert_eq!(logging::level_filter(3), LevelFilter::Info);
+        assert_eq!(logging::level_filter(5), LevelFilter::Trace);
+        assert_eq!(logging::level_filter(99), LevelFilter::Trace);
+    }
+}

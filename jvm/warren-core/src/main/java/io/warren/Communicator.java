@@ -14,7 +14,9 @@ import java.util.Objects;
  * another thread waits for a running call. Every collective must be called by every worker in
  * the same order with matching arguments, or all of them get a {@link
  * CollectiveMismatchException}. After a failed call the communicator is unusable (later calls
- * throw {@link CollectiveAbortedException}); close it.
+ * throw {@link CollectiveAbortedException}); close it. A call blocked in a collective is not
+ * interrupted by {@link Thread#interrupt()}: it returns when its peers arrive, when a peer is
+ * lost, or at {@code WARREN_TIMEOUT_S} (default 1800 s) at the latest.
  *
  * <pre>{@code
  * try (Communicator comm = Communicator.create(settings)) {
