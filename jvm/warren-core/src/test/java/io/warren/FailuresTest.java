@@ -250,4 +250,39 @@ class FailuresTest {
       assertInstanceOf(JobReport.class, waiting.get(20, TimeUnit.SECONDS));
     }
   }
+
+  @Test
+  @Timeout(90)
+  void aKilledPeerInAWorldOfThreeFailsBothOthersPromptly() throws Exception {
+    try (Tracker tracker = Tracker.start(3, TestSupport.SECRET)) {
+      Map<String, String> childEnv = new HashMap<>(tracker.workerSettings("2"));
+      childEnv.put("WARREN_TIMEOUT_S", "60");
+      try (TestSupport.Worker child = new TestSupport.Worker(List.of(), childEnv, "hang")) {
+        CompletableFuture<List<TestSupport.Outcome<Void>>> others =
+            CompletableFuture.supplyAsync(
+                () -> {
+                  try {
+                    return TestSupport.threads(
+                        tracker, 2, Map.of("WARREN_TIMEOUT_S", "60"), Duration.ofSeconds(80),
+                        comm -> {
+                          comm.allreduce(new double[100_000], Op.SUM);
+                          return null;
+                        });
+                  } catch (Exception e) {
+                    throw new RuntimeException(e);
+                  }
+                });
+        child.awaitLine("WORKER_READY", Duration.ofSeconds(60));
+        Thread.sleep(300);
+        long killed = System.nanoTime();
+        child.process.destroyForcibly();
+        List<TestSupport.Outcome<Void>> out = others.get(60, TimeUnit.SECONDS);
+        long tookMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - killed);
+        for (TestSupport.Outcome<Void> o : out) {
+          assertInstanceOf(PeerLostException.class, o.error, String.valueOf(o.error));
+        }
+        assertTrue(tookMs < 10_000, "took " + tookMs + " ms, deadline was 60 s");
+      }
+    }
+  }
 }
