@@ -37,7 +37,7 @@ use std::time::Duration;
 use jni::elements::ReleaseMode;
 use jni::objects::{
     JByteArray, JByteBuffer, JClass, JDoubleArray, JFloatArray, JIntArray, JLongArray,
-    JLongArray as JLongArr, JObjectArray, JPrimitiveArray, JString, TypeArray,
+    JObjectArray, JPrimitiveArray, JString, TypeArray,
 };
 use jni::sys::{jint, jlong};
 use jni::{Env, EnvUnowned};
@@ -567,7 +567,7 @@ pub extern "system" fn Java_io_warren_Native_trackerWait<'l>(
     _class: JClass<'l>,
     h: jlong,
     timeout_ms: jlong,
-) -> JLongArr<'l> {
+) -> JLongArray<'l> {
     run(&mut env, |env| {
         let t = tracker(h)?;
         let timeout = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
