@@ -7,9 +7,11 @@ WARREN := target/release/warren
 build:
 	$(CARGO) build --release --workspace
 
-## test: formatting, lints, and every Rust test suite (unit, real sockets, real processes)
+## test: formatting, lints, every Rust test suite (unit, real sockets, real processes,
+## the JNI mapping in an embedded JVM), then the JVM suites (plain and under -Xcheck:jni)
 test: lint
 	$(CARGO) test --workspace
+	$(MAKE) jvm
 
 lint:
 	$(CARGO) fmt --all --check
@@ -31,3 +33,5 @@ bench-recordio:
 
 clean:
 	$(CARGO) clean
+
+include jvm/jvm.mk

@@ -1,0 +1,322 @@
+package io.warren;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * One worker's membership in a Warren job: runs collectives (allreduce, broadcast, allgather,
+ * barrier) with the other workers.
+ *
+ * <p>Not a singleton: several communicators can live in one JVM (one per Spark task, say), each
+ * used by one thread at a time. Calls on one communicator are serialised; {@link #close()} from
+ * another thread waits for a running call. Every collective must be called by every worker in
+ * the same order with matching arguments, or all of them get a {@link
+ * CollectiveMismatchException}. After a failed call the communicator is unusable (later calls
+ * throw {@link CollectiveAbortedException}); close it. A call blocked in a collective is not
+ * interrupted by {@link Thread#interrupt()}: it returns when its peers arrive, when a peer is
+ * lost, or at {@code WARREN_TIMEOUT_S} (default 1800 s) at the latest.
+ *
+ * <pre>{@code
+ * try (Communicator comm = Communicator.create(settings)) {
+ *   float[] grad = computeGradient();
+ *   comm.allreduce(grad, Op.SUM);
+ * }
+ * }</pre>
+ *
+ * <p>Java arrays are copied into a buffer the communicator reuses while the collective runs
+ * (holding a JNI critical region across a network wait would stall the garbage collector);
+ * direct {@link ByteBuffer}s are used in place with no copy.
+ */
+public final class Communicator implements AutoCloseable {
+  private long handle;
+  /** Set by {@link #close()}; read without the lock by rank(), worldSize(), isClosed(). */
+  private volatile boolean closed;
+  private final int rank;
+  private final int worldSize;
+
+  private Communicator(long handle) {
+    this.handle = handle;
+    this.rank = Native.commRank(handle);
+    this.worldSize = Native.commWorldSize(handle);
+  }
+
+  /**
+   * Joins a job: registers with the tracker, gets a rank and connects to the neighbours.
+   * Blocks until every worker has arrived (at most {@code WARREN_CONNECT_TIMEOUT_S}, default
+   * 300 s).
+   *
+   * <p>Keys are the worker settings ({@code WARREN_TRACKER_URI}, {@code WARREN_TASK_ID}, {@code
+   * WARREN_NUM_WORKERS}, {@code WARREN_JOB_SECRET}, {@code WARREN_ATTEMPT}, {@code
+   * WARREN_TIMEOUT_S}, ...), usually {@link Tracker#workerSettings(String)}. An empty map makes a
+   * world of one, which needs no tracker.
+   *
+   * @param settings the worker settings
+   * @return the communicator; close it when done
+   * @throws WarrenConfigException if a setting is missing or malformed
+   * @throws WarrenAuthException if the tracker refuses the job secret
+   * @throws WarrenTimeoutException if the job could not be joined in time
+   * @throws NativeLibraryException if the native library cannot be loaded
+   */
+  public static Communicator create(Map<String, String> settings) {
+    Objects.requireNonNull(settings, "settings");
+    NativeLoader.ensureLoaded();
+    String[] keys = new String[settings.size()];
+    String[] values = new String[settings.size()];
+    int i = 0;
+    for (Map.Entry<String, String> e : settings.entrySet()) {
+      keys[i] = Objects.requireNonNull(e.getKey(), "a settings key is null");
+      values[i] = Objects.requireNonNull(e.getValue(), () -> "the value of " + e.getKey());
+      i++;
+    }
+    return new Communicator(Native.commCreate(keys, values));
+  }
+
+  /** The native handle (for the benchmark's Rust-side loop); throws if closed. */
+  synchronized long nativeHandle() {
+    return live();
+  }
+
+  private void checkOpen() {
+    if (closed) {
+      throw new IllegalStateException("Communicator is closed");
+    }
+  }
+
+  private long live() {
+    if (handle == 0) {
+      throw new IllegalStateException("Communicator is closed");
+    }
+    return handle;
+  }
+
+  /**
+   * This worker's rank.
+   *
+   * @return a number in {@code [0, worldSize())}
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public int rank() {
+    checkOpen();
+    return rank;
+  }
+
+  /**
+   * The number of workers in the job.
+   *
+   * @return at least 1
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public int worldSize() {
+    checkOpen();
+    return worldSize;
+  }
+
+  /**
+   * Reduces {@code data} element-wise across all workers with {@code op}, in place; every
+   * worker ends with the same bits. On failure the array is left unchanged.
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator (not bitwise: floats have none)
+   * @throws WarrenException (a subclass) if the collective fails
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public synchronized void allreduce(float[] data, Op op) {
+    Objects.requireNonNull(data, "data");
+    Native.commAllreduceF32(live(), data, opCode(op));
+  }
+
+  /**
+   * Reduces {@code data} element-wise across all workers with {@code op}, in place.
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator (not bitwise)
+   * @throws WarrenException (a subclass) if the collective fails
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public synchronized void allreduce(double[] data, Op op) {
+    Objects.requireNonNull(data, "data");
+    Native.commAllreduceF64(live(), data, opCode(op));
+  }
+
+  /**
+   * Reduces {@code data} element-wise across all workers with {@code op}, in place (sums and
+   * products wrap around).
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @throws WarrenException (a subclass) if the collective fails
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public synchronized void allreduce(int[] data, Op op) {
+    Objects.requireNonNull(data, "data");
+    Native.commAllreduceI32(live(), data, opCode(op));
+  }
+
+  /**
+   * Reduces {@code data} element-wise across all workers with {@code op}, in place (sums and
+   * products wrap around).
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @throws WarrenException (a subclass) if the collective fails
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public synchronized void allreduce(long[] data, Op op) {
+    Objects.requireNonNull(data, "data");
+    Native.commAllreduceI64(live(), data, opCode(op));
+  }
+
+  /**
+   * Reduces the remaining bytes of a direct buffer (from its position to its limit) in place,
+   * with no copy. The bytes hold elements of {@code type} in native byte order: the buffer's
+   * {@link ByteBuffer#order()} must be {@link ByteOrder#nativeOrder()}, its address aligned to
+   * the element size and its remaining length a multiple of it. Position and limit are not
+   * changed.
+   *
+   * @param buffer a direct buffer ({@link ByteBuffer#allocateDirect})
+   * @param type the element type
+   * @param op a reduction operator defined for {@code type}
+   * @throws IllegalArgumentException if the buffer is not direct or not in native order
+   * @throws WarrenArgumentException if the bytes are misaligned or not whole elements
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized void allreduce(ByteBuffer buffer, DataType type, Op op) {
+    checkDirect(buffer);
+    if (buffer.order() != ByteOrder.nativeOrder()) {
+      throw new IllegalArgumentException(
+          "the buffer's byte order is "
+              + buffer.order()
+              + " but elements are reduced in native order "
+              + ByteOrder.nativeOrder()
+              + ": call buffer.order(ByteOrder.nativeOrder())");
+    }
+    Objects.requireNonNull(type, "type");
+    Native.commAllreduceDirect(
+        live(), buffer, buffer.position(), buffer.remaining(), type.code(), opCode(op));
+  }
+
+  /**
+   * Broadcasts bytes from {@code root}: every worker gets the root's bytes, whose length only
+   * the root needs to know.
+   *
+   * @param data the bytes to send on the root; ignored (may be null) on other workers
+   * @param root the rank that sends
+   * @return the root's bytes: on the root, {@code data} itself; elsewhere a new array
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized byte[] broadcast(byte[] data, int root) {
+    long h = live();
+    if (root == rank) {
+      Objects.requireNonNull(data, "data (on the root)");
+    }
+    return Native.commBroadcast(h, data, root);
+  }
+
+  /**
+   * Broadcasts the remaining bytes of a direct buffer from {@code root}, in place; every worker
+   * passes a buffer with the same number of remaining bytes. Position and limit are not
+   * changed.
+   *
+   * @param buffer a direct buffer: the data on the root, overwritten elsewhere
+   * @param root the rank that sends
+   * @throws IllegalArgumentException if the buffer is not direct
+   * @throws CollectiveMismatchException if the workers' lengths differ
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized void broadcast(ByteBuffer buffer, int root) {
+    checkDirect(buffer);
+    Native.commBroadcastDirect(live(), buffer, buffer.position(), buffer.remaining(), root);
+  }
+
+  /**
+   * Gathers every worker's bytes (lengths may differ) on every worker.
+   *
+   * @param mine this worker's bytes
+   * @return one array per rank, in rank order ({@code result[rank()]} equals {@code mine})
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized byte[][] allgather(byte[] mine) {
+    Objects.requireNonNull(mine, "mine");
+    return Native.commAllgather(live(), mine);
+  }
+
+  /**
+   * Returns once every worker has called {@code barrier}.
+   *
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized void barrier() {
+    Native.commBarrier(live());
+  }
+
+  /**
+   * Writes a line to the job's log on the tracker, prefixed with this worker's rank (in a world
+   * of one, to the local log: SLF4J logger {@code io.warren.native.warren.engine}).
+   *
+   * @param message the line
+   * @throws WarrenException (a subclass) if the tracker cannot be reached
+   */
+  public synchronized void print(String message) {
+    Objects.requireNonNull(message, "message");
+    Native.commPrint(live(), message);
+  }
+
+  /**
+   * Latency statistics of the calls made so far: one entry per collective with count, median,
+   * 99th percentile and maximum in microseconds.
+   *
+   * @return a one-line summary
+   */
+  public synchronized String stats() {
+    return Native.commStats(live());
+  }
+
+  /**
+   * Whether {@link #close()} was called.
+   *
+   * @return true once closed
+   */
+  public boolean isClosed() {
+    return closed;
+  }
+
+  /**
+   * Leaves the job: tells the tracker this worker finished and closes the links. Idempotent;
+   * the native resources are freed even if telling the tracker fails (then this throws).
+   *
+   * @throws WarrenException (a subclass) if the tracker could not be told
+   */
+  @Override
+  public synchronized void close() {
+    long h = handle;
+    if (h == 0) {
+      return;
+    }
+    handle = 0;
+    closed = true;
+    Native.commClose(h);
+  }
+
+  @Override
+  public String toString() {
+    return "Communicator[rank " + rank + " of " + worldSize + (isClosed() ? ", closed]" : "]");
+  }
+
+  private static int opCode(Op op) {
+    return Objects.requireNonNull(op, "op").code();
+  }
+
+  private static void checkDirect(ByteBuffer buffer) {
+    Objects.requireNonNull(buffer, "buffer");
+    if (!buffer.isDirect()) {
+      throw new IllegalArgumentException(
+          "the buffer must be direct (ByteBuffer.allocateDirect); for heap data use the array"
+              + " overloads");
+    }
+    if (buffer.isReadOnly()) {
+      throw new IllegalArgumentException("the buffer is read-only");
+    }
+  }
+}

@@ -1,0 +1,78 @@
+package io.warren;
+
+import java.nio.ByteBuffer;
+
+/**
+ * The native declarations, one per export of {@code libwarren_jni}. Handles are {@code Box}
+ * pointers owned by {@link Communicator} and {@link Tracker}, which serialise calls on a handle
+ * and release it once. Call {@link NativeLoader#ensureLoaded()} before any of these.
+ */
+final class Native {
+  private Native() {}
+
+  static native void init(int logLevel);
+
+  static native void setLogLevel(int logLevel);
+
+  static native String version();
+
+  static native long commCreate(String[] keys, String[] values);
+
+  static native int commRank(long handle);
+
+  static native int commWorldSize(long handle);
+
+  static native void commAllreduceF32(long handle, float[] data, int op);
+
+  static native void commAllreduceF64(long handle, double[] data, int op);
+
+  static native void commAllreduceI32(long handle, int[] data, int op);
+
+  static native void commAllreduceI64(long handle, long[] data, int op);
+
+  static native void commAllreduceDirect(
+      long handle, ByteBuffer buf, long offset, long length, int dtype, int op);
+
+  static native byte[] commBroadcast(long handle, byte[] data, int root);
+
+  static native void commBroadcastDirect(
+      long handle, ByteBuffer buf, long offset, long length, int root);
+
+  static native byte[][] commAllgather(long handle, byte[] mine);
+
+  static native void commBarrier(long handle);
+
+  static native void commPrint(long handle, String message);
+
+  static native String commStats(long handle);
+
+  /** Benchmark diagnostic: nanoseconds for {@code iters} f32 sum allreduces run in Rust. */
+  static native long commBenchAllreduceF32(long handle, int elems, int iters);
+
+  static native void commClose(long handle);
+
+  static native long trackerStart(
+      int workers, String secret, String host, int port, long rendezvousMillis);
+
+  static native String trackerUri(long handle);
+
+  static native String[] trackerWorkerEnv(long handle);
+
+  static native long[] trackerWait(long handle, long timeoutMillis);
+
+  static native void trackerClose(long handle);
+
+  static native long rioWriterCreate(String path, int compressor, long maxChunkBytes);
+
+  static native void rioWriterWrite(long handle, byte[] data, int offset, int length);
+
+  static native long rioWriterRecords(long handle);
+
+  static native void rioWriterClose(long handle);
+
+  static native long rioReaderOpen(String path, long fromRecord, long toRecord);
+
+  static native byte[] rioReaderNext(long handle);
+
+  static native void rioReaderClose(long handle);
+}

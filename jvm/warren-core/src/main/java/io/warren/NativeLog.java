@@ -1,0 +1,77 @@
+package io.warren;
+
+import java.util.concurrent.ConcurrentHashMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Receives the native library's log records and passes them to SLF4J.
+ *
+ * <p>A record of the Rust module {@code warren::engine} goes to the logger
+ * {@code io.warren.native.warren.engine}. Levels are filtered in the native library, from the
+ * level enabled for {@code io.warren.native} when the library is loaded; call {@link
+ * #refreshLevel()} after changing the logging configuration at run time.
+ */
+public final class NativeLog {
+  /** Prefix of the SLF4J logger names of native records. */
+  public static final String LOGGER_PREFIX = "io.warren.native";
+
+  private static final Logger ROOT = LoggerFactory.getLogger(LOGGER_PREFIX);
+  private static final ConcurrentHashMap<String, Logger> LOGGERS = new ConcurrentHashMap<>();
+
+  private NativeLog() {}
+
+  /**
+   * Re-reads the level enabled for {@code io.warren.native} and tells the native library, so
+   * that records below it are not even formatted. Does nothing if the library is not loaded.
+   */
+  public static void refreshLevel() {
+    if (NativeLoader.isLoaded()) {
+      Native.setLogLevel(enabledLevel());
+    }
+  }
+
+  /** The level code the native side filters with: 0 off, 1 error ... 5 trace. */
+  static int enabledLevel() {
+    if (ROOT.isTraceEnabled()) {
+      return 5;
+    } else if (ROOT.isDebugEnabled()) {
+      return 4;
+    } else if (ROOT.isInfoEnabled()) {
+      return 3;
+    } else if (ROOT.isWarnEnabled()) {
+      return 2;
+    } else if (ROOT.isErrorEnabled()) {
+      return 1;
+    }
+    return 0;
+  }
+
+  /** Called from native code (any thread) with one record. Never throws. */
+  static void log(int level, String target, String message) {
+    try {
+      Logger logger =
+          LOGGERS.computeIfAbsent(
+              target, t -> LoggerFactory.getLogger(LOGGER_PREFIX + "." + t.replace("::", ".")));
+      switch (level) {
+        case 1:
+          logger.error(message);
+          break;
+        case 2:
+          logger.warn(message);
+          break;
+        case 3:
+          logger.info(message);
+          break;
+        case 4:
+          logger.debug(message);
+          break;
+        default:
+          logger.trace(message);
+          break;
+      }
+    } catch (RuntimeException | LinkageError e) {
+      // A broken logging backend must not fail a collective.
+    }
+  }
+}

@@ -1,0 +1,183 @@
+package io.warren;
+
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
+/**
+ * The job's rendezvous point, run inside this JVM (on the Spark driver, say): workers register
+ * with it, get stable ranks by task id and the addresses of their neighbours, and report when
+ * they finish.
+ *
+ * <pre>{@code
+ * try (Tracker tracker = Tracker.start(4, secret)) {
+ *   // give each worker tracker.workerSettings(taskId) ...
+ *   JobReport report = tracker.awaitCompletion(Duration.ofMinutes(30));
+ * }
+ * }</pre>
+ *
+ * <p>Thread-safe: {@link #awaitCompletion} can wait in one thread while others ask for worker
+ * settings; {@link #close()} waits for running calls.
+ */
+public final class Tracker implements AutoCloseable {
+  /** Readers use the handle; {@link #close()} takes the write lock to release it. */
+  private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
+  private volatile long handle;
+  private final String uri;
+
+  private Tracker(long handle) {
+    this.handle = handle;
+    this.uri = Native.trackerUri(handle);
+  }
+
+  /**
+   * Starts a tracker for {@code workers} workers on 127.0.0.1, on any free port, with the
+   * default rendezvous deadline (600 s).
+   *
+   * @param workers the number of workers in the job
+   * @param secret the job secret workers must prove they hold (not empty)
+   * @return the running tracker; close it when the job is over
+   * @throws WarrenConfigException if an argument is invalid
+   * @throws WarrenIOException if the port cannot be bound
+   * @throws NativeLibraryException if the native library cannot be loaded
+   */
+  public static Tracker start(int workers, String secret) {
+    return start(workers, secret, "127.0.0.1", 0, Duration.ZERO);
+  }
+
+  /**
+   * Starts a tracker.
+   *
+   * @param workers the number of workers in the job
+   * @param secret the job secret workers must prove they hold (not empty)
+   * @param host the address to bind and advertise (workers on other machines need a routable
+   *     one)
+   * @param port the port to bind, 0 for any free port
+   * @param rendezvousTimeout how long all workers have to arrive; zero for the default (600 s)
+   * @return the running tracker; close it when the job is over
+   * @throws WarrenConfigException if an argument is invalid
+   * @throws WarrenIOException if the port cannot be bound
+   * @throws NativeLibraryException if the native library cannot be loaded
+   */
+  public static Tracker start(
+      int workers, String secret, String host, int port, Duration rendezvousTimeout) {
+    Objects.requireNonNull(secret, "secret");
+    Objects.requireNonNull(host, "host");
+    Objects.requireNonNull(rendezvousTimeout, "rendezvousTimeout");
+    if (workers < 1) {
+      throw new IllegalArgumentException("workers must be at least 1, got " + workers);
+    }
+    NativeLoader.ensureLoaded();
+    return new Tracker(
+        Native.trackerStart(workers, secret, host, port, rendezvousTimeout.toMillis()));
+  }
+
+  private long live() {
+    if (handle == 0) {
+      throw new IllegalStateException("Tracker is closed");
+    }
+    return handle;
+  }
+
+  /**
+   * The address workers connect to.
+   *
+   * @return {@code host:port}
+   */
+  public String uri() {
+    live();
+    return uri;
+  }
+
+  /**
+   * The settings every worker needs ({@code WARREN_TRACKER_URI}, {@code WARREN_NUM_WORKERS},
+   * {@code WARREN_JOB_SECRET}); add {@code WARREN_TASK_ID} per worker, or use {@link
+   * #workerSettings(String)}.
+   *
+   * @return a new mutable map
+   */
+  public Map<String, String> workerSettings() {
+    String[] flat;
+    lock.readLock().lock();
+    try {
+      flat = Native.trackerWorkerEnv(live());
+    } finally {
+      lock.readLock().unlock();
+    }
+    Map<String, String> map = new LinkedHashMap<>();
+    for (int i = 0; i + 1 < flat.length; i += 2) {
+      map.put(flat[i], flat[i + 1]);
+    }
+    return map;
+  }
+
+  /**
+   * The settings of the worker with task id {@code taskId}: {@link #workerSettings()} plus
+   * {@code WARREN_TASK_ID}. Ranks are ordered by task id and stay bound to it.
+   *
+   * @param taskId a stable identity of the worker (its Spark partition id, say)
+   * @return a new mutable map
+   */
+  public Map<String, String> workerSettings(String taskId) {
+    Objects.requireNonNull(taskId, "taskId");
+    Map<String, String> map = workerSettings();
+    map.put("WARREN_TASK_ID", taskId);
+    return map;
+  }
+
+  /**
+   * Waits until every worker has closed its communicator.
+   *
+   * @param timeout how long to wait
+   * @return how the job went
+   * @throws TrackerException if the job failed (a worker was lost, the rendezvous deadline
+   *     passed)
+   * @throws WarrenTimeoutException if {@code timeout} passed first
+   */
+  public JobReport awaitCompletion(Duration timeout) {
+    Objects.requireNonNull(timeout, "timeout");
+    long[] r;
+    lock.readLock().lock();
+    try {
+      r = Native.trackerWait(live(), Math.max(0, timeout.toMillis()));
+    } finally {
+      lock.readLock().unlock();
+    }
+    return new JobReport((int) r[0], r[1], Duration.ofNanos(r[2]));
+  }
+
+  /**
+   * Whether {@link #close()} was called.
+   *
+   * @return true once closed
+   */
+  public boolean isClosed() {
+    return handle == 0;
+  }
+
+  /**
+   * Stops the tracker; open worker connections are closed. Idempotent. Waits for running
+   * calls (an {@link #awaitCompletion} returns at its timeout at the latest).
+   */
+  @Override
+  public void close() {
+    lock.writeLock().lock();
+    try {
+      long h = handle;
+      if (h == 0) {
+        return;
+      }
+      handle = 0;
+      Native.trackerClose(h);
+    } finally {
+      lock.writeLock().unlock();
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "Tracker[" + uri + (isClosed() ? ", closed]" : "]");
+  }
+}

@@ -1,0 +1,52 @@
+package io.warren;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** Native log records reach SLF4J, under io.warren.native.*, filtered by the enabled level. */
+class LoggingTest {
+
+  @Test
+  @Timeout(60)
+  void nativeRecordsGoToSlf4j() throws Exception {
+    try (TestSupport.Worker w =
+        new TestSupport.Worker(
+            List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=info"), Map.of(), "print")) {
+      assertEquals(0, w.await(Duration.ofSeconds(50)), w.output());
+      // slf4j-simple: "[thread] INFO logger - message"
+      assertTrue(
+          w.output().contains("INFO io.warren.native.warren.engine - [rank 0] hello from the JVM"),
+          w.output());
+    }
+  }
+
+  @Test
+  @Timeout(60)
+  void disabledLevelsAreFilteredNatively() throws Exception {
+    try (TestSupport.Worker w =
+        new TestSupport.Worker(
+            List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"), Map.of(), "print")) {
+      assertEquals(0, w.await(Duration.ofSeconds(50)), w.output());
+      assertFalse(w.output().contains("hello from the JVM"), w.output());
+    }
+    NativeLoader.ensureLoaded();
+    assertTrue(NativeLog.enabledLevel() >= 1);
+  }
+
+  @Test
+  @Timeout(60)
+  void trackerThreadsLogThroughTheCachedClass() throws Exception {
+    // The tracker logs from its own (native) threads, which the bridge attaches to the JVM.
+    TestSupport.threads(2, Map.of(), Duration.ofSeconds(50), comm -> {
+      comm.print("from a tracker thread's point of view");
+      return null;
+    }).forEach(TestSupport.Outcome::get);
+  }
+}

@@ -1,0 +1,68 @@
+package io.warren.spark
+
+import java.nio.file.{Files, Path}
+
+import org.junit.jupiter.api.Assertions.{assertArrayEquals, assertEquals}
+import org.junit.jupiter.api.{Test, Timeout}
+
+import scala.jdk.CollectionConverters._
+
+/** The Scala example of jvm/README.md, as written, and the package object's helpers. */
+class ReadmeScalaExampleTest {
+
+  @Test
+  @Timeout(60)
+  def example(): Unit = {
+    // README-BEGIN
+    import io.warren.Op
+    import io.warren.spark._
+    import scala.concurrent.{Await, Future}, scala.concurrent.ExecutionContext.Implicits.global
+    import scala.concurrent.duration._, scala.util.Using
+
+    Using.resource(Warren.tracker(2, "s3cret")) { tracker =>
+      val peer = Future(Using.resource(Warren.communicator(tracker.settingsFor("1"))) { c =>
+        c.allreduceInPlace(Array(10.0, 20.0))  // another task or process in a real job
+      })
+      Using.resource(Warren.communicator(tracker.settingsFor("0"))) { comm =>
+        val grad = comm.allreduceInPlace(Array(1.0, 2.0), Op.SUM)  // Array[Double], in place
+        println(s"rank ${comm.rank}: ${grad.mkString(", ")}")   // 11.0, 22.0 on both
+      }
+      Await.result(peer, 30.seconds)
+    }
+    // README-END
+  }
+
+  @Test
+  @Timeout(60)
+  def helpers(): Unit = {
+    import io.warren.{DataType, Op}
+    import scala.util.Using
+    Using.resource(Warren.communicator(Map.empty)) { comm =>
+      assertArrayEquals(Array(3f), comm.allreduceInPlace(Array(3f)), 0f)
+      assertArrayEquals(Array(5), comm.allreduceInPlace(Array(5), Op.MAX))
+      assertArrayEquals(Array(7L), comm.allreduceInPlace(Array(7L), Op.BIT_OR))
+      assertEquals(Seq("x"), comm.gather("x".getBytes).map(new String(_)))
+      assertEquals("y", new String(comm.broadcastFrom(Some("y".getBytes), 0)))
+      val b = java.nio.ByteBuffer.allocateDirect(8).order(java.nio.ByteOrder.nativeOrder())
+      b.putDouble(0, 2.5)
+      comm.allreduceBuffer(b, DataType.F64)
+      assertEquals(2.5, b.getDouble(0))
+    }
+  }
+
+  /** The README shows exactly the lines between the markers above. */
+  @Test
+  def readmeMatchesThisFile(): Unit = {
+    val dir = Path.of(System.getProperty("user.dir"))
+    val self = dir.resolve("src/test/scala/io/warren/spark/ReadmeScalaExampleTest.scala")
+    val readme = dir.resolve("../README.md")
+    assertEquals(
+      block(Files.readAllLines(self).asScala.toSeq, "// README-BEGIN", "// README-END"),
+      block(Files.readAllLines(readme).asScala.toSeq, "```scala", "```"))
+  }
+
+  private def block(lines: Seq[String], begin: String, end: String): String = {
+    val from = lines.indexWhere(_.trim == begin) + 1
+    lines.drop(from).takeWhile(_.trim != end).map(_.strip).mkString("\n")
+  }
+}

@@ -1,0 +1,594 @@
+//! # warren-jni: the JNI exports behind `io.warren.Native`
+//!
+//! A thin layer; all logic lives in the `warren` crate.
+//!
+//! - [`errors`]: the one helper every export runs through ([`errors::run`]): it catches
+//!   panics and maps each `warren::Error` *variant* to a Java exception class.
+//! - [`logging`]: the `log` crate routed to SLF4J, filtered natively.
+//! - [`recordio`]: the exports of `RecordIOWriter` / `RecordIOReader`.
+//! - This file: the exports of `Communicator` and `Tracker`. Native objects cross as `long` handles (`Box` pointers) that the
+//!   Java side releases explicitly with `commClose` / `trackerClose`; a zero handle raises
+//!   `IllegalStateException`. The Java classes serialise the calls on one handle and zero it
+//!   before closing, so a handle is never used after its release.
+//!
+//! ## Arrays: copies or critical access
+//!
+//! A collective blocks until every peer has called it, which can take as long as the slowest
+//! worker (up to `WARREN_TIMEOUT_S`). A JNI critical region (`GetPrimitiveArrayCritical`) held
+//! that long stalls garbage collection in the whole JVM, and on JDK 17's GC locker a second
+//! rank in the same JVM that tries to enter its own critical region while a collection is
+//! pending waits for the first to leave it: a deadlock until the deadline (reproduced by
+//! `GcPressureTest` in `jvm/warren-core`). So Java arrays are
+//! copied (`Get/Set<Type>ArrayRegion`) into a buffer the communicator keeps and reuses, and
+//! the collective runs on that buffer with no JNI resource held. Critical access is used only
+//! where the call cannot wait on a peer: in a world of one. Setting
+//! `WARREN_JNI_ARRAY_ACCESS=critical` forces it for every call (only safe with one rank per
+//! JVM and no allocation-heavy threads; it exists to measure the difference, see
+//! `docs/benchmarks-jvm.md`). Direct `ByteBuffer`s are never copied.
+#![deny(missing_docs)]
+
+pub mod errors;
+pub mod logging;
+pub mod recordio;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use jni::elements::ReleaseMode;
+use jni::objects::{
+    JByteArray, JByteBuffer, JClass, JDoubleArray, JFloatArray, JIntArray, JLongArray, JObjectArray, JPrimitiveArray,
+    JString, TypeArray,
+};
+use jni::sys::{jint, jlong};
+use jni::{Env, EnvUnowned};
+use warren::{Communicator, DataType, Element, Op, Tracker, TrackerConfig};
+
+use errors::{JniError, JniResult, run};
+
+/// Map key choosing how Java arrays reach a collective: `copy` (default) or `critical`.
+pub const ARRAY_ACCESS_KEY: &str = "WARREN_JNI_ARRAY_ACCESS";
+
+/// What a communicator handle points to.
+pub struct CommHandle {
+    comm: Communicator,
+    /// Reused copy buffer for Java arrays (u64 words, so aligned for every element type).
+    scratch: Vec<u64>,
+    /// Whether every array call uses critical access (`WARREN_JNI_ARRAY_ACCESS=critical`).
+    always_critical: bool,
+}
+
+fn comm<'a>(h: jlong) -> JniResult<&'a mut CommHandle> {
+    if h == 0 {
+        return Err(JniError::Closed("Communicator"));
+    }
+    // SAFETY: a non-zero handle is a pointer from `Box::into_raw` in `commCreate` that the Java
+    // side has not released (it zeroes its copy before `commClose` and serialises calls).
+    Ok(unsafe { &mut *(h as *mut CommHandle) })
+}
+
+fn tracker<'a>(h: jlong) -> JniResult<&'a Tracker> {
+    if h == 0 {
+        return Err(JniError::Closed("Tracker"));
+    }
+    // SAFETY: as for `comm`, with `trackerStart` / `trackerClose`.
+    Ok(unsafe { &*(h as *const Tracker) })
+}
+
+fn op_from(code: jint) -> JniResult<Op> {
+    u8::try_from(code)
+        .ok()
+        .and_then(Op::from_code)
+        .filter(|o| *o != Op::User)
+        .ok_or_else(|| JniError::Argument(format!("unknown reduction operator code {code}")))
+}
+
+fn dtype_from(code: jint) -> JniResult<DataType> {
+    u8::try_from(code)
+        .ok()
+        .and_then(DataType::from_code)
+        .filter(|d| *d != DataType::User)
+        .ok_or_else(|| JniError::Argument(format!("unknown data type code {code}")))
+}
+
+fn root_from(root: jint) -> JniResult<usize> {
+    usize::try_from(root).map_err(|_| JniError::Argument(format!("root {root} is negative")))
+}
+
+/// `[offset, offset + len)` of a direct buffer as a mutable byte slice.
+fn direct_slice<'a>(env: &Env<'_>, buf: &JByteBuffer<'_>, offset: jlong, len: jlong) -> JniResult<&'a mut [u8]> {
+    if buf.is_null() {
+        return Err(JniError::Argument("buffer is null".into()));
+    }
+    let addr = env
+        .get_direct_buffer_address(buf)
+        .map_err(|_| JniError::Argument("the ByteBuffer is not direct (use ByteBuffer.allocateDirect)".into()))?;
+    let cap = env.get_direct_buffer_capacity(buf)?;
+    let (Ok(off), Ok(n)) = (usize::try_from(offset), usize::try_from(len)) else {
+        return Err(JniError::Argument(format!("negative range {offset}+{len}")));
+    };
+    if off.checked_add(n).is_none_or(|end| end > cap) {
+        return Err(JniError::Argument(format!("range {off}+{n} is past the buffer's capacity {cap}")));
+    }
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    // SAFETY: the range lies inside the buffer's memory, which stays valid while the Java
+    // caller holds the buffer (it does for the duration of the native call).
+    Ok(unsafe { std::slice::from_raw_parts_mut(addr.add(off), n) })
+}
+
+/// Installs the SLF4J bridge and sets the native log level (codes as in `NativeLog`).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_init<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, log_level: jint) {
+    run(&mut env, |env| Ok(logging::install(env, log_level)?))
+}
+
+/// Changes the native log level.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_setLogLevel<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    log_level: jint,
+) {
+    run(&mut env, |_| {
+        log::set_max_level(logging::level_filter(log_level));
+        Ok(())
+    })
+}
+
+/// The version of this library (the crate version), to check the jar and library match.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_version<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>) -> JString<'l> {
+    run(&mut env, |env| Ok(env.new_string(env!("CARGO_PKG_VERSION"))?))
+}
+
+/// Joins a job: `keys[i] = values[i]` are the worker settings (`WARREN_*`). Blocks until the
+/// rendezvous is done. Returns the communicator handle.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commCreate<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    keys: JObjectArray<'l, JString<'l>>,
+    values: JObjectArray<'l, JString<'l>>,
+) -> jlong {
+    run(&mut env, |env| {
+        let n = keys.len(env)?;
+        if values.len(env)? != n {
+            return Err(JniError::Argument("keys and values differ in length".into()));
+        }
+        let mut map = HashMap::with_capacity(n);
+        for i in 0..n {
+            let k = keys.get_element(env, i)?;
+            let v = values.get_element(env, i)?;
+            if k.is_null() || v.is_null() {
+                return Err(JniError::Argument("settings may not hold null".into()));
+            }
+            map.insert(k.try_to_string(env)?, v.try_to_string(env)?);
+            env.delete_local_ref(k);
+            env.delete_local_ref(v);
+        }
+        let always_critical = match map.get(ARRAY_ACCESS_KEY).map(String::as_str) {
+            None | Some("copy") => false,
+            Some("critical") => true,
+            Some(other) => {
+                return Err(JniError::Warren(warren::Error::Config(format!(
+                    "{ARRAY_ACCESS_KEY}={other:?}: expected \"copy\" or \"critical\""
+                ))));
+            }
+        };
+        let cfg = warren::Config::from_map(&map)?;
+        let comm = Communicator::init(cfg)?;
+        let handle = Box::new(CommHandle { comm, scratch: Vec::new(), always_critical });
+        Ok(Box::into_raw(handle) as jlong)
+    })
+}
+
+/// This worker's rank.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commRank<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> jint {
+    run(&mut env, |_| Ok(comm(h)?.comm.rank() as jint))
+}
+
+/// The number of workers.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commWorldSize<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> jint {
+    run(&mut env, |_| Ok(comm(h)?.comm.world_size() as jint))
+}
+
+fn allreduce_array<'l, T>(env: &mut Env<'l>, h: jlong, array: &JPrimitiveArray<'l, T>, op: jint) -> JniResult<()>
+where
+    T: TypeArray + Element,
+{
+    let handle = comm(h)?;
+    let op = op_from(op)?;
+    if array.is_null() {
+        return Err(JniError::Argument("array is null".into()));
+    }
+    if handle.always_critical || handle.comm.world_size() == 1 {
+        // No peer to wait for (or the caller asked for it): the region is short.
+        let comm = &mut handle.comm;
+        return logging::deferred(|| {
+            // SAFETY: no JNI call is made while `elems` lives (log records are deferred), the
+            // array is not aliased, and the Java side does not touch it during the call.
+            let mut elems = unsafe { array.get_elements_critical(env, ReleaseMode::CopyBack)? };
+            let result = comm.allreduce::<T>(&mut elems, op);
+            if result.is_err() {
+                elems.discard();
+            } else {
+                drop(elems);
+            }
+            Ok(result?)
+        });
+    }
+    let len = array.len(env)?;
+    let words = (len * size_of::<T>()).div_ceil(8);
+    if handle.scratch.len() < words {
+        handle.scratch.resize(words, 0);
+    }
+    let buf: &mut [T] = &mut bytemuck::cast_slice_mut(&mut handle.scratch[..words])[..len];
+    array.get_region(env, 0, buf)?;
+    handle.comm.allreduce::<T>(buf, op)?;
+    array.set_region(env, 0, buf)?;
+    Ok(())
+}
+
+/// Allreduce of a `float[]` in place.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAllreduceF32<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    array: JFloatArray<'l>,
+    op: jint,
+) {
+    run(&mut env, |env| allreduce_array(env, h, &array, op))
+}
+
+/// Allreduce of a `double[]` in place.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAllreduceF64<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    array: JDoubleArray<'l>,
+    op: jint,
+) {
+    run(&mut env, |env| allreduce_array(env, h, &array, op))
+}
+
+/// Allreduce of an `int[]` in place.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAllreduceI32<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    array: JIntArray<'l>,
+    op: jint,
+) {
+    run(&mut env, |env| allreduce_array(env, h, &array, op))
+}
+
+/// Allreduce of a `long[]` in place.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAllreduceI64<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    array: JLongArray<'l>,
+    op: jint,
+) {
+    run(&mut env, |env| allreduce_array(env, h, &array, op))
+}
+
+/// Allreduce of `len` bytes of a direct buffer from `offset`, holding elements of `dtype`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAllreduceDirect<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    buf: JByteBuffer<'l>,
+    offset: jlong,
+    len: jlong,
+    dtype: jint,
+    op: jint,
+) {
+    run(&mut env, |env| {
+        let handle = comm(h)?;
+        let (dtype, op) = (dtype_from(dtype)?, op_from(op)?);
+        let bytes = direct_slice(env, &buf, offset, len)?;
+        handle.comm.allreduce_dyn(bytes, dtype, op)?;
+        Ok(())
+    })
+}
+
+/// Broadcast of a `byte[]` from `root`; returns the root's bytes (on the root: `data` itself).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commBroadcast<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    data: JByteArray<'l>,
+    root: jint,
+) -> JByteArray<'l> {
+    run(&mut env, |env| {
+        let handle = comm(h)?;
+        let root = root_from(root)?;
+        let is_root = handle.comm.rank() == root;
+        let mut bytes = if is_root {
+            if data.is_null() {
+                return Err(JniError::Argument("the root's data is null".into()));
+            }
+            env.convert_byte_array(&data)?
+        } else {
+            Vec::new()
+        };
+        handle.comm.broadcast(&mut bytes, root)?;
+        if is_root {
+            return Ok(data);
+        }
+        Ok(env.byte_array_from_slice(&bytes)?)
+    })
+}
+
+/// Broadcast of `len` bytes of a direct buffer from `offset`; every rank passes the same length.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commBroadcastDirect<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    buf: JByteBuffer<'l>,
+    offset: jlong,
+    len: jlong,
+    root: jint,
+) {
+    run(&mut env, |env| {
+        let handle = comm(h)?;
+        let root = root_from(root)?;
+        let bytes = direct_slice(env, &buf, offset, len)?;
+        handle.comm.broadcast_slice(bytes, root)?;
+        Ok(())
+    })
+}
+
+/// Allgather of one `byte[]` per worker (sizes may differ); returns them in rank order.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAllgather<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    mine: JByteArray<'l>,
+) -> JObjectArray<'l, JByteArray<'l>> {
+    run(&mut env, |env| {
+        let handle = comm(h)?;
+        if mine.is_null() {
+            return Err(JniError::Argument("data is null".into()));
+        }
+        let bytes = env.convert_byte_array(&mine)?;
+        let (flat, offsets) = handle.comm.allgather_flat(&bytes)?;
+        let out = JObjectArray::<JByteArray>::new(env, offsets.len() - 1, JByteArray::null())?;
+        for (i, w) in offsets.windows(2).enumerate() {
+            let block = env.byte_array_from_slice(&flat[w[0]..w[1]])?;
+            out.set_element(env, i, &block)?;
+            env.delete_local_ref(block);
+        }
+        Ok(out)
+    })
+}
+
+/// Returns once every worker has called `barrier`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commBarrier<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
+    run(&mut env, |_| Ok(comm(h)?.comm.barrier()?))
+}
+
+/// Writes a line to the tracker's log.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commPrint<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    msg: JString<'l>,
+) {
+    run(&mut env, |env| {
+        let handle = comm(h)?;
+        if msg.is_null() {
+            return Err(JniError::Argument("message is null".into()));
+        }
+        let msg = msg.try_to_string(env)?;
+        Ok(handle.comm.print(&msg)?)
+    })
+}
+
+/// One line of latency statistics per collective (`CallStats::summary`).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commStats<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> JString<'l> {
+    run(&mut env, |env| {
+        let summary = comm(h)?.comm.stats().summary();
+        Ok(env.new_string(summary)?)
+    })
+}
+
+/// Diagnostic for the benchmark: runs `iters` allreduce (sum) calls of an `elems`-long `f32`
+/// buffer entirely in Rust on this communicator and returns the elapsed nanoseconds, so the
+/// JVM can subtract the native cost of a call from what it measures through JNI.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commBenchAllreduceF32<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    elems: jint,
+    iters: jint,
+) -> jlong {
+    run(&mut env, |_| {
+        let handle = comm(h)?;
+        let n = usize::try_from(elems).map_err(|_| JniError::Argument(format!("elems {elems} is negative")))?;
+        let mut buf = vec![1.0f32; n];
+        let started = std::time::Instant::now();
+        for _ in 0..iters.max(0) {
+            handle.comm.allreduce(&mut buf, Op::Sum)?;
+        }
+        Ok(started.elapsed().as_nanos().min(i64::MAX as u128) as jlong)
+    })
+}
+
+/// Leaves the job (`Communicator::finalize`) and frees the handle. The handle is freed even
+/// when finalizing fails (the error is then thrown).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commClose<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
+    run(&mut env, |_| {
+        if h == 0 {
+            return Ok(());
+        }
+        // SAFETY: see `comm`; the Java side releases each handle once.
+        let handle = unsafe { Box::from_raw(h as *mut CommHandle) };
+        Ok(handle.comm.finalize()?)
+    })
+}
+
+/// Starts a tracker for `workers` workers. `host` may be null (127.0.0.1), `port` 0 (any),
+/// `rendezvous_ms` 0 (the default, 600 s).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    workers: jint,
+    secret: JString<'l>,
+    host: JString<'l>,
+    port: jint,
+    rendezvous_ms: jlong,
+) -> jlong {
+    run(&mut env, |env| {
+        let workers =
+            usize::try_from(workers).map_err(|_| JniError::Argument(format!("workers {workers} is negative")))?;
+        let port = u16::try_from(port).map_err(|_| JniError::Argument(format!("port {port} is out of range")))?;
+        if secret.is_null() {
+            return Err(JniError::Argument("secret is null".into()));
+        }
+        let mut cfg = TrackerConfig::new(workers, secret.try_to_string(env)?);
+        if !host.is_null() {
+            cfg.host = host.try_to_string(env)?;
+        }
+        cfg.port = port;
+        if rendezvous_ms > 0 {
+            cfg.rendezvous_timeout = Duration::from_millis(rendezvous_ms as u64);
+        }
+        let t = Tracker::start(cfg)?;
+        Ok(Box::into_raw(Box::new(t)) as jlong)
+    })
+}
+
+/// The tracker's `host:port`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_trackerUri<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> JString<'l> {
+    run(&mut env, |env| {
+        let uri = tracker(h)?.uri().to_string();
+        Ok(env.new_string(uri)?)
+    })
+}
+
+/// The settings every worker needs, flattened: `[key0, value0, key1, value1, ...]`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_trackerWorkerEnv<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> JObjectArray<'l, JString<'l>> {
+    run(&mut env, |env| {
+        let kv = tracker(h)?.worker_env();
+        let out = JObjectArray::<JString>::new(env, kv.len() * 2, JString::null())?;
+        for (i, (k, v)) in kv.iter().enumerate() {
+            let k = env.new_string(k)?;
+            let v = env.new_string(v)?;
+            out.set_element(env, 2 * i, &k)?;
+            out.set_element(env, 2 * i + 1, &v)?;
+        }
+        Ok(out)
+    })
+}
+
+/// Waits for the job to end: returns `[world, recoveries, elapsed_nanos]`, or throws
+/// `TrackerException` (the job failed) or `WarrenTimeoutException`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_trackerWait<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    timeout_ms: jlong,
+) -> JLongArray<'l> {
+    run(&mut env, |env| {
+        let t = tracker(h)?;
+        let timeout = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
+        let report = t.wait(timeout)?;
+        let out = env.new_long_array(3)?;
+        let values =
+            [report.world as i64, report.recoveries as i64, report.elapsed.as_nanos().min(i64::MAX as u128) as i64];
+        out.set_region(env, 0, &values)?;
+        Ok(out)
+    })
+}
+
+/// Stops the tracker and frees the handle.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_trackerClose<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
+    run(&mut env, |_| {
+        if h != 0 {
+            // SAFETY: see `tracker`; the Java side releases each handle once.
+            unsafe { Box::from_raw(h as *mut Tracker) }.stop();
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_the_wire_codes_and_user_codes_are_refused() {
+        for op in Op::ALL {
+            assert_eq!(op_from(op as jint).unwrap(), op);
+        }
+        for d in DataType::ALL {
+            assert_eq!(dtype_from(d as jint).unwrap(), d);
+        }
+        for bad in [0, -1, 256, Op::User as jint] {
+            assert!(matches!(op_from(bad), Err(JniError::Argument(_))), "{bad}");
+        }
+        for bad in [0, -1, 300, DataType::User as jint] {
+            assert!(matches!(dtype_from(bad), Err(JniError::Argument(_))), "{bad}");
+        }
+        assert!(root_from(-1).is_err());
+    }
+
+    #[test]
+    fn zero_handles_are_closed_not_dereferenced() {
+        assert!(matches!(comm(0), Err(JniError::Closed("Communicator"))));
+        assert!(matches!(tracker(0), Err(JniError::Closed("Tracker"))));
+    }
+
+    #[test]
+    fn log_level_codes() {
+        use log::LevelFilter;
+        assert_eq!(logging::level_filter(0), LevelFilter::Off);
+        assert_eq!(logging::level_filter(1), LevelFilter::Error);
+        assert_eq!(logging::level_filter(3), LevelFilter::Info);
+        assert_eq!(logging::level_filter(5), LevelFilter::Trace);
+        assert_eq!(logging::level_filter(99), LevelFilter::Trace);
+    }
+}
