@@ -42,6 +42,9 @@ pub mod keys {
     pub const MOCK: &str = "WARREN_MOCK";
     /// How many ring successors keep a replica of each worker's local model (default 2).
     pub const LOCAL_REPLICAS: &str = "WARREN_LOCAL_REPLICAS";
+    /// Workers that keep each call's result until the next checkpoint (default 0: every worker);
+    /// k spreads them over k workers evenly around the ring (memory per worker ~ k / world).
+    pub const RESULT_REPLICAS: &str = "WARREN_RESULT_REPLICAS";
     /// Write every k-th checkpoint to `WARREN_CHECKPOINT_DIR` (default 1: every one).
     pub const DURABLE_EVERY: &str = "WARREN_DURABLE_EVERY";
     /// Directory where every checkpoint is also written (for the fail-all strategy).
@@ -87,6 +90,8 @@ pub struct Config {
     /// Ring successors holding a replica of each local model. Default: 2 (survives the loss
     /// of a worker and its successor together).
     pub local_replicas: usize,
+    /// Workers keeping each result. Default: 0 (every worker).
+    pub result_replicas: usize,
     /// Write every k-th checkpoint durably. Default: 1.
     pub durable_every: u32,
     /// Durable checkpoint directory. Default: none.
@@ -111,6 +116,7 @@ impl std::fmt::Debug for Config {
             .field("bootstrap_cache", &self.bootstrap_cache)
             .field("mock", &self.mock)
             .field("local_replicas", &self.local_replicas)
+            .field("result_replicas", &self.result_replicas)
             .field("durable_every", &self.durable_every)
             .field("checkpoint_dir", &self.checkpoint_dir)
             .finish()
@@ -135,6 +141,7 @@ impl Default for Config {
             bootstrap_cache: false,
             mock: Vec::new(),
             local_replicas: 2,
+            result_replicas: 0,
             durable_every: 1,
             checkpoint_dir: None,
         }
@@ -184,6 +191,7 @@ impl Config {
                 None => Vec::new(),
             },
             local_replicas: parse(&get, keys::LOCAL_REPLICAS)?.unwrap_or(d.local_replicas),
+            result_replicas: parse(&get, keys::RESULT_REPLICAS)?.unwrap_or(d.result_replicas),
             durable_every: parse::<u32>(&get, keys::DURABLE_EVERY)?.unwrap_or(d.durable_every).max(1),
             checkpoint_dir: get(keys::CHECKPOINT_DIR).filter(|s| !s.is_empty()).map(Into::into),
         };

@@ -200,7 +200,7 @@ impl Communicator {
             match tracker.request(&register, deadline)? {
                 FromTracker::Retry { message } if Instant::now() < deadline => {
                     debug!("task {}: {message}; registering again", cfg.task_id);
-                    std::thread::sleep(Duration::from_millis(100));
+                    std::thread::sleep(Duration::from_millis(10));
                 }
                 FromTracker::Retry { message } => return Err(Error::Tracker(message)),
                 other => break other,
@@ -900,12 +900,14 @@ impl Communicator {
         if hdr.count == COUNT_UNKNOWN {
             hdr.count = data.len() as u64; // a broadcast receiver learns the size from the root
         }
+        let (me, world, replicas) = (self.topo.rank, self.topo.world, self.cfg.result_replicas);
         let r = self.rs();
         match key {
             Some(k) => r.boot.insert(k, hdr, data.to_vec()).map_err(Error::Mismatch),
             None => {
                 let seq = r.seq;
-                r.results.push(seq, hdr, data);
+                let keep = crate::topology::result_holders(seq, world, replicas).contains(&me);
+                r.results.push(seq, hdr, data, keep);
                 r.seq += 1;
                 Ok(())
             }
@@ -973,7 +975,7 @@ impl Communicator {
                 Proposal::decode(w).ok_or_else(|| Error::Protocol(format!("rank {r} sent no recovery proposal")))
             })
             .collect::<Result<_>>()?;
-        let decision = decide(&props);
+        let decision = decide(&props, self.cfg.result_replicas);
         debug!("rank {me}: recovery consensus {decision:?}");
         match decision {
             Decision::Execute => Ok(Round::Execute),

@@ -68,6 +68,33 @@ impl Topology {
     }
 }
 
+/// Number of tree edges between ranks `a` and `b` (the tree as an undirected graph).
+pub fn tree_distance(mut a: usize, mut b: usize) -> usize {
+    let mut d = 0;
+    while a != b {
+        if a > b {
+            a = (a - 1) / 2;
+        } else {
+            b = (b - 1) / 2;
+        }
+        d += 1;
+    }
+    d
+}
+
+/// The ranks that keep the result of call `seq` when each result is kept on `replicas`
+/// workers spread evenly around the ring (`replicas` 0, or not less than `world`: every rank).
+pub fn result_holders(seq: u32, world: usize, replicas: usize) -> Vec<usize> {
+    if replicas == 0 || replicas >= world {
+        return (0..world).collect();
+    }
+    let base = seq as usize % world;
+    let mut h: Vec<usize> = (0..replicas).map(|j| (base + j * world / replicas) % world).collect();
+    h.sort_unstable();
+    h.dedup();
+    h
+}
+
 /// Splits `len` bytes into `parts` contiguous chunks whose boundaries are multiples of `align`;
 /// returns `parts + 1` offsets. Chunks differ in size by at most `align` bytes, and the
 /// remainder goes to the first chunks.
@@ -135,6 +162,26 @@ mod tests {
         assert_eq!(t.tree_hop_towards(1), None);
         assert!(Topology::in_subtree(1, 7));
         assert!(!Topology::in_subtree(2, 7));
+    }
+
+    #[test]
+    fn tree_distances() {
+        assert_eq!(tree_distance(3, 3), 0);
+        assert_eq!(tree_distance(1, 0), 1);
+        assert_eq!(tree_distance(3, 4), 2);
+        assert_eq!(tree_distance(7, 6), 5);
+        assert_eq!(tree_distance(9, 2), 4);
+    }
+
+    #[test]
+    fn results_are_spread_evenly() {
+        assert_eq!(result_holders(5, 4, 0), vec![0, 1, 2, 3]);
+        assert_eq!(result_holders(5, 4, 9), vec![0, 1, 2, 3]);
+        assert_eq!(result_holders(0, 10, 2), vec![0, 5]);
+        assert_eq!(result_holders(13, 10, 3), vec![3, 6, 9]);
+        for seq in 0..50 {
+            assert_eq!(result_holders(seq, 7, 3).len(), 3);
+        }
     }
 
     #[test]

@@ -9,6 +9,13 @@
 
 use super::Point;
 use crate::proto::{COUNT_UNKNOWN, CallHeader};
+use crate::topology::{result_holders, tree_distance};
+
+/// Among `candidates`, the one nearest on the tree to the first of `to` (lowest rank on a tie).
+fn nearest(candidates: impl Iterator<Item = usize>, to: &[usize]) -> Option<usize> {
+    let target = to.first().copied().unwrap_or(0);
+    candidates.min_by_key(|&c| (tree_distance(c, target), c))
+}
 
 /// What a worker wants to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,21 +132,20 @@ fn ranks_where(props: &[Proposal], f: impl Fn(&Proposal) -> bool) -> Vec<usize> 
     props.iter().enumerate().filter(|(_, p)| f(p)).map(|(r, _)| r).collect()
 }
 
-/// Decides the next step from every worker's proposal (indexed by rank).
-pub fn decide(props: &[Proposal]) -> Decision {
+/// Decides the next step from every worker's proposal (indexed by rank). Each call's result
+/// is kept by [`result_holders`]`(seq, world, result_replicas)`; data is served by the holder
+/// nearest on the tree to the workers that need it.
+pub fn decide(props: &[Proposal], result_replicas: usize) -> Decision {
     use Decision::*;
     let loaders = ranks_where(props, |p| p.want == Want::LoadCheckpoint);
     if !loaders.is_empty() {
-        let best = props
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.want != Want::LoadCheckpoint)
-            .max_by_key(|(r, p)| (p.point.0, std::cmp::Reverse(*r)))
-            .map(|(r, p)| (r, p.point.0));
-        return match best {
-            Some((server, version)) if version > 0 => ServeCheckpoint { server: Some(server), version, to: loaders },
-            _ => ServeCheckpoint { server: None, version: 0, to: loaders },
-        };
+        let version = props.iter().filter(|p| p.want != Want::LoadCheckpoint).map(|p| p.point.0).max().unwrap_or(0);
+        if version == 0 {
+            return ServeCheckpoint { server: None, version: 0, to: loaders };
+        }
+        let holders =
+            (0..props.len()).filter(|&r| props[r].want != Want::LoadCheckpoint && props[r].point.0 == version);
+        return ServeCheckpoint { server: nearest(holders, &loaders), version, to: loaders };
     }
     let mut keys: Vec<u64> = props.iter().filter(|p| p.want == Want::Bootstrap).map(|p| p.key).collect();
     keys.sort_unstable();
@@ -167,8 +173,15 @@ pub fn decide(props: &[Proposal]) -> Decision {
     let maxs = props.iter().map(|p| p.point.1).max().unwrap_or(0);
     if mins < maxs {
         let to = ranks_where(props, |p| p.point.1 == mins);
-        let server = ranks_where(props, |p| p.point.1 > mins)[0];
-        return ServeResult { point: (minv, mins), server, to };
+        let keepers = result_holders(mins, props.len(), result_replicas);
+        let holders = keepers.iter().copied().filter(|&r| props[r].point.1 > mins);
+        return match nearest(holders, &to) {
+            Some(server) => ServeResult { point: (minv, mins), server, to },
+            None => Impossible(format!(
+                "the result of call #{mins} of version {minv} was kept only by ranks {keepers:?}, none of which has it \
+                 now (raise WARREN_RESULT_REPLICAS, or 0 to keep every result on every worker)"
+            )),
+        };
     }
     let first = props[0];
     for (r, p) in props.iter().enumerate().skip(1) {
@@ -209,8 +222,8 @@ pub enum BootstrapDecision {
 /// if none is held and all workers are at the same bootstrap call, it runs.
 pub fn decide_bootstrap(props: &[Proposal], keys: &[u64], holds: &[u64]) -> BootstrapDecision {
     for (i, &key) in keys.iter().enumerate() {
-        if let Some(server) = holds.iter().position(|h| h >> i & 1 == 1) {
-            let to = ranks_where(props, |p| p.want == Want::Bootstrap && p.key == key);
+        let to = ranks_where(props, |p| p.want == Want::Bootstrap && p.key == key);
+        if let Some(server) = nearest((0..holds.len()).filter(|&r| holds[r] >> i & 1 == 1), &to) {
             return BootstrapDecision::Serve { key, server, to };
         }
     }
@@ -231,6 +244,10 @@ pub fn decide_bootstrap(props: &[Proposal], keys: &[u64], holds: &[u64]) -> Boot
 mod tests {
     use super::*;
 
+    fn decide_t(props: &[Proposal]) -> Decision {
+        decide(props, 0)
+    }
+
     fn p(v: u32, s: u32, want: Want) -> Proposal {
         Proposal { point: (v, s), want, key: 0, call: 7, count: 16 }
     }
@@ -250,56 +267,71 @@ mod tests {
 
     #[test]
     fn everyone_at_the_same_call_executes() {
-        assert_eq!(decide(&[p(2, 5, Want::Execute); 4]), Decision::Execute);
-        assert_eq!(decide(&[p(2, 5, Want::Checkpoint); 3]), Decision::Execute);
+        assert_eq!(decide_t(&[p(2, 5, Want::Execute); 4]), Decision::Execute);
+        assert_eq!(decide_t(&[p(2, 5, Want::Checkpoint); 3]), Decision::Execute);
     }
 
     #[test]
     fn loaders_are_served_the_latest_checkpoint_by_the_lowest_rank() {
         let props =
             [p(3, 4, Want::Execute), p(0, 0, Want::LoadCheckpoint), p(4, 0, Want::Execute), p(4, 0, Want::Execute)];
-        assert_eq!(decide(&props), Decision::ServeCheckpoint { server: Some(2), version: 4, to: vec![1] });
+        // Ranks 2 and 3 have version 4; rank 3 is rank 1's child, so it serves.
+        assert_eq!(decide_t(&props), Decision::ServeCheckpoint { server: Some(3), version: 4, to: vec![1] });
         let fresh = [p(0, 3, Want::Execute), p(0, 0, Want::LoadCheckpoint)];
-        assert_eq!(decide(&fresh), Decision::ServeCheckpoint { server: None, version: 0, to: vec![1] });
+        assert_eq!(decide_t(&fresh), Decision::ServeCheckpoint { server: None, version: 0, to: vec![1] });
     }
 
     #[test]
     fn workers_behind_are_served_buffered_results_in_order() {
         let props = [p(1, 7, Want::Execute), p(1, 2, Want::Execute), p(1, 8, Want::Execute), p(1, 2, Want::Execute)];
-        assert_eq!(decide(&props), Decision::ServeResult { point: (1, 2), server: 0, to: vec![1, 3] });
+        assert_eq!(decide_t(&props), Decision::ServeResult { point: (1, 2), server: 0, to: vec![1, 3] });
+    }
+
+    #[test]
+    fn the_nearest_holder_serves() {
+        // 7 workers; rank 6 is behind; ranks 0..6 hold the result; rank 2 (its parent) is nearest.
+        let mut props = vec![p(1, 5, Want::Execute); 7];
+        props[6] = p(1, 4, Want::Execute);
+        assert_eq!(decide_t(&props), Decision::ServeResult { point: (1, 4), server: 2, to: vec![6] });
+        // With 2 replicas per result, call #4 is kept by ranks 4 and 0 (4 + 7/2 = 7 = 0 mod 7).
+        assert_eq!(decide(&props, 2), Decision::ServeResult { point: (1, 4), server: 0, to: vec![6] });
+        // Both keepers behind too: impossible, said so.
+        props[0] = p(1, 4, Want::Execute);
+        props[4] = p(1, 4, Want::Execute);
+        assert!(matches!(decide(&props, 2), Decision::Impossible(m) if m.contains("[0, 4]")));
     }
 
     #[test]
     fn a_checkpoint_committed_by_some_is_committed_by_all() {
         let props = [p(5, 0, Want::Execute), p(4, 9, Want::Checkpoint), p(5, 0, Want::Execute)];
-        assert_eq!(decide(&props), Decision::CommitCheckpoint { to: vec![1] });
+        assert_eq!(decide_t(&props), Decision::CommitCheckpoint { to: vec![1] });
     }
 
     #[test]
     fn replaying_a_call_from_before_the_checkpoint_is_impossible() {
         let props = [p(5, 0, Want::Execute), p(0, 1, Want::Execute)];
-        assert!(matches!(decide(&props), Decision::Impossible(m) if m.contains("rank 1") && m.contains("bootstrap")));
+        assert!(matches!(decide_t(&props), Decision::Impossible(m) if m.contains("rank 1") && m.contains("bootstrap")));
         let far = [p(7, 0, Want::Execute), p(5, 3, Want::Checkpoint)];
-        assert!(matches!(decide(&far), Decision::Impossible(_)));
+        assert!(matches!(decide_t(&far), Decision::Impossible(_)));
     }
 
     #[test]
     fn different_calls_at_the_same_position_are_a_mismatch() {
         let mut b = p(1, 1, Want::Execute);
         b.call = 8;
-        assert!(matches!(decide(&[p(1, 1, Want::Execute), b]), Decision::Mismatch(_)));
+        assert!(matches!(decide_t(&[p(1, 1, Want::Execute), b]), Decision::Mismatch(_)));
         let mut c = p(1, 1, Want::Execute);
         c.count = COUNT_UNKNOWN;
-        assert_eq!(decide(&[p(1, 1, Want::Execute), c]), Decision::Execute);
+        assert_eq!(decide_t(&[p(1, 1, Want::Execute), c]), Decision::Execute);
     }
 
     #[test]
     fn bootstrap_requests_are_looked_up_together() {
         let props = [p(2, 3, Want::Execute), boot(50), boot(40), boot(40)];
-        assert_eq!(decide(&props), Decision::LookupBootstrap { keys: vec![40, 50] });
+        assert_eq!(decide_t(&props), Decision::LookupBootstrap { keys: vec![40, 50] });
         // Loading the checkpoint comes first.
         let props = [boot(40), p(0, 0, Want::LoadCheckpoint)];
-        assert!(matches!(decide(&props), Decision::ServeCheckpoint { .. }));
+        assert!(matches!(decide_t(&props), Decision::ServeCheckpoint { .. }));
     }
 
     #[test]
@@ -319,7 +351,7 @@ mod tests {
     #[test]
     fn a_held_key_is_served_before_one_nobody_has() {
         let props = [boot(30), boot(30), boot(50)];
-        assert_eq!(decide(&props), Decision::LookupBootstrap { keys: vec![30, 50] });
+        assert_eq!(decide_t(&props), Decision::LookupBootstrap { keys: vec![30, 50] });
         assert_eq!(
             decide_bootstrap(&props, &[30, 50], &[0b10, 0b10, 0]),
             BootstrapDecision::Serve { key: 50, server: 0, to: vec![2] }

@@ -22,15 +22,20 @@ pub struct StoredResult {
 /// Results by sequence number within the current checkpoint version.
 #[derive(Debug, Default)]
 pub struct ResultBuffer {
-    results: Vec<StoredResult>,
+    results: Vec<Option<StoredResult>>,
     bytes: usize,
     free: Vec<Vec<u8>>,
 }
 
 impl ResultBuffer {
-    /// Stores the result of call `seq`; calls are stored in order, each once.
-    pub fn push(&mut self, seq: u32, header: CallHeader, data: &[u8]) {
+    /// Records call `seq` (calls are recorded in order, each once); its result is kept only if
+    /// `keep` (this worker is one of the call's holders).
+    pub fn push(&mut self, seq: u32, header: CallHeader, data: &[u8], keep: bool) {
         assert_eq!(seq as usize, self.results.len(), "results are stored in call order");
+        if !keep {
+            self.results.push(None);
+            return;
+        }
         self.bytes += data.len();
         // Reuse the cleared buffer closest in size (the calls of an interval repeat).
         let mut buf = match self.free.iter().position(|b| b.capacity() >= data.len()) {
@@ -39,12 +44,12 @@ impl ResultBuffer {
         };
         buf.clear();
         buf.extend_from_slice(data);
-        self.results.push(StoredResult { header, data: buf });
+        self.results.push(Some(StoredResult { header, data: buf }));
     }
 
     /// The result of call `seq`, if this worker has it.
     pub fn get(&self, seq: u32) -> Option<&StoredResult> {
-        self.results.get(seq as usize)
+        self.results.get(seq as usize).and_then(Option::as_ref)
     }
 
     /// Number of results held (= the next sequence number).
@@ -64,7 +69,7 @@ impl ResultBuffer {
 
     /// Forgets everything (at a checkpoint).
     pub fn clear(&mut self) {
-        self.free.extend(self.results.drain(..).map(|r| r.data));
+        self.free.extend(self.results.drain(..).flatten().map(|r| r.data));
         self.bytes = 0;
     }
 }
@@ -91,15 +96,16 @@ mod tests {
     #[test]
     fn keeps_results_in_order_until_cleared() {
         let mut b = ResultBuffer::default();
-        b.push(0, hdr(0), &[1; 8]);
-        b.push(1, hdr(1), &[2; 4]);
-        assert_eq!(b.len(), 2);
+        b.push(0, hdr(0), &[1; 8], true);
+        b.push(1, hdr(1), &[2; 4], true);
+        b.push(2, hdr(2), &[9; 4], false);
+        assert_eq!(b.len(), 3);
         assert_eq!(b.bytes(), 12);
+        assert!(b.get(2).is_none(), "a result this worker does not hold");
         assert_eq!(b.get(1).unwrap().data, vec![2; 4]);
-        assert!(b.get(2).is_none());
         b.clear();
         assert!(b.is_empty() && b.bytes() == 0);
-        b.push(0, hdr(0), &[3; 2]);
+        b.push(0, hdr(0), &[3; 2], true);
         assert_eq!(b.get(0).unwrap().data, vec![3; 2], "a reused buffer holds only the new result");
     }
 
@@ -107,6 +113,6 @@ mod tests {
     #[should_panic(expected = "call order")]
     fn out_of_order_is_a_bug() {
         let mut b = ResultBuffer::default();
-        b.push(1, hdr(1), &[]);
+        b.push(1, hdr(1), &[], true);
     }
 }
