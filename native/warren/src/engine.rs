@@ -173,19 +173,7 @@ impl Communicator {
         let waiter = Waiter::new(cfg.spin)?;
         let robust = cfg.robust.then(RobustState::default);
         let Some(uri) = cfg.tracker_uri.clone() else {
-            return Ok(Communicator {
-                topo: Topology::new(0, 1),
-                links: vec![None],
-                waiter,
-                tracker: None,
-                listener: None,
-                calls: 0,
-                failed: None,
-                scratch: Scratch::default(),
-                stats: CallStats::default(),
-                robust,
-                cfg,
-            });
+            return Ok(Communicator::assemble(cfg, Topology::new(0, 1), waiter, None, None, robust));
         };
         let deadline = Instant::now() + cfg.connect_timeout;
         let mut tracker = TrackerClient::connect(&uri, cfg.secret.as_bytes(), deadline)?;
@@ -217,19 +205,8 @@ impl Communicator {
                 cfg.num_workers
             )));
         }
-        let mut comm = Communicator {
-            topo: Topology::new(rank, world),
-            links: (0..world).map(|_| None).collect(),
-            waiter,
-            tracker: Some(tracker),
-            listener: Some(listener),
-            calls: 0,
-            failed: None,
-            scratch: Scratch::default(),
-            stats: CallStats::default(),
-            robust,
-            cfg,
-        };
+        let mut comm =
+            Communicator::assemble(cfg, Topology::new(rank, world), waiter, Some(tracker), Some(listener), robust);
         // Failure injection point "joined, not yet linked" (seq 2000000).
         comm.maybe_mock((0, 2_000_000));
         match comm.install_links(&peers, deadline) {
@@ -247,6 +224,30 @@ impl Communicator {
         }
         debug!("rank {rank}/{world}: linked to {:?}", comm.topo.neighbours());
         Ok(comm)
+    }
+
+    /// A communicator with no links yet.
+    fn assemble(
+        cfg: Config,
+        topo: Topology,
+        waiter: Waiter,
+        tracker: Option<TrackerClient>,
+        listener: Option<PeerListener>,
+        robust: Option<RobustState>,
+    ) -> Communicator {
+        Communicator {
+            links: (0..topo.world).map(|_| None).collect(),
+            topo,
+            waiter,
+            tracker,
+            listener,
+            calls: 0,
+            failed: None,
+            scratch: Scratch::default(),
+            stats: CallStats::default(),
+            robust,
+            cfg,
+        }
     }
 
     fn install_links(&mut self, peers: &[crate::proto::PeerAddr], deadline: Instant) -> Result<()> {
