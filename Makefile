@@ -2,7 +2,7 @@
 CARGO ?= cargo
 WARREN := target/release/warren
 
-.PHONY: build test lint demo bench bench-allreduce bench-recordio clean
+.PHONY: build test lint demo demo-local bench bench-allreduce bench-recordio clean
 
 build:
 	$(CARGO) build --release --workspace
@@ -17,9 +17,11 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## demo: a 4-worker synthetic training job through the local launcher
-demo: build
-	$(WARREN) run -n 4 -- $(WARREN) example train --iters 200 --model-bytes 4194304
+## demo: a 4-worker training job, undisturbed and then with a worker killed: same model
+demo: demo-local
+
+demo-local: build
+	WARREN=$(WARREN) bash scripts/demo-local.sh
 
 ## bench: the allreduce comparison against XGBoost and Open MPI (installs the references)
 bench: bench-allreduce
