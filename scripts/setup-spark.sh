@@ -15,11 +15,15 @@ home="$dir/home"
 venv="$dir/venv"
 if [ ! -x "$home/bin/spark-submit" ] || [ ! -f "$dir/.pyspark-$version" ]; then
   mkdir -p "$dir"
-  if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
+  if [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; then
+    "$venv/bin/pip" install -q --disable-pip-version-check "pyspark==$version" >&2
+    pkg="$("$venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
+  else
+    # No venv module (Debian without python3-venv): a plain target directory.
+    rm -rf "$venv"
+    python3 -m pip install -q --disable-pip-version-check --target "$dir/site" "pyspark==$version" >&2
+    pkg="$dir/site/pyspark"
   fi
-  "$venv/bin/pip" install -q --disable-pip-version-check "pyspark==$version" >&2
-  pkg="$("$venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
   rm -rf "$home"
   mkdir -p "$home"
   for d in bin jars sbin; do
