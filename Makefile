@@ -17,9 +17,22 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## demo: a 4-worker training job, undisturbed and then with a worker killed: same model
-demo: demo-local
+## demo: logistic regression on Spark (spark-submit, local-cluster[3,1,1024], 100k rows x 20
+## features) with one executor JVM halted at iteration 8: prints the loss per iteration, the
+## accuracy and MODEL_HASH, the same as without the failure (DEMO_ARGS= for a clean run).
+## Installs Spark 4.3 (pyspark) once through scripts/setup-spark.sh.
+JVM_JARS := jvm/warren-core/target/warren-core-0.1.0-SNAPSHOT.jar,jvm/warren-spark/target/warren-spark_2.13-0.1.0-SNAPSHOT.jar
+DEMO_ARGS ?= --kill-executor 8
+demo: jvm-native
+	mvn -B -q -f jvm/pom.xml -Dwarren.native.dir=$(abspath target/release) -DskipTests package
+	export SPARK_HOME="$$(scripts/setup-spark.sh | sed -n 's/^SPARK_HOME=//p')" SPARK_LOCAL_IP=127.0.0.1 && \
+	"$$SPARK_HOME/bin/spark-submit" --master 'local-cluster[3,1,1024]' --conf spark.ui.enabled=false \
+		--class io.warren.examples.LogisticRegression --jars $(JVM_JARS) \
+		jvm/spark-examples/target/warren-spark-examples_2.13-0.1.0-SNAPSHOT.jar \
+		--workers 3 --rows 100000 --features 20 --iters 20 $(DEMO_ARGS)
 
+## demo-local: a 4-worker training job (no JVM), undisturbed and then with a worker killed
+## by kill -9: the same model, bit for bit
 demo-local: build
 	WARREN=$(WARREN) bash scripts/demo-local.sh
 

@@ -2,7 +2,8 @@
 # `make -f jvm/jvm.mk <target>` from the repository root.
 #
 #   make jvm        cargo build --release -p warren-jni, then the Maven build with its tests
-#                   (the suite runs twice: plainly and under -Xcheck:jni)
+#                   (warren-core's suite runs twice: plainly and under -Xcheck:jni; the Spark
+#                   tests run on local-cluster with Spark 4.3 from scripts/setup-spark.sh)
 #   make test-jvm   the Rust-side JNI test (embedded JVM, -Xcheck:jni), then `make jvm`
 #   make bench-jvm  JVM vs Rust allreduce at 16 MiB with 2 workers, and the JNI call overhead
 #                   (docs/benchmarks-jvm.md); the tables also go to bench/results/jvm.md
@@ -22,8 +23,19 @@ BENCH_JVM_ARGS ?= 5 30
 jvm-native:
 	cd $(WARREN_ROOT) && $(CARGO) build --release -p warren-jni
 
+# The Spark tests (jvm/spark-examples, local-cluster) need Spark 4.3: scripts/setup-spark.sh
+# installs it once (pyspark 4.3.0 in .spark/venv) and prints its SPARK_HOME; its jars go on
+# the test classpath (SKIP_SPARK_TESTS=1 skips them).
+SPARK_SETUP := $(WARREN_ROOT)/scripts/setup-spark.sh
+
 jvm: jvm-native
+ifeq ($(SKIP_SPARK_TESTS),1)
 	$(MVN) $(MVN_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -Dwarren.native.dir=$(WARREN_NATIVE_DIR) verify
+else
+	export SPARK_HOME="$$($(SPARK_SETUP) | sed -n 's/^SPARK_HOME=//p')" && \
+	$(MVN) $(MVN_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -Dwarren.native.dir=$(WARREN_NATIVE_DIR) \
+		-Dmaven.test.additionalClasspath="$(WARREN_ROOT)/jvm/warren-core/target/classes,$(WARREN_ROOT)/jvm/warren-spark/target/classes,$$(ls "$$SPARK_HOME"/jars/*.jar | paste -sd, -)" verify
+endif
 
 test-jvm:
 	cd $(WARREN_ROOT) && $(CARGO) test -p warren-jni

@@ -203,7 +203,27 @@ pub extern "system" fn Java_io_warren_Native_commWorldSize<'l>(
     run(&mut env, |_| Ok(comm(h)?.comm.world_size() as jint))
 }
 
-fn allreduce_array<'l, T>(env: &mut Env<'l>, h: jlong, array: &JPrimitiveArray<'l, T>, op: jint) -> JniResult<()>
+/// The bootstrap key of a `*Bootstrap` export: a non-null, non-empty Java string.
+fn key_from(env: &mut Env<'_>, key: &JString<'_>) -> JniResult<String> {
+    if key.is_null() {
+        return Err(JniError::Argument("bootstrap key is null".into()));
+    }
+    let k = key.try_to_string(env)?;
+    if k.is_empty() {
+        return Err(JniError::Argument("bootstrap key is empty".into()));
+    }
+    Ok(k)
+}
+
+/// Allreduce of a Java array in place; with `key`, a bootstrap call under that key (always
+/// through the copy buffer).
+fn allreduce_array<'l, T>(
+    env: &mut Env<'l>,
+    h: jlong,
+    array: &JPrimitiveArray<'l, T>,
+    op: jint,
+    key: Option<&str>,
+) -> JniResult<()>
 where
     T: TypeArray + Element,
 {
@@ -212,7 +232,7 @@ where
     if array.is_null() {
         return Err(JniError::Argument("array is null".into()));
     }
-    if handle.always_critical || handle.comm.world_size() == 1 {
+    if key.is_none() && (handle.always_critical || handle.comm.world_size() == 1) {
         // No peer to wait for (or the caller asked for it): the region is short.
         let comm = &mut handle.comm;
         return logging::deferred(|| {
@@ -235,7 +255,10 @@ where
     }
     let buf: &mut [T] = &mut bytemuck::cast_slice_mut(&mut handle.scratch[..words])[..len];
     array.get_region(env, 0, buf)?;
-    handle.comm.allreduce::<T>(buf, op)?;
+    match key {
+        None => handle.comm.allreduce::<T>(buf, op)?,
+        Some(k) => handle.comm.allreduce_dyn_keyed(bytemuck::cast_slice_mut(buf), T::DTYPE, op, k)?,
+    }
     array.set_region(env, 0, buf)?;
     Ok(())
 }
@@ -249,7 +272,7 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceF32<'l>(
     array: JFloatArray<'l>,
     op: jint,
 ) {
-    run(&mut env, |env| allreduce_array(env, h, &array, op))
+    run(&mut env, |env| allreduce_array(env, h, &array, op, None))
 }
 
 /// Allreduce of a `double[]` in place.
@@ -261,7 +284,7 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceF64<'l>(
     array: JDoubleArray<'l>,
     op: jint,
 ) {
-    run(&mut env, |env| allreduce_array(env, h, &array, op))
+    run(&mut env, |env| allreduce_array(env, h, &array, op, None))
 }
 
 /// Allreduce of an `int[]` in place.
@@ -273,7 +296,7 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceI32<'l>(
     array: JIntArray<'l>,
     op: jint,
 ) {
-    run(&mut env, |env| allreduce_array(env, h, &array, op))
+    run(&mut env, |env| allreduce_array(env, h, &array, op, None))
 }
 
 /// Allreduce of a `long[]` in place.
@@ -285,7 +308,71 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceI64<'l>(
     array: JLongArray<'l>,
     op: jint,
 ) {
-    run(&mut env, |env| allreduce_array(env, h, &array, op))
+    run(&mut env, |env| allreduce_array(env, h, &array, op, None))
+}
+
+/// Bootstrap allreduce of a `float[]` in place under the caller's `key` (call site).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAllreduceBootstrapF32<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    array: JFloatArray<'l>,
+    op: jint,
+    key: JString<'l>,
+) {
+    run(&mut env, |env| {
+        let key = key_from(env, &key)?;
+        allreduce_array(env, h, &array, op, Some(&key))
+    })
+}
+
+/// Bootstrap allreduce of a `double[]` in place under the caller's `key` (call site).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAllreduceBootstrapF64<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    array: JDoubleArray<'l>,
+    op: jint,
+    key: JString<'l>,
+) {
+    run(&mut env, |env| {
+        let key = key_from(env, &key)?;
+        allreduce_array(env, h, &array, op, Some(&key))
+    })
+}
+
+/// Bootstrap allreduce of a `int[]` in place under the caller's `key` (call site).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAllreduceBootstrapI32<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    array: JIntArray<'l>,
+    op: jint,
+    key: JString<'l>,
+) {
+    run(&mut env, |env| {
+        let key = key_from(env, &key)?;
+        allreduce_array(env, h, &array, op, Some(&key))
+    })
+}
+
+/// Bootstrap allreduce of a `long[]` in place under the caller's `key` (call site).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAllreduceBootstrapI64<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    array: JLongArray<'l>,
+    op: jint,
+    key: JString<'l>,
+) {
+    run(&mut env, |env| {
+        let key = key_from(env, &key)?;
+        allreduce_array(env, h, &array, op, Some(&key))
+    })
 }
 
 /// Allreduce of `len` bytes of a direct buffer from `offset`, holding elements of `dtype`.
@@ -309,6 +396,36 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceDirect<'l>(
     })
 }
 
+/// Broadcast of a `byte[]` from `root`, as a bootstrap call under `key` when it is not null;
+/// returns the root's bytes (on the root: `data` itself).
+fn broadcast_array<'l>(
+    env: &mut Env<'l>,
+    h: jlong,
+    data: JByteArray<'l>,
+    root: jint,
+    key: Option<&str>,
+) -> JniResult<JByteArray<'l>> {
+    let handle = comm(h)?;
+    let root = root_from(root)?;
+    let is_root = handle.comm.rank() == root;
+    let mut bytes = if is_root {
+        if data.is_null() {
+            return Err(JniError::Argument("the root's data is null".into()));
+        }
+        env.convert_byte_array(&data)?
+    } else {
+        Vec::new()
+    };
+    match key {
+        None => handle.comm.broadcast(&mut bytes, root)?,
+        Some(k) => handle.comm.broadcast_keyed(&mut bytes, root, k)?,
+    }
+    if is_root {
+        return Ok(data);
+    }
+    Ok(env.byte_array_from_slice(&bytes)?)
+}
+
 /// Broadcast of a `byte[]` from `root`; returns the root's bytes (on the root: `data` itself).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_commBroadcast<'l>(
@@ -318,23 +435,22 @@ pub extern "system" fn Java_io_warren_Native_commBroadcast<'l>(
     data: JByteArray<'l>,
     root: jint,
 ) -> JByteArray<'l> {
+    run(&mut env, |env| broadcast_array(env, h, data, root, None))
+}
+
+/// Bootstrap broadcast of a `byte[]` from `root` under the caller's `key` (call site).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commBroadcastBootstrap<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    data: JByteArray<'l>,
+    root: jint,
+    key: JString<'l>,
+) -> JByteArray<'l> {
     run(&mut env, |env| {
-        let handle = comm(h)?;
-        let root = root_from(root)?;
-        let is_root = handle.comm.rank() == root;
-        let mut bytes = if is_root {
-            if data.is_null() {
-                return Err(JniError::Argument("the root's data is null".into()));
-            }
-            env.convert_byte_array(&data)?
-        } else {
-            Vec::new()
-        };
-        handle.comm.broadcast(&mut bytes, root)?;
-        if is_root {
-            return Ok(data);
-        }
-        Ok(env.byte_array_from_slice(&bytes)?)
+        let key = key_from(env, &key)?;
+        broadcast_array(env, h, data, root, Some(&key))
     })
 }
 
@@ -440,6 +556,82 @@ pub extern "system" fn Java_io_warren_Native_commBenchAllreduceF32<'l>(
             handle.comm.allreduce(&mut buf, Op::Sum)?;
         }
         Ok(started.elapsed().as_nanos().min(i64::MAX as u128) as jlong)
+    })
+}
+
+/// Commits a checkpoint: `global` (the same on every worker) and this worker's `local` model
+/// (may be null: none).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commCheckpoint<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    global: JByteArray<'l>,
+    local: JByteArray<'l>,
+) {
+    run(&mut env, |env| {
+        let handle = comm(h)?;
+        if global.is_null() {
+            return Err(JniError::Argument("the global model is null".into()));
+        }
+        let global = env.convert_byte_array(&global)?;
+        let local = if local.is_null() { None } else { Some(env.convert_byte_array(&local)?) };
+        Ok(handle.comm.checkpoint(&global, local.as_deref())?)
+    })
+}
+
+/// Loads the latest checkpoint; returns `{global, local}` (`local` null if there is none). The
+/// version is then `commVersion`.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commLoadCheckpoint<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> JObjectArray<'l, JByteArray<'l>> {
+    run(&mut env, |env| {
+        let ckpt = comm(h)?.comm.load_checkpoint()?;
+        let out = JObjectArray::<JByteArray>::new(env, 2, JByteArray::null())?;
+        let global = env.byte_array_from_slice(&ckpt.global)?;
+        out.set_element(env, 0, &global)?;
+        if let Some(local) = ckpt.local {
+            let local = env.byte_array_from_slice(&local)?;
+            out.set_element(env, 1, &local)?;
+        }
+        Ok(out)
+    })
+}
+
+/// The number of checkpoints committed (or loaded).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commVersion<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> jint {
+    run(&mut env, |_| Ok(comm(h)?.comm.version() as jint))
+}
+
+/// How many recoveries this worker took part in.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commRecoveries<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> jlong {
+    run(&mut env, |_| Ok(comm(h)?.comm.recoveries().min(i64::MAX as u64) as jlong))
+}
+
+/// Frees the handle *without* finalizing: the links and the tracker connection close, so the
+/// tracker marks this worker lost (not finished) and accepts a replacement with its task id.
+/// The failure path of a task that will be retried.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commAbort<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
+    run(&mut env, |_| {
+        if h != 0 {
+            // SAFETY: see `comm`; the Java side releases each handle once.
+            drop(unsafe { Box::from_raw(h as *mut CommHandle) });
+        }
+        Ok(())
     })
 }
 

@@ -273,6 +273,225 @@ public final class Communicator implements AutoCloseable {
     return Native.commStats(live());
   }
 
+  // ---------------------------------------------------------------- retry-one recovery
+
+  /**
+   * Commits a checkpoint, a collective call every worker makes at the same point (typically
+   * once per iteration). In robust mode (the default) both models stay in memory on the
+   * workers (the local one also on the next {@code WARREN_LOCAL_REPLICAS} workers of the ring),
+   * so that a worker restarted with the same task id can {@link #loadCheckpoint() load} them;
+   * with {@code WARREN_CHECKPOINT_DIR} they are also written to disk. The calls since the last
+   * checkpoint are forgotten.
+   *
+   * @param global the global model, the same bytes on every worker
+   * @param local this worker's own state, or null for none
+   * @throws WarrenArgumentException if robust mode is off ({@code WARREN_ROBUST=0})
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized void checkpoint(byte[] global, byte[] local) {
+    Objects.requireNonNull(global, "global");
+    Native.commCheckpoint(live(), global, local);
+  }
+
+  /**
+   * Loads the latest checkpoint. Call it once after {@link #create} and the bootstrap calls:
+   * on a fresh start it returns version 0 with empty models; in a worker restarted after a
+   * failure it returns the checkpoint the others committed last, and the calls that follow
+   * replay (from the others' result buffers) what the lost worker had done since it, until it
+   * catches up with the survivors, who wait in their current call.
+   *
+   * @return the checkpoint
+   * @throws RecoveryImpossibleException if no live copy of this worker's state is left
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized Checkpoint loadCheckpoint() {
+    long h = live();
+    byte[][] models = Native.commLoadCheckpoint(h);
+    return new Checkpoint(Native.commVersion(h), models[0], models[1]);
+  }
+
+  /**
+   * The number of checkpoints committed (or loaded) so far.
+   *
+   * @return 0 before the first checkpoint
+   */
+  public synchronized int version() {
+    return Native.commVersion(live());
+  }
+
+  /**
+   * How many recoveries (a lost worker re-linked and served) this worker has taken part in.
+   *
+   * @return 0 in a job without failures
+   */
+  public synchronized long recoveries() {
+    return Native.commRecoveries(live());
+  }
+
+  /**
+   * A bootstrap allreduce: like {@link #allreduce(float[], Op)}, for a call made once before
+   * the first checkpoint (a feature count, say). With {@code WARREN_BOOTSTRAP_CACHE=1} its
+   * result is kept for the whole job and served to a restarted worker by key. The key is the
+   * caller's call site (class, method and line, from the stack) plus a per-site count, so it is
+   * the same in every JVM running the same code; use {@link #allreduceBootstrap(float[], Op,
+   * String)} where the call site is not distinctive (a helper called from several places).
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public void allreduceBootstrap(float[] data, Op op) {
+    allreduceBootstrap(data, op, callSite());
+  }
+
+  /**
+   * {@link #allreduceBootstrap(float[], Op)} under an explicit key.
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @param key the bootstrap key, the same on every worker (a count is appended per key)
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized void allreduceBootstrap(float[] data, Op op, String key) {
+    Objects.requireNonNull(data, "data");
+    Native.commAllreduceBootstrapF32(live(), data, opCode(op), Objects.requireNonNull(key, "key"));
+  }
+
+  /**
+   * A bootstrap allreduce of a {@code double[]} (see {@link #allreduceBootstrap(float[], Op)}).
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public void allreduceBootstrap(double[] data, Op op) {
+    allreduceBootstrap(data, op, callSite());
+  }
+
+  /**
+   * {@link #allreduceBootstrap(double[], Op)} under an explicit key.
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @param key the bootstrap key, the same on every worker
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized void allreduceBootstrap(double[] data, Op op, String key) {
+    Objects.requireNonNull(data, "data");
+    Native.commAllreduceBootstrapF64(live(), data, opCode(op), Objects.requireNonNull(key, "key"));
+  }
+
+  /**
+   * A bootstrap allreduce of an {@code int[]} (see {@link #allreduceBootstrap(float[], Op)}).
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public void allreduceBootstrap(int[] data, Op op) {
+    allreduceBootstrap(data, op, callSite());
+  }
+
+  /**
+   * {@link #allreduceBootstrap(int[], Op)} under an explicit key.
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @param key the bootstrap key, the same on every worker
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized void allreduceBootstrap(int[] data, Op op, String key) {
+    Objects.requireNonNull(data, "data");
+    Native.commAllreduceBootstrapI32(live(), data, opCode(op), Objects.requireNonNull(key, "key"));
+  }
+
+  /**
+   * A bootstrap allreduce of a {@code long[]} (see {@link #allreduceBootstrap(float[], Op)}).
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public void allreduceBootstrap(long[] data, Op op) {
+    allreduceBootstrap(data, op, callSite());
+  }
+
+  /**
+   * {@link #allreduceBootstrap(long[], Op)} under an explicit key.
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @param key the bootstrap key, the same on every worker
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized void allreduceBootstrap(long[] data, Op op, String key) {
+    Objects.requireNonNull(data, "data");
+    Native.commAllreduceBootstrapI64(live(), data, opCode(op), Objects.requireNonNull(key, "key"));
+  }
+
+  /**
+   * A bootstrap broadcast (a random seed, say): like {@link #broadcast(byte[], int)}, keyed by
+   * the caller's call site (see {@link #allreduceBootstrap(float[], Op)}).
+   *
+   * @param data the bytes to send on the root; ignored (may be null) elsewhere
+   * @param root the rank that sends
+   * @return the root's bytes
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public byte[] broadcastBootstrap(byte[] data, int root) {
+    return broadcastBootstrap(data, root, callSite());
+  }
+
+  /**
+   * {@link #broadcastBootstrap(byte[], int)} under an explicit key.
+   *
+   * @param data the bytes to send on the root; ignored (may be null) elsewhere
+   * @param root the rank that sends
+   * @param key the bootstrap key, the same on every worker
+   * @return the root's bytes
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized byte[] broadcastBootstrap(byte[] data, int root, String key) {
+    long h = live();
+    if (root == rank) {
+      Objects.requireNonNull(data, "data (on the root)");
+    }
+    return Native.commBroadcastBootstrap(h, data, root, Objects.requireNonNull(key, "key"));
+  }
+
+  /**
+   * The first stack frame outside this class, as {@code class#method:line}: the same in every
+   * JVM running the same code.
+   */
+  private static String callSite() {
+    return StackWalker.getInstance()
+        .walk(
+            frames ->
+                frames
+                    .filter(f -> !f.getClassName().equals(Communicator.class.getName()))
+                    .findFirst()
+                    .map(f -> f.getClassName() + "#" + f.getMethodName() + ":" + f.getLineNumber())
+                    .orElse("unknown"));
+  }
+
+  /**
+   * Leaves the job <em>as failed</em>: frees the native resources and drops the links and the
+   * tracker connection without telling the tracker this worker finished, so the tracker marks
+   * it lost, the others wait for a replacement, and a new attempt with the same task id can
+   * join. Use it on a task's failure path (in place of {@link #close()}, which would mark the
+   * worker finished and make the tracker refuse the replacement). Idempotent; a no-op after
+   * {@link #close()}; never throws a {@link WarrenException}.
+   */
+  public synchronized void abort() {
+    long h = handle;
+    if (h == 0) {
+      return;
+    }
+    handle = 0;
+    closed = true;
+    Native.commAbort(h);
+  }
+
   /**
    * Whether {@link #close()} was called.
    *

@@ -49,7 +49,28 @@ final class Native {
   /** Benchmark diagnostic: nanoseconds for {@code iters} f32 sum allreduces run in Rust. */
   static native long commBenchAllreduceF32(long handle, int elems, int iters);
 
+  static native void commAllreduceBootstrapF32(long handle, float[] data, int op, String key);
+
+  static native void commAllreduceBootstrapF64(long handle, double[] data, int op, String key);
+
+  static native void commAllreduceBootstrapI32(long handle, int[] data, int op, String key);
+
+  static native void commAllreduceBootstrapI64(long handle, long[] data, int op, String key);
+
+  static native byte[] commBroadcastBootstrap(long handle, byte[] data, int root, String key);
+
+  static native void commCheckpoint(long handle, byte[] global, byte[] local);
+
+  /** {global, local}; local is null when the worker had none. */
+  static native byte[][] commLoadCheckpoint(long handle);
+
+  static native int commVersion(long handle);
+
+  static native long commRecoveries(long handle);
+
   static native void commClose(long handle);
+
+  static native void commAbort(long handle);
 
   static native long trackerStart(
       int workers, String secret, String host, int port, long rendezvousMillis);

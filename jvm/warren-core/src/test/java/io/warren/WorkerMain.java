@@ -11,6 +11,51 @@ import java.util.Map;
 public final class WorkerMain {
   private WorkerMain() {}
 
+  /**
+   * A small deterministic training loop with bootstrap calls and a checkpoint per iteration;
+   * returns the hex SHA-256 of the final model.
+   */
+  static String train(Communicator comm, int iters, long sleepMs) throws Exception {
+    int[] features = {8 + comm.rank()};
+    comm.allreduceBootstrap(features, Op.MAX); // 8 + world - 1
+    byte[] seed = comm.broadcastBootstrap(new byte[] {42}, 0);
+    Checkpoint ckpt = comm.loadCheckpoint();
+    double[] model = new double[features[0]];
+    long localIters = 0;
+    if (ckpt.version() > 0) {
+      java.nio.ByteBuffer.wrap(ckpt.global()).asDoubleBuffer().get(model);
+      localIters = java.nio.ByteBuffer.wrap(ckpt.local()).getLong();
+      if (localIters != ckpt.version()) {
+        throw new AssertionError("local model " + localIters + " at version " + ckpt.version());
+      }
+      System.out.println("RESUMED version=" + ckpt.version());
+    }
+    for (int it = ckpt.version(); it < iters; it++) {
+      double[] grad = new double[model.length];
+      for (int j = 0; j < grad.length; j++) {
+        grad[j] = Math.sin(seed[0] * 0.01 + comm.rank() * 1.7 + it * 0.3 + j) - 0.05 * model[j];
+      }
+      comm.allreduce(grad, Op.SUM);
+      for (int j = 0; j < model.length; j++) {
+        model[j] -= 0.1 * grad[j];
+      }
+      localIters++;
+      java.nio.ByteBuffer g = java.nio.ByteBuffer.allocate(8 * model.length);
+      g.asDoubleBuffer().put(model);
+      comm.checkpoint(g.array(), java.nio.ByteBuffer.allocate(8).putLong(localIters).array());
+      System.out.println("ITER " + (it + 1));
+      System.out.flush();
+      Thread.sleep(sleepMs);
+    }
+    java.nio.ByteBuffer g = java.nio.ByteBuffer.allocate(8 * model.length);
+    g.asDoubleBuffer().put(model);
+    StringBuilder hex = new StringBuilder();
+    for (byte b : java.security.MessageDigest.getInstance("SHA-256").digest(g.array())) {
+      hex.append(String.format("%02x", b));
+    }
+    return hex.toString();
+  }
+
   public static void main(String[] args) throws Exception {
     String mode = args.length > 0 ? args[0] : "check";
     Map<String, String> settings = new HashMap<>();
@@ -59,6 +104,21 @@ public final class WorkerMain {
             System.out.println("WORKER_OK printed");
           }
           break;
+        case "train":
+          {
+            // train ITERS SLEEP_MS: a checkpointed loop (see RecoveryTest); on failure the
+            // communicator is aborted, never closed, so that a replacement can take over.
+            Communicator comm = Communicator.create(settings);
+            try {
+              System.out.println("MODEL " + train(comm, Integer.parseInt(args[1]), Long.parseLong(args[2])));
+              System.out.println("WORKER_OK rank=" + comm.rank() + " recoveries=" + comm.recoveries());
+              comm.close();
+            } catch (Throwable t) {
+              comm.abort();
+              throw t;
+            }
+            break;
+          }
         default:
           throw new IllegalArgumentException("unknown mode " + mode);
       }

@@ -1,0 +1,218 @@
+package io.warren.examples
+
+import java.nio.{ByteBuffer, ByteOrder}
+import java.security.MessageDigest
+import java.util.SplittableRandom
+
+import io.warren.{Communicator, Op}
+import io.warren.spark.WarrenSpark
+import org.apache.spark.{SparkConf, SparkContext, TaskContext}
+
+/** Distributed logistic regression on an RDD with Warren: full-batch gradient descent, one
+  * gradient allreduce and one checkpoint per iteration, and retry-one recovery.
+  *
+  * {{{
+  * spark-submit --master 'local-cluster[3,1,1024]' --class io.warren.examples.LogisticRegression \
+  *   --jars warren-core.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
+  *   --workers 3 --rows 100000 --features 20 --iters 20 --kill-executor 8
+  * }}}
+  *
+  * Prints the loss per iteration, the training accuracy and `MODEL_HASH <hex>` (SHA-256 of the
+  * final weights as little-endian doubles), which is the same with and without a failure.
+  */
+object LogisticRegression {
+
+  /** The job's parameters.
+    *
+    * @param workers Warren workers (Spark tasks running together)
+    * @param rows rows of synthetic data in all
+    * @param features features per row
+    * @param iters gradient steps
+    * @param stepSize the learning rate
+    * @param seed seed of the data and of the initial weights
+    * @param killTask throw in partition 1's first attempt at this iteration (-1: never)
+    * @param killExecutor halt partition 1's executor JVM (first attempt) at this iteration (-1: never)
+    * @param conf `spark.warren.*` settings for the runner
+    */
+  case class Params(
+      workers: Int = 3,
+      rows: Int = 100000,
+      features: Int = 20,
+      iters: Int = 20,
+      stepSize: Double = 1.0,
+      seed: Long = 20240601L,
+      killTask: Int = -1,
+      killExecutor: Int = -1,
+      conf: Map[String, String] = Map("bootstrapCache" -> "true")
+  )
+
+  /** What a run gives back (rank 0's view; every rank has the same).
+    *
+    * @param weights the final weights (the last one is the intercept)
+    * @param losses the mean log loss before each step
+    * @param accuracy training accuracy of the final weights
+    * @param recoveries recoveries rank 0 took part in
+    * @param seconds wall time of the Warren stage as the driver saw it
+    */
+  case class Result(weights: Array[Double], losses: Array[Double], accuracy: Double, recoveries: Long, seconds: Double) {
+
+    /** SHA-256 of the weights (little-endian doubles), in hex. */
+    def modelHash: String = hash(weights)
+  }
+
+  /** SHA-256 of `w` as little-endian doubles, in hex.
+    *
+    * @param w the weights
+    * @return 64 hex digits
+    */
+  def hash(w: Array[Double]): String = {
+    val b = ByteBuffer.allocate(8 * w.length).order(ByteOrder.LITTLE_ENDIAN)
+    w.foreach(b.putDouble)
+    MessageDigest.getInstance("SHA-256").digest(b.array()).map(x => f"$x%02x").mkString
+  }
+
+  /** The true weights of the synthetic problem (features + intercept). */
+  private def trueWeights(p: Params): Array[Double] = {
+    val r = new SplittableRandom(p.seed)
+    Array.fill(p.features + 1)(r.nextDouble(-1.0, 1.0))
+  }
+
+  /** Partition `pid`'s rows, row-major in `x` (with a trailing 1 for the intercept), labels in `y`. */
+  private def generate(p: Params, pid: Int): (Array[Double], Array[Double]) = {
+    val n = p.rows / p.workers + (if (pid < p.rows % p.workers) 1 else 0)
+    val d = p.features + 1
+    val wt = trueWeights(p)
+    val r = new SplittableRandom(p.seed * 1000003L + pid)
+    val x = new Array[Double](n * d)
+    val y = new Array[Double](n)
+    for (i <- 0 until n) {
+      var z = 0.0
+      for (j <- 0 until d) {
+        val v = if (j == p.features) 1.0 else r.nextGaussian()
+        x(i * d + j) = v
+        z += v * wt(j)
+      }
+      y(i) = if (r.nextDouble() < 1.0 / (1.0 + math.exp(-3.0 * z))) 1.0 else 0.0
+    }
+    (x, y)
+  }
+
+  private def toBytes(w: Array[Double], losses: Array[Double]): Array[Byte] = {
+    val b = ByteBuffer.allocate(8 * (w.length + losses.length)).order(ByteOrder.LITTLE_ENDIAN)
+    w.foreach(b.putDouble)
+    losses.foreach(b.putDouble)
+    b.array()
+  }
+
+  /** One worker: bootstrap calls, then a checkpointed gradient loop from the last checkpoint. */
+  private def worker(p: Params)(comm: Communicator, parts: Iterator[Int]): Result = {
+    val pid = TaskContext.getPartitionId()
+    val attempt = TaskContext.get().attemptNumber()
+    val (x, y) = parts.map(generate(p, _)).toSeq.headOption.getOrElse((Array.empty[Double], Array.empty[Double]))
+    // Bootstrap calls: made once before the first checkpoint, served from the cache to a
+    // restarted worker (WARREN_BOOTSTRAP_CACHE=1).
+    val dims = Array(p.features + 1)
+    comm.allreduceBootstrap(dims, Op.MAX)
+    val d = dims(0)
+    val seedBytes = comm.broadcastBootstrap(ByteBuffer.allocate(8).putLong(p.seed).array(), 0)
+    val initSeed = ByteBuffer.wrap(seedBytes).getLong
+    val ckpt = comm.loadCheckpoint()
+    val losses = new Array[Double](p.iters)
+    val w = new Array[Double](d)
+    if (ckpt.version == 0) {
+      val r = new SplittableRandom(initSeed ^ 0x5deece66dL)
+      for (j <- 0 until d) w(j) = r.nextDouble(-0.01, 0.01)
+    } else {
+      val b = ByteBuffer.wrap(ckpt.global).order(ByteOrder.LITTLE_ENDIAN)
+      for (j <- 0 until d) w(j) = b.getDouble
+      for (i <- 0 until p.iters) losses(i) = b.getDouble
+    }
+    val n = y.length
+    val buf = new Array[Double](d + 2)
+    for (it <- ckpt.version until p.iters) {
+      if (pid == 1 && attempt == 0 && it == p.killTask) {
+        throw new RuntimeException(s"injected task failure at iteration $it (--kill-task)")
+      }
+      if (pid == 1 && attempt == 0 && it == p.killExecutor) {
+        System.err.println(s"halting this executor at iteration $it (--kill-executor)")
+        Runtime.getRuntime.halt(1)
+      }
+      java.util.Arrays.fill(buf, 0.0)
+      for (i <- 0 until n) {
+        var z = 0.0
+        val o = i * d
+        for (j <- 0 until d) z += x(o + j) * w(j)
+        val prob = 1.0 / (1.0 + math.exp(-z))
+        val g = prob - y(i)
+        for (j <- 0 until d) buf(j) += g * x(o + j)
+        // log loss, computed stably
+        buf(d) += (if (z > 0) math.log1p(math.exp(-z)) + (1 - y(i)) * z else math.log1p(math.exp(z)) - y(i) * z)
+      }
+      buf(d + 1) = n.toDouble
+      comm.allreduce(buf, Op.SUM)
+      val total = buf(d + 1)
+      losses(it) = buf(d) / total
+      for (j <- 0 until d) w(j) -= p.stepSize * buf(j) / total
+      comm.checkpoint(toBytes(w, losses), null)
+    }
+    val acc = Array(0.0, n.toDouble)
+    for (i <- 0 until n) {
+      var z = 0.0
+      for (j <- 0 until d) z += x(i * d + j) * w(j)
+      if ((z > 0) == (y(i) > 0.5)) acc(0) += 1
+    }
+    comm.allreduce(acc, Op.SUM)
+    Result(w, losses, acc(0) / acc(1), comm.recoveries(), 0.0)
+  }
+
+  /** Trains on `sc`: one partition per worker, each generating its rows deterministically.
+    *
+    * @param sc the context (needs `p.workers` free task slots)
+    * @param p the parameters
+    * @return rank 0's result
+    */
+  def run(sc: SparkContext, p: Params): Result = {
+    val rdd = sc.parallelize(0 until p.workers, p.workers)
+    val started = System.nanoTime()
+    val results = WarrenSpark.train(rdd, p.workers, p.conf)(worker(p))
+    results.head.copy(seconds = (System.nanoTime() - started) / 1e9)
+  }
+
+  private def parse(args: List[String], p: Params): Params = args match {
+    case Nil                            => p
+    case "--workers" :: v :: rest       => parse(rest, p.copy(workers = v.toInt))
+    case "--rows" :: v :: rest          => parse(rest, p.copy(rows = v.toInt))
+    case "--features" :: v :: rest      => parse(rest, p.copy(features = v.toInt))
+    case "--iters" :: v :: rest         => parse(rest, p.copy(iters = v.toInt))
+    case "--step-size" :: v :: rest     => parse(rest, p.copy(stepSize = v.toDouble))
+    case "--seed" :: v :: rest          => parse(rest, p.copy(seed = v.toLong))
+    case "--kill-task" :: v :: rest     => parse(rest, p.copy(killTask = v.toInt))
+    case "--kill-executor" :: v :: rest => parse(rest, p.copy(killExecutor = v.toInt))
+    case other :: _ =>
+      throw new IllegalArgumentException(
+        s"unknown argument $other; usage: [--workers N] [--rows N] [--features N] [--iters N] " +
+          "[--step-size X] [--seed N] [--kill-task ITER] [--kill-executor ITER]"
+      )
+  }
+
+  /** Entry point for spark-submit (the master comes from spark-submit).
+    *
+    * @param args see the usage in the error message of an unknown argument
+    */
+  def main(args: Array[String]): Unit = {
+    val p = parse(args.toList, Params())
+    val sc = new SparkContext(new SparkConf().setAppName("warren-logistic-regression"))
+    try {
+      // Executors of a fresh context register a few seconds after it starts.
+      WarrenSpark.awaitSlots(sc, p.workers, 120)
+      val r = run(sc, p)
+      r.losses.zipWithIndex.foreach { case (l, i) => println(f"iter ${i + 1}%3d loss $l%.10f") }
+      println(f"ACCURACY ${r.accuracy}%.6f")
+      println(s"RECOVERIES ${r.recoveries}")
+      println(f"TRAIN_SECONDS ${r.seconds}%.3f")
+      println(s"MODEL_HASH ${r.modelHash}")
+    } finally {
+      sc.stop()
+    }
+  }
+}

@@ -1,0 +1,101 @@
+package io.warren.examples
+
+import java.io.File
+import java.util.concurrent.atomic.AtomicInteger
+
+import io.warren.examples.LogisticRegression.Params
+import io.warren.spark.{WarrenSpark, WarrenSparkException}
+import org.apache.spark.scheduler.{SparkListener, SparkListenerTaskStart}
+import org.apache.spark.{SparkConf, SparkContext}
+import org.junit.jupiter.api.Assertions.{assertEquals, assertThrows, assertTrue}
+import org.junit.jupiter.api.TestInstance.Lifecycle
+import org.junit.jupiter.api._
+
+/** The runner and the logistic-regression example on `local-cluster[3,1,1024]` (three executor
+  * JVMs of one core each), one SparkContext for every case: a killed task and a killed
+  * executor end with the failure-free model, bit for bit; too few slots fail before any task.
+  */
+@TestInstance(Lifecycle.PER_CLASS)
+@TestMethodOrder(classOf[MethodOrderer.MethodName])
+class LocalClusterTest {
+  private var sc: SparkContext = _
+  private val taskStarts = new AtomicInteger()
+  private val params = Params(workers = 3, rows = 60000, features = 20, iters = 12)
+  private lazy val clean = LogisticRegression.run(sc, params)
+
+  @BeforeAll
+  def start(): Unit = {
+    val home = sys.env.getOrElse("SPARK_HOME", throw new IllegalStateException("SPARK_HOME is not set"))
+    val cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"))
+    // Executors get Spark from $SPARK_HOME/jars; add this project's classes and jars.
+    val ours = cp
+      .split(File.pathSeparator)
+      .filter(e => !e.startsWith(home) && !e.contains("/.spark/") && (e.contains("warren") || e.contains("/target/")))
+    val conf = new SparkConf()
+      .setMaster("local-cluster[3,1,1024]")
+      .setAppName("warren-local-cluster-test")
+      .setSparkHome(home)
+      .set("spark.driver.host", "127.0.0.1")
+      .set("spark.driver.bindAddress", "127.0.0.1")
+      .set("spark.ui.enabled", "false")
+      .set("spark.executor.extraClassPath", ours.mkString(File.pathSeparator))
+      .set("spark.warren.connectTimeout", "120")
+      .set("spark.warren.timeout", "300")
+    sc = new SparkContext(conf)
+    sc.addSparkListener(new SparkListener {
+      override def onTaskStart(e: SparkListenerTaskStart): Unit = taskStarts.incrementAndGet()
+    })
+    assertTrue(WarrenSpark.awaitSlots(sc, 3, 60) >= 3, "the 3 executors did not register")
+  }
+
+  @AfterAll
+  def stop(): Unit = if (sc != null) sc.stop()
+
+  @Test
+  def a_failureFreeRunLearns(): Unit = {
+    assertEquals(12, clean.losses.length)
+    assertTrue(clean.losses.last < clean.losses.head, clean.losses.mkString(", "))
+    assertTrue(clean.accuracy > 0.7, s"accuracy ${clean.accuracy}")
+    assertEquals(0L, clean.recoveries)
+    println(f"LR clean: ${clean.seconds}%.2f s, MODEL_HASH ${clean.modelHash}")
+  }
+
+  @Test
+  def b_aThrownTaskIsRetriedAndEndsWithTheSameModel(): Unit = {
+    val r = LogisticRegression.run(sc, params.copy(killTask = 5))
+    println(f"LR kill-task: ${r.seconds}%.2f s, recoveries ${r.recoveries}")
+    assertTrue(r.recoveries >= 1, s"recoveries ${r.recoveries}")
+    assertEquals(clean.modelHash, r.modelHash)
+    assertEquals(clean.losses.toSeq, r.losses.toSeq)
+  }
+
+  @Test
+  def c_aHaltedExecutorsTaskIsRetriedElsewhereAndEndsWithTheSameModel(): Unit = {
+    val r = LogisticRegression.run(sc, params.copy(killExecutor = 5))
+    println(f"LR kill-executor: ${r.seconds}%.2f s, recoveries ${r.recoveries}")
+    assertTrue(r.recoveries >= 1, s"recoveries ${r.recoveries}")
+    assertEquals(clean.modelHash, r.modelHash)
+    // The lost executor is replaced: the next job has 3 slots again.
+    assertTrue(WarrenSpark.awaitSlots(sc, 3, 60) >= 3)
+  }
+
+  @Test
+  def d_tooFewSlotsFailBeforeAnyTaskStarts(): Unit = {
+    WarrenSpark.awaitSlots(sc, 3, 60)
+    val before = taskStarts.get()
+    val e = assertThrows(
+      classOf[WarrenSparkException],
+      () => WarrenSpark.train(sc.parallelize(0 until 4, 4), 4)((c, _) => c.rank())
+    )
+    assertTrue(e.getMessage.contains("needs 4 task slots"), e.getMessage)
+    Thread.sleep(200)
+    assertEquals(before, taskStarts.get(), "a task started")
+  }
+
+  @Test
+  def e_theRunnerReturnsEachRanksResultInOrder(): Unit = {
+    val ranks = WarrenSpark.train(sc.parallelize(1 to 30, 5), 3)((c, rows) => (c.rank(), rows.sum))
+    assertEquals(Seq(0, 1, 2), ranks.map(_._1))
+    assertEquals(465, ranks.map(_._2).sum)
+  }
+}
