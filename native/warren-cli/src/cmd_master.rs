@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 use warren::Error;
 use warren::master::{ClientOptions, GetTask, MasterClient, MasterConfig, MasterService, QueueSettings};
 use warren::recordio::{Compressor, Writer, WriterOptions};
-use warren::store::{FileStore, SnapshotEveryChangeStore, Store};
+use warren::store::{EtcdOptions, EtcdStore, FileStore, SnapshotEveryChangeStore, Store};
 
 /// Arguments of `warren master`.
 #[derive(Args)]
@@ -26,7 +26,8 @@ pub struct MasterArgs {
     #[arg(long, default_value_t = 1)]
     chunks_per_task: u32,
     /// Where the queue is kept: `file:DIR` (write-ahead log), `snapshot:DIR` (the seed's
-    /// snapshot on every change; slow), or `etcd:HOST:PORT`.
+    /// snapshot on every change; slow), or `etcd:HOST:PORT[/PREFIX]` (a leader lock: a second
+    /// master on the same prefix waits, then takes over when the first dies).
     #[arg(long)]
     store: Option<String>,
     /// Address to bind.
@@ -67,15 +68,27 @@ struct StatusArgs {
     timeout_s: f64,
 }
 
-/// Opens the store named by `spec`: `file:DIR`, `snapshot:DIR` or `etcd:HOST:PORT`.
+/// Key prefix in etcd when `--store etcd:HOST:PORT` names none.
+const DEFAULT_ETCD_PREFIX: &str = "/warren/master/default";
+
+/// Opens the store named by `spec`: `file:DIR`, `snapshot:DIR` or
+/// `etcd:HOST:PORT[,HOST:PORT...][/PREFIX]` (one prefix per dataset: one master serves it at
+/// a time; another one started on the same prefix waits and takes over).
 pub fn open_store(spec: &str) -> warren::Result<Box<dyn Store>> {
     match spec.split_once(':') {
         Some(("file", dir)) if !dir.is_empty() => Ok(Box::new(FileStore::open(dir)?)),
         Some(("snapshot", dir)) if !dir.is_empty() => Ok(Box::new(SnapshotEveryChangeStore::open(dir, 6)?)),
-        Some(("etcd", _)) => Err(Error::Config(format!(
-            "--store {spec}: the etcd store is not built into this binary yet; use file:DIR"
+        Some(("etcd", rest)) if !rest.is_empty() => {
+            let (endpoint, prefix) = match rest.find('/') {
+                Some(i) => (&rest[..i], &rest[i..]),
+                None => (rest, DEFAULT_ETCD_PREFIX),
+            };
+            let endpoints = endpoint.split(',').map(String::from).collect();
+            Ok(Box::new(EtcdStore::open(EtcdOptions::new(endpoints, prefix))?))
+        }
+        _ => Err(Error::Config(format!(
+            "--store {spec:?}: expected file:DIR, snapshot:DIR or etcd:HOST:PORT[,HOST:PORT...][/PREFIX]"
         ))),
-        _ => Err(Error::Config(format!("--store {spec:?}: expected file:DIR, snapshot:DIR or etcd:HOST:PORT"))),
     }
 }
 
