@@ -74,7 +74,7 @@ fn a_waiting_master_takes_over_when_the_leader_is_killed() {
         assert_eq!(c.task_finished(t.id, t.epoch).unwrap(), Ack::Accepted);
     }
 
-    let mut second = spawn_master(&store, &pattern, &dir.join("second.log"));
+    let second = spawn_master(&store, &pattern, &dir.join("second.log"));
     assert!(
         second.uri.recv_timeout(Duration::from_secs(2)).is_err(),
         "the second master must wait while the first holds the lock"
