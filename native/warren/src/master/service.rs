@@ -221,14 +221,21 @@ impl MasterService {
         self.shared.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Stops serving; open connections are closed.
+    /// Stops serving; open connections are closed. Outside an async context this waits (at
+    /// most 10 s) for queue calls in flight, and the store is closed when it returns.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
         if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
+            if tokio::runtime::Handle::try_current().is_err() {
+                // Wait for queue calls in flight, so that the store is released when this
+                // returns (a new master may open it next).
+                rt.shutdown_timeout(Duration::from_secs(10));
+            } else {
+                rt.shutdown_background();
+            }
         }
     }
 }
