@@ -114,3 +114,51 @@ fn an_unreachable_etcd_is_a_clear_error_within_the_deadline() {
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(err.to_string().contains(&format!("127.0.0.1:{port}")), "{err}");
 }
+
+#[test]
+fn group_commit_writes_many_queued_entries_in_order() {
+    use warren::master::{Change, ChangeKind};
+    use warren::store::Ticket;
+    let etcd = Etcd::start("group");
+    let store = EtcdStore::open(opts(&etcd, "/t/group")).unwrap();
+    // 300 submits before anyone waits: written as three transactions, in order.
+    for seq in 1..=300 {
+        let c = Change { seq, kind: ChangeKind::DeadlinesExtended { min_deadline_ms: seq } };
+        assert_eq!(store.submit(&[c]).unwrap(), Ticket(seq));
+    }
+    store.wait_durable(Ticket(300)).unwrap();
+    drop(store);
+    let store = EtcdStore::open(opts(&etcd, "/t/group")).unwrap();
+    let (snapshot, changes) = store.load().unwrap();
+    assert!(snapshot.is_none());
+    assert_eq!(changes.iter().map(|c| c.seq).collect::<Vec<_>>(), (1..=300).collect::<Vec<_>>());
+}
+
+#[test]
+fn concurrent_clients_share_commits_and_reload_consistently() {
+    let etcd = Etcd::start("concurrent");
+    let dq = std::sync::Arc::new(
+        DurableQueue::open(QueueSettings::default(), EtcdStore::open(opts(&etcd, "/t/conc")).unwrap(), 0).unwrap(),
+    );
+    dq.set_dataset(chunks(200), 1).unwrap();
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let dq = dq.clone();
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while let GetTask::Task(t) = dq.get_task(0, 1).unwrap() {
+                    assert_eq!(dq.task_finished(t.id, t.epoch, 2).unwrap(), Ack::Accepted);
+                    n += 1;
+                    dq.compact_if_wanted().unwrap();
+                }
+                n
+            })
+        })
+        .collect();
+    let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(total, 200);
+    drop(dq);
+    let dq = DurableQueue::open(QueueSettings::default(), EtcdStore::open(opts(&etcd, "/t/conc")).unwrap(), 3).unwrap();
+    let (pass, counts) = dq.read(|q| (q.pass(), q.counts())).unwrap();
+    assert_eq!((pass, counts.todo, counts.done, counts.pending), (1, 200, 0, 0));
+}

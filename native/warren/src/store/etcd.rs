@@ -17,16 +17,18 @@
 //! state of its successor: its write fails and the store refuses further work
 //! ([`Error::StoreFailed`]), which stops the master.
 //!
-//! Each [`Store::submit`] is one etcd transaction, durable when it returns (etcd fsyncs its
-//! raft log); there is no group commit across threads.
+//! Group commit, as in the file store: [`Store::submit`] only queues a log entry (under the
+//! queue's lock); the first thread to [`Store::wait_durable`] writes every queued entry in one
+//! transaction (several if more than 120), in order, and wakes the others. etcd fsyncs its
+//! raft log before it answers.
 //!
 //! etcd refuses requests over its `--max-request-bytes` (1.5 MiB by default). The change that
 //! sets the dataset lists every chunk, so large datasets need that limit raised.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use etcd_client::{
@@ -72,10 +74,20 @@ impl EtcdOptions {
 }
 
 struct State {
+    /// Sequence number of the last change submitted.
     last_seq: u64,
+    /// Sequence number up to which changes are committed in etcd.
+    durable: u64,
+    /// Log entries submitted but not yet written: (key, value).
+    pending: Vec<(String, Vec<u8>)>,
+    /// A thread is writing a group of entries.
+    flushing: bool,
     since_compact: u64,
     failed: Option<String>,
 }
+
+/// Operations per etcd transaction (etcd's default `--max-txn-ops` is 128).
+const MAX_TXN_OPS: usize = 120;
 
 /// A [`Store`] in etcd, held by one master at a time (see the module documentation).
 pub struct EtcdStore {
@@ -86,6 +98,7 @@ pub struct EtcdStore {
     lease: i64,
     lease_lost: Arc<AtomicBool>,
     state: Mutex<State>,
+    written: Condvar,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -124,7 +137,15 @@ impl EtcdStore {
             id,
             lease,
             lease_lost,
-            state: Mutex::new(State { last_seq: 0, since_compact: 0, failed: None }),
+            state: Mutex::new(State {
+                last_seq: 0,
+                durable: 0,
+                pending: Vec::new(),
+                flushing: false,
+                since_compact: 0,
+                failed: None,
+            }),
+            written: Condvar::new(),
         };
         store.acquire()?;
         Ok(store)
@@ -281,21 +302,51 @@ impl Store for EtcdStore {
             return Ok(Ticket(st.last_seq));
         };
         let value = serde_json::to_vec(changes).expect("changes serialize");
-        match self.write("logging changes", vec![TxnOp::put(self.log_key(last.seq), value, None)]) {
-            Ok(()) => {
-                st.last_seq = changes.last().map_or(st.last_seq, |c| c.seq);
-                st.since_compact += changes.len() as u64;
-                Ok(Ticket(st.last_seq))
-            }
-            Err(e) => Err(self.fail(&mut st, e)),
-        }
+        st.pending.push((self.log_key(last.seq), value));
+        st.last_seq = last.seq;
+        st.since_compact += changes.len() as u64;
+        Ok(Ticket(st.last_seq))
     }
 
-    fn wait_durable(&self, _ticket: Ticket) -> Result<()> {
-        // `submit` returns once etcd has committed the transaction.
-        match &self.state.lock().unwrap_or_else(|p| p.into_inner()).failed {
-            Some(why) => Err(Error::StoreFailed(why.clone())),
-            None => Ok(()),
+    fn wait_durable(&self, ticket: Ticket) -> Result<()> {
+        let deadline = Instant::now() + self.opts.request_timeout * 3;
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(why) = &st.failed {
+                return Err(Error::StoreFailed(why.clone()));
+            }
+            if st.durable >= ticket.0 {
+                return Ok(());
+            }
+            if !st.flushing {
+                // Become the writer of everything queued so far.
+                let batch = std::mem::take(&mut st.pending);
+                let upto = st.last_seq;
+                st.flushing = true;
+                drop(st);
+                let result = batch.chunks(MAX_TXN_OPS).try_for_each(|group| {
+                    let ops = group.iter().map(|(k, v)| TxnOp::put(k.clone(), v.clone(), None)).collect();
+                    self.write("logging changes", ops)
+                });
+                st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                st.flushing = false;
+                match result {
+                    Ok(()) => st.durable = st.durable.max(upto),
+                    Err(e) => {
+                        st.failed = Some(e.to_string());
+                    }
+                }
+                self.written.notify_all();
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Timeout {
+                    what: format!("{} to commit change {}", self.who(), ticket.0),
+                    after: self.opts.request_timeout * 3,
+                });
+            }
+            st = self.written.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 
@@ -325,11 +376,15 @@ impl Store for EtcdStore {
         }
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.last_seq = changes.last().map_or(from, |c| c.seq);
+        st.durable = st.last_seq;
         st.since_compact = changes.len() as u64;
         Ok((snapshot, changes))
     }
 
     fn compact(&self, snapshot: &Snapshot) -> Result<()> {
+        // Write the log up to the snapshot first, so its keys are not written after the
+        // snapshot dropped them.
+        self.wait_durable(Ticket(snapshot.seq()))?;
         let json = serde_json::to_vec(snapshot).expect("snapshots serialize");
         let value = gzip(&json)?;
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
