@@ -15,6 +15,8 @@ pub enum BenchCmd {
     Allreduce(BenchArgs),
     /// Broadcast of `--bytes` bytes from rank 0.
     Broadcast(BenchArgs),
+    /// Durable task completions per second through a master service and its clients.
+    Master(super::cmd_master::BenchMasterArgs),
 }
 
 /// Arguments shared by the benchmarks.
@@ -45,9 +47,10 @@ pub struct BenchArgs {
 
 /// Runs a benchmark.
 pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
-    let (name, a) = match &cmd {
-        BenchCmd::Allreduce(a) => ("allreduce", a.clone()),
-        BenchCmd::Broadcast(a) => ("broadcast", a.clone()),
+    let (name, a) = match cmd {
+        BenchCmd::Allreduce(a) => ("allreduce", a),
+        BenchCmd::Broadcast(a) => ("broadcast", a),
+        BenchCmd::Master(m) => return super::cmd_master::bench(m),
     };
     let dtype = DataType::from_name(&a.dtype).ok_or_else(|| Error::Config(format!("unknown --dtype {:?}", a.dtype)))?;
     let op = Op::from_name(&a.op).ok_or_else(|| Error::Config(format!("unknown --op {:?}", a.op)))?;

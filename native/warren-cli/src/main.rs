@@ -2,6 +2,7 @@
 
 mod cmd_bench;
 mod cmd_example;
+mod cmd_master;
 mod cmd_recordio;
 mod cmd_run;
 mod cmd_tracker;
@@ -24,9 +25,11 @@ struct Cli {
 enum Command {
     /// Run a tracker for N workers; prints WARREN_TRACKER_URI=host:port and waits for the job.
     Tracker(cmd_tracker::TrackerArgs),
+    /// Run the data master (prints WARREN_MASTER_URI=host:port); `warren master status` asks one.
+    Master(cmd_master::MasterArgs),
     /// Run a tracker and N local worker processes, restarting a worker that fails.
     Run(cmd_run::RunArgs),
-    /// Measure collectives between local worker processes; prints one JSON line.
+    /// Measure collectives between local worker processes, or the master; prints one JSON line.
     #[command(subcommand)]
     Bench(cmd_bench::BenchCmd),
     /// Example jobs (run them under `warren run`).
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Command::Tracker(a) => cmd_tracker::run(a),
+        Command::Master(a) => cmd_master::run(a),
         Command::Run(a) => cmd_run::run(a),
         Command::Bench(c) => cmd_bench::run(c),
         Command::Example(c) => cmd_example::run(c),

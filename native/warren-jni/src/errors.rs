@@ -84,6 +84,7 @@ pub fn exception_class(e: &warren::Error) -> &'static str {
         StoreCorrupt { .. } => "io/warren/StoreCorruptException",
         InvalidChange { .. } => "io/warren/InvalidChangeException",
         StoreFailed(_) => "io/warren/StoreFailedException",
+        Master(_) => "io/warren/MasterException",
     }
 }
 

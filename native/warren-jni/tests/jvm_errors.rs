@@ -19,7 +19,7 @@ use warren::Error;
 use warren_jni::errors::{self, JniError, JniResult};
 
 /// Number of variants of `warren::Error`; [`variant_index`] must cover `0..VARIANTS`.
-const VARIANTS: usize = 17;
+const VARIANTS: usize = 18;
 
 /// An index per variant. No wildcard arm: a new variant does not compile until it is listed
 /// here (then bump [`VARIANTS`] and add a sample to [`samples`]).
@@ -42,6 +42,7 @@ fn variant_index(e: &Error) -> usize {
         Error::StoreCorrupt { .. } => 14,
         Error::InvalidChange { .. } => 15,
         Error::StoreFailed(_) => 16,
+        Error::Master(_) => 17,
     }
 }
 
@@ -64,6 +65,7 @@ fn samples() -> Vec<Error> {
         Error::StoreCorrupt { path: "wal.log".into(), offset: 64, reason: "bad checksum".into() },
         Error::InvalidChange { seq: 7, reason: "task in the wrong queue".into() },
         Error::StoreFailed("fsync failed".into()),
+        Error::Master("no dataset set".into()),
     ]
 }
 

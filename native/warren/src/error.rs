@@ -135,6 +135,12 @@ pub enum Error {
     /// the in-memory state may now be ahead of the disk. Restart so the state is reloaded.
     #[error("store failed earlier and is unusable until restart: {0}")]
     StoreFailed(String),
+
+    /// The data master answered a request with an error that fits none of the variants
+    /// above, or a master connection failed in a way that retrying did not fix. The message
+    /// names the master's address.
+    #[error("master: {0}")]
+    Master(String),
 }
 
 impl Error {

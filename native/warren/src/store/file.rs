@@ -122,6 +122,9 @@ struct Recovered {
 ///   and deletes the segments the snapshot covers.
 pub struct FileStore {
     dir: PathBuf,
+    /// `dir/LOCK`, held with an exclusive `flock` while the store is open, so that two
+    /// masters never write the same directory (released by the kernel if we die).
+    _lock: File,
     options: FileStoreOptions,
     commit: Mutex<Commit>,
     committed: Condvar,
@@ -135,8 +138,29 @@ pub struct FileStore {
     compactions: AtomicU64,
 }
 
+/// Takes the exclusive lock of a store directory, failing at once if it is held.
+fn lock_dir(dir: &Path) -> Result<File> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join("LOCK");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(Error::io(
+            format!("locking store directory {} (is another master using it?)", dir.display()),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(file)
+}
+
 impl FileStore {
-    /// Opens (or creates) the store in `dir` with default options.
+    /// Opens (or creates) the store in `dir` with default options. Fails if another
+    /// `FileStore` (in any process) has the directory open.
     pub fn open(dir: impl AsRef<Path>) -> Result<FileStore> {
         FileStore::open_with(dir, FileStoreOptions::default())
     }
@@ -146,6 +170,7 @@ impl FileStore {
     pub fn open_with(dir: impl AsRef<Path>, options: FileStoreOptions) -> Result<FileStore> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let lock_file = lock_dir(&dir)?;
         remove_stale_tmp(&dir)?;
         let rec = recover(&dir)?;
         let snapshot_seq = rec.snapshot.as_ref().map_or(0, Snapshot::seq);
@@ -177,6 +202,7 @@ impl FileStore {
             file.metadata().map_err(|e| Error::io(format!("reading the size of {}", path.display()), e))?.len();
         Ok(FileStore {
             dir,
+            _lock: lock_file,
             options,
             commit: Mutex::new(Commit {
                 buf: Vec::new(),
@@ -437,6 +463,16 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    #[test]
+    fn a_directory_is_used_by_one_store_at_a_time() {
+        let dir = TestDir::new("file-lock");
+        let first = FileStore::open(dir.path()).unwrap();
+        let err = FileStore::open(dir.path()).err().expect("the directory is locked");
+        assert!(err.to_string().contains("another master"), "{err}");
+        drop(first);
+        FileStore::open(dir.path()).unwrap();
+    }
     use crate::master::{Ack, ChunkRef, DurableQueue, GetTask, Queue, QueueSettings, TaskId};
     use crate::store::testdir::TestDir;
 

@@ -5,6 +5,8 @@
 //!   they are durable; many threads waiting at once share one fsync (group commit).
 //! - [`FileStore`]: the embedded default, a directory holding a write-ahead log of
 //!   checksummed records and a gzip-compressed snapshot replaced atomically on compaction.
+//! - [`EtcdStore`]: the queue in etcd, with a leader lock (one master per dataset at a
+//!   time; a second master waits and takes over when the first dies).
 //! - [`SnapshotEveryChangeStore`]: the seed design (serialize the whole queue, gzip, write
 //!   it synchronously on every change), kept for benchmark comparison.
 //!
@@ -14,6 +16,7 @@
 //!
 //! [`Error::StoreFailed`]: crate::error::Error::StoreFailed
 
+mod etcd;
 mod file;
 mod fsutil;
 mod snapshot_every_change;
@@ -24,6 +27,7 @@ pub(crate) mod testdir;
 
 use std::sync::Arc;
 
+pub use etcd::{EtcdOptions, EtcdStore};
 pub use file::{FileStore, FileStoreOptions, FileStoreStats};
 pub use snapshot_every_change::SnapshotEveryChangeStore;
 

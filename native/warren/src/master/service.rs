@@ -1,0 +1,414 @@
+//! The master as a network service (tokio): authenticated connections carrying
+//! [`Request`]s, answered from a [`DurableQueue`] once the change is durable, plus a clock
+//! that expires overdue tasks and logs progress.
+//!
+//! Queue calls block on the store (fsync, etcd round trip), so they run on tokio's blocking
+//! pool: calls from many connections wait at the same time and share the store's flushes.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use log::{error, info, warn};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::dataset;
+use super::durable::DurableQueue;
+use super::proto::{MasterStatus, Reply, Request, error_reply};
+use super::queue::{Millis, QueueSettings};
+use crate::auth::{self, PROOF_LEN, Purpose};
+use crate::error::{Error, Result};
+use crate::proto;
+use crate::store::Store;
+
+/// Time a new connection has to complete its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Settings of a [`MasterService`].
+#[derive(Clone, Debug)]
+pub struct MasterConfig {
+    /// Address to bind (default `127.0.0.1`).
+    pub host: String,
+    /// Port to bind (0 = any free port).
+    pub port: u16,
+    /// The job secret clients must prove they hold.
+    pub secret: String,
+    /// Queue tunables (timeouts, retries, shuffle seed).
+    pub settings: QueueSettings,
+    /// How often overdue tasks are expired (default 1 s; the queue's timeouts are at
+    /// least [`QueueSettings::min_timeout_ms`] anyway).
+    pub tick_interval: Duration,
+    /// How often progress is logged (default 10 s).
+    pub progress_interval: Duration,
+    /// A dataset to set at start-up, as if a first worker had sent it: glob patterns and
+    /// chunks per task.
+    pub dataset: Option<(Vec<String>, u32)>,
+}
+
+impl MasterConfig {
+    /// Settings for `127.0.0.1`, any port, with `secret` and default queue settings.
+    pub fn new(secret: impl Into<String>) -> MasterConfig {
+        MasterConfig {
+            host: "127.0.0.1".into(),
+            port: 0,
+            secret: secret.into(),
+            settings: QueueSettings::default(),
+            tick_interval: Duration::from_secs(1),
+            progress_interval: Duration::from_secs(10),
+            dataset: None,
+        }
+    }
+}
+
+/// Milliseconds of wall-clock time: deadlines stored in the queue survive a restart.
+pub fn now_ms() -> Millis {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as Millis)
+}
+
+/// What the connection tasks share.
+pub(crate) struct Shared {
+    queue: DurableQueue<Box<dyn Store>>,
+    /// The last dataset request accepted, so that the same request from every worker does
+    /// not re-index the files.
+    dataset: Mutex<Option<(Vec<String>, u32)>>,
+    failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    pub(crate) fn open(settings: QueueSettings, store: Box<dyn Store>) -> Result<Shared> {
+        Ok(Shared {
+            queue: DurableQueue::open(settings, store, now_ms())?,
+            dataset: Mutex::new(None),
+            failure: Mutex::new(None),
+        })
+    }
+
+    /// Carries out one request (blocking until its changes are durable).
+    pub(crate) fn handle(&self, req: Request, now: Millis) -> Reply {
+        let result = match req {
+            Request::SetDataset { patterns, chunks_per_task } => {
+                self.set_dataset(patterns, chunks_per_task).map(|()| Reply::Done)
+            }
+            Request::GetTask { pass } => self.queue.get_task(pass, now).map(|task| Reply::Task { task }),
+            Request::TaskFinished { id, epoch } => {
+                self.queue.task_finished(id, epoch, now).map(|ack| Reply::Ack { ack })
+            }
+            Request::TaskFailed { id, epoch, reason } => {
+                warn!("master: task {id} epoch {epoch} failed: {reason}");
+                self.queue.task_failed(id, epoch, reason).map(|ack| Reply::Ack { ack })
+            }
+            Request::FinishAndGetTask { id, epoch, pass } => self
+                .queue
+                .finish_and_get_task(id, epoch, pass, now)
+                .map(|(ack, task)| Reply::FinishedAndTask { ack, task }),
+            Request::Status => self.status().map(|status| Reply::Status { status }),
+        };
+        result.unwrap_or_else(|e| {
+            if matches!(e, Error::StoreFailed(_)) {
+                self.set_failure(&e);
+            }
+            error_reply(&e)
+        })
+    }
+
+    fn set_dataset(&self, patterns: Vec<String>, chunks_per_task: u32) -> Result<()> {
+        let mut last = self.dataset.lock().map_err(|_| Error::Master("dataset lock poisoned".into()))?;
+        let key = (patterns, chunks_per_task);
+        if last.as_ref() == Some(&key) {
+            return Ok(());
+        }
+        let chunks = dataset::chunks(&key.0)?;
+        self.queue.set_dataset(chunks, chunks_per_task)?;
+        *last = Some(key);
+        Ok(())
+    }
+
+    pub(crate) fn status(&self) -> Result<MasterStatus> {
+        self.queue.read(|q| MasterStatus {
+            has_dataset: q.has_dataset(),
+            pass: q.pass(),
+            tasks: q.task_count(),
+            counts: q.counts(),
+        })
+    }
+
+    /// Expires overdue tasks and compacts the store if it asks for it.
+    fn tick(&self, now: Millis) {
+        let result = self.queue.tick(now).and_then(|expired| {
+            if !expired.is_empty() {
+                warn!("master: {} task(s) timed out: {expired:?}", expired.len());
+            }
+            self.queue.compact_if_wanted().map(|_| ())
+        });
+        if let Err(e) = result {
+            self.set_failure(&e);
+        }
+    }
+
+    fn set_failure(&self, e: &Error) {
+        let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            error!("master: the store failed; restart the master: {e}");
+            *f = Some(e.to_string());
+        }
+    }
+}
+
+/// A running master. Dropping it stops it.
+pub struct MasterService {
+    runtime: Option<tokio::runtime::Runtime>,
+    shared: Arc<Shared>,
+    uri: String,
+}
+
+impl std::fmt::Debug for MasterService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MasterService").field("uri", &self.uri).finish()
+    }
+}
+
+impl MasterService {
+    /// Rebuilds the queue from `store`, sets the configured dataset (if any), binds and
+    /// starts serving.
+    pub fn start(cfg: MasterConfig, store: Box<dyn Store>) -> Result<MasterService> {
+        if cfg.secret.is_empty() {
+            return Err(Error::Config("a master needs a non-empty job secret".into()));
+        }
+        cfg.settings.validate()?;
+        let shared = Arc::new(Shared::open(cfg.settings.clone(), store)?);
+        if let Some((patterns, k)) = &cfg.dataset {
+            shared.set_dataset(patterns.clone(), *k)?;
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("warren-master")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting master runtime", e))?;
+        let addr = format!("{}:{}", cfg.host, cfg.port);
+        let listener = runtime
+            .block_on(TcpListener::bind(&addr))
+            .map_err(|e| Error::io(format!("binding master on {addr}"), e))?;
+        let bound = listener.local_addr().map_err(|e| Error::io("reading master address", e))?;
+        let uri = format!("{}:{}", cfg.host, bound.port());
+        runtime.spawn(serve(listener, shared.clone(), Arc::new(cfg.secret.into_bytes())));
+        runtime.spawn(clock(shared.clone(), cfg.tick_interval, cfg.progress_interval));
+        let status = shared.status()?;
+        info!(
+            "master: listening on {uri}; pass {}, {} tasks (todo {}, pending {}, done {}, failed {})",
+            status.pass,
+            status.tasks,
+            status.counts.todo,
+            status.counts.pending,
+            status.counts.done,
+            status.counts.failed
+        );
+        Ok(MasterService { runtime: Some(runtime), shared, uri })
+    }
+
+    /// `host:port` clients connect to.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The current counts.
+    pub fn status(&self) -> Result<MasterStatus> {
+        self.shared.status()
+    }
+
+    /// Why the master stopped working, if its store failed (it must then be restarted).
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Stops serving; open connections are closed. Outside an async context this waits (at
+    /// most 10 s) for queue calls in flight, and the store is closed when it returns.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            if tokio::runtime::Handle::try_current().is_err() {
+                // Wait for queue calls in flight, so that the store is released when this
+                // returns (a new master may open it next).
+                rt.shutdown_timeout(Duration::from_secs(10));
+            } else {
+                rt.shutdown_background();
+            }
+        }
+    }
+}
+
+impl Drop for MasterService {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+async fn serve(listener: TcpListener, shared: Arc<Shared>, secret: Arc<Vec<u8>>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, addr)) => {
+                let shared = shared.clone();
+                let secret = secret.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(stream, &secret)).await {
+                        Ok(Ok(stream)) => connection(stream, shared).await,
+                        Ok(Err(reason)) => warn!("master: refused connection from {addr}: {reason}"),
+                        Err(_) => warn!("master: refused connection from {addr}: handshake timed out"),
+                    }
+                });
+            }
+            Err(e) => {
+                warn!("master: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn handshake(mut stream: TcpStream, secret: &[u8]) -> std::result::Result<TcpStream, String> {
+    let mut pre = [0u8; 8];
+    stream.read_exact(&mut pre).await.map_err(|e| e.to_string())?;
+    proto::check_preamble(&pre, "client").map_err(|e| e.to_string())?;
+    let nonce = auth::nonce();
+    let mut challenge = proto::preamble().to_vec();
+    challenge.extend_from_slice(&nonce);
+    stream.write_all(&challenge).await.map_err(|e| e.to_string())?;
+    let mut proof = [0u8; PROOF_LEN];
+    stream.read_exact(&mut proof).await.map_err(|e| e.to_string())?;
+    let ok = auth::verify(secret, Purpose::Master, &nonce, &proof);
+    stream.write_all(&[u8::from(ok)]).await.map_err(|e| e.to_string())?;
+    if !ok {
+        return Err("it does not hold the job secret".into());
+    }
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
+}
+
+async fn connection(mut stream: TcpStream, shared: Arc<Shared>) {
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let mut inbox = Vec::new();
+    let mut chunk = vec![0u8; 8192];
+    loop {
+        let req = match proto::decode_frame::<Request>(&inbox) {
+            Ok(Some((req, used))) => {
+                inbox.drain(..used);
+                req
+            }
+            Ok(None) => match stream.read(&mut chunk).await {
+                Ok(0) => return,
+                Ok(n) => {
+                    inbox.extend_from_slice(&chunk[..n]);
+                    continue;
+                }
+                Err(e) => {
+                    info!("master: connection from {peer} ended: {e}");
+                    return;
+                }
+            },
+            Err(e) => {
+                warn!("master: {peer} sent a bad frame, closing: {e}");
+                let _ = stream.write_all(&proto::encode_frame(&error_reply(&e))).await;
+                return;
+            }
+        };
+        let s = shared.clone();
+        let reply = match tokio::task::spawn_blocking(move || s.handle(req, now_ms())).await {
+            Ok(reply) => reply,
+            Err(e) => error_reply(&Error::Master(format!("request handler panicked: {e}"))),
+        };
+        if let Err(e) = stream.write_all(&proto::encode_frame(&reply)).await {
+            info!("master: connection from {peer} ended: {e}");
+            return;
+        }
+    }
+}
+
+async fn clock(shared: Arc<Shared>, tick: Duration, progress: Duration) {
+    let mut ticks = tokio::time::interval(tick);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_progress = tokio::time::Instant::now();
+    loop {
+        ticks.tick().await;
+        let s = shared.clone();
+        let log_progress = last_progress.elapsed() >= progress;
+        if log_progress {
+            last_progress = tokio::time::Instant::now();
+        }
+        let _ = tokio::task::spawn_blocking(move || {
+            s.tick(now_ms());
+            if !log_progress {
+                return;
+            }
+            if let Ok(st) = s.status() {
+                info!(
+                    "master progress: pass {}, tasks {}: done {}, pending {}, todo {}, failed {}",
+                    st.pass, st.tasks, st.counts.done, st.counts.pending, st.counts.todo, st.counts.failed
+                );
+            }
+        })
+        .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::master::{Ack, GetTask, TaskId};
+    use crate::recordio::{Compressor, Writer, WriterOptions};
+    use crate::store::FileStore;
+    use crate::store::testdir::TestDir;
+
+    fn dataset(dir: &TestDir, chunks: usize) -> String {
+        let mut w = Writer::create(
+            dir.path().join("d.rio"),
+            WriterOptions { max_chunk_bytes: 1, compressor: Compressor::None },
+        )
+        .unwrap();
+        for i in 0..chunks {
+            w.write(format!("r{i}").as_bytes()).unwrap();
+        }
+        w.finish().unwrap();
+        dir.path().join("*.rio").display().to_string()
+    }
+
+    fn shared(dir: &TestDir) -> Shared {
+        Shared::open(QueueSettings::default(), Box::new(FileStore::open(dir.path().join("store")).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn requests_are_answered_from_the_queue() {
+        let dir = TestDir::new("svc-handle");
+        let pat = dataset(&dir, 3);
+        let s = shared(&dir);
+        let set = |p: &str, k| s.handle(Request::SetDataset { patterns: vec![p.into()], chunks_per_task: k }, 0);
+        assert!(matches!(s.handle(Request::GetTask { pass: 0 }, 0), Reply::Error { .. }));
+        assert_eq!(set(&pat, 2), Reply::Done);
+        assert_eq!(set(&pat, 2), Reply::Done);
+        assert!(
+            matches!(set(&pat, 1), Reply::Error { kind: super::super::proto::ErrorKind::DatasetMismatch, .. }),
+            "another chunks_per_task is another dataset"
+        );
+        let missing = dir.path().join("nope*.rio").display().to_string();
+        match set(&missing, 2) {
+            Reply::Error { message, .. } => assert!(message.contains("nope*.rio"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        let Reply::Task { task: GetTask::Task(t) } = s.handle(Request::GetTask { pass: 0 }, 1) else { panic!() };
+        assert_eq!(s.handle(Request::TaskFinished { id: t.id, epoch: t.epoch }, 2), Reply::Ack { ack: Ack::Accepted });
+        assert_eq!(s.handle(Request::TaskFinished { id: t.id, epoch: t.epoch }, 2), Reply::Ack { ack: Ack::Stale });
+        let Reply::Task { task: GetTask::Task(u) } = s.handle(Request::GetTask { pass: 0 }, 3) else { panic!() };
+        assert_eq!(
+            s.handle(Request::FinishAndGetTask { id: u.id, epoch: u.epoch, pass: 0 }, 4),
+            Reply::FinishedAndTask { ack: Ack::Accepted, task: GetTask::PassFinished { current_pass: 1 } }
+        );
+        let Reply::Status { status } = s.handle(Request::Status, 5) else { panic!() };
+        assert_eq!((status.pass, status.tasks, status.counts.todo), (1, 2, 2));
+        assert!(matches!(
+            s.handle(Request::TaskFailed { id: TaskId(99), epoch: 1, reason: "x".into() }, 5),
+            Reply::Error { .. }
+        ));
+    }
+}

@@ -1,0 +1,79 @@
+//! A real etcd server for tests: the `etcd` binary (Debian package `etcd-server`) started on
+//! 127.0.0.1 with free ports and a temporary data directory, killed on drop.
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running etcd.
+pub struct Etcd {
+    child: Child,
+    dir: PathBuf,
+    /// `127.0.0.1:PORT` of its client endpoint.
+    pub endpoint: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn etcd_binary() -> PathBuf {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("etcd"))
+        .find(|p| p.is_file());
+    found.unwrap_or_else(|| {
+        panic!(
+            "the `etcd` binary is not installed, so the etcd store cannot be tested: \
+             run `apt-get install -y etcd-server` (Debian/Ubuntu)"
+        )
+    })
+}
+
+impl Etcd {
+    /// Starts etcd and waits (at most 30 s) until its client port accepts connections.
+    pub fn start(tag: &str) -> Etcd {
+        let bin = etcd_binary();
+        let dir = std::env::temp_dir().join(format!("warren-etcd-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (client, peer) = (free_port(), free_port());
+        let client_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let log = std::fs::File::create(dir.join("etcd.log")).unwrap();
+        let child = Command::new(bin)
+            .args(["--name", "warren-test", "--data-dir"])
+            .arg(dir.join("data"))
+            .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("warren-test={peer_url}")])
+            // The change that sets a dataset lists every chunk.
+            .args(["--max-request-bytes", "33554432"])
+            .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn etcd");
+        let endpoint = format!("127.0.0.1:{client}");
+        let mut etcd = Etcd { child, dir, endpoint };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(&etcd.endpoint).is_err() {
+            if Instant::now() > deadline || etcd.child.try_wait().unwrap().is_some() {
+                let log = std::fs::read_to_string(etcd.dir.join("etcd.log")).unwrap_or_default();
+                panic!("etcd did not start; its log:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        etcd
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
