@@ -106,6 +106,7 @@ fn failures_at_every_kind_of_point() {
             ("1,7,0,0;2,7,0,0", 2, "two at once"),
             ("0,11,4,0", 1, "at the last call"),
             ("1,5,2,0;1,0,2000000,1", 2, "the replacement, while the others link to it"),
+            ("3,6,1,0;2,6,3,0", 2, "the predecessor of a replacement, before the next checkpoint"),
         ];
         for (mock, restarts, what) in cases {
             let r = mocked(4, mock, &args);

@@ -1044,36 +1044,50 @@ impl Communicator {
                             .collect()
                     };
                     let global = payload.get(8 * world..).unwrap_or_default().to_vec();
-                    // Each loader's local model comes from the first live ring successor
-                    // holding a replica of it.
+                    // Each loader's local model comes from the live worker nearest to it that
+                    // holds a replica (every worker says which of the loaders' replicas it has).
                     let copies = self.cfg.local_replicas.min(world - 1);
+                    let mut holds = 0u64;
+                    for (i, r) in to.iter().enumerate().take(64) {
+                        if !to.contains(&me) && self.rs().replicas.contains_key(r) {
+                            holds |= 1 << i;
+                        }
+                    }
+                    let holds: Vec<u64> = self.gather::<1>([holds])?.into_iter().map(|h| h[0]).collect();
                     let mut my_local = None;
-                    for &r in &to {
+                    for (i, &r) in to.iter().enumerate() {
                         if sizes.get(r).copied().unwrap_or(0) == 0 {
                             continue;
                         }
-                        let holders: Vec<usize> = (1..=copies).map(|j| (r + j) % world).collect();
-                        let Some(&holder) = holders.iter().find(|h| !to.contains(h)) else {
+                        let holders = (0..world).filter(|&h| i < 64 && holds[h] >> i & 1 == 1);
+                        let Some(holder) = holders.min_by_key(|&h| (crate::topology::tree_distance(h, r), h)) else {
+                            let replicas: Vec<usize> = (1..=copies).map(|j| (r + j) % world).collect();
                             return Err(Error::RecoveryImpossible(format!(
-                                "the local model of rank {r} was replicated on ranks {holders:?}, which were all lost \
-                                 (raise WARREN_LOCAL_REPLICAS to survive more simultaneous losses)"
+                                "no live worker holds the local model of rank {r} (replicated on ranks {replicas:?} at \
+                                 the last checkpoint; raise WARREN_LOCAL_REPLICAS to survive more simultaneous losses)"
                             )));
                         };
-                        let mut replica = Vec::new();
-                        if me == holder {
-                            match self.rs().replicas.get(&r) {
-                                Some(b) => replica = [&[1u8][..], b].concat(),
-                                None => replica.push(0),
-                            }
-                        }
+                        let mut replica = if me == holder { self.rs().replicas[&r].clone() } else { Vec::new() };
                         self.serve(holder, &mut replica)?;
-                        if replica.first() != Some(&1) {
-                            return Err(Error::RecoveryImpossible(format!(
-                                "rank {holder} holds no replica of the local model of rank {r} (its last checkpoint was interrupted)"
-                            )));
-                        }
                         if r == me {
-                            my_local = Some(replica.split_off(1));
+                            my_local = Some(replica);
+                        }
+                    }
+                    // Each loader also gets back the replicas it keeps for its predecessors, from
+                    // their owners, so that replication is whole again.
+                    let mut my_replicas = Replicas::new();
+                    for &r in &to {
+                        for j in 1..=copies {
+                            let owner = (r + world - j) % world;
+                            if to.contains(&owner) || sizes.get(owner).copied().unwrap_or(0) == 0 {
+                                continue;
+                            }
+                            let mut local =
+                                if me == owner { self.rs().local.clone().unwrap_or_default() } else { Vec::new() };
+                            self.serve(owner, &mut local)?;
+                            if r == me {
+                                my_replicas.insert(owner, local);
+                            }
                         }
                     }
                     if to.contains(&me) {
@@ -1083,6 +1097,7 @@ impl Communicator {
                         rs.results.clear();
                         rs.global = global;
                         rs.local = my_local;
+                        rs.replicas = my_replicas;
                         rs.local_sizes = sizes;
                         info!("rank {me}: loaded checkpoint version {version} from rank {server}");
                         return Ok(Round::Loaded);
