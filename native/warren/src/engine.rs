@@ -628,9 +628,15 @@ impl Communicator {
         r.results.clear();
         r.global = global.to_vec();
         r.local = local.map(<[u8]>::to_vec);
-        if let Some((replicas, sizes)) = r.pending.take() {
-            r.replicas = replicas;
-            r.local_sizes = sizes;
+        // Replicas are kept only if this checkpoint delivered them: a worker that was served
+        // the prepare phase (it was behind) has none of this version, and must not offer the
+        // previous version's as current.
+        match r.pending.take() {
+            Some((replicas, sizes)) => {
+                r.replicas = replicas;
+                r.local_sizes = sizes;
+            }
+            None => r.replicas.clear(),
         }
         let v = r.version;
         checkpoint::write_durable(&self.cfg, me, v, global, local)
@@ -1049,7 +1055,9 @@ impl Communicator {
                     let copies = self.cfg.local_replicas.min(world - 1);
                     let mut holds = 0u64;
                     for (i, r) in to.iter().enumerate().take(64) {
-                        if !to.contains(&me) && self.rs().replicas.contains_key(r) {
+                        // Only replicas of the version being served (safety net: pending
+                        // checkpoints are committed before loaders are served).
+                        if !to.contains(&me) && self.rs().version == version && self.rs().replicas.contains_key(r) {
                             holds |= 1 << i;
                         }
                     }

@@ -137,6 +137,16 @@ fn ranks_where(props: &[Proposal], f: impl Fn(&Proposal) -> bool) -> Vec<usize> 
 /// nearest on the tree to the workers that need it.
 pub fn decide(props: &[Proposal], result_replicas: usize) -> Decision {
     use Decision::*;
+    // Workers inside a checkpoint that others already committed commit first: until then their
+    // replicas of the local models are the previous version's, and a loader must not get those.
+    let running = |p: &Proposal| matches!(p.want, Want::Execute | Want::Checkpoint);
+    let top = props.iter().filter(|p| running(p)).map(|p| p.point.0).max();
+    if let Some(top) = top {
+        let behind = ranks_where(props, |p| running(p) && p.point.0 + 1 == top && p.want == Want::Checkpoint);
+        if !behind.is_empty() {
+            return CommitCheckpoint { to: behind };
+        }
+    }
     let loaders = ranks_where(props, |p| p.want == Want::LoadCheckpoint);
     if !loaders.is_empty() {
         let version = props.iter().filter(|p| p.want != Want::LoadCheckpoint).map(|p| p.point.0).max().unwrap_or(0);
@@ -305,6 +315,16 @@ mod tests {
     fn a_checkpoint_committed_by_some_is_committed_by_all() {
         let props = [p(5, 0, Want::Execute), p(4, 9, Want::Checkpoint), p(5, 0, Want::Execute)];
         assert_eq!(decide_t(&props), Decision::CommitCheckpoint { to: vec![1] });
+    }
+
+    /// A worker still inside checkpoint 4 (committed by others as version 5) commits before a
+    /// restarted worker is served version 5, so it never serves a version-4 replica.
+    #[test]
+    fn pending_checkpoints_commit_before_loaders_are_served() {
+        let props = [p(5, 0, Want::Execute), p(0, 0, Want::LoadCheckpoint), p(4, 9, Want::Checkpoint)];
+        assert_eq!(decide_t(&props), Decision::CommitCheckpoint { to: vec![2] });
+        let after = [p(5, 0, Want::Execute), p(0, 0, Want::LoadCheckpoint), p(5, 0, Want::Execute)];
+        assert!(matches!(decide_t(&after), Decision::ServeCheckpoint { version: 5, .. }));
     }
 
     #[test]

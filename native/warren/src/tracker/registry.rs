@@ -102,6 +102,11 @@ impl Registry {
         if task_id.is_empty() {
             return Registered::Rejected("empty task id".into());
         }
+        if self.assigned && self.workers.contains_key(task_id) {
+            if let Some(refusal) = self.finished_refusal() {
+                return refusal;
+            }
+        }
         if let Some(e) = self.workers.get_mut(task_id) {
             if e.state == WorkerState::Running {
                 return Registered::Busy(format!(
@@ -151,6 +156,9 @@ impl Registry {
     pub fn rejoin(&mut self, task_id: &str, host: &str, port: u16) -> Registered {
         match self.workers.get_mut(task_id) {
             Some(e) if e.rank.is_some() => {
+                if e.state == WorkerState::Finished {
+                    return Registered::Rejected(format!("task {task_id} has already finished the job"));
+                }
                 e.host = host.to_string();
                 e.port = port;
                 e.state = WorkerState::Running;
@@ -160,13 +168,20 @@ impl Registry {
         }
     }
 
-    fn join_round(&mut self, task_id: &str) -> Registered {
-        let rank = self.workers[task_id].rank.expect("joined tasks have ranks");
-        if let Some((done, e)) = self.workers.iter().find(|(_, e)| e.state == WorkerState::Finished) {
-            return Registered::Rejected(format!(
+    /// The refusal of any re-link once some worker has finished the job (it cannot re-link).
+    fn finished_refusal(&self) -> Option<Registered> {
+        self.workers.iter().find(|(_, e)| e.state == WorkerState::Finished).map(|(done, e)| {
+            Registered::Rejected(format!(
                 "re-linking is impossible: rank {} (task {done}) has already finished the job",
                 e.rank.expect("assigned")
-            ));
+            ))
+        })
+    }
+
+    fn join_round(&mut self, task_id: &str) -> Registered {
+        let rank = self.workers[task_id].rank.expect("joined tasks have ranks");
+        if let Some(refusal) = self.finished_refusal() {
+            return refusal;
         }
         let opened = self.round.is_none();
         let round = self.round.get_or_insert_with(Default::default);
@@ -332,6 +347,12 @@ mod tests {
         assert!(
             matches!(r.rejoin("0", "h", 1), Registered::Rejected(m) if m.contains("rank 1 (task 1) has already finished"))
         );
+        // A refused registration leaves the task as it was (lost), so a later one is refused
+        // the same way rather than told to wait for a worker that does not exist.
+        r.lost("0");
+        assert!(matches!(r.register("0", "h", 5), Registered::Rejected(_)));
+        assert_eq!(r.state_of("0"), Some(WorkerState::Lost));
+        assert!(matches!(r.register("0", "h", 5), Registered::Rejected(_)));
     }
 
     #[test]
