@@ -16,10 +16,11 @@ use super::dataset;
 use super::durable::DurableQueue;
 use super::proto::{MasterStatus, Reply, Request, error_reply};
 use super::queue::{Millis, QueueSettings};
-use crate::auth::{self, PROOF_LEN, Purpose};
+use crate::auth::Purpose;
 use crate::error::{Error, Result};
 use crate::proto;
 use crate::store::Store;
+use crate::transport::accept_authenticated;
 
 /// Time a new connection has to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -253,7 +254,12 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>, secret: Arc<Vec<u8>>)
                 let shared = shared.clone();
                 let secret = secret.clone();
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(stream, &secret)).await {
+                    match tokio::time::timeout(
+                        HANDSHAKE_TIMEOUT,
+                        accept_authenticated(stream, &secret, Purpose::Master),
+                    )
+                    .await
+                    {
                         Ok(Ok(stream)) => connection(stream, shared).await,
                         Ok(Err(reason)) => warn!("master: refused connection from {addr}: {reason}"),
                         Err(_) => warn!("master: refused connection from {addr}: handshake timed out"),
@@ -266,25 +272,6 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>, secret: Arc<Vec<u8>>)
             }
         }
     }
-}
-
-async fn handshake(mut stream: TcpStream, secret: &[u8]) -> std::result::Result<TcpStream, String> {
-    let mut pre = [0u8; 8];
-    stream.read_exact(&mut pre).await.map_err(|e| e.to_string())?;
-    proto::check_preamble(&pre, "client").map_err(|e| e.to_string())?;
-    let nonce = auth::nonce();
-    let mut challenge = proto::preamble().to_vec();
-    challenge.extend_from_slice(&nonce);
-    stream.write_all(&challenge).await.map_err(|e| e.to_string())?;
-    let mut proof = [0u8; PROOF_LEN];
-    stream.read_exact(&mut proof).await.map_err(|e| e.to_string())?;
-    let ok = auth::verify(secret, Purpose::Master, &nonce, &proof);
-    stream.write_all(&[u8::from(ok)]).await.map_err(|e| e.to_string())?;
-    if !ok {
-        return Err("it does not hold the job secret".into());
-    }
-    let _ = stream.set_nodelay(true);
-    Ok(stream)
 }
 
 async fn connection(mut stream: TcpStream, shared: Arc<Shared>) {

@@ -12,8 +12,9 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use super::registry::{Registered, Registry, WorkerState};
 use super::{JobOutcome, JobReport};
-use crate::auth::{self, PROOF_LEN, Purpose};
+use crate::auth::Purpose;
 use crate::proto::{self, FromTracker, ToTracker};
+use crate::transport::accept_authenticated;
 
 /// Time a new connection has to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -60,7 +61,12 @@ pub(crate) async fn serve(listener: TcpListener, state: SharedState, secret: Arc
                 let state = state.clone();
                 let secret = secret.clone();
                 tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(stream, &secret)).await {
+                    match tokio::time::timeout(
+                        HANDSHAKE_TIMEOUT,
+                        accept_authenticated(stream, &secret, Purpose::Tracker),
+                    )
+                    .await
+                    {
                         Ok(Ok(stream)) => connection(stream, state).await,
                         Ok(Err(reason)) => {
                             warn!("tracker: refused connection from {addr}: {reason}")
@@ -91,25 +97,6 @@ pub(crate) async fn rendezvous_deadline(state: SharedState, after: Duration) {
         }
         set_outcome(&state, &mut s, Err(msg));
     }
-}
-
-async fn handshake(mut stream: TcpStream, secret: &[u8]) -> Result<TcpStream, String> {
-    let mut pre = [0u8; 8];
-    stream.read_exact(&mut pre).await.map_err(|e| e.to_string())?;
-    proto::check_preamble(&pre, "client").map_err(|e| e.to_string())?;
-    let nonce = auth::nonce();
-    let mut challenge = proto::preamble().to_vec();
-    challenge.extend_from_slice(&nonce);
-    stream.write_all(&challenge).await.map_err(|e| e.to_string())?;
-    let mut proof = [0u8; PROOF_LEN];
-    stream.read_exact(&mut proof).await.map_err(|e| e.to_string())?;
-    let ok = auth::verify(secret, Purpose::Tracker, &nonce, &proof);
-    stream.write_all(&[u8::from(ok)]).await.map_err(|e| e.to_string())?;
-    if !ok {
-        return Err("it does not hold the job secret".into());
-    }
-    let _ = stream.set_nodelay(true);
-    Ok(stream)
 }
 
 async fn connection(stream: TcpStream, state: SharedState) {

@@ -1,10 +1,12 @@
 //! TCP links between workers: authenticated set-up, non-blocking reads and writes that name the
 //! peer on failure, and the readiness loop ([`Waiter`]) that spins briefly and then blocks.
 
+mod accept;
 mod link;
 mod setup;
 mod waiter;
 
+pub use accept::accept_authenticated;
 pub use link::Link;
 pub use setup::{LinkSetup, PeerListener, connect_peers};
 pub use waiter::Waiter;
