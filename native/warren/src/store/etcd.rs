@@ -47,7 +47,11 @@ pub struct EtcdOptions {
     pub endpoints: Vec<String>,
     /// Key prefix of this master's state (one per dataset / job), e.g. `/warren/master/job1`.
     pub prefix: String,
-    /// Lease time to live in seconds: how long after a master dies its successor waits.
+    /// Lease time to live in seconds ([`MIN_LEASE_TTL_S`] to [`MAX_LEASE_TTL_S`]): how long
+    /// after a master dies its successor waits, and how long a master may go without
+    /// renewing its lease (a pause, a partition) before it loses the lock. etcd raises a
+    /// TTL below its own minimum (1.5 × its `--election-timeout`, rounded up: 2 s by
+    /// default) to that minimum; the TTL granted is logged.
     pub lease_ttl_s: i64,
     /// How long [`EtcdStore::open`] waits for the leader lock.
     pub lock_timeout: Duration,
@@ -57,6 +61,11 @@ pub struct EtcdOptions {
     /// snapshot.
     pub compact_after_changes: u64,
 }
+
+/// Smallest [`EtcdOptions::lease_ttl_s`] (etcd counts leases in whole seconds).
+pub const MIN_LEASE_TTL_S: i64 = 1;
+/// Largest [`EtcdOptions::lease_ttl_s`]: a successor never waits more than an hour.
+pub const MAX_LEASE_TTL_S: i64 = 3600;
 
 impl EtcdOptions {
     /// Defaults for `endpoints` and `prefix`: 5 s lease, 1 hour lock wait, 10 s requests,
@@ -70,6 +79,30 @@ impl EtcdOptions {
             request_timeout: Duration::from_secs(10),
             compact_after_changes: 10_000,
         }
+    }
+
+    /// Checks the settings: a clear [`Error::Config`] for a lease TTL out of bounds, no
+    /// endpoint, a relative prefix or a zero request timeout.
+    pub fn validate(&self) -> Result<()> {
+        if !(MIN_LEASE_TTL_S..=MAX_LEASE_TTL_S).contains(&self.lease_ttl_s) {
+            return Err(Error::Config(format!(
+                "etcd lease TTL {} s is out of bounds: it must be between {MIN_LEASE_TTL_S} and {MAX_LEASE_TTL_S} s",
+                self.lease_ttl_s
+            )));
+        }
+        if self.endpoints.is_empty() || self.endpoints.iter().any(|e| e.trim().is_empty()) {
+            return Err(Error::Config(format!(
+                "etcd endpoints {:?}: expected HOST:PORT[,HOST:PORT...]",
+                self.endpoints
+            )));
+        }
+        if !self.prefix.starts_with('/') {
+            return Err(Error::Config(format!("etcd key prefix {:?} must start with '/'", self.prefix)));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(Error::Config("the etcd request timeout must be positive".into()));
+        }
+        Ok(())
     }
 }
 
@@ -111,6 +144,7 @@ impl EtcdStore {
     /// Connects, takes the leader lock (waiting up to `lock_timeout` while another master
     /// holds it) and keeps its lease alive in the background.
     pub fn open(opts: EtcdOptions) -> Result<EtcdStore> {
+        opts.validate()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("warren-etcd")
@@ -123,12 +157,20 @@ impl EtcdStore {
         let mut client = runtime
             .block_on(Client::connect(&opts.endpoints, Some(connect)))
             .map_err(|e| Error::StoreFailed(format!("connecting to {who}: {e}")))?;
-        let lease = runtime
+        let granted = runtime
             .block_on(client.lease_grant(opts.lease_ttl_s, None))
-            .map_err(|e| Error::StoreFailed(format!("{who}: granting a lease: {e}")))?
-            .id();
+            .map_err(|e| Error::StoreFailed(format!("{who}: granting a lease: {e}")))?;
+        let lease = granted.id();
+        let ttl = Duration::from_secs(granted.ttl().max(1) as u64);
+        if granted.ttl() > opts.lease_ttl_s {
+            log::warn!(
+                "master store: {who} raised the lease TTL from {} s to its minimum of {} s (1.5 x its --election-timeout)",
+                opts.lease_ttl_s,
+                granted.ttl()
+            );
+        }
         let lease_lost = Arc::new(AtomicBool::new(false));
-        runtime.spawn(keep_alive(client.clone(), lease, opts.lease_ttl_s, lease_lost.clone()));
+        runtime.spawn(keep_alive(client.clone(), lease, ttl, lease_lost.clone()));
         let id = format!("pid {} lease {lease:x}", std::process::id());
         let store = EtcdStore {
             runtime: Some(runtime),
@@ -220,7 +262,7 @@ impl EtcdStore {
                     after: self.opts.lock_timeout,
                 });
             }
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
@@ -252,32 +294,46 @@ impl EtcdStore {
     }
 }
 
-async fn keep_alive(mut client: Client, lease: i64, ttl_s: i64, lost: Arc<AtomicBool>) {
-    let period = Duration::from_millis((ttl_s.max(1) as u64) * 1000 / 3);
-    let (mut keeper, mut responses) = match client.lease_keep_alive(lease).await {
-        Ok(k) => k,
-        Err(e) => {
-            log::error!("master store: cannot keep the etcd lease alive: {e}");
+/// Renews the lease three times per TTL. A renewal that fails or is late is retried; the
+/// lease counts as lost only once a whole TTL has passed since the last renewal etcd
+/// confirmed (etcd may then have expired it and given the lock to another master).
+async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: Arc<AtomicBool>) {
+    let period = ttl / 3;
+    let mut confirmed = tokio::time::Instant::now();
+    let mut stream = None;
+    loop {
+        let left = (confirmed + ttl).saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            log::error!("master store: the etcd lease {lease:x} could not be renewed for {ttl:?}; it may have expired");
             lost.store(true, Ordering::Release);
             return;
         }
-    };
-    loop {
-        let ok = match tokio::time::timeout(period, async {
+        let sent = tokio::time::Instant::now();
+        let renewed = tokio::time::timeout(left, async {
+            if stream.is_none() {
+                stream = Some(client.lease_keep_alive(lease).await?);
+            }
+            let (keeper, responses) = stream.as_mut().expect("opened above");
             keeper.keep_alive().await?;
             responses.message().await
         })
-        .await
-        {
-            Ok(Ok(Some(r))) => r.ttl() > 0,
-            _ => false,
-        };
-        if !ok {
-            log::error!("master store: the etcd lease {lease:x} expired or could not be renewed");
-            lost.store(true, Ordering::Release);
-            return;
+        .await;
+        match renewed {
+            Ok(Ok(Some(r))) if r.ttl() > 0 => {
+                confirmed = sent;
+                tokio::time::sleep(period).await;
+            }
+            Ok(Ok(Some(_))) => {
+                log::error!("master store: etcd says the lease {lease:x} expired");
+                lost.store(true, Ordering::Release);
+                return;
+            }
+            other => {
+                log::warn!("master store: renewing the etcd lease {lease:x} failed ({other:?}); retrying");
+                stream = None;
+                tokio::time::sleep(period.min(Duration::from_millis(100))).await;
+            }
         }
-        tokio::time::sleep(period).await;
     }
 }
 
@@ -420,5 +476,29 @@ impl Drop for EtcdStore {
                 );
         }
         rt.shutdown_background();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_out_of_bounds_are_clear_errors() {
+        let ok = EtcdOptions::new(vec!["127.0.0.1:2379".into()], "/warren/x");
+        assert!(ok.validate().is_ok());
+        for ttl in [0, -1, 3601] {
+            let err = EtcdOptions { lease_ttl_s: ttl, ..ok.clone() }.validate().unwrap_err();
+            assert!(
+                matches!(&err, Error::Config(m) if m.contains("lease TTL") && m.contains("between 1 and 3600")),
+                "{err}"
+            );
+        }
+        for ttl in [1, 3600] {
+            assert!(EtcdOptions { lease_ttl_s: ttl, ..ok.clone() }.validate().is_ok());
+        }
+        assert!(matches!(EtcdOptions { endpoints: vec![], ..ok.clone() }.validate(), Err(Error::Config(_))));
+        assert!(matches!(EtcdOptions { prefix: "x".into(), ..ok.clone() }.validate(), Err(Error::Config(_))));
+        assert!(matches!(EtcdOptions { request_timeout: Duration::ZERO, ..ok }.validate(), Err(Error::Config(_))));
     }
 }

@@ -27,7 +27,7 @@ pub(crate) mod testdir;
 
 use std::sync::Arc;
 
-pub use etcd::{EtcdOptions, EtcdStore};
+pub use etcd::{EtcdOptions, EtcdStore, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S};
 pub use file::{FileStore, FileStoreOptions, FileStoreStats};
 pub use snapshot_every_change::SnapshotEveryChangeStore;
 
