@@ -53,7 +53,7 @@ fn spawn_master(store: &str, pattern: &str, log: &Path) -> Master {
 #[test]
 fn a_waiting_master_takes_over_when_the_leader_is_killed() {
     let etcd = etcd::Etcd::start("takeover");
-    let dir = std::env::temp_dir().join(format!("warren-etcd-takeover-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("warren-master-takeover-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut w =
