@@ -22,8 +22,12 @@
 //! transaction (several if more than 120), in order, and wakes the others. etcd fsyncs its
 //! raft log before it answers.
 //!
-//! etcd refuses requests over its `--max-request-bytes` (1.5 MiB by default). The change that
-//! sets the dataset lists every chunk, so large datasets need that limit raised.
+//! Size limits: etcd refuses requests over its `--max-request-bytes` (1.5 MiB by default).
+//! The change that sets the dataset lists every chunk (about 100 bytes of JSON per chunk), so
+//! log entries over [`COMPRESS_LOG_BYTES`] are stored gzipped (paths repeat: about 10 times
+//! smaller), as is the snapshot. A write etcd still refuses as too large fails with an error
+//! that gives its size and names `--max-request-bytes`, the etcd setting to raise. Reads
+//! accept responses of any size.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -121,6 +125,15 @@ struct State {
 
 /// Operations per etcd transaction (etcd's default `--max-txn-ops` is 128).
 const MAX_TXN_OPS: usize = 120;
+
+/// Log entries larger than this (bytes of JSON) are stored gzipped.
+pub const COMPRESS_LOG_BYTES: usize = 64 * 1024;
+
+/// The first bytes of a gzip stream (a JSON log entry starts with `[`).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Largest etcd response this store reads (the client's default is 4 MiB).
+const MAX_RESPONSE_BYTES: usize = 1 << 30;
 
 /// A [`Store`] in etcd, held by one master at a time (see the module documentation).
 pub struct EtcdStore {
@@ -271,13 +284,15 @@ impl EtcdStore {
         Compare::value(self.key("leader"), CompareOp::Equal, self.id.clone())
     }
 
-    fn write(&self, what: &str, ops: Vec<TxnOp>) -> Result<()> {
+    /// Writes `ops` (about `bytes` of keys and values) in one transaction, if this master
+    /// still holds the leader lock.
+    fn write(&self, what: &str, ops: Vec<TxnOp>, bytes: usize) -> Result<()> {
         if self.lease_lost.load(Ordering::Acquire) {
             return Err(Error::StoreFailed(format!("{}: the leader lease could not be kept alive", self.who())));
         }
         let txn = Txn::new().when([self.still_leader()]).and_then(ops);
         let mut client = self.client.clone();
-        let resp = self.block_on(what, async move { client.txn(txn).await })?;
+        let resp = self.block_on(what, async move { client.txn(txn).await }).map_err(|e| too_large(e, what, bytes))?;
         if !resp.succeeded() {
             return Err(Error::StoreFailed(format!(
                 "{}: this master ({}) no longer holds the leader lock; another master may serve the dataset",
@@ -289,7 +304,7 @@ impl EtcdStore {
     }
 
     fn fail(&self, st: &mut State, e: Error) -> Error {
-        st.failed = Some(e.to_string());
+        st.failed = Some(failure_text(&e));
         e
     }
 }
@@ -337,9 +352,32 @@ async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: Arc<Ato
     }
 }
 
+/// What a failed store says from then on (the message of a [`Error::StoreFailed`], not its
+/// display, which would repeat the variant's prefix).
+fn failure_text(e: &Error) -> String {
+    match e {
+        Error::StoreFailed(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Turns etcd's refusal of an oversized request into an error that says what to change.
+fn too_large(e: Error, what: &str, bytes: usize) -> Error {
+    match e {
+        Error::StoreFailed(m) if m.contains("request is too large") || m.contains("larger than max") => {
+            Error::StoreFailed(format!(
+                "{m}: {what} needs a request of about {bytes} bytes, over this etcd's request limit; \
+                 start etcd with a larger --max-request-bytes (its default is 1.5 MiB), or write the \
+                 dataset in fewer, larger RecordIO chunks (the change that sets a dataset lists every chunk)"
+            ))
+        }
+        other => other,
+    }
+}
+
 fn gzip(bytes: &[u8]) -> Result<Vec<u8>> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    enc.write_all(bytes).and_then(|()| enc.finish()).map_err(|e| Error::io("compressing a snapshot", e))
+    enc.write_all(bytes).and_then(|()| enc.finish()).map_err(|e| Error::io("gzip-compressing a value for etcd", e))
 }
 
 fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
@@ -357,7 +395,8 @@ impl Store for EtcdStore {
         let Some(last) = changes.last() else {
             return Ok(Ticket(st.last_seq));
         };
-        let value = serde_json::to_vec(changes).expect("changes serialize");
+        let json = serde_json::to_vec(changes).expect("changes serialize");
+        let value = if json.len() > COMPRESS_LOG_BYTES { gzip(&json)? } else { json };
         st.pending.push((self.log_key(last.seq), value));
         st.last_seq = last.seq;
         st.since_compact += changes.len() as u64;
@@ -382,14 +421,15 @@ impl Store for EtcdStore {
                 drop(st);
                 let result = batch.chunks(MAX_TXN_OPS).try_for_each(|group| {
                     let ops = group.iter().map(|(k, v)| TxnOp::put(k.clone(), v.clone(), None)).collect();
-                    self.write("logging changes", ops)
+                    let bytes = group.iter().map(|(k, v)| k.len() + v.len()).sum();
+                    self.write("logging changes", ops, bytes)
                 });
                 st = self.state.lock().unwrap_or_else(|p| p.into_inner());
                 st.flushing = false;
                 match result {
                     Ok(()) => st.durable = st.durable.max(upto),
                     Err(e) => {
-                        st.failed = Some(e.to_string());
+                        st.failed = Some(failure_text(&e));
                     }
                 }
                 self.written.notify_all();
@@ -409,9 +449,9 @@ impl Store for EtcdStore {
     fn load(&self) -> Result<(Option<Snapshot>, Vec<Change>)> {
         let corrupt = |key: &str, why: String| Error::StoreCorrupt { path: key.into(), offset: 0, reason: why };
         let snap_key = self.key("snapshot");
-        let mut client = self.client.clone();
+        let mut kv = self.client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES);
         let k = snap_key.clone();
-        let resp = self.block_on("reading the snapshot", async move { client.get(k, None).await })?;
+        let resp = self.block_on("reading the snapshot", async move { kv.get(k, None).await })?;
         let snapshot = match resp.kvs().first() {
             None => None,
             Some(kv) => {
@@ -420,14 +460,20 @@ impl Store for EtcdStore {
             }
         };
         let from = snapshot.as_ref().map_or(0, Snapshot::seq);
-        let mut client = self.client.clone();
+        let mut kv = self.client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES);
         let prefix = self.key("log/");
         let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Key, SortOrder::Ascend);
-        let resp = self.block_on("reading the log", async move { client.get(prefix, Some(opts)).await })?;
+        let resp = self.block_on("reading the log", async move { kv.get(prefix, Some(opts)).await })?;
         let mut changes = Vec::new();
         for kv in resp.kvs() {
             let key = String::from_utf8_lossy(kv.key()).into_owned();
-            let batch: Vec<Change> = serde_json::from_slice(kv.value()).map_err(|e| corrupt(&key, e.to_string()))?;
+            let value = kv.value();
+            let json = if value.starts_with(&GZIP_MAGIC) {
+                std::borrow::Cow::Owned(gunzip(value).map_err(|e| corrupt(&key, e.to_string()))?)
+            } else {
+                std::borrow::Cow::Borrowed(value)
+            };
+            let batch: Vec<Change> = serde_json::from_slice(&json).map_err(|e| corrupt(&key, e.to_string()))?;
             changes.extend(batch.into_iter().filter(|c| c.seq > from));
         }
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -449,7 +495,8 @@ impl Store for EtcdStore {
         }
         let drop_logs =
             TxnOp::delete(self.key("log/"), Some(DeleteOptions::new().with_range(self.log_key(snapshot.seq() + 1))));
-        match self.write("writing a snapshot", vec![TxnOp::put(self.key("snapshot"), value, None), drop_logs]) {
+        let bytes = value.len();
+        match self.write("writing a snapshot", vec![TxnOp::put(self.key("snapshot"), value, None), drop_logs], bytes) {
             Ok(()) => {
                 st.since_compact = st.last_seq.saturating_sub(snapshot.seq());
                 Ok(())
