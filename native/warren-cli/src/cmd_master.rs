@@ -10,7 +10,9 @@ use hdrhistogram::Histogram;
 use warren::Error;
 use warren::master::{ClientOptions, GetTask, MasterClient, MasterConfig, MasterService, QueueSettings};
 use warren::recordio::{Compressor, Writer, WriterOptions};
-use warren::store::{EtcdOptions, EtcdStore, FileStore, SnapshotEveryChangeStore, Store};
+use warren::store::{
+    EtcdOptions, EtcdStore, FileStore, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S, SnapshotEveryChangeStore, Store,
+};
 
 /// Arguments of `warren master`.
 #[derive(Args)]
@@ -48,6 +50,19 @@ pub struct MasterArgs {
     /// Failures or timeouts of a task in one pass before it is discarded.
     #[arg(long, default_value_t = 3)]
     max_failures: u32,
+    #[command(flatten)]
+    etcd: EtcdArgs,
+}
+
+/// Settings of the etcd store (`--store etcd:...`).
+#[derive(Args, Clone, Debug)]
+pub struct EtcdArgs {
+    /// Lease TTL of the etcd leader lock, in seconds (1-3600): after a master dies, a
+    /// successor waits this long before it takes over; a master that cannot renew its lease
+    /// for this long stops. etcd raises a TTL below its minimum (1.5 x its
+    /// --election-timeout, 2 s by default) to that minimum.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i64).range(MIN_LEASE_TTL_S..=MAX_LEASE_TTL_S))]
+    etcd_lease_ttl_s: i64,
 }
 
 /// Subcommands of `warren master`.
@@ -73,8 +88,8 @@ const DEFAULT_ETCD_PREFIX: &str = "/warren/master/default";
 
 /// Opens the store named by `spec`: `file:DIR`, `snapshot:DIR` or
 /// `etcd:HOST:PORT[,HOST:PORT...][/PREFIX]` (one prefix per dataset: one master serves it at
-/// a time; another one started on the same prefix waits and takes over).
-pub fn open_store(spec: &str) -> warren::Result<Box<dyn Store>> {
+/// a time; another one started on the same prefix waits and takes over, see [`EtcdArgs`]).
+pub fn open_store(spec: &str, etcd: &EtcdArgs) -> warren::Result<Box<dyn Store>> {
     match spec.split_once(':') {
         Some(("file", dir)) if !dir.is_empty() => Ok(Box::new(FileStore::open(dir)?)),
         Some(("snapshot", dir)) if !dir.is_empty() => Ok(Box::new(SnapshotEveryChangeStore::open(dir, 6)?)),
@@ -84,7 +99,9 @@ pub fn open_store(spec: &str) -> warren::Result<Box<dyn Store>> {
                 None => (rest, DEFAULT_ETCD_PREFIX),
             };
             let endpoints = endpoint.split(',').map(String::from).collect();
-            Ok(Box::new(EtcdStore::open(EtcdOptions::new(endpoints, prefix))?))
+            let mut opts = EtcdOptions::new(endpoints, prefix);
+            opts.lease_ttl_s = etcd.etcd_lease_ttl_s;
+            Ok(Box::new(EtcdStore::open(opts)?))
         }
         _ => Err(Error::Config(format!(
             "--store {spec:?}: expected file:DIR, snapshot:DIR or etcd:HOST:PORT[,HOST:PORT...][/PREFIX]"
@@ -108,7 +125,7 @@ pub fn run(a: MasterArgs) -> warren::Result<u8> {
         return status(s);
     }
     let spec = a.store.ok_or_else(|| Error::Config("warren master needs --store file:DIR or etcd:HOST:PORT".into()))?;
-    let store = open_store(&spec)?;
+    let store = open_store(&spec, &a.etcd)?;
     let secret = super::launcher::job_secret(true)?;
     let mut cfg = MasterConfig::new(secret);
     cfg.host = a.host;
@@ -153,7 +170,7 @@ pub struct BenchMasterArgs {
     /// Client threads, each with its own connection.
     #[arg(long, default_value_t = 8)]
     clients: usize,
-    /// `file:DIR` or `snapshot:DIR` (default: a file store in a temporary directory).
+    /// `file:DIR`, `snapshot:DIR` or `etcd:HOST:PORT[/PREFIX]` (default: a file store in a temporary directory).
     #[arg(long)]
     store: Option<String>,
     /// `separate`: get_task then task_finished (two durable calls per completion);
@@ -163,6 +180,8 @@ pub struct BenchMasterArgs {
     /// Stop after this many completions (for slow stores; the rate is then extrapolated).
     #[arg(long)]
     max_completions: Option<u64>,
+    #[command(flatten)]
+    etcd: EtcdArgs,
 }
 
 /// Runs `warren bench master`: a master service in this process, on a real TCP port, and
@@ -191,7 +210,7 @@ fn bench_in(a: &BenchMasterArgs, combined: bool, tmp: &std::path::Path) -> warre
     }
     w.finish()?;
     let spec = a.store.clone().unwrap_or_else(|| format!("file:{}", tmp.join("store").display()));
-    let store = open_store(&spec)?;
+    let store = open_store(&spec, &a.etcd)?;
     let secret = warren::auth::generate_secret();
     let mut cfg = MasterConfig::new(secret.clone());
     cfg.dataset = Some((vec![data.display().to_string()], 1));

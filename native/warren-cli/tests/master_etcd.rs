@@ -53,7 +53,7 @@ fn spawn_master(store: &str, pattern: &str, log: &Path) -> Master {
 #[test]
 fn a_waiting_master_takes_over_when_the_leader_is_killed() {
     let etcd = etcd::Etcd::start("takeover");
-    let dir = std::env::temp_dir().join(format!("warren-etcd-takeover-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("warren-master-takeover-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut w =
@@ -106,4 +106,18 @@ fn a_waiting_master_takes_over_when_the_leader_is_killed() {
     assert_eq!(finished, 10);
     drop(second);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_lease_ttl_out_of_bounds_is_refused_with_the_setting_named() {
+    for bad in ["0", "3601", "-5", "two"] {
+        let out = Command::new(WARREN)
+            .args(["master", "--store", "etcd:127.0.0.1:1/x", &format!("--etcd-lease-ttl-s={bad}")])
+            .env("WARREN_JOB_SECRET", SECRET)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--etcd-lease-ttl-s {bad} was accepted");
+        assert!(err.contains("--etcd-lease-ttl-s"), "{bad}: {err}");
+    }
 }

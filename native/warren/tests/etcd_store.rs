@@ -162,3 +162,47 @@ fn concurrent_clients_share_commits_and_reload_consistently() {
     let (pass, counts) = dq.read(|q| (q.pass(), q.counts())).unwrap();
     assert_eq!((pass, counts.todo, counts.done, counts.pending), (1, 200, 0, 0));
 }
+
+/// `n` chunks; `spread` gives every chunk a file name that gzip cannot shrink much.
+fn chunk_list(n: u64, spread: bool) -> Vec<ChunkRef> {
+    (0..n)
+        .map(|i| {
+            let path = if spread {
+                format!("/data/{:016x}.rio", i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17))
+            } else {
+                "/data/part-00000.rio".to_string()
+            };
+            ChunkRef { path, index: i, offset: i * 64, len: 64, records: 1 }
+        })
+        .collect()
+}
+
+#[test]
+fn a_dataset_too_large_for_etcd_is_a_clear_error_naming_the_setting() {
+    let etcd = Etcd::start_with_request_limit("small", 64 * 1024);
+    // ~1.6 MB of JSON, still ~10 times etcd's limit gzipped.
+    let dq = DurableQueue::open(QueueSettings::default(), EtcdStore::open(opts(&etcd, "/t/big")).unwrap(), 0).unwrap();
+    let err = dq.set_dataset(chunk_list(20_000, true), 1).unwrap_err();
+    let msg = err.to_string();
+    eprintln!("{msg}");
+    assert!(matches!(err, Error::StoreFailed(_)), "{msg}");
+    assert!(msg.contains("--max-request-bytes") && msg.contains("bytes"), "{msg}");
+}
+
+#[test]
+fn a_large_dataset_change_is_stored_compressed_and_reloads() {
+    let etcd = Etcd::start_with_request_limit("gz", 64 * 1024);
+    let chunks = chunk_list(2_000, false);
+    let json = serde_json::to_vec(&chunks).unwrap().len();
+    assert!(json > 2 * 64 * 1024, "the change ({json} bytes of JSON) must exceed the limit uncompressed");
+    {
+        let dq =
+            DurableQueue::open(QueueSettings::default(), EtcdStore::open(opts(&etcd, "/t/gz")).unwrap(), 0).unwrap();
+        dq.set_dataset(chunks, 1).unwrap();
+        let t = task(dq.get_task(0, 1).unwrap());
+        assert_eq!(dq.task_finished(t.id, t.epoch, 2).unwrap(), Ack::Accepted);
+    }
+    let dq = DurableQueue::open(QueueSettings::default(), EtcdStore::open(opts(&etcd, "/t/gz")).unwrap(), 3).unwrap();
+    let (tasks, counts) = dq.read(|q| (q.task_count(), q.counts())).unwrap();
+    assert_eq!((tasks, counts.done, counts.todo), (2_000, 1, 1_999));
+}

@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::queue::{Ack, ChunkRef, GetTask, Millis, Output, Queue, QueueSettings, TaskId};
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::{Store, Ticket};
 
 /// A task queue shared by threads, whose changes are durable before any call returns.
 ///
@@ -50,23 +50,36 @@ impl<S: Store> DurableQueue<S> {
     /// makes several calls); a queue left with changes that were not returned is treated
     /// as a store failure, since they would never be written.
     pub fn run<R>(&self, op: impl FnOnce(&mut Queue) -> Result<Output<R>>) -> Result<R> {
-        let (reply, ticket) = {
-            let mut queue = self.lock()?;
-            let before = queue.seq();
-            let result = op(&mut queue);
-            let returned = result.as_ref().ok().and_then(|out| out.changes.last()).map_or(before, |c| c.seq);
-            if queue.seq() != returned {
-                return Err(self.fail(format!(
-                    "an operation changed the queue to change {} but returned changes up to {returned} only",
-                    queue.seq()
-                )));
-            }
-            let out = result?;
-            let ticket = self.store.submit(&out.changes).map_err(|e| self.fail_with(e))?;
-            (out.reply, ticket)
-        };
-        self.store.wait_durable(ticket).map_err(|e| self.fail_with(e))?;
+        let (reply, ticket) = self.submit(op)?;
+        self.wait_durable(ticket)?;
         Ok(reply)
+    }
+
+    /// The first half of [`run`](Self::run): runs `op` and submits its changes, without
+    /// waiting for them to be durable. The reply must not be shown to anyone before
+    /// [`wait_durable`](Self::wait_durable) returned for the ticket. Meant for callers
+    /// that wait without blocking a thread (the network service); it blocks only as long
+    /// as the store's [`Store::submit`] does.
+    pub fn submit<R>(&self, op: impl FnOnce(&mut Queue) -> Result<Output<R>>) -> Result<(R, Ticket)> {
+        let mut queue = self.lock()?;
+        let before = queue.seq();
+        let result = op(&mut queue);
+        let returned = result.as_ref().ok().and_then(|out| out.changes.last()).map_or(before, |c| c.seq);
+        if queue.seq() != returned {
+            return Err(self.fail(format!(
+                "an operation changed the queue to change {} but returned changes up to {returned} only",
+                queue.seq()
+            )));
+        }
+        let out = result?;
+        let ticket = self.store.submit(&out.changes).map_err(|e| self.fail_with(e))?;
+        Ok((out.reply, ticket))
+    }
+
+    /// The second half of [`run`](Self::run): blocks until every change up to `ticket` is
+    /// durable. A store failure breaks the queue (every later call fails).
+    pub fn wait_durable(&self, ticket: Ticket) -> Result<()> {
+        self.store.wait_durable(ticket).map_err(|e| self.fail_with(e))
     }
 
     /// Runs a read-only `f` on the queue; returns once the state it saw is durable.

@@ -2,28 +2,38 @@
 //! [`Request`]s, answered from a [`DurableQueue`] once the change is durable, plus a clock
 //! that expires overdue tasks and logs progress.
 //!
-//! Queue calls block on the store (fsync, etcd round trip), so they run on tokio's blocking
-//! pool: calls from many connections wait at the same time and share the store's flushes.
+//! A request is carried out on the connection's task: the queue's lock is held only to
+//! change the queue in memory and *submit* the change to the store (which only queues it).
+//! The wait for durability does not park a thread per request: one *syncer* thread makes
+//! everything submitted durable (one fsync or etcd transaction covers the changes of every
+//! connection submitted before it started) and publishes the durable point, which the
+//! connection tasks await before they answer. Requests that block anyway (setting the
+//! dataset indexes files; a store whose submit writes) go to tokio's blocking pool.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use log::{error, info, warn};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 
 use super::dataset;
 use super::durable::DurableQueue;
 use super::proto::{MasterStatus, Reply, Request, error_reply};
-use super::queue::{Millis, QueueSettings};
+use super::queue::{Millis, Output, Queue, QueueSettings};
 use crate::auth::Purpose;
 use crate::error::{Error, Result};
 use crate::proto;
-use crate::store::Store;
+use crate::store::{Store, Ticket};
 use crate::transport::accept_authenticated;
 
 /// Time a new connection has to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest wait for a change to become durable before the request is answered with a
+/// timeout (the stores' own deadlines are shorter: this is a backstop).
+const DURABLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Settings of a [`MasterService`].
 #[derive(Clone, Debug)]
@@ -66,6 +76,32 @@ pub fn now_ms() -> Millis {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as Millis)
 }
 
+/// The store's durable point as the syncer last published it.
+#[derive(Clone, Debug, Default)]
+struct Durable {
+    /// Every change up to this sequence number is durable.
+    seq: u64,
+    /// The store failed (nothing after `seq` will become durable).
+    failed: Option<String>,
+}
+
+/// What the connection tasks ask of the syncer thread.
+#[derive(Default)]
+struct SyncRequest {
+    /// The highest ticket a connection waits for.
+    wanted: u64,
+    /// The service is stopping.
+    stop: bool,
+}
+
+/// The syncer: one thread waits on the store for the highest ticket requested, then
+/// publishes the new durable point to every waiting connection task.
+struct Syncer {
+    request: Mutex<SyncRequest>,
+    wake: Condvar,
+    durable: watch::Sender<Durable>,
+}
+
 /// What the connection tasks share.
 pub(crate) struct Shared {
     queue: DurableQueue<Box<dyn Store>>,
@@ -73,6 +109,7 @@ pub(crate) struct Shared {
     /// not re-index the files.
     dataset: Mutex<Option<(Vec<String>, u32)>>,
     failure: Mutex<Option<String>>,
+    syncer: Syncer,
 }
 
 impl Shared {
@@ -81,35 +118,136 @@ impl Shared {
             queue: DurableQueue::open(settings, store, now_ms())?,
             dataset: Mutex::new(None),
             failure: Mutex::new(None),
+            syncer: Syncer {
+                request: Mutex::new(SyncRequest::default()),
+                wake: Condvar::new(),
+                durable: watch::Sender::new(Durable::default()),
+            },
         })
     }
 
     /// Carries out one request (blocking until its changes are durable).
     pub(crate) fn handle(&self, req: Request, now: Millis) -> Reply {
-        let result = match req {
+        let result = self.submit(req, now).and_then(|(reply, ticket)| self.queue.wait_durable(ticket).map(|()| reply));
+        self.reply(result)
+    }
+
+    /// Carries out one request that does not block (not `SetDataset`), awaiting the syncer
+    /// for durability.
+    async fn handle_async(&self, req: Request, now: Millis) -> Reply {
+        let result = match self.submit(req, now) {
+            Ok((reply, ticket)) => self.durable(ticket).await.map(|()| reply),
+            Err(e) => Err(e),
+        };
+        self.reply(result)
+    }
+
+    /// Whether `req` must run on a blocking thread.
+    fn blocks(&self, req: &Request) -> bool {
+        matches!(req, Request::SetDataset { .. }) || self.queue.store().submit_blocks()
+    }
+
+    /// Makes the change of `req` and submits it; the reply may be sent once the ticket is
+    /// durable.
+    fn submit(&self, req: Request, now: Millis) -> Result<(Reply, Ticket)> {
+        let q = &self.queue;
+        match req {
             Request::SetDataset { patterns, chunks_per_task } => {
-                self.set_dataset(patterns, chunks_per_task).map(|()| Reply::Done)
+                self.set_dataset(patterns, chunks_per_task).map(|()| (Reply::Done, Ticket(0)))
             }
-            Request::GetTask { pass } => self.queue.get_task(pass, now).map(|task| Reply::Task { task }),
+            Request::GetTask { pass } => q.submit(|q| q.get_task(pass, now)).map(|(task, t)| (Reply::Task { task }, t)),
             Request::TaskFinished { id, epoch } => {
-                self.queue.task_finished(id, epoch, now).map(|ack| Reply::Ack { ack })
+                q.submit(|q| q.task_finished(id, epoch, now)).map(|(ack, t)| (Reply::Ack { ack }, t))
             }
             Request::TaskFailed { id, epoch, reason } => {
                 warn!("master: task {id} epoch {epoch} failed: {reason}");
-                self.queue.task_failed(id, epoch, reason).map(|ack| Reply::Ack { ack })
+                q.submit(|q| q.task_failed(id, epoch, reason)).map(|(ack, t)| (Reply::Ack { ack }, t))
             }
-            Request::FinishAndGetTask { id, epoch, pass } => self
-                .queue
-                .finish_and_get_task(id, epoch, pass, now)
-                .map(|(ack, task)| Reply::FinishedAndTask { ack, task }),
-            Request::Status => self.status().map(|status| Reply::Status { status }),
-        };
+            Request::FinishAndGetTask { id, epoch, pass } => q
+                .submit(|q| {
+                    let finished = q.task_finished(id, epoch, now)?;
+                    // Cannot fail once `task_finished` succeeded (both need only a dataset);
+                    // if it did, `submit` would notice the unreturned change.
+                    let next = q.get_task(pass, now)?;
+                    let mut changes = finished.changes;
+                    changes.extend(next.changes);
+                    Ok(Output { reply: (finished.reply, next.reply), changes })
+                })
+                .map(|((ack, task), t)| (Reply::FinishedAndTask { ack, task }, t)),
+            Request::Status => q
+                .submit(|q| Ok(Output { reply: status_of(q), changes: Vec::new() }))
+                .map(|(status, t)| (Reply::Status { status }, t)),
+        }
+    }
+
+    fn reply(&self, result: Result<Reply>) -> Reply {
         result.unwrap_or_else(|e| {
             if matches!(e, Error::StoreFailed(_)) {
                 self.set_failure(&e);
             }
             error_reply(&e)
         })
+    }
+
+    /// Waits (without blocking a thread) until the syncer made `ticket` durable.
+    async fn durable(&self, ticket: Ticket) -> Result<()> {
+        let mut rx = self.syncer.durable.subscribe();
+        if rx.borrow().seq >= ticket.0 {
+            return Ok(());
+        }
+        {
+            let mut r = self.syncer.request.lock().unwrap_or_else(|p| p.into_inner());
+            r.wanted = r.wanted.max(ticket.0);
+        }
+        self.syncer.wake.notify_one();
+        let seen =
+            tokio::time::timeout(DURABLE_TIMEOUT, rx.wait_for(|d| d.seq >= ticket.0 || d.failed.is_some())).await;
+        match seen {
+            Ok(Ok(d)) if d.seq >= ticket.0 => Ok(()),
+            Ok(Ok(d)) => Err(Error::StoreFailed(d.failed.clone().unwrap_or_default())),
+            Ok(Err(_)) => Err(Error::Master("the master is stopping".into())),
+            Err(_) => Err(Error::Timeout {
+                what: format!("the store to make change {} durable", ticket.0),
+                after: DURABLE_TIMEOUT,
+            }),
+        }
+    }
+
+    /// The syncer thread's loop: until [`stop_syncer`](Self::stop_syncer), waits for the
+    /// highest ticket requested and publishes it once durable.
+    fn run_syncer(&self) {
+        let mut done = 0;
+        loop {
+            let target = {
+                let mut r = self.syncer.request.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    if r.stop {
+                        return;
+                    }
+                    if r.wanted > done {
+                        break r.wanted;
+                    }
+                    // An idle wait for work: `request` and `stop_syncer` notify.
+                    r = self.syncer.wake.wait(r).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            match self.queue.wait_durable(Ticket(target)) {
+                Ok(()) => {
+                    done = target;
+                    self.syncer.durable.send_modify(|d| d.seq = d.seq.max(target));
+                }
+                Err(e) => {
+                    self.set_failure(&e);
+                    self.syncer.durable.send_modify(|d| d.failed = Some(e.to_string()));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn stop_syncer(&self) {
+        self.syncer.request.lock().unwrap_or_else(|p| p.into_inner()).stop = true;
+        self.syncer.wake.notify_all();
     }
 
     fn set_dataset(&self, patterns: Vec<String>, chunks_per_task: u32) -> Result<()> {
@@ -125,12 +263,7 @@ impl Shared {
     }
 
     pub(crate) fn status(&self) -> Result<MasterStatus> {
-        self.queue.read(|q| MasterStatus {
-            has_dataset: q.has_dataset(),
-            pass: q.pass(),
-            tasks: q.task_count(),
-            counts: q.counts(),
-        })
+        self.queue.read(status_of)
     }
 
     /// Expires overdue tasks and compacts the store if it asks for it.
@@ -155,9 +288,14 @@ impl Shared {
     }
 }
 
+fn status_of(q: &Queue) -> MasterStatus {
+    MasterStatus { has_dataset: q.has_dataset(), pass: q.pass(), tasks: q.task_count(), counts: q.counts() }
+}
+
 /// A running master. Dropping it stops it.
 pub struct MasterService {
     runtime: Option<tokio::runtime::Runtime>,
+    syncer: Option<std::thread::JoinHandle<()>>,
     shared: Arc<Shared>,
     uri: String,
 }
@@ -180,6 +318,13 @@ impl MasterService {
         if let Some((patterns, k)) = &cfg.dataset {
             shared.set_dataset(patterns.clone(), *k)?;
         }
+        let syncer = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("warren-master-sync".into())
+                .spawn(move || shared.run_syncer())
+                .map_err(|e| Error::io("starting the master's syncer thread", e))?
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("warren-master")
@@ -204,7 +349,7 @@ impl MasterService {
             status.counts.done,
             status.counts.failed
         );
-        Ok(MasterService { runtime: Some(runtime), shared, uri })
+        Ok(MasterService { runtime: Some(runtime), syncer: Some(syncer), shared, uri })
     }
 
     /// `host:port` clients connect to.
@@ -237,6 +382,11 @@ impl MasterService {
             } else {
                 rt.shutdown_background();
             }
+        }
+        if let Some(syncer) = self.syncer.take() {
+            self.shared.stop_syncer();
+            // Its store waits have deadlines of their own.
+            let _ = syncer.join();
         }
     }
 }
@@ -301,10 +451,14 @@ async fn connection(mut stream: TcpStream, shared: Arc<Shared>) {
                 return;
             }
         };
-        let s = shared.clone();
-        let reply = match tokio::task::spawn_blocking(move || s.handle(req, now_ms())).await {
-            Ok(reply) => reply,
-            Err(e) => error_reply(&Error::Master(format!("request handler panicked: {e}"))),
+        let reply = if shared.blocks(&req) {
+            let s = shared.clone();
+            match tokio::task::spawn_blocking(move || s.handle(req, now_ms())).await {
+                Ok(reply) => reply,
+                Err(e) => error_reply(&Error::Master(format!("request handler panicked: {e}"))),
+            }
+        } else {
+            shared.handle_async(req, now_ms()).await
         };
         if let Err(e) = stream.write_all(&proto::encode_frame(&reply)).await {
             info!("master: connection from {peer} ended: {e}");

@@ -22,8 +22,12 @@
 //! transaction (several if more than 120), in order, and wakes the others. etcd fsyncs its
 //! raft log before it answers.
 //!
-//! etcd refuses requests over its `--max-request-bytes` (1.5 MiB by default). The change that
-//! sets the dataset lists every chunk, so large datasets need that limit raised.
+//! Size limits: etcd refuses requests over its `--max-request-bytes` (1.5 MiB by default).
+//! The change that sets the dataset lists every chunk (about 100 bytes of JSON per chunk), so
+//! log entries over [`COMPRESS_LOG_BYTES`] are stored gzipped (paths repeat: about 10 times
+//! smaller), as is the snapshot. A write etcd still refuses as too large fails with an error
+//! that gives its size and names `--max-request-bytes`, the etcd setting to raise. Reads
+//! accept responses of any size.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -47,7 +51,11 @@ pub struct EtcdOptions {
     pub endpoints: Vec<String>,
     /// Key prefix of this master's state (one per dataset / job), e.g. `/warren/master/job1`.
     pub prefix: String,
-    /// Lease time to live in seconds: how long after a master dies its successor waits.
+    /// Lease time to live in seconds ([`MIN_LEASE_TTL_S`] to [`MAX_LEASE_TTL_S`]): how long
+    /// after a master dies its successor waits, and how long a master may go without
+    /// renewing its lease (a pause, a partition) before it loses the lock. etcd raises a
+    /// TTL below its own minimum (1.5 × its `--election-timeout`, rounded up: 2 s by
+    /// default) to that minimum; the TTL granted is logged.
     pub lease_ttl_s: i64,
     /// How long [`EtcdStore::open`] waits for the leader lock.
     pub lock_timeout: Duration,
@@ -57,6 +65,11 @@ pub struct EtcdOptions {
     /// snapshot.
     pub compact_after_changes: u64,
 }
+
+/// Smallest [`EtcdOptions::lease_ttl_s`] (etcd counts leases in whole seconds).
+pub const MIN_LEASE_TTL_S: i64 = 1;
+/// Largest [`EtcdOptions::lease_ttl_s`]: a successor never waits more than an hour.
+pub const MAX_LEASE_TTL_S: i64 = 3600;
 
 impl EtcdOptions {
     /// Defaults for `endpoints` and `prefix`: 5 s lease, 1 hour lock wait, 10 s requests,
@@ -70,6 +83,30 @@ impl EtcdOptions {
             request_timeout: Duration::from_secs(10),
             compact_after_changes: 10_000,
         }
+    }
+
+    /// Checks the settings: a clear [`Error::Config`] for a lease TTL out of bounds, no
+    /// endpoint, a relative prefix or a zero request timeout.
+    pub fn validate(&self) -> Result<()> {
+        if !(MIN_LEASE_TTL_S..=MAX_LEASE_TTL_S).contains(&self.lease_ttl_s) {
+            return Err(Error::Config(format!(
+                "etcd lease TTL {} s is out of bounds: it must be between {MIN_LEASE_TTL_S} and {MAX_LEASE_TTL_S} s",
+                self.lease_ttl_s
+            )));
+        }
+        if self.endpoints.is_empty() || self.endpoints.iter().any(|e| e.trim().is_empty()) {
+            return Err(Error::Config(format!(
+                "etcd endpoints {:?}: expected HOST:PORT[,HOST:PORT...]",
+                self.endpoints
+            )));
+        }
+        if !self.prefix.starts_with('/') {
+            return Err(Error::Config(format!("etcd key prefix {:?} must start with '/'", self.prefix)));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(Error::Config("the etcd request timeout must be positive".into()));
+        }
+        Ok(())
     }
 }
 
@@ -88,6 +125,15 @@ struct State {
 
 /// Operations per etcd transaction (etcd's default `--max-txn-ops` is 128).
 const MAX_TXN_OPS: usize = 120;
+
+/// Log entries larger than this (bytes of JSON) are stored gzipped.
+pub const COMPRESS_LOG_BYTES: usize = 64 * 1024;
+
+/// The first bytes of a gzip stream (a JSON log entry starts with `[`).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Largest etcd response this store reads (the client's default is 4 MiB).
+const MAX_RESPONSE_BYTES: usize = 1 << 30;
 
 /// A [`Store`] in etcd, held by one master at a time (see the module documentation).
 pub struct EtcdStore {
@@ -111,6 +157,7 @@ impl EtcdStore {
     /// Connects, takes the leader lock (waiting up to `lock_timeout` while another master
     /// holds it) and keeps its lease alive in the background.
     pub fn open(opts: EtcdOptions) -> Result<EtcdStore> {
+        opts.validate()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("warren-etcd")
@@ -123,12 +170,20 @@ impl EtcdStore {
         let mut client = runtime
             .block_on(Client::connect(&opts.endpoints, Some(connect)))
             .map_err(|e| Error::StoreFailed(format!("connecting to {who}: {e}")))?;
-        let lease = runtime
+        let granted = runtime
             .block_on(client.lease_grant(opts.lease_ttl_s, None))
-            .map_err(|e| Error::StoreFailed(format!("{who}: granting a lease: {e}")))?
-            .id();
+            .map_err(|e| Error::StoreFailed(format!("{who}: granting a lease: {e}")))?;
+        let lease = granted.id();
+        let ttl = Duration::from_secs(granted.ttl().max(1) as u64);
+        if granted.ttl() > opts.lease_ttl_s {
+            log::warn!(
+                "master store: {who} raised the lease TTL from {} s to its minimum of {} s (1.5 x its --election-timeout)",
+                opts.lease_ttl_s,
+                granted.ttl()
+            );
+        }
         let lease_lost = Arc::new(AtomicBool::new(false));
-        runtime.spawn(keep_alive(client.clone(), lease, opts.lease_ttl_s, lease_lost.clone()));
+        runtime.spawn(keep_alive(client.clone(), lease, ttl, lease_lost.clone()));
         let id = format!("pid {} lease {lease:x}", std::process::id());
         let store = EtcdStore {
             runtime: Some(runtime),
@@ -220,7 +275,7 @@ impl EtcdStore {
                     after: self.opts.lock_timeout,
                 });
             }
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
@@ -229,13 +284,15 @@ impl EtcdStore {
         Compare::value(self.key("leader"), CompareOp::Equal, self.id.clone())
     }
 
-    fn write(&self, what: &str, ops: Vec<TxnOp>) -> Result<()> {
+    /// Writes `ops` (about `bytes` of keys and values) in one transaction, if this master
+    /// still holds the leader lock.
+    fn write(&self, what: &str, ops: Vec<TxnOp>, bytes: usize) -> Result<()> {
         if self.lease_lost.load(Ordering::Acquire) {
             return Err(Error::StoreFailed(format!("{}: the leader lease could not be kept alive", self.who())));
         }
         let txn = Txn::new().when([self.still_leader()]).and_then(ops);
         let mut client = self.client.clone();
-        let resp = self.block_on(what, async move { client.txn(txn).await })?;
+        let resp = self.block_on(what, async move { client.txn(txn).await }).map_err(|e| too_large(e, what, bytes))?;
         if !resp.succeeded() {
             return Err(Error::StoreFailed(format!(
                 "{}: this master ({}) no longer holds the leader lock; another master may serve the dataset",
@@ -247,43 +304,80 @@ impl EtcdStore {
     }
 
     fn fail(&self, st: &mut State, e: Error) -> Error {
-        st.failed = Some(e.to_string());
+        st.failed = Some(failure_text(&e));
         e
     }
 }
 
-async fn keep_alive(mut client: Client, lease: i64, ttl_s: i64, lost: Arc<AtomicBool>) {
-    let period = Duration::from_millis((ttl_s.max(1) as u64) * 1000 / 3);
-    let (mut keeper, mut responses) = match client.lease_keep_alive(lease).await {
-        Ok(k) => k,
-        Err(e) => {
-            log::error!("master store: cannot keep the etcd lease alive: {e}");
+/// Renews the lease three times per TTL. A renewal that fails or is late is retried; the
+/// lease counts as lost only once a whole TTL has passed since the last renewal etcd
+/// confirmed (etcd may then have expired it and given the lock to another master).
+async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: Arc<AtomicBool>) {
+    let period = ttl / 3;
+    let mut confirmed = tokio::time::Instant::now();
+    let mut stream = None;
+    loop {
+        let left = (confirmed + ttl).saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            log::error!("master store: the etcd lease {lease:x} could not be renewed for {ttl:?}; it may have expired");
             lost.store(true, Ordering::Release);
             return;
         }
-    };
-    loop {
-        let ok = match tokio::time::timeout(period, async {
+        let sent = tokio::time::Instant::now();
+        let renewed = tokio::time::timeout(left, async {
+            if stream.is_none() {
+                stream = Some(client.lease_keep_alive(lease).await?);
+            }
+            let (keeper, responses) = stream.as_mut().expect("opened above");
             keeper.keep_alive().await?;
             responses.message().await
         })
-        .await
-        {
-            Ok(Ok(Some(r))) => r.ttl() > 0,
-            _ => false,
-        };
-        if !ok {
-            log::error!("master store: the etcd lease {lease:x} expired or could not be renewed");
-            lost.store(true, Ordering::Release);
-            return;
+        .await;
+        match renewed {
+            Ok(Ok(Some(r))) if r.ttl() > 0 => {
+                confirmed = sent;
+                tokio::time::sleep(period).await;
+            }
+            Ok(Ok(Some(_))) => {
+                log::error!("master store: etcd says the lease {lease:x} expired");
+                lost.store(true, Ordering::Release);
+                return;
+            }
+            other => {
+                log::warn!("master store: renewing the etcd lease {lease:x} failed ({other:?}); retrying");
+                stream = None;
+                tokio::time::sleep(period.min(Duration::from_millis(100))).await;
+            }
         }
-        tokio::time::sleep(period).await;
+    }
+}
+
+/// What a failed store says from then on (the message of a [`Error::StoreFailed`], not its
+/// display, which would repeat the variant's prefix).
+fn failure_text(e: &Error) -> String {
+    match e {
+        Error::StoreFailed(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Turns etcd's refusal of an oversized request into an error that says what to change.
+fn too_large(e: Error, what: &str, bytes: usize) -> Error {
+    match e {
+        Error::StoreFailed(m) if m.contains("request is too large") || m.contains("larger than max") => {
+            Error::StoreFailed(format!(
+                "{m}: {what} needs a request of about {bytes} bytes, over this etcd's request limit; \
+                 start etcd with a larger --max-request-bytes (its default is 1.5 MiB), or write the \
+                 dataset in fewer, larger RecordIO chunks (the change that sets a dataset lists every chunk)"
+            ))
+        }
+        other => other,
     }
 }
 
 fn gzip(bytes: &[u8]) -> Result<Vec<u8>> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    enc.write_all(bytes).and_then(|()| enc.finish()).map_err(|e| Error::io("compressing a snapshot", e))
+    enc.write_all(bytes).and_then(|()| enc.finish()).map_err(|e| Error::io("gzip-compressing a value for etcd", e))
 }
 
 fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
@@ -301,7 +395,8 @@ impl Store for EtcdStore {
         let Some(last) = changes.last() else {
             return Ok(Ticket(st.last_seq));
         };
-        let value = serde_json::to_vec(changes).expect("changes serialize");
+        let json = serde_json::to_vec(changes).expect("changes serialize");
+        let value = if json.len() > COMPRESS_LOG_BYTES { gzip(&json)? } else { json };
         st.pending.push((self.log_key(last.seq), value));
         st.last_seq = last.seq;
         st.since_compact += changes.len() as u64;
@@ -326,14 +421,15 @@ impl Store for EtcdStore {
                 drop(st);
                 let result = batch.chunks(MAX_TXN_OPS).try_for_each(|group| {
                     let ops = group.iter().map(|(k, v)| TxnOp::put(k.clone(), v.clone(), None)).collect();
-                    self.write("logging changes", ops)
+                    let bytes = group.iter().map(|(k, v)| k.len() + v.len()).sum();
+                    self.write("logging changes", ops, bytes)
                 });
                 st = self.state.lock().unwrap_or_else(|p| p.into_inner());
                 st.flushing = false;
                 match result {
                     Ok(()) => st.durable = st.durable.max(upto),
                     Err(e) => {
-                        st.failed = Some(e.to_string());
+                        st.failed = Some(failure_text(&e));
                     }
                 }
                 self.written.notify_all();
@@ -353,9 +449,9 @@ impl Store for EtcdStore {
     fn load(&self) -> Result<(Option<Snapshot>, Vec<Change>)> {
         let corrupt = |key: &str, why: String| Error::StoreCorrupt { path: key.into(), offset: 0, reason: why };
         let snap_key = self.key("snapshot");
-        let mut client = self.client.clone();
+        let mut kv = self.client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES);
         let k = snap_key.clone();
-        let resp = self.block_on("reading the snapshot", async move { client.get(k, None).await })?;
+        let resp = self.block_on("reading the snapshot", async move { kv.get(k, None).await })?;
         let snapshot = match resp.kvs().first() {
             None => None,
             Some(kv) => {
@@ -364,14 +460,20 @@ impl Store for EtcdStore {
             }
         };
         let from = snapshot.as_ref().map_or(0, Snapshot::seq);
-        let mut client = self.client.clone();
+        let mut kv = self.client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES);
         let prefix = self.key("log/");
         let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Key, SortOrder::Ascend);
-        let resp = self.block_on("reading the log", async move { client.get(prefix, Some(opts)).await })?;
+        let resp = self.block_on("reading the log", async move { kv.get(prefix, Some(opts)).await })?;
         let mut changes = Vec::new();
         for kv in resp.kvs() {
             let key = String::from_utf8_lossy(kv.key()).into_owned();
-            let batch: Vec<Change> = serde_json::from_slice(kv.value()).map_err(|e| corrupt(&key, e.to_string()))?;
+            let value = kv.value();
+            let json = if value.starts_with(&GZIP_MAGIC) {
+                std::borrow::Cow::Owned(gunzip(value).map_err(|e| corrupt(&key, e.to_string()))?)
+            } else {
+                std::borrow::Cow::Borrowed(value)
+            };
+            let batch: Vec<Change> = serde_json::from_slice(&json).map_err(|e| corrupt(&key, e.to_string()))?;
             changes.extend(batch.into_iter().filter(|c| c.seq > from));
         }
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -393,7 +495,8 @@ impl Store for EtcdStore {
         }
         let drop_logs =
             TxnOp::delete(self.key("log/"), Some(DeleteOptions::new().with_range(self.log_key(snapshot.seq() + 1))));
-        match self.write("writing a snapshot", vec![TxnOp::put(self.key("snapshot"), value, None), drop_logs]) {
+        let bytes = value.len();
+        match self.write("writing a snapshot", vec![TxnOp::put(self.key("snapshot"), value, None), drop_logs], bytes) {
             Ok(()) => {
                 st.since_compact = st.last_seq.saturating_sub(snapshot.seq());
                 Ok(())
@@ -420,5 +523,29 @@ impl Drop for EtcdStore {
                 );
         }
         rt.shutdown_background();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_out_of_bounds_are_clear_errors() {
+        let ok = EtcdOptions::new(vec!["127.0.0.1:2379".into()], "/warren/x");
+        assert!(ok.validate().is_ok());
+        for ttl in [0, -1, 3601] {
+            let err = EtcdOptions { lease_ttl_s: ttl, ..ok.clone() }.validate().unwrap_err();
+            assert!(
+                matches!(&err, Error::Config(m) if m.contains("lease TTL") && m.contains("between 1 and 3600")),
+                "{err}"
+            );
+        }
+        for ttl in [1, 3600] {
+            assert!(EtcdOptions { lease_ttl_s: ttl, ..ok.clone() }.validate().is_ok());
+        }
+        assert!(matches!(EtcdOptions { endpoints: vec![], ..ok.clone() }.validate(), Err(Error::Config(_))));
+        assert!(matches!(EtcdOptions { prefix: "x".into(), ..ok.clone() }.validate(), Err(Error::Config(_))));
+        assert!(matches!(EtcdOptions { request_timeout: Duration::ZERO, ..ok }.validate(), Err(Error::Config(_))));
     }
 }

@@ -27,7 +27,7 @@ pub(crate) mod testdir;
 
 use std::sync::Arc;
 
-pub use etcd::{EtcdOptions, EtcdStore};
+pub use etcd::{EtcdOptions, EtcdStore, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S};
 pub use file::{FileStore, FileStoreOptions, FileStoreStats};
 pub use snapshot_every_change::SnapshotEveryChangeStore;
 
@@ -80,6 +80,13 @@ pub trait Store: Send + Sync {
     fn wants_compaction(&self) -> bool {
         false
     }
+
+    /// Whether [`submit`](Store::submit) may block for long (write to disk): then callers
+    /// that must not block (an async task) hand it to a thread. False by default: a store
+    /// only queues in `submit` and writes in `wait_durable`.
+    fn submit_blocks(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Store + ?Sized> Store for Box<S> {
@@ -98,6 +105,9 @@ impl<S: Store + ?Sized> Store for Box<S> {
     fn wants_compaction(&self) -> bool {
         (**self).wants_compaction()
     }
+    fn submit_blocks(&self) -> bool {
+        (**self).submit_blocks()
+    }
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
@@ -115,5 +125,8 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn wants_compaction(&self) -> bool {
         (**self).wants_compaction()
+    }
+    fn submit_blocks(&self) -> bool {
+        (**self).submit_blocks()
     }
 }

@@ -41,6 +41,11 @@ impl SnapshotEveryChangeStore {
 }
 
 impl Store for SnapshotEveryChangeStore {
+    /// True: every submit writes the whole snapshot.
+    fn submit_blocks(&self) -> bool {
+        true
+    }
+
     fn submit(&self, changes: &[Change]) -> Result<Ticket> {
         let mut r = lock(&self.replica);
         if let Some(why) = &r.failed {

@@ -33,8 +33,15 @@ fn etcd_binary() -> PathBuf {
 }
 
 impl Etcd {
-    /// Starts etcd and waits (at most 30 s) until its client port accepts connections.
+    /// Starts etcd (accepting requests up to 32 MiB) and waits (at most 30 s) until its
+    /// client port accepts connections.
     pub fn start(tag: &str) -> Etcd {
+        // The change that sets a dataset lists every chunk.
+        Etcd::start_with_request_limit(tag, 32 << 20)
+    }
+
+    /// Like [`start`](Etcd::start), with etcd's `--max-request-bytes` set to `bytes`.
+    pub fn start_with_request_limit(tag: &str, bytes: u64) -> Etcd {
         let bin = etcd_binary();
         let dir = std::env::temp_dir().join(format!("warren-etcd-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -49,8 +56,7 @@ impl Etcd {
             .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
             .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &format!("warren-test={peer_url}")])
-            // The change that sets a dataset lists every chunk.
-            .args(["--max-request-bytes", "33554432"])
+            .args(["--max-request-bytes", &bytes.to_string()])
             .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH)
             .stdout(Stdio::null())
             .stderr(log)

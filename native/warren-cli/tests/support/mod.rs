@@ -1,0 +1,4 @@
+//! Helpers shared by the integration tests of `warren` (each test binary uses a part).
+#![allow(dead_code)]
+
+pub mod crash;
