@@ -6,6 +6,7 @@
 //!   panics and maps each `warren::Error` *variant* to a Java exception class.
 //! - [`logging`]: the `log` crate routed to SLF4J, filtered natively.
 //! - [`recordio`]: the exports of `RecordIOWriter` / `RecordIOReader`.
+//! - [`master`]: the exports of `Master`, `MasterClient` and `TaskReader`.
 //! - This file: the exports of `Communicator` and `Tracker`. Native objects cross as `long` handles (`Box` pointers) that the
 //!   Java side releases explicitly with `commClose` / `trackerClose`; a zero handle raises
 //!   `IllegalStateException`. The Java classes serialise the calls on one handle and zero it
@@ -29,6 +30,7 @@
 
 pub mod errors;
 pub mod logging;
+pub mod master;
 pub mod recordio;
 
 use std::collections::HashMap;
