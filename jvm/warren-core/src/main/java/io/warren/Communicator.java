@@ -26,8 +26,9 @@ import java.util.Objects;
  * }</pre>
  *
  * <p>Java arrays are copied into a buffer the communicator reuses while the collective runs
- * (holding a JNI critical region across a network wait would stall the garbage collector);
- * direct {@link ByteBuffer}s are used in place with no copy.
+ * (holding a JNI critical region across a network wait would stall the garbage collector), in
+ * pieces of 1 MiB that stay in the CPU cache; direct {@link ByteBuffer}s are used in place with
+ * no copy.
  */
 public final class Communicator implements AutoCloseable {
   private long handle;
@@ -145,7 +146,9 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * Reduces {@code data} element-wise across all workers with {@code op}, in place; every
-   * worker ends with the same bits. On failure the array is left unchanged.
+   * worker ends with the same bits. Arrays over 1 MiB are reduced in pieces of 1 MiB (setting
+   * {@code WARREN_JNI_ARRAY_SEGMENT_BYTES}), so on failure some pieces may already hold the
+   * result.
    *
    * @param data this worker's values; replaced by the result
    * @param op a reduction operator (not bitwise: floats have none)
