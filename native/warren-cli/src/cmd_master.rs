@@ -10,9 +10,7 @@ use hdrhistogram::Histogram;
 use warren::Error;
 use warren::master::{ClientOptions, GetTask, MasterClient, MasterConfig, MasterService, QueueSettings};
 use warren::recordio::{Compressor, Writer, WriterOptions};
-use warren::store::{
-    EtcdOptions, EtcdStore, FileStore, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S, SnapshotEveryChangeStore, Store,
-};
+use warren::store::{MAX_LEASE_TTL_S, MIN_LEASE_TTL_S, OpenOptions};
 
 /// Arguments of `warren master`.
 #[derive(Args)]
@@ -65,6 +63,13 @@ pub struct EtcdArgs {
     etcd_lease_ttl_s: i64,
 }
 
+impl EtcdArgs {
+    /// These settings as the options of [`warren::store::open_with`].
+    fn open_options(&self) -> OpenOptions {
+        OpenOptions { etcd_lease_ttl_s: self.etcd_lease_ttl_s }
+    }
+}
+
 /// Subcommands of `warren master`.
 #[derive(Subcommand)]
 enum MasterCmd {
@@ -83,32 +88,6 @@ struct StatusArgs {
     timeout_s: f64,
 }
 
-/// Key prefix in etcd when `--store etcd:HOST:PORT` names none.
-const DEFAULT_ETCD_PREFIX: &str = "/warren/master/default";
-
-/// Opens the store named by `spec`: `file:DIR`, `snapshot:DIR` or
-/// `etcd:HOST:PORT[,HOST:PORT...][/PREFIX]` (one prefix per dataset: one master serves it at
-/// a time; another one started on the same prefix waits and takes over, see [`EtcdArgs`]).
-pub fn open_store(spec: &str, etcd: &EtcdArgs) -> warren::Result<Box<dyn Store>> {
-    match spec.split_once(':') {
-        Some(("file", dir)) if !dir.is_empty() => Ok(Box::new(FileStore::open(dir)?)),
-        Some(("snapshot", dir)) if !dir.is_empty() => Ok(Box::new(SnapshotEveryChangeStore::open(dir, 6)?)),
-        Some(("etcd", rest)) if !rest.is_empty() => {
-            let (endpoint, prefix) = match rest.find('/') {
-                Some(i) => (&rest[..i], &rest[i..]),
-                None => (rest, DEFAULT_ETCD_PREFIX),
-            };
-            let endpoints = endpoint.split(',').map(String::from).collect();
-            let mut opts = EtcdOptions::new(endpoints, prefix);
-            opts.lease_ttl_s = etcd.etcd_lease_ttl_s;
-            Ok(Box::new(EtcdStore::open(opts)?))
-        }
-        _ => Err(Error::Config(format!(
-            "--store {spec:?}: expected file:DIR, snapshot:DIR or etcd:HOST:PORT[,HOST:PORT...][/PREFIX]"
-        ))),
-    }
-}
-
 /// The job secret from the environment; unlike the tracker, a client cannot invent one.
 fn client_secret() -> warren::Result<String> {
     if std::env::var(warren::config::keys::JOB_SECRET).is_err()
@@ -125,7 +104,7 @@ pub fn run(a: MasterArgs) -> warren::Result<u8> {
         return status(s);
     }
     let spec = a.store.ok_or_else(|| Error::Config("warren master needs --store file:DIR or etcd:HOST:PORT".into()))?;
-    let store = open_store(&spec, &a.etcd)?;
+    let store = warren::store::open_with(&spec, &a.etcd.open_options())?;
     let secret = super::launcher::job_secret(true)?;
     let mut cfg = MasterConfig::new(secret);
     cfg.host = a.host;
@@ -210,7 +189,7 @@ fn bench_in(a: &BenchMasterArgs, combined: bool, tmp: &std::path::Path) -> warre
     }
     w.finish()?;
     let spec = a.store.clone().unwrap_or_else(|| format!("file:{}", tmp.join("store").display()));
-    let store = open_store(&spec, &a.etcd)?;
+    let store = warren::store::open_with(&spec, &a.etcd.open_options())?;
     let secret = warren::auth::generate_secret();
     let mut cfg = MasterConfig::new(secret.clone());
     cfg.dataset = Some((vec![data.display().to_string()], 1));

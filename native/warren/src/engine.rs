@@ -369,14 +369,23 @@ impl Communicator {
     /// time (the JVM and the benchmark use this). `buf` must be aligned to the element type.
     /// `bootstrap_key`, if given, makes it a bootstrap call with that explicit key.
     pub fn allreduce_dyn(&mut self, buf: &mut [u8], dtype: DataType, op: Op) -> Result<()> {
-        self.allreduce_dyn_inner(buf, dtype, op, None)
+        self.allreduce_dyn_inner(buf, dtype, op, 0, None)
+    }
+
+    /// [`Communicator::allreduce_dyn`] with a `tag` that every rank must pass alike (a
+    /// mismatch error otherwise). A caller that reduces a large buffer as several calls on
+    /// its pieces (the JVM binding does) puts the whole buffer's length in the tag, so that
+    /// ranks splitting buffers of different lengths are told so instead of pairing pieces of
+    /// different calls.
+    pub fn allreduce_dyn_tagged(&mut self, buf: &mut [u8], dtype: DataType, op: Op, tag: u32) -> Result<()> {
+        self.allreduce_dyn_inner(buf, dtype, op, tag, None)
     }
 
     /// [`Communicator::allreduce_dyn`] as a bootstrap call under an explicit key (foreign
     /// callers pass their own call-site description).
     pub fn allreduce_dyn_keyed(&mut self, buf: &mut [u8], dtype: DataType, op: Op, bootstrap_key: &str) -> Result<()> {
         let key = self.explicit_key(bootstrap_key);
-        self.allreduce_dyn_inner(buf, dtype, op, key)
+        self.allreduce_dyn_inner(buf, dtype, op, 0, key)
     }
 
     fn allreduce_dyn_inner(
@@ -384,6 +393,7 @@ impl Communicator {
         buf: &mut [u8],
         dtype: DataType,
         op: Op,
+        tag: u32,
         key: Option<BootstrapKey>,
     ) -> Result<()> {
         if dtype == DataType::User || !op.supports(dtype) || op == Op::User {
@@ -398,7 +408,7 @@ impl Communicator {
             )));
         }
         let reducer = move |a: &mut [u8], b: &[u8]| reduce::reduce_dyn(dtype, op, a, b);
-        self.allreduce_raw(buf, dtype, op, size, 0, &reducer, key)
+        self.allreduce_raw(buf, dtype, op, size, tag, &reducer, key)
     }
 
     /// Allreduce with a user reducer over raw bytes: `reducer(acc, other)` combines `other`

@@ -9,6 +9,7 @@
 //!   time; a second master waits and takes over when the first dies).
 //! - [`SnapshotEveryChangeStore`]: the seed design (serialize the whole queue, gzip, write
 //!   it synchronously on every change), kept for benchmark comparison.
+//! - [`open`] (in `spec.rs`): one of these named by a spec such as `file:DIR`.
 //!
 //! A store that fails a write refuses all later work ([`Error::StoreFailed`]): the
 //! in-memory queue may then be ahead of the disk, and only a restart (which reloads what
@@ -20,6 +21,7 @@ mod etcd;
 mod file;
 mod fsutil;
 mod snapshot_every_change;
+mod spec;
 mod wal;
 
 #[cfg(test)]
@@ -30,6 +32,7 @@ use std::sync::Arc;
 pub use etcd::{EtcdOptions, EtcdStore, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S};
 pub use file::{FileStore, FileStoreOptions, FileStoreStats};
 pub use snapshot_every_change::SnapshotEveryChangeStore;
+pub use spec::{DEFAULT_ETCD_PREFIX, OpenOptions, open, open_with};
 
 use crate::error::Result;
 use crate::master::{Change, Snapshot};

@@ -26,8 +26,9 @@ import java.util.Objects;
  * }</pre>
  *
  * <p>Java arrays are copied into a buffer the communicator reuses while the collective runs
- * (holding a JNI critical region across a network wait would stall the garbage collector);
- * direct {@link ByteBuffer}s are used in place with no copy.
+ * (holding a JNI critical region across a network wait would stall the garbage collector), in
+ * pieces of 1 MiB that stay in the CPU cache; direct {@link ByteBuffer}s are used in place with
+ * no copy.
  */
 public final class Communicator implements AutoCloseable {
   private long handle;
@@ -73,6 +74,36 @@ public final class Communicator implements AutoCloseable {
     return new Communicator(Native.commCreate(keys, values));
   }
 
+  /**
+   * Runs one worker's part of a job: joins it ({@link #create(Map)}), runs {@code body}, and
+   * leaves it: with {@link #close()} when {@code body} returns, with {@link #abort()} when it
+   * throws, so that the tracker treats the worker as lost and a new attempt with the same task
+   * id can take over (retry-one recovery). The exception is rethrown.
+   *
+   * <pre>{@code
+   * double[] model = Communicator.run(settings, comm -> train(comm));
+   * }</pre>
+   *
+   * @param settings the worker settings, as for {@link #create(Map)}
+   * @param body the worker's work
+   * @param <T> what {@code body} returns
+   * @return what {@code body} returned
+   * @throws WarrenException (a subclass) if joining, a collective or leaving fails
+   */
+  public static <T> T run(Map<String, String> settings, java.util.function.Function<Communicator, T> body) {
+    Objects.requireNonNull(body, "body");
+    Communicator comm = create(settings);
+    T result;
+    try {
+      result = body.apply(comm);
+    } catch (Throwable t) {
+      comm.abort();
+      throw t;
+    }
+    comm.close();
+    return result;
+  }
+
   /** The native handle (for the benchmark's Rust-side loop); throws if closed. */
   synchronized long nativeHandle() {
     return live();
@@ -115,16 +146,20 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * Reduces {@code data} element-wise across all workers with {@code op}, in place; every
-   * worker ends with the same bits. On failure the array is left unchanged.
+   * worker ends with the same bits. Arrays over 1 MiB are reduced in pieces of 1 MiB (setting
+   * {@code WARREN_JNI_ARRAY_SEGMENT_BYTES}), so on failure some pieces may already hold the
+   * result.
    *
    * @param data this worker's values; replaced by the result
    * @param op a reduction operator (not bitwise: floats have none)
+   * @return {@code data}, now holding the result
    * @throws WarrenException (a subclass) if the collective fails
    * @throws IllegalStateException if the communicator is closed
    */
-  public synchronized void allreduce(float[] data, Op op) {
+  public synchronized float[] allreduce(float[] data, Op op) {
     Objects.requireNonNull(data, "data");
     Native.commAllreduceF32(live(), data, opCode(op));
+    return data;
   }
 
   /**
@@ -132,12 +167,14 @@ public final class Communicator implements AutoCloseable {
    *
    * @param data this worker's values; replaced by the result
    * @param op a reduction operator (not bitwise)
+   * @return {@code data}, now holding the result
    * @throws WarrenException (a subclass) if the collective fails
    * @throws IllegalStateException if the communicator is closed
    */
-  public synchronized void allreduce(double[] data, Op op) {
+  public synchronized double[] allreduce(double[] data, Op op) {
     Objects.requireNonNull(data, "data");
     Native.commAllreduceF64(live(), data, opCode(op));
+    return data;
   }
 
   /**
@@ -146,12 +183,14 @@ public final class Communicator implements AutoCloseable {
    *
    * @param data this worker's values; replaced by the result
    * @param op a reduction operator
+   * @return {@code data}, now holding the result
    * @throws WarrenException (a subclass) if the collective fails
    * @throws IllegalStateException if the communicator is closed
    */
-  public synchronized void allreduce(int[] data, Op op) {
+  public synchronized int[] allreduce(int[] data, Op op) {
     Objects.requireNonNull(data, "data");
     Native.commAllreduceI32(live(), data, opCode(op));
+    return data;
   }
 
   /**
@@ -160,12 +199,14 @@ public final class Communicator implements AutoCloseable {
    *
    * @param data this worker's values; replaced by the result
    * @param op a reduction operator
+   * @return {@code data}, now holding the result
    * @throws WarrenException (a subclass) if the collective fails
    * @throws IllegalStateException if the communicator is closed
    */
-  public synchronized void allreduce(long[] data, Op op) {
+  public synchronized long[] allreduce(long[] data, Op op) {
     Objects.requireNonNull(data, "data");
     Native.commAllreduceI64(live(), data, opCode(op));
+    return data;
   }
 
   /**

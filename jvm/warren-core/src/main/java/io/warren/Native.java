@@ -4,7 +4,8 @@ import java.nio.ByteBuffer;
 
 /**
  * The native declarations, one per export of {@code libwarren_jni}. Handles are {@code Box}
- * pointers owned by {@link Communicator} and {@link Tracker}, which serialise calls on a handle
+ * pointers owned by {@link Communicator}, {@link Tracker}, {@link Master} and the other
+ * handle classes, which serialise calls on a handle
  * and release it once. Call {@link NativeLoader#ensureLoaded()} before any of these.
  */
 final class Native {
@@ -96,4 +97,36 @@ final class Native {
   static native byte[] rioReaderNext(long handle);
 
   static native void rioReaderClose(long handle);
+
+  /** Dataset glob patterns, then settings as in {@link Master.Builder}. */
+  static native long masterStart(String[] patterns, String[] keys, String[] values);
+
+  static native String masterAddress(long handle);
+
+  /** {@code [hasDataset, pass, tasks, todo, pending, done, failed]}. */
+  static native long[] masterStatus(long handle);
+
+  static native String masterFailure(long handle);
+
+  static native void masterClose(long handle);
+
+  static native long mclientConnect(String address, String secret, long callTimeoutMillis);
+
+  static native long[] mclientStatus(long handle);
+
+  static native void mclientSetDataset(long handle, String[] patterns, int chunksPerTask);
+
+  static native void mclientClose(long handle);
+
+  static native long taskReaderOpen(
+      String address, String secret, long pass, long callTimeoutMillis, long idleTimeoutMillis);
+
+  static native byte[] taskReaderNext(long handle);
+
+  static native void taskReaderStartPass(long handle, long pass);
+
+  /** {@code [pass, tasksFinished, tasksFailed]}. */
+  static native long[] taskReaderCounts(long handle);
+
+  static native void taskReaderClose(long handle);
 }

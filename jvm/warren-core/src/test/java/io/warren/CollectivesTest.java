@@ -129,4 +129,45 @@ class CollectivesTest {
       }
     }
   }
+
+  @Test
+  @Timeout(120)
+  void arraysReducedInSmallPiecesGiveTheSerialResults() throws Exception {
+    // 4 KiB pieces: every array of Checks longer than 512 elements goes piece by piece,
+    // with a short last piece, for every element type and operator.
+    List<TestSupport.Outcome<Void>> out =
+        TestSupport.threads(
+            3,
+            Map.of("WARREN_JNI_ARRAY_SEGMENT_BYTES", "4096"),
+            Duration.ofSeconds(110),
+            comm -> {
+              Checks.all(comm);
+              return null;
+            });
+    out.forEach(TestSupport.Outcome::get);
+  }
+
+  @Test
+  @Timeout(120)
+  void aLargeArrayInDefaultPieces() throws Exception {
+    int n = (3 << 20) / 4 + 7; // 3 MiB of floats and 7 more: three full 1 MiB pieces and one of 28 bytes
+    List<TestSupport.Outcome<float[]>> out =
+        TestSupport.threads(
+            2,
+            Map.of(),
+            Duration.ofSeconds(110),
+            comm -> {
+              float[] x = new float[n];
+              for (int i = 0; i < n; i++) {
+                x[i] = (float) Checks.floatInput(comm.rank(), i);
+              }
+              return comm.allreduce(x, Op.SUM);
+            });
+    for (TestSupport.Outcome<float[]> o : out) {
+      float[] got = o.get();
+      for (int i = 0; i < n; i++) {
+        assertEquals((float) Checks.expectedFloat(Op.SUM, 2, i), got[i], "element " + i);
+      }
+    }
+  }
 }

@@ -74,6 +74,27 @@ class FailuresTest {
 
   @Test
   @Timeout(60)
+  void arraysOfDifferentLengthsInPiecesFailOnEveryRank() throws Exception {
+    // Rank 1's array has one more 4 KiB piece than rank 0's: the pieces carry the array's
+    // length, so the first piece already differs instead of rank 0's next call pairing with
+    // rank 1's last piece.
+    List<TestSupport.Outcome<Void>> out =
+        TestSupport.threads(
+            2,
+            Map.of("WARREN_TIMEOUT_S", "20", "WARREN_JNI_ARRAY_SEGMENT_BYTES", "4096"),
+            Duration.ofSeconds(50),
+            comm -> {
+              comm.allreduce(new float[1024 * (2 + comm.rank())], Op.SUM);
+              comm.allreduce(new float[1024], Op.SUM);
+              return null;
+            });
+    for (TestSupport.Outcome<Void> o : out) {
+      assertInstanceOf(CollectiveMismatchException.class, o.error, String.valueOf(o.error));
+    }
+  }
+
+  @Test
+  @Timeout(60)
   void afterAFailureTheCommunicatorIsAborted() throws Exception {
     List<TestSupport.Outcome<Throwable>> out =
         TestSupport.threads(

@@ -22,10 +22,11 @@ import java.util.regex.Pattern;
  * timed iterations, medians), not JMH itself.
  *
  * <ol>
- *   <li>Allreduce (sum) of 16 MiB with 2 worker JVMs: a {@code float[]} (copy mode, the
- *       default), a {@code float[]} with {@code WARREN_JNI_ARRAY_ACCESS=critical}, and a direct
- *       {@code ByteBuffer}; interleaved in rounds with {@code warren bench allreduce -n 2 --bytes
- *       16777216}, the same call from Rust processes.
+ *   <li>Allreduce (sum) of 16 MiB with 2 worker JVMs: a {@code float[]} (copied in 1 MiB
+ *       pieces, the default), a {@code float[]} copied as one 16 MiB piece, a {@code float[]}
+ *       with {@code WARREN_JNI_ARRAY_ACCESS=critical}, and a direct {@code ByteBuffer};
+ *       interleaved in rounds with {@code warren bench allreduce -n 2 --bytes 16777216}, the
+ *       same call from Rust processes, and with 16 MiB as 16 calls of 1 MiB from Rust.
  *   <li>The cost of one 4-byte allreduce in a world of one through JNI, and the same call in a
  *       loop inside Rust, in this JVM: the difference is the JNI overhead per call.
  * </ol>
@@ -52,14 +53,20 @@ public final class JniBench {
     medians.put("rust", new ArrayList<>());
     for (int r = 0; r < rounds; r++) {
       // Rotate the order each round so that no implementation always runs first.
-      for (int k = 0; k < 3; k++) {
+      for (int k = 0; k < 5; k++) {
         List<String> lines;
-        switch ((r + k) % 3) {
+        switch ((r + k) % 5) {
           case 0:
             lines = rust(bin, iters);
             break;
           case 1:
             lines = jvmJob(iters, Map.of());
+            break;
+          case 2:
+            lines = jvmJob(iters, Map.of("WARREN_JNI_ARRAY_SEGMENT_BYTES", Integer.toString(BYTES)));
+            break;
+          case 3:
+            lines = rustPieces(bin, iters);
             break;
           default:
             lines = jvmJob(iters, Map.of("WARREN_JNI_ARRAY_ACCESS", "critical"));
@@ -109,6 +116,34 @@ public final class JniBench {
     return lines;
   }
 
+  /**
+   * The Rust reference for the JVM's pieces: {@code warren bench allreduce} of 1 MiB calls,
+   * reported as 16 x their mean (the time of 16 MiB in 1 MiB calls).
+   */
+  static List<String> rustPieces(String bin, int iters) throws Exception {
+    int piece = 1 << 20;
+    int n = BYTES / piece;
+    Process p =
+        new ProcessBuilder(
+                bin, "bench", "allreduce", "-n", "2", "--bytes", Integer.toString(piece),
+                "--iters", Integer.toString(iters * n), "--warmup", Integer.toString(WARMUP * n))
+            .redirectErrorStream(true)
+            .start();
+    List<String> lines = readAll(p);
+    if (!p.waitFor(300, TimeUnit.SECONDS) || p.exitValue() != 0) {
+      throw new IllegalStateException("warren bench failed: " + lines);
+    }
+    List<String> out = new ArrayList<>();
+    for (String line : lines) {
+      Matcher mean = Pattern.compile("\"mean_s\":([0-9.eE+-]+)").matcher(line);
+      if (mean.find()) {
+        out.add(String.format(Locale.ROOT, "{\"impl\":\"rust-16-calls-of-1MiB\",\"median_s\":%.6f}",
+            Double.parseDouble(mean.group(1)) * n));
+      }
+    }
+    return out;
+  }
+
   static List<String> jvmJob(int iters, Map<String, String> extra) throws Exception {
     List<Process> ps = new ArrayList<>();
     List<String> out = new ArrayList<>();
@@ -151,12 +186,20 @@ public final class JniBench {
     void run();
   }
 
-  static double[] time(Call call, int iters) {
+  /** Calls between the (untimed) checkpoints, as in {@code warren bench}. */
+  static final int CALLS_PER_CHECKPOINT = 8;
+
+  static double[] time(Communicator comm, Call call, int iters) {
     for (int i = 0; i < WARMUP; i++) {
       call.run();
     }
     double[] t = new double[iters];
     for (int i = 0; i < iters; i++) {
+      // Results are kept for replay until the next checkpoint, as in a training loop that
+      // checkpoints every few calls; the Rust benchmark does the same. Not timed.
+      if (i % CALLS_PER_CHECKPOINT == 0) {
+        comm.checkpoint(new byte[0], null);
+      }
       long s = System.nanoTime();
       call.run();
       t[i] = (System.nanoTime() - s) / 1e9;
@@ -184,15 +227,18 @@ public final class JniBench {
       }
     });
     boolean critical = "critical".equals(settings.get("WARREN_JNI_ARRAY_ACCESS"));
+    boolean whole = settings.containsKey("WARREN_JNI_ARRAY_SEGMENT_BYTES");
+    String impl =
+        critical ? "jvm-float[]-critical" : whole ? "jvm-float[]-copy-one-16MiB-piece" : "jvm-float[]-copy-1MiB-pieces";
     try (Communicator comm = Communicator.create(settings)) {
       float[] array = new float[BYTES / 4];
-      double[] t = time(() -> comm.allreduce(array, Op.SUM), iters);
+      double[] t = time(comm, () -> comm.allreduce(array, Op.SUM), iters);
       if (comm.rank() == 0) {
-        System.out.println(json(critical ? "jvm-float[]-critical" : "jvm-float[]-copy", comm, t));
+        System.out.println(json(impl, comm, t));
       }
-      if (!critical) {
+      if (!critical && !whole) {
         ByteBuffer direct = ByteBuffer.allocateDirect(BYTES).order(ByteOrder.nativeOrder());
-        t = time(() -> comm.allreduce(direct, DataType.F32, Op.SUM), iters);
+        t = time(comm, () -> comm.allreduce(direct, DataType.F32, Op.SUM), iters);
         if (comm.rank() == 0) {
           System.out.println(json("jvm-direct-buffer", comm, t));
         }

@@ -119,6 +119,19 @@ public final class WorkerMain {
             }
             break;
           }
+        case "master-read":
+          // Reads pass 0 from the master named by WARREN_MASTER_URI (see MasterTest): one
+          // line REC <record as UTF-8> per record.
+          try (MasterClient client = MasterClient.connect(settings);
+              TaskReader records = client.reader(0, java.time.Duration.ofSeconds(60))) {
+            long n = 0;
+            while (records.hasNext()) {
+              System.out.println("REC " + new String(records.next(), java.nio.charset.StandardCharsets.UTF_8));
+              n++;
+            }
+            System.out.println("WORKER_OK records=" + n + " tasks=" + records.tasksFinished());
+          }
+          break;
         default:
           throw new IllegalArgumentException("unknown mode " + mode);
       }

@@ -1,13 +1,21 @@
 package io.warren.readme;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.warren.*;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -18,23 +26,58 @@ class ReadmeJavaExampleTest {
   @Test
   @Timeout(60)
   void example() throws Exception {
-    // README-BEGIN
-    try (Tracker tracker = Tracker.start(2, "s3cret")) {
-      Thread peer = new Thread(() -> {  // stands for another Spark task or process
-        try (Communicator c = Communicator.create(tracker.workerSettings("1"))) {
-          c.allreduce(new float[] {10f, 20f}, Op.SUM);
-        }
-      });
-      peer.start();
-      try (Communicator comm = Communicator.create(tracker.workerSettings("0"))) {
-        float[] grad = {1f, 2f};
-        comm.allreduce(grad, Op.SUM);  // in place, on every worker: {11.0, 22.0}
-        System.out.println("rank " + comm.rank() + ": " + Arrays.toString(grad));
+    PrintStream stdout = System.out;
+    ByteArrayOutputStream captured = new ByteArrayOutputStream();
+    System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+    try {
+      // README-BEGIN
+      try (Tracker tracker = Tracker.start(2, "s3cret")) {
+        // worker "1" as a thread here; in a real job, another Spark task or process
+        var peer = CompletableFuture.supplyAsync(() ->
+            Communicator.run(tracker.workerSettings("1"), c -> c.allreduce(new float[] {10f, 20f}, Op.SUM)));
+        float[] sum = Communicator.run(tracker.workerSettings("0"), c -> c.allreduce(new float[] {1f, 2f}, Op.SUM));
+        System.out.println(Arrays.toString(sum));                             // [11.0, 22.0]
+        System.out.println(Arrays.toString(peer.get(30, TimeUnit.SECONDS)));  // [11.0, 22.0]
+        System.out.println(tracker.awaitCompletion(Duration.ofSeconds(30)));  // JobReport[workers=2, ...]
       }
-      peer.join();
-      System.out.println(tracker.awaitCompletion(Duration.ofSeconds(30)));
+      // README-END
+    } finally {
+      System.setOut(stdout);
     }
-    // README-END
+    String out = captured.toString(StandardCharsets.UTF_8);
+    System.out.print(out);
+    String[] lines = out.split("\\R");
+    assertEquals("[11.0, 22.0]", lines[0]);
+    assertEquals("[11.0, 22.0]", lines[1]);
+    assertTrue(lines[2].startsWith("JobReport[workers=2, recoveries=0,"), lines[2]);
+  }
+
+  /** {@link Communicator#run}: closes after the body returns, aborts after it throws. */
+  @Test
+  @Timeout(60)
+  void runClosesOnSuccessAndAbortsOnFailure() {
+    try (Tracker tracker = Tracker.start(1, "s3cret")) {
+      assertArrayEquals(new int[] {7}, Communicator.run(tracker.workerSettings("0"), c -> c.allreduce(new int[] {7}, Op.MAX)));
+      assertEquals(1, tracker.awaitCompletion(Duration.ofSeconds(20)).workers());
+    }
+    try (Tracker tracker = Tracker.start(1, "s3cret")) {
+      Communicator[] seen = new Communicator[1];
+      IllegalStateException e =
+          assertThrows(
+              IllegalStateException.class,
+              () ->
+                  Communicator.run(
+                      tracker.workerSettings("0"),
+                      c -> {
+                        seen[0] = c;
+                        throw new IllegalStateException("the task failed");
+                      }));
+      assertEquals("the task failed", e.getMessage());
+      assertTrue(seen[0].isClosed());
+      // Aborted, not closed: the tracker waits for a replacement of task 0 instead of
+      // reporting the job complete.
+      assertThrows(WarrenException.class, () -> tracker.awaitCompletion(Duration.ofSeconds(2)));
+    }
   }
 
   /** The README shows exactly the lines between the markers above. */

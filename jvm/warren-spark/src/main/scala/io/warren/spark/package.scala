@@ -42,6 +42,17 @@ package object spark {
       * @return the running tracker; close it when the job is over
       */
     def tracker(workers: Int, secret: String): Tracker = Tracker.start(workers, secret)
+
+    /** Runs one worker's part of a job (see `Communicator.run`): joins, runs `body`, then
+      * closes the communicator, or aborts it if `body` throws (so that a new attempt with the
+      * same task id can take over).
+      *
+      * @param settings the worker settings (`WARREN_*` keys); empty for a world of one
+      * @param body the worker's work
+      * @return what `body` returned
+      */
+    def run[T](settings: Map[String, String])(body: Communicator => T): T =
+      Communicator.run[T](settings.asJava, c => body(c))
   }
 
   /** An element type whose arrays can be reduced in place.

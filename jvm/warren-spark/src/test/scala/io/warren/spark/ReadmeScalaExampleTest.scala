@@ -13,23 +13,22 @@ class ReadmeScalaExampleTest {
   @Test
   @Timeout(60)
   def example(): Unit = {
+    val out = new java.io.ByteArrayOutputStream()
+    Console.withOut(out) {
     // README-BEGIN
-    import io.warren.Op
-    import io.warren.spark._
+    import io.warren.Op, io.warren.spark._
     import scala.concurrent.{Await, Future}, scala.concurrent.ExecutionContext.Implicits.global
     import scala.concurrent.duration._, scala.util.Using
 
     Using.resource(Warren.tracker(2, "s3cret")) { tracker =>
-      val peer = Future(Using.resource(Warren.communicator(tracker.settingsFor("1"))) { c =>
-        c.allreduceInPlace(Array(10.0, 20.0))  // another task or process in a real job
-      })
-      Using.resource(Warren.communicator(tracker.settingsFor("0"))) { comm =>
-        val grad = comm.allreduceInPlace(Array(1.0, 2.0), Op.SUM)  // Array[Double], in place
-        println(s"rank ${comm.rank}: ${grad.mkString(", ")}")   // 11.0, 22.0 on both
-      }
-      Await.result(peer, 30.seconds)
+      // worker "1" as a Future here; in a real job, another Spark task or process
+      val peer = Future(Warren.run(tracker.settingsFor("1"))(_.allreduceInPlace(Array(10.0, 20.0))))
+      val sum = Warren.run(tracker.settingsFor("0"))(_.allreduceInPlace(Array(1.0, 2.0), Op.SUM))
+      println(sum.mkString(", ") + " / " + Await.result(peer, 30.seconds).mkString(", "))  // 11.0, 22.0 / 11.0, 22.0
     }
     // README-END
+    }
+    assertEquals("11.0, 22.0 / 11.0, 22.0", out.toString("UTF-8").trim)
   }
 
   @Test

@@ -1,0 +1,167 @@
+package io.warren;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * A worker's connection to the data {@link Master}: status, setting the dataset, and {@link
+ * TaskReader}s over the records of the tasks it hands out. Calls that fail on the way
+ * (connection reset, master restarting) are retried on a new connection until the call timeout.
+ *
+ * <pre>{@code
+ * try (MasterClient client = MasterClient.connect(settings);  // master.workerSettings()
+ *      TaskReader records = client.reader(0)) {
+ *   while (records.hasNext()) { byte[] rec = records.next(); ... }
+ * }
+ * }</pre>
+ *
+ * <p>Thread-safe (calls are serialised); each {@link TaskReader} has its own connection, so
+ * several threads read in parallel through one client's readers.
+ */
+public final class MasterClient implements AutoCloseable {
+  /** Default deadline of one call, retries included: long enough for a master restart. */
+  public static final Duration DEFAULT_CALL_TIMEOUT = Duration.ofSeconds(120);
+
+  private final String address;
+  private final String secret;
+  private final Duration callTimeout;
+  private long handle;
+
+  private MasterClient(String address, String secret, Duration callTimeout, long handle) {
+    this.address = address;
+    this.secret = secret;
+    this.callTimeout = callTimeout;
+    this.handle = handle;
+  }
+
+  /**
+   * Connects with the settings of {@link Master#workerSettings()} ({@code WARREN_MASTER_URI},
+   * {@code WARREN_JOB_SECRET}); other entries are ignored.
+   *
+   * @param settings the worker settings
+   * @return the connected client; close it
+   * @throws WarrenConfigException if a setting is missing
+   * @throws WarrenAuthException if the secret is wrong
+   * @throws WarrenTimeoutException if the master cannot be reached within the call timeout
+   */
+  public static MasterClient connect(Map<String, String> settings) {
+    Objects.requireNonNull(settings, "settings");
+    for (String k : List.of(Master.URI_KEY, Master.SECRET_KEY)) {
+      if (settings.get(k) == null) {
+        throw new WarrenConfigException("the master's worker settings lack " + k);
+      }
+    }
+    return connect(settings.get(Master.URI_KEY), settings.get(Master.SECRET_KEY), DEFAULT_CALL_TIMEOUT);
+  }
+
+  /**
+   * Connects and authenticates now, so that a wrong address or secret shows at once.
+   *
+   * @param address the master's {@code host:port}
+   * @param secret the job secret
+   * @param callTimeout how long one call may take, retries and reconnections included
+   * @return the connected client; close it
+   * @throws WarrenAuthException if the secret is wrong
+   * @throws WarrenTimeoutException if the master cannot be reached within {@code callTimeout}
+   */
+  public static MasterClient connect(String address, String secret, Duration callTimeout) {
+    Objects.requireNonNull(address, "address");
+    Objects.requireNonNull(secret, "secret");
+    positive(callTimeout, "callTimeout");
+    NativeLoader.ensureLoaded();
+    long h = Native.mclientConnect(address, secret, callTimeout.toMillis());
+    return new MasterClient(address, secret, callTimeout, h);
+  }
+
+  static void positive(Duration d, String what) {
+    Objects.requireNonNull(d, what);
+    if (d.toMillis() <= 0) {
+      throw new IllegalArgumentException(what + " must be at least 1 ms, got " + d);
+    }
+  }
+
+  private long live() {
+    if (handle == 0) {
+      throw new IllegalStateException("MasterClient is closed");
+    }
+    return handle;
+  }
+
+  /**
+   * The master's address.
+   *
+   * @return {@code host:port}
+   */
+  public String address() {
+    return address;
+  }
+
+  /**
+   * The master's counts.
+   *
+   * @return the status
+   */
+  public synchronized MasterStatus status() {
+    return MasterStatus.of(Native.mclientStatus(live()));
+  }
+
+  /**
+   * Sets the dataset, as a master started without one expects from its first worker; the same
+   * dataset again is a no-op.
+   *
+   * @param chunksPerTask chunks per task, at least 1
+   * @param patterns glob patterns of the dataset's RecordIO files
+   * @throws DatasetMismatchException if the master has another dataset
+   * @throws WarrenArgumentException if a pattern matches no file
+   */
+  public synchronized void setDataset(int chunksPerTask, String... patterns) {
+    if (chunksPerTask < 1) {
+      throw new IllegalArgumentException("chunksPerTask must be at least 1, got " + chunksPerTask);
+    }
+    Native.mclientSetDataset(live(), patterns.clone(), chunksPerTask);
+  }
+
+  /**
+   * A reader of pass {@code pass} on a new connection, waiting at most an hour for a task
+   * while others are pending elsewhere (a task held by a dead worker comes back after its
+   * timeout).
+   *
+   * @param pass the pass to read (0 first)
+   * @return the reader; close it
+   */
+  public TaskReader reader(long pass) {
+    return reader(pass, Duration.ofHours(1));
+  }
+
+  /**
+   * A reader of pass {@code pass} on a new connection.
+   *
+   * @param pass the pass to read (0 first)
+   * @param idleTimeout the longest wait for a task while others are pending elsewhere
+   * @return the reader; close it
+   */
+  public TaskReader reader(long pass, Duration idleTimeout) {
+    if (pass < 0) {
+      throw new IllegalArgumentException("pass must not be negative, got " + pass);
+    }
+    positive(idleTimeout, "idleTimeout");
+    synchronized (this) {
+      live();
+    }
+    return new TaskReader(
+        Native.taskReaderOpen(address, secret, pass, callTimeout.toMillis(), idleTimeout.toMillis()));
+  }
+
+  /** Closes the connection. Idempotent; open readers stay usable. */
+  @Override
+  public synchronized void close() {
+    long h = handle;
+    if (h == 0) {
+      return;
+    }
+    handle = 0;
+    Native.mclientClose(h);
+  }
+}
