@@ -65,7 +65,16 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * | `spark.warren.trackerHost` | `spark.driver.host` | address the tracker binds and advertises |
   * | `spark.warren.rendezvousTimeout` | 600 | seconds all workers have to arrive |
   * | `spark.warren.slotWaitTimeout` | 0 | seconds to wait for enough free slots (executors registering) before failing |
+  * | `spark.warren.progressInterval` | 10 | seconds between rank 0's progress lines in the driver log (0: none) |
   * | `spark.warren.setting.WARREN_X` | | passed to every worker as `WARREN_X` |
+  *
+  * ==Observability==
+  * While the job runs, rank 0 sends a progress line every `progressInterval` seconds (and one
+  * when it finishes) to the driver's log (logger `io.warren.native.warren.tracker.server`,
+  * INFO): checkpoint version, recoveries, latency percentiles of each collective (see
+  * `Progress`). The Spark UI's stage page shows the `warren.recoveries` accumulator (re-run
+  * tasks that recovered from their peers), and a [[WarrenListener]] logs each failed and
+  * re-run task of the job.
   */
 object WarrenSpark {
 
@@ -113,9 +122,11 @@ object WarrenSpark {
     val tracker = Tracker.start(numWorkers, newSecret(), host, 0, rendezvous)
     try {
       val base = workerSettings(tracker, settings)
-      val results = input
-        .mapPartitions(rows => Iterator.single(runWorker(base, rows, f)), preservesPartitioning = false)
-        .collect()
+      val results = Observation.around(sc, numWorkers, settings) { probe =>
+        input
+          .mapPartitions(rows => Iterator.single(runWorker(base, rows, probe.wrap(f))), preservesPartitioning = false)
+          .collect()
+      }
       results.toSeq
     } catch {
       case e: SparkException =>
