@@ -78,7 +78,7 @@ object LogisticRegression {
   }
 
   /** Partition `pid`'s rows, row-major in `x` (with a trailing 1 for the intercept), labels in `y`. */
-  private def generate(p: Params, pid: Int): (Array[Double], Array[Double]) = {
+  private[examples] def generate(p: Params, pid: Int): (Array[Double], Array[Double]) = {
     val n = p.rows / p.workers + (if (pid < p.rows % p.workers) 1 else 0)
     val d = p.features + 1
     val wt = trueWeights(p)
