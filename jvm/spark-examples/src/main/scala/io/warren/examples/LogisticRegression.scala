@@ -17,6 +17,9 @@ import org.apache.spark.{SparkConf, SparkContext, TaskContext}
   *   --workers 3 --rows 100000 --features 20 --iters 20 --kill-executor 8
   * }}}
   *
+  * With `--recovery fail-all --checkpoint-dir DIR` the workers run as a barrier stage that
+  * Spark re-runs whole after a failure, every worker resuming from the last durable checkpoint.
+  *
   * Prints the loss per iteration, the training accuracy and `MODEL_HASH <hex>` (SHA-256 of the
   * final weights as little-endian doubles), which is the same with and without a failure.
   */
@@ -33,6 +36,7 @@ object LogisticRegression {
     * @param killTask throw in partition 1's first attempt at this iteration (-1: never)
     * @param killExecutor halt partition 1's executor JVM (first attempt) at this iteration (-1: never)
     * @param conf `spark.warren.*` settings for the runner
+    * @param failures more injected failures (tests)
     */
   case class Params(
       workers: Int = 3,
@@ -43,8 +47,25 @@ object LogisticRegression {
       seed: Long = 20240601L,
       killTask: Int = -1,
       killExecutor: Int = -1,
-      conf: Map[String, String] = Map("bootstrapCache" -> "true")
-  )
+      conf: Map[String, String] = Map("bootstrapCache" -> "true"),
+      failures: Seq[Failure] = Nil
+  ) {
+
+    /** Every injected failure, `killTask` and `killExecutor` included. */
+    def allFailures: Seq[Failure] =
+      failures ++ Seq(Failure(1, killTask), Failure(1, killExecutor, halt = true)).filter(_.iter >= 0)
+  }
+
+  /** A failure injected at the start of an iteration, in the attempts of one task numbered
+    * below `attempts` (the attempt number counts Spark's task attempts and, in fail-all mode,
+    * its stage attempts).
+    *
+    * @param partition the task (partition) that fails
+    * @param iter the iteration at whose start it fails
+    * @param halt halt the executor JVM (`Runtime.halt`) instead of throwing
+    * @param attempts how many attempts fail (1: the first only)
+    */
+  case class Failure(partition: Int, iter: Int, halt: Boolean = false, attempts: Int = 1)
 
   /** What a run gives back (rank 0's view; every rank has the same).
     *
@@ -53,8 +74,16 @@ object LogisticRegression {
     * @param accuracy training accuracy of the final weights
     * @param recoveries recoveries rank 0 took part in
     * @param seconds wall time of the Warren stage as the driver saw it
+    * @param startVersion the checkpoint version rank 0 started from (0 unless it was restarted)
     */
-  case class Result(weights: Array[Double], losses: Array[Double], accuracy: Double, recoveries: Long, seconds: Double) {
+  case class Result(
+      weights: Array[Double],
+      losses: Array[Double],
+      accuracy: Double,
+      recoveries: Long,
+      seconds: Double,
+      startVersion: Int
+  ) {
 
     /** SHA-256 of the weights (little-endian doubles), in hex. */
     def modelHash: String = hash(weights)
@@ -107,7 +136,8 @@ object LogisticRegression {
   /** One worker: bootstrap calls, then a checkpointed gradient loop from the last checkpoint. */
   private def worker(p: Params)(comm: Communicator, parts: Iterator[Int]): Result = {
     val pid = TaskContext.getPartitionId()
-    val attempt = TaskContext.get().attemptNumber()
+    // A re-run barrier stage (fail-all) numbers its task attempts from 0 again.
+    val attempt = TaskContext.get().attemptNumber() + TaskContext.get().stageAttemptNumber()
     val (x, y) = parts.map(generate(p, _)).toSeq.headOption.getOrElse((Array.empty[Double], Array.empty[Double]))
     // Bootstrap calls: made once before the first checkpoint, served from the cache to a
     // restarted worker (WARREN_BOOTSTRAP_CACHE=1).
@@ -130,12 +160,12 @@ object LogisticRegression {
     val n = y.length
     val buf = new Array[Double](d + 2)
     for (it <- ckpt.version until p.iters) {
-      if (pid == 1 && attempt == 0 && it == p.killTask) {
-        throw new RuntimeException(s"injected task failure at iteration $it (--kill-task)")
-      }
-      if (pid == 1 && attempt == 0 && it == p.killExecutor) {
-        System.err.println(s"halting this executor at iteration $it (--kill-executor)")
-        Runtime.getRuntime.halt(1)
+      for (fl <- p.allFailures if fl.partition == pid && fl.iter == it && attempt < fl.attempts) {
+        if (fl.halt) {
+          System.err.println(s"halting this executor at iteration $it (attempt $attempt)")
+          Runtime.getRuntime.halt(1)
+        }
+        throw new RuntimeException(s"injected failure of task $pid at iteration $it (attempt $attempt)")
       }
       java.util.Arrays.fill(buf, 0.0)
       for (i <- 0 until n) {
@@ -162,7 +192,7 @@ object LogisticRegression {
       if ((z > 0) == (y(i) > 0.5)) acc(0) += 1
     }
     comm.allreduce(acc, Op.SUM)
-    Result(w, losses, acc(0) / acc(1), comm.recoveries(), 0.0)
+    Result(w, losses, acc(0) / acc(1), comm.recoveries(), 0.0, ckpt.version)
   }
 
   /** Trains on `sc`: one partition per worker, each generating its rows deterministically.
@@ -188,10 +218,13 @@ object LogisticRegression {
     case "--seed" :: v :: rest          => parse(rest, p.copy(seed = v.toLong))
     case "--kill-task" :: v :: rest     => parse(rest, p.copy(killTask = v.toInt))
     case "--kill-executor" :: v :: rest => parse(rest, p.copy(killExecutor = v.toInt))
+    case "--recovery" :: v :: rest       => parse(rest, p.copy(conf = p.conf + ("recovery" -> v)))
+    case "--checkpoint-dir" :: v :: rest => parse(rest, p.copy(conf = p.conf + ("checkpointDir" -> v)))
     case other :: _ =>
       throw new IllegalArgumentException(
         s"unknown argument $other; usage: [--workers N] [--rows N] [--features N] [--iters N] " +
-          "[--step-size X] [--seed N] [--kill-task ITER] [--kill-executor ITER]"
+          "[--step-size X] [--seed N] [--kill-task ITER] [--kill-executor ITER] [--recovery retry-one|fail-all] " +
+          "[--checkpoint-dir DIR]"
       )
   }
 

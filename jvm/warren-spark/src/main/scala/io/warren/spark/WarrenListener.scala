@@ -31,6 +31,7 @@ final case class WarrenJobSummary(label: String, failedAttempts: Long, recovered
 class WarrenListener extends SparkListener {
   private val log = LoggerFactory.getLogger(classOf[WarrenListener])
   private val stageJob = new ConcurrentHashMap[Int, String]()
+  private val jobStages = new ConcurrentHashMap[Int, (String, Seq[Int])]()
   private val failed = new ConcurrentHashMap[String, AtomicLong]()
   private val recovered = new ConcurrentHashMap[String, AtomicLong]()
   private val done = mutable.ArrayBuffer.empty[WarrenJobSummary]
@@ -43,7 +44,10 @@ class WarrenListener extends SparkListener {
 
   override def onJobStart(e: SparkListenerJobStart): Unit = {
     val label = Option(e.properties).flatMap(p => Option(p.getProperty(WarrenListener.JobProperty)))
-    label.foreach(l => e.stageIds.foreach(stageJob.put(_, l)))
+    label.foreach { l =>
+      e.stageIds.foreach(stageJob.put(_, l))
+      jobStages.put(e.jobId, (l, e.stageIds))
+    }
   }
 
   override def onTaskStart(e: SparkListenerTaskStart): Unit = warren(e.stageId) { label =>
@@ -80,24 +84,35 @@ class WarrenListener extends SparkListener {
   }
 
   override def onStageCompleted(e: SparkListenerStageCompleted): Unit = {
-    val id = e.stageInfo.stageId
-    warren(id) { label =>
-      val acc = e.stageInfo.accumulables.values
+    val info = e.stageInfo
+    warren(info.stageId) { label =>
+      val acc = info.accumulables.values
         .find(_.name.contains(WarrenListener.RecoveriesAccumulator))
         .flatMap(_.value)
         .collect { case n: java.lang.Number => n.longValue() }
-      val s = WarrenJobSummary(label, count(failed, label).get(), count(recovered, label).get(), acc)
-      log.info(
-        s"warren job $label: stage $id ${e.stageInfo.failureReason.fold("finished")(r => s"failed ($r)")}; " +
-          s"${s.failedAttempts} failed task attempt(s), ${s.recoveredTasks} re-run task(s) recovered from peers, " +
-          s"${WarrenListener.RecoveriesAccumulator} = ${acc.fold("-")(_.toString)}"
-      )
-      done.synchronized(done += s)
-      stageJob.remove(id)
+      info.failureReason match {
+        case Some(why) =>
+          log.warn(s"warren job $label: stage ${info.stageId} (attempt ${info.attemptNumber()}) failed: $why")
+        // The workers' stage (the only one whose tasks update the accumulator; fail-all
+        // jobs hand the results over through a second stage).
+        case None if acc.isDefined =>
+          val s = WarrenJobSummary(label, count(failed, label).get(), count(recovered, label).get(), acc)
+          log.info(
+            s"warren job $label: stage ${info.stageId} finished; ${s.failedAttempts} failed task attempt(s), " +
+              s"${s.recoveredTasks} re-run task(s) recovered from peers, ${WarrenListener.RecoveriesAccumulator} = ${acc.get}"
+          )
+          done.synchronized(done += s)
+        case None => ()
+      }
+    }
+  }
+
+  override def onJobEnd(e: SparkListenerJobEnd): Unit =
+    Option(jobStages.remove(e.jobId)).foreach { case (label, stages) =>
+      stages.foreach(stageJob.remove)
       failed.remove(label)
       recovered.remove(label)
     }
-  }
 
   /** Summaries of the Warren jobs whose stage has ended, oldest first.
     *

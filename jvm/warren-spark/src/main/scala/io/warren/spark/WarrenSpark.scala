@@ -2,13 +2,14 @@ package io.warren.spark
 
 import java.security.SecureRandom
 import java.time.Duration
+import java.util.UUID
 
 import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
 import io.warren.{Communicator, Tracker}
-import org.apache.spark.{SparkContext, SparkException, TaskContext, WarrenSlots}
+import org.apache.spark.{HashPartitioner, SparkContext, SparkException, TaskContext, WarrenSlots}
 import org.apache.spark.rdd.RDD
 
 /** A Warren job failed: the message names the first worker error Spark reported.
@@ -34,7 +35,7 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * }
   * }}}
   *
-  * ==Retry-one recovery==
+  * ==Retry-one recovery (the default)==
   * The stage is a normal (non-barrier) one, so Spark re-runs only a failed task: a thrown
   * exception is retried on the same executor within ~0.1 s, a lost executor's task on a new
   * executor ~5 s later. The new attempt joins with the same task id (the partition id) and
@@ -45,25 +46,65 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * (`Communicator.abort`, never `close`, which would tell the tracker the worker finished and
   * make it refuse the replacement).
   *
+  * ==Fail-all recovery (`spark.warren.recovery=fail-all`)==
+  * The workers run as a barrier stage (Spark launches all of them together or none) whose
+  * results reach the driver through a one-partition shuffle: Spark 4.3 re-runs a failed
+  * barrier stage only when it is a ShuffleMapStage (a failed barrier ResultStage aborts the
+  * job, "Could not recover from a failed barrier ResultStage"). When any worker fails, Spark
+  * kills the others and re-runs every task (up to `spark.stage.maxConsecutiveAttempts`,
+  * default 4, stage attempts; `spark.task.maxFailures` does not apply); each new worker loads
+  * the newest checkpoint that every rank wrote to `spark.warren.checkpointDir` and the job goes
+  * on from there, bit-identical to a run without failures. Each stage attempt joins its own
+  * tracker (started with the job: a tracker keeps the finished and lost state of every task id,
+  * so a whole new set of workers could not join the previous attempt's); when a task of an
+  * attempt fails the driver closes that attempt's tracker, so the surviving tasks, blocked
+  * waiting for a replacement, fail at once and free their slots for the re-run. A re-run starts
+  * only when all `numWorkers` slots are free again, so after a lost executor it waits for the
+  * replacement executor to register. Every checkpoint is
+  * written (fsync'd) to disk by every worker (`spark.warren.durableEvery`), so fail-all pays
+  * that on every iteration and the re-run of all tasks after a failure; retry-one pays neither.
+  *
+  * The checkpoint directory must be a local path or `file:` URI (the native library writes
+  * with POSIX file I/O; other Hadoop file systems such as `hdfs:` or `s3a:` are refused with a
+  * clear error), visible at the same path to every executor: on a cluster of several machines,
+  * a shared file system (NFS, say). Each `train` call writes to a new subdirectory of it,
+  * removed when `train` returns.
+  *
   * ==Requirements==
   *  - All `numWorkers` tasks must run at once: the driver checks the free task slots first and
   *    fails with a [[WarrenSparkException]] before starting any task if there are fewer.
-  *  - `spark.speculation` must be off: a speculative copy of a live task would register the
-  *    same task id (the tracker answers "retry later", so it could never take over, but it
-  *    would hold a slot and retry until the original ends). The runner refuses it.
-  *  - Partitions: an RDD with more partitions is coalesced (no shuffle, order kept); one with
-  *    fewer is repartitioned, a shuffle whose row order can differ between task attempts (then
-  *    sort the rows in `f` if bit-identical recovery matters).
+  *  - `spark.speculation` must be off; the runner refuses it. A speculative copy of a live
+  *    task would register the same task id, which the tracker refuses while the original is
+  *    alive ("retry later"), so it cannot corrupt the job; but it would hold a task slot
+  *    retrying until `spark.warren.connectTimeout` and then fail (or be killed when the
+  *    original ends): a wasted slot and a spurious failure for no gain, since a Warren worker
+  *    that is merely slow holds every other worker back and a copy started from scratch cannot
+  *    catch up with it.
+  *  - Dynamic allocation: fail-all is refused with it (Spark does not run barrier stages with
+  *    `spark.dynamicAllocation.enabled=true`). Under retry-one it works with care: executors
+  *    running a Warren task are never idle, so they are not removed while their task waits in a
+  *    collective call; but the slot check only counts executors already registered, and Spark
+  *    requests executors only for pending tasks, so keep `spark.dynamicAllocation.minExecutors`
+  *    (or `initialExecutors`) large enough for `numWorkers` tasks, and expect a lost executor's
+  *    task to wait for a new executor to be granted, within `spark.warren.connectTimeout`, while
+  *    the other workers wait in their collective call.
+  *  - Partitions: an RDD with more partitions is coalesced (no shuffle, order kept; fail-all
+  *    repartitions, since a barrier stage may not coalesce); one with fewer is repartitioned, a
+  *    shuffle whose row order can differ between task attempts (then sort the rows in `f` if
+  *    bit-identical recovery matters).
   *
   * ==Settings (`spark.warren.*` in the Spark conf, or in `conf` with or without the prefix)==
   * | key | default | meaning |
   * |---|---|---|
+  * | `spark.warren.recovery` | `retry-one` | `retry-one` (re-run only a failed task) or `fail-all` (re-run all from the durable checkpoint) |
+  * | `spark.warren.checkpointDir` | | fail-all: directory for the durable checkpoints (local path or `file:` URI; required) |
+  * | `spark.warren.durableEvery` | 1 | fail-all: write every k-th checkpoint to disk (`WARREN_DURABLE_EVERY`) |
   * | `spark.warren.timeout` | 1800 | seconds one collective call may take (`WARREN_TIMEOUT_S`) |
   * | `spark.warren.connectTimeout` | 300 | seconds to join and re-link (`WARREN_CONNECT_TIMEOUT_S`) |
   * | `spark.warren.bootstrapCache` | false | keep bootstrap results for the whole job (`WARREN_BOOTSTRAP_CACHE`) |
   * | `spark.warren.localReplicas` | 2 | ring successors keeping each local model (`WARREN_LOCAL_REPLICAS`) |
   * | `spark.warren.trackerHost` | `spark.driver.host` | address the tracker binds and advertises |
-  * | `spark.warren.rendezvousTimeout` | 600 | seconds all workers have to arrive |
+  * | `spark.warren.rendezvousTimeout` | 600 | seconds all workers have to arrive (fail-all re-runs: bounded by `connectTimeout`) |
   * | `spark.warren.slotWaitTimeout` | 0 | seconds to wait for enough free slots (executors registering) before failing |
   * | `spark.warren.progressInterval` | 10 | seconds between rank 0's progress lines in the driver log (0: none) |
   * | `spark.warren.setting.WARREN_X` | | passed to every worker as `WARREN_X` |
@@ -96,8 +137,9 @@ object WarrenSpark {
     * @param conf `spark.warren.*` settings overriding the Spark conf (the prefix is optional)
     * @param f the worker body: the communicator (do not close it) and the partition's rows
     * @return each worker's result, in task-id (= rank) order
-    * @throws WarrenSparkException if there are too few free task slots, speculation is on, or
-    *   a worker failed beyond Spark's retries
+    * @throws WarrenSparkException if there are too few free task slots, speculation is on, a
+    *   setting is invalid, or a worker failed beyond Spark's retries (the message names the
+    *   failed task ids)
     */
   def train[T: ClassTag, R: ClassTag](rdd: RDD[T], numWorkers: Int, conf: Map[String, String] = Map.empty)(
       f: (Communicator, Iterator[T]) => R
@@ -105,6 +147,7 @@ object WarrenSpark {
     require(numWorkers >= 1, s"numWorkers must be at least 1, got $numWorkers")
     val sc = rdd.sparkContext
     val settings = merged(sc, conf)
+    val recovery = Recovery.parse(settings.get("recovery"))
     if (sc.getConf.getBoolean("spark.speculation", defaultValue = false)) {
       throw new WarrenSparkException(
         "Warren needs spark.speculation=false: a speculative copy of a worker task would " +
@@ -112,27 +155,96 @@ object WarrenSpark {
         null
       )
     }
+    if (recovery == Recovery.FailAll && sc.getConf.getBoolean("spark.dynamicAllocation.enabled", false)) {
+      throw new WarrenSparkException(
+        "spark.warren.recovery=fail-all runs a barrier stage, which Spark does not run with " +
+          "spark.dynamicAllocation.enabled=true: disable dynamic allocation or use retry-one",
+        null
+      )
+    }
+    val ckptDir = if (recovery == Recovery.FailAll) {
+      Some(Recovery.runDirectory(settings.get("checkpointDir"), sc.applicationId))
+    } else None
     checkSlots(sc, numWorkers, settings.get("slotWaitTimeout").map(_.toDouble).getOrElse(0.0))
     val input =
       if (rdd.getNumPartitions == numWorkers) rdd
-      else if (rdd.getNumPartitions > numWorkers) rdd.coalesce(numWorkers, shuffle = false)
-      else rdd.repartition(numWorkers)
+      // A barrier stage may not coalesce (Spark refuses the RDD chain): fail-all shuffles.
+      else if (rdd.getNumPartitions > numWorkers && recovery == Recovery.RetryOne) {
+        rdd.coalesce(numWorkers, shuffle = false)
+      } else rdd.repartition(numWorkers)
     val host = settings.getOrElse("trackerHost", sc.getConf.get("spark.driver.host", "127.0.0.1"))
     val rendezvous = Duration.ofSeconds(settings.get("rendezvousTimeout").map(_.toLong).getOrElse(600L))
-    val tracker = Tracker.start(numWorkers, newSecret(), host, 0, rendezvous)
+    // Fail-all: one tracker per attempt of the barrier stage (a tracker keeps ranks and the
+    // finished/lost state of the task ids, so a whole new set of workers cannot join the
+    // previous attempt's). They start now because a task can only learn an address from its
+    // closure; the later ones' rendezvous is bounded by the workers' connectTimeout instead.
+    val attempts =
+      if (recovery == Recovery.FailAll) sc.getConf.getInt("spark.stage.maxConsecutiveAttempts", 4).max(1) else 1
+    val secret = newSecret()
+    val trackers = new Array[Tracker](attempts)
     try {
-      val base = workerSettings(tracker, settings)
-      val results = Observation.around(sc, numWorkers, settings) { probe =>
-        input
-          .mapPartitions(rows => Iterator.single(runWorker(base, rows, probe.wrap(f))), preservesPartitioning = false)
-          .collect()
+      for (i <- 0 until attempts) {
+        trackers(i) = Tracker.start(numWorkers, secret, host, 0, if (i == 0) rendezvous else SpareRendezvous)
       }
-      results.toSeq
-    } catch {
-      case e: SparkException =>
-        throw new WarrenSparkException(s"Warren job of $numWorkers workers failed: ${rootMessage(e)}", e)
+      val durable = ckptDir.map(d => Map("WARREN_CHECKPOINT_DIR" -> d)).getOrElse(Map.empty) ++
+        settings.get("durableEvery").map("WARREN_DURABLE_EVERY" -> _)
+      val bases = trackers.map(t => workerSettings(t, settings) ++ durable)
+      val failAll = recovery == Recovery.FailAll
+      Observation.around(sc, numWorkers, settings) { probe =>
+        val workers = {
+          val body = (rows: Iterator[T]) => Iterator.single(runWorker(bases, failAll, rows, probe.wrap(f)))
+          if (failAll) input.barrier().mapPartitions(body) else input.mapPartitions(body)
+        }
+        val watch = new JobWatch(
+          UUID.randomUUID().toString,
+          workers.id,
+          attempt => if (failAll && attempt < trackers.length) trackers(attempt).close()
+        )
+        run(sc, watch, numWorkers, recovery) {
+          // A failed barrier stage is re-run only if it feeds a shuffle (a failed barrier
+          // ResultStage aborts the job): hand the results over through one.
+          if (failAll) workers.partitionBy(new HashPartitioner(1)).collect() else workers.collect()
+        }
+      }
     } finally {
-      tracker.close()
+      trackers.foreach(t => if (t != null) t.close())
+      ckptDir.foreach(Recovery.removeRunDirectory)
+    }
+  }
+
+  /** The rendezvous deadline of the trackers of fail-all re-attempts (started with the job). */
+  private val SpareRendezvous = Duration.ofDays(30)
+
+  /** Runs the workers' job with `watch` listening, and turns a failure into one clear error. */
+  private def run[R: ClassTag](sc: SparkContext, watch: JobWatch, numWorkers: Int, recovery: Recovery)(
+      job: => Array[(Int, R)]
+  ): Seq[R] = {
+    sc.addSparkListener(watch)
+    val previous = sc.getLocalProperty(JobWatch.RunKey)
+    sc.setLocalProperty(JobWatch.RunKey, watch.runId)
+    try job.sortBy(_._1).map(_._2).toSeq
+    catch {
+      case e: SparkException =>
+        WarrenSlots.drainListeners(sc, 2000)
+        val failed = watch.failedTasks
+        val lost =
+          if (failed.isEmpty) ""
+          else {
+            val counts = failed.map { case (id, k) => s"task $id failed $k time${if (k == 1) "" else "s"}" }
+            val limit = recovery match {
+              case Recovery.RetryOne => s"spark.task.maxFailures=${sc.getConf.get("spark.task.maxFailures", "4")}"
+              case Recovery.FailAll =>
+                s"spark.stage.maxConsecutiveAttempts=${sc.getConf.get("spark.stage.maxConsecutiveAttempts", "4")}"
+            }
+            s": lost task id(s) ${failed.map(_._1).mkString(", ")} (${counts.mkString(", ")}; $limit)"
+          }
+        throw new WarrenSparkException(
+          s"Warren job of $numWorkers workers (${recovery.name}) failed$lost: ${rootMessage(e)}",
+          e
+        )
+    } finally {
+      sc.setLocalProperty(JobWatch.RunKey, previous)
+      sc.removeSparkListener(watch)
     }
   }
 
@@ -192,18 +304,36 @@ object WarrenSpark {
     base ++ mapped ++ cache ++ raw
   }
 
-  /** The body of one task: join, run, close on success, abort on failure. */
-  private def runWorker[T, R](base: Map[String, String], rows: Iterator[T], f: (Communicator, Iterator[T]) => R): R = {
+  /** The body of one task: join (the tracker of this stage attempt in fail-all mode), run,
+    * close on success, abort on failure. Returns the result with the task id.
+    */
+  private def runWorker[T, R](
+      bases: Array[Map[String, String]],
+      failAll: Boolean,
+      rows: Iterator[T],
+      f: (Communicator, Iterator[T]) => R
+  ): (Int, R) = {
     val ctx = TaskContext.get()
+    val stageAttempt = ctx.stageAttemptNumber()
+    val base = if (!failAll) bases(0) else if (stageAttempt < bases.length) bases(stageAttempt) else {
+      throw new WarrenSparkException(
+        s"stage attempt $stageAttempt has no tracker: the runner started ${bases.length} " +
+          "(spark.stage.maxConsecutiveAttempts)",
+        null
+      )
+    }
+    // In a re-run barrier stage every task's attemptNumber is 0 again: the stage attempt
+    // tells fail-all's attempts apart.
+    val attempt = if (failAll) stageAttempt + ctx.attemptNumber() else ctx.attemptNumber()
     val settings = base ++ Map(
       "WARREN_TASK_ID" -> ctx.partitionId().toString,
-      "WARREN_ATTEMPT" -> ctx.attemptNumber().toString
+      "WARREN_ATTEMPT" -> attempt.toString
     )
     val comm = Communicator.create(settings.asJava)
     try {
       val r = f(comm, rows)
       comm.close()
-      r
+      (ctx.partitionId(), r)
     } catch {
       case t: Throwable =>
         try comm.abort()

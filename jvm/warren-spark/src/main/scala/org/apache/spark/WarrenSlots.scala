@@ -1,7 +1,8 @@
 package org.apache.spark
 
 /** Access to Spark's own count of task slots (`SparkContext.maxNumConcurrentTasks`, the number
-  * its barrier-mode check uses), which is `private[spark]`; hence this package.
+  * its barrier-mode check uses) and to its listener bus, which are `private[spark]`; hence this
+  * package.
   */
 object WarrenSlots {
 
@@ -13,4 +14,17 @@ object WarrenSlots {
     */
   def maxConcurrentTasks(sc: SparkContext): Int =
     sc.maxNumConcurrentTasks(sc.resourceProfileManager.defaultResourceProfile)
+
+  /** Waits until the listener bus has delivered the events posted so far, up to `timeoutMs`
+    * (so that a listener has seen a failed job's task failures before they are reported).
+    *
+    * @param sc the context
+    * @param timeoutMs the most milliseconds to wait
+    * @return whether the bus was emptied in time
+    */
+  def drainListeners(sc: SparkContext, timeoutMs: Long): Boolean =
+    try {
+      sc.listenerBus.waitUntilEmpty(timeoutMs)
+      true
+    } catch { case _: java.util.concurrent.TimeoutException => false }
 }
