@@ -101,7 +101,10 @@ class WarrenListener extends SparkListener {
             s"warren job $label: stage ${info.stageId} finished; ${s.failedAttempts} failed task attempt(s), " +
               s"${s.recoveredTasks} re-run task(s) recovered from peers, ${WarrenListener.RecoveriesAccumulator} = ${acc.get}"
           )
-          done.synchronized(done += s)
+          done.synchronized {
+            done += s
+            if (done.size > WarrenListener.KeptSummaries) done.remove(0)
+          }
         case None => ()
       }
     }
@@ -114,7 +117,8 @@ class WarrenListener extends SparkListener {
       recovered.remove(label)
     }
 
-  /** Summaries of the Warren jobs whose stage has ended, oldest first.
+  /** Summaries of the Warren jobs whose stage has ended (the last
+    * [[WarrenListener.KeptSummaries]]), oldest first.
     *
     * @return a copy
     */
@@ -130,6 +134,9 @@ object WarrenListener {
   /** Name of the accumulator (shown on the Spark UI's stage page) that counts the re-run task
     * attempts of a Warren job that finished, i.e. workers that recovered from their peers. */
   val RecoveriesAccumulator = "warren.recoveries"
+
+  /** How many job summaries a listener keeps. */
+  val KeptSummaries = 1000
 
   private val installed = new java.util.WeakHashMap[SparkContext, WarrenListener]()
 

@@ -273,6 +273,9 @@ object WarrenSpark {
       (total - busy, total)
     }
     val until = System.nanoTime() + (waitS * 1e9).toLong
+    // The running-task counts come from the listener bus: let it deliver the end of a job
+    // that just finished, or its tasks still count as busy.
+    WarrenSlots.drainListeners(sc, 2000)
     var (avail, total) = free()
     while (avail < n && System.nanoTime() < until) {
       Thread.sleep(100)
