@@ -15,14 +15,21 @@ import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, S
   *
   * @param runId the value of the local property [[JobWatch.RunKey]] of the run's jobs
   * @param workersRddId the id of the RDD whose tasks are the workers
+  * @param firstPerAttempt count only the first failed task of each stage attempt as lost
+  *   (fail-all: the other tasks of the attempt fail because of it)
   * @param onWorkerFailure called (on the listener thread) with the stage attempt number of
   *   every failed or killed worker task
   */
-private[spark] final class JobWatch(val runId: String, workersRddId: Int, onWorkerFailure: Int => Unit)
-    extends SparkListener {
+private[spark] final class JobWatch(
+    val runId: String,
+    workersRddId: Int,
+    firstPerAttempt: Boolean,
+    onWorkerFailure: Int => Unit
+) extends SparkListener {
   private val stages = ConcurrentHashMap.newKeySet[Int]()
   private val workerStages = ConcurrentHashMap.newKeySet[Int]()
   private val failures = new ConcurrentLinkedQueue[(Int, String)]()
+  private val failedAttempts = ConcurrentHashMap.newKeySet[(Int, Int)]()
 
   override def onStageSubmitted(e: SparkListenerStageSubmitted): Unit = {
     val props = e.properties
@@ -40,7 +47,10 @@ private[spark] final class JobWatch(val runId: String, workersRddId: Int, onWork
         if (workerStages.contains(e.stageId)) onWorkerFailure(e.stageAttemptId)
       case other =>
         if (workerStages.contains(e.stageId)) {
-          failures.add((e.taskInfo.partitionId, other.toString.linesIterator.nextOption().getOrElse("")))
+          val first = failedAttempts.add((e.stageId, e.stageAttemptId))
+          if (first || !firstPerAttempt) {
+            failures.add((e.taskInfo.partitionId, other.toString.linesIterator.nextOption().getOrElse("")))
+          }
           onWorkerFailure(e.stageAttemptId)
         }
     }

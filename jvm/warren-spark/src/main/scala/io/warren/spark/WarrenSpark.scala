@@ -198,6 +198,7 @@ object WarrenSpark {
         val watch = new JobWatch(
           UUID.randomUUID().toString,
           workers.id,
+          firstPerAttempt = failAll,
           attempt => if (failAll && attempt < trackers.length) trackers(attempt).close()
         )
         run(sc, watch, numWorkers, recovery) {
