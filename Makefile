@@ -2,7 +2,7 @@
 CARGO ?= cargo
 WARREN := target/release/warren
 
-.PHONY: build test lint demo demo-local bench bench-allreduce bench-recordio clean
+.PHONY: build test lint demo demo-local bench bench-allreduce bench-recordio bench-spark clean
 
 build:
 	$(CARGO) build --release --workspace
@@ -45,6 +45,13 @@ bench-allreduce: build
 
 bench-recordio:
 	bash bench/recordio_read.sh
+
+## bench-spark: the logistic-regression example vs Spark MLlib per iteration (1M rows x 100
+## features, 4 executors), and a halted executor under retry-one and fail-all, in one
+## spark-submit run on local-cluster; results in docs/benchmarks-spark.md (about 10 minutes)
+bench-spark: jvm-native
+	mvn -B -q -f jvm/pom.xml -Dwarren.native.dir=$(abspath target/release) -DskipTests package
+	bash bench/spark.sh
 
 clean:
 	$(CARGO) clean

@@ -107,7 +107,7 @@ object LogisticRegression {
   }
 
   /** Partition `pid`'s rows, row-major in `x` (with a trailing 1 for the intercept), labels in `y`. */
-  private def generate(p: Params, pid: Int): (Array[Double], Array[Double]) = {
+  private[examples] def generate(p: Params, pid: Int): (Array[Double], Array[Double]) = {
     val n = p.rows / p.workers + (if (pid < p.rows % p.workers) 1 else 0)
     val d = p.features + 1
     val wt = trueWeights(p)
@@ -168,15 +168,27 @@ object LogisticRegression {
         throw new RuntimeException(s"injected failure of task $pid at iteration $it (attempt $attempt)")
       }
       java.util.Arrays.fill(buf, 0.0)
-      for (i <- 0 until n) {
+      // The hot loop: plain while loops (a Scala `for` over a Range goes through a closure that
+      // the JIT does not always inline; this is the part the benchmark against MLlib times).
+      var i = 0
+      while (i < n) {
         var z = 0.0
         val o = i * d
-        for (j <- 0 until d) z += x(o + j) * w(j)
+        var j = 0
+        while (j < d) {
+          z += x(o + j) * w(j)
+          j += 1
+        }
         val prob = 1.0 / (1.0 + math.exp(-z))
         val g = prob - y(i)
-        for (j <- 0 until d) buf(j) += g * x(o + j)
+        j = 0
+        while (j < d) {
+          buf(j) += g * x(o + j)
+          j += 1
+        }
         // log loss, computed stably
         buf(d) += (if (z > 0) math.log1p(math.exp(-z)) + (1 - y(i)) * z else math.log1p(math.exp(z)) - y(i) * z)
+        i += 1
       }
       buf(d + 1) = n.toDouble
       comm.allreduce(buf, Op.SUM)

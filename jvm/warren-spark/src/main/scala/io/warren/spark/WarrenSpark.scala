@@ -106,7 +106,16 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * | `spark.warren.trackerHost` | `spark.driver.host` | address the tracker binds and advertises |
   * | `spark.warren.rendezvousTimeout` | 600 | seconds all workers have to arrive (fail-all re-runs: bounded by `connectTimeout`) |
   * | `spark.warren.slotWaitTimeout` | 0 | seconds to wait for enough free slots (executors registering) before failing |
+  * | `spark.warren.progressInterval` | 10 | seconds between rank 0's progress lines in the driver log (0: none) |
   * | `spark.warren.setting.WARREN_X` | | passed to every worker as `WARREN_X` |
+  *
+  * ==Observability==
+  * While the job runs, rank 0 sends a progress line every `progressInterval` seconds (and one
+  * when it finishes) to the driver's log (logger `io.warren.native.warren.tracker.server`,
+  * INFO): checkpoint version, recoveries, latency percentiles of each collective (see
+  * `Progress`). The Spark UI's stage page shows the `warren.recoveries` accumulator (re-run
+  * tasks that recovered from their peers), and a [[WarrenListener]] logs each failed and
+  * re-run task of the job.
   */
 object WarrenSpark {
 
@@ -181,20 +190,22 @@ object WarrenSpark {
         settings.get("durableEvery").map("WARREN_DURABLE_EVERY" -> _)
       val bases = trackers.map(t => workerSettings(t, settings) ++ durable)
       val failAll = recovery == Recovery.FailAll
-      val workers = {
-        val body = (rows: Iterator[T]) => Iterator.single(runWorker(bases, failAll, rows, f))
-        if (failAll) input.barrier().mapPartitions(body) else input.mapPartitions(body)
-      }
-      val watch = new JobWatch(
-        UUID.randomUUID().toString,
-        workers.id,
-        firstPerAttempt = failAll,
-        attempt => if (failAll && attempt < trackers.length) trackers(attempt).close()
-      )
-      run(sc, watch, numWorkers, recovery) {
-        // A failed barrier stage is re-run only if it feeds a shuffle (a failed barrier
-        // ResultStage aborts the job): hand the results over through one.
-        if (failAll) workers.partitionBy(new HashPartitioner(1)).collect() else workers.collect()
+      Observation.around(sc, numWorkers, settings) { probe =>
+        val workers = {
+          val body = (rows: Iterator[T]) => Iterator.single(runWorker(bases, failAll, rows, probe.wrap(f)))
+          if (failAll) input.barrier().mapPartitions(body) else input.mapPartitions(body)
+        }
+        val watch = new JobWatch(
+          UUID.randomUUID().toString,
+          workers.id,
+          firstPerAttempt = failAll,
+          attempt => if (failAll && attempt < trackers.length) trackers(attempt).close()
+        )
+        run(sc, watch, numWorkers, recovery) {
+          // A failed barrier stage is re-run only if it feeds a shuffle (a failed barrier
+          // ResultStage aborts the job): hand the results over through one.
+          if (failAll) workers.partitionBy(new HashPartitioner(1)).collect() else workers.collect()
+        }
       }
     } finally {
       trackers.foreach(t => if (t != null) t.close())
@@ -263,6 +274,9 @@ object WarrenSpark {
       (total - busy, total)
     }
     val until = System.nanoTime() + (waitS * 1e9).toLong
+    // The running-task counts come from the listener bus: let it deliver the end of a job
+    // that just finished, or its tasks still count as busy.
+    WarrenSlots.drainListeners(sc, 2000)
     var (avail, total) = free()
     while (avail < n && System.nanoTime() < until) {
       Thread.sleep(100)

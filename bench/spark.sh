@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Spark benchmark (issue 6), one spark-submit run on one local-cluster (io.warren.examples.SparkBench):
+#  (a) time per iteration of the Warren logistic-regression example vs Spark MLlib's
+#      LogisticRegression (L-BFGS, tol 0, no regularization) on the same rows;
+#  (b) the Warren stage's total time without failures and with one executor halted, under
+#      retry-one (and fail-all when the runner has it: spark.warren.recovery=fail-all).
+# Reproduce: make bench-spark      (BENCH_SPARK_ARGS="--rows 200000" to scale; ~10 minutes at the default)
+# Writes bench/results/spark-<time>.json and the generated section of docs/benchmarks-spark.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+EXECUTORS=${EXECUTORS:-4}
+ARGS=${BENCH_SPARK_ARGS:-}
+OUT=${OUT:-bench/results/spark-$(date -u +%Y%m%dT%H%M%SZ).json}
+LOG=${OUT%.json}.log
+mkdir -p "$(dirname "$OUT")"
+JARS=jvm/warren-core/target/warren-core-0.1.0-SNAPSHOT.jar,jvm/warren-spark/target/warren-spark_2.13-0.1.0-SNAPSHOT.jar
+APP=jvm/spark-examples/target/warren-spark-examples_2.13-0.1.0-SNAPSHOT.jar
+for j in ${JARS//,/ } $APP; do [ -f "$j" ] || { echo "build first: make bench-spark (missing $j)" >&2; exit 1; }; done
+SPARK_HOME="$(scripts/setup-spark.sh | sed -n 's/^SPARK_HOME=//p')"
+export SPARK_HOME SPARK_LOCAL_IP=127.0.0.1
+
+# Fail-all runs only if the runner has the strategy (spark.warren.recovery=fail-all).
+FAIL_ALL_DIR=""
+if grep -q '"fail-all"' jvm/warren-spark/src/main/scala/io/warren/spark/*.scala; then
+  FAIL_ALL_DIR=$(mktemp -d /tmp/warren-bench-failall.XXXXXX)
+  trap 'rm -rf "$FAIL_ALL_DIR"' EXIT
+  ARGS="$ARGS --fail-all-dir $FAIL_ALL_DIR"
+fi
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+# Executors of 1 core and 2 GiB (the data: 8 bytes x rows x features, in Warren's arrays and in
+# MLlib's cached DataFrame); the driver only holds models.
+# shellcheck disable=SC2086
+timeout 3600 "$SPARK_HOME/bin/spark-submit" --master "local-cluster[$EXECUTORS,1,2048]" \
+  --conf spark.executor.memory=1800m --driver-memory 2g --conf spark.ui.enabled=false \
+  --conf spark.warren.progressInterval=0 \
+  --class io.warren.examples.SparkBench --jars "$JARS" "$APP" --workers "$EXECUTORS" $ARGS >"$LOG" 2>&1 ||
+  { tail -40 "$LOG" >&2; echo "spark-submit failed; log: $LOG" >&2; exit 1; }
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+grep '^BENCH ' "$LOG" || true
+sed -n 's/^BENCH_JSON //p' "$LOG" >"$OUT"
+[ -s "$OUT" ] || { echo "no BENCH_JSON line in $LOG" >&2; exit 1; }
+python3 bench/spark_report.py "$OUT" docs/benchmarks-spark.md \
+  --commit "$(git rev-parse --short HEAD)" --load "$LOAD_BEFORE" --load-after "$LOAD_AFTER" \
+  --spark "$(basename "$(ls "$SPARK_HOME"/jars/spark-core_*.jar)" .jar)" --root "$ROOT"
+echo "results: $OUT; docs/benchmarks-spark.md updated"
