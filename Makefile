@@ -2,7 +2,7 @@
 CARGO ?= cargo
 WARREN := target/release/warren
 
-.PHONY: build test lint demo demo-local bench bench-allreduce bench-recordio bench-spark clean
+.PHONY: build test lint demo demo-local bench bench-allreduce bench-recordio bench-master bench-spark clean
 
 build:
 	$(CARGO) build --release --workspace
@@ -42,6 +42,11 @@ bench: bench-allreduce
 bench-allreduce: build
 	bash bench/setup.sh
 	WARREN=$(WARREN) bash bench/allreduce.sh
+
+## bench-master: the data master through its network service, file store vs the
+## snapshot-on-every-change store, 1/8/32 clients, 100,000 tasks (docs/benchmarks-master.md)
+bench-master: build
+	WARREN=$(WARREN) bash bench/master_service.sh
 
 bench-recordio:
 	bash bench/recordio_read.sh

@@ -206,3 +206,49 @@ fn a_large_dataset_change_is_stored_compressed_and_reloads() {
     let (tasks, counts) = dq.read(|q| (q.task_count(), q.counts())).unwrap();
     assert_eq!((tasks, counts.done, counts.todo), (2_000, 1, 1_999));
 }
+
+#[test]
+fn a_service_whose_store_fails_stops_answering_and_reports_why() {
+    use warren::master::{ClientOptions, MasterClient, MasterConfig, MasterService};
+    let etcd = Etcd::start("svcfail");
+    let master =
+        MasterService::start(MasterConfig::new("s"), Box::new(EtcdStore::open(opts(&etcd, "/t/svc")).unwrap()))
+            .unwrap();
+    let mut c = MasterClient::new(
+        master.uri(),
+        "s",
+        ClientOptions { call_timeout: Duration::from_secs(2), ..Default::default() },
+    );
+    // The dataset goes through the blocking path, tasks through the syncer.
+    let dir = std::env::temp_dir().join(format!("warren-svcfail-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut w = warren::recordio::Writer::create(
+        dir.join("d.rio"),
+        warren::recordio::WriterOptions { max_chunk_bytes: 1, compressor: warren::recordio::Compressor::None },
+    )
+    .unwrap();
+    for i in 0..4u32 {
+        w.write(&i.to_le_bytes()).unwrap();
+    }
+    w.finish().unwrap();
+    c.set_dataset(&[dir.join("*.rio").display().to_string()], 1).unwrap();
+    let t = task(c.get_task(0).unwrap());
+    assert_eq!(c.task_finished(t.id, t.epoch).unwrap(), Ack::Accepted);
+    assert!(master.failure().is_none());
+
+    // Another party takes the lock away (as when the lease expired during a long pause).
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut e = etcd_client::Client::connect([etcd.endpoint.as_str()], None).await.unwrap();
+        e.delete("/t/svc/leader", None).await.unwrap();
+    });
+    // Clients retry a failed store (a restarted master may answer) until their deadline.
+    let started = Instant::now();
+    let err = c.get_task(0).unwrap_err();
+    assert!(matches!(&err, Error::Timeout { what, .. } if what.contains("get_task")), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the call is bounded by its deadline");
+    let why = master.failure().expect("the master reports its store failed");
+    assert!(why.contains("no longer holds the leader lock"), "{why}");
+    master.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

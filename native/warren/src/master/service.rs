@@ -238,7 +238,11 @@ impl Shared {
                 }
                 Err(e) => {
                     self.set_failure(&e);
-                    self.syncer.durable.send_modify(|d| d.failed = Some(e.to_string()));
+                    let why = match &e {
+                        Error::StoreFailed(m) => m.clone(),
+                        other => other.to_string(),
+                    };
+                    self.syncer.durable.send_modify(|d| d.failed = Some(why));
                     return;
                 }
             }
