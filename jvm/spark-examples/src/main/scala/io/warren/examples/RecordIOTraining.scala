@@ -282,6 +282,9 @@ object RecordIOTraining {
     }
   }
 
+  private def deleteTree(dir: Path): Unit =
+    Using.resource(Files.walk(dir))(_.sorted(java.util.Comparator.reverseOrder[Path]()).forEach(p => Files.delete(p)))
+
   private def parse(args: List[String], p: Params): Params = args match {
     case Nil                          => p
     case "--workers" :: v :: rest     => parse(rest, p.copy(workers = v.toInt))
@@ -316,9 +319,9 @@ object RecordIOTraining {
       println(s"STEPS ${r.steps}")
       println(s"RECOVERIES ${r.recoveries}")
       println(s"MASTER ${r.status}")
-      println(s"DATASET $dir")
     } finally {
       sc.stop()
+      deleteTree(dir)
     }
   }
 }

@@ -1,7 +1,7 @@
 package io.warren.examples
 
 import java.io.File
-import java.nio.file.Files
+import java.nio.file.Path
 
 import io.warren.examples.RecordIOTraining.Params
 import io.warren.spark.WarrenSpark
@@ -9,6 +9,7 @@ import org.apache.spark.{SparkConf, SparkContext}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertTrue}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
+import org.junit.jupiter.api.io.TempDir
 
 /** The RecordIO training example on `local-cluster[3,1,1024]` (three executor JVMs), one
   * SparkContext for both cases: workers pull tasks from a master on the driver; every record of
@@ -58,9 +59,9 @@ class RecordIOTrainingTest {
   }
 
   @Test
-  def a_withoutFailuresEveryRecordIsReadExactlyOncePerPass(): Unit = {
+  def a_withoutFailuresEveryRecordIsReadExactlyOncePerPass(@TempDir dir: Path): Unit = {
     // A long task timeout: no task times out, so nothing is read twice.
-    val r = RecordIOTraining.run(sc, params.copy(taskTimeoutMs = 120000), Files.createTempDirectory("warren-rio-a"))
+    val r = RecordIOTraining.run(sc, params.copy(taskTimeoutMs = 120000), dir)
     println(s"RecordIO clean: ${r.steps} steps, losses ${r.losses.mkString(", ")}, master ${r.status}")
     assertEquals(params.passes, r.reads.length)
     for ((reads, pass) <- r.reads.zipWithIndex) {
@@ -73,11 +74,11 @@ class RecordIOTrainingTest {
   }
 
   @Test
-  def b_aTaskKilledHoldingATaskLosesNoRecordOfThePass(): Unit = {
+  def b_aTaskKilledHoldingATaskLosesNoRecordOfThePass(@TempDir dir: Path): Unit = {
     // Killed at step 4 of pass 0 after taking a task: the task stays pending, times out at the
     // master after 3 s and is handed out again; the retried attempt recovers from its peers.
     val p = params.copy(killTask = 4, taskTimeoutMs = 3000)
-    val r = RecordIOTraining.run(sc, p, Files.createTempDirectory("warren-rio-b"))
+    val r = RecordIOTraining.run(sc, p, dir)
     val twice = r.reads.map(_.count(_ > 1))
     println(s"RecordIO kill-task: ${r.steps} steps, recoveries ${r.recoveries}, read twice ${twice.mkString(", ")}")
     assertTrue(r.recoveries >= 1, s"recoveries ${r.recoveries}")
@@ -90,9 +91,9 @@ class RecordIOTrainingTest {
   /** Killed at step 4 after `point`: nothing waits for a task timeout (120 s here), so every
     * record is read exactly once per pass, or the run stalls and reads a task twice.
     */
-  private def killedAfter(point: String): Unit = {
+  private def killedAfter(point: String, dir: Path): Unit = {
     val p = params.copy(killTask = 4, killPoint = point, taskTimeoutMs = 120000)
-    val r = RecordIOTraining.run(sc, p, Files.createTempDirectory(s"warren-rio-$point"))
+    val r = RecordIOTraining.run(sc, p, dir)
     println(s"RecordIO kill after $point: ${r.steps} steps, recoveries ${r.recoveries}")
     assertTrue(r.recoveries >= 1, s"recoveries ${r.recoveries}")
     for ((reads, pass) <- r.reads.zipWithIndex) {
@@ -102,16 +103,16 @@ class RecordIOTrainingTest {
   }
 
   @Test
-  def c_aTaskKilledAfterItsAllreduceIsReplayedWithItsPredecessorsTask(): Unit = {
+  def c_aTaskKilledAfterItsAllreduceIsReplayedWithItsPredecessorsTask(@TempDir dir: Path): Unit = {
     // The replacement replays step 4 from its peers' result, which holds the dead attempt's
     // task: it reports the task it took itself failed and finishes the dead attempt's.
-    killedAfter("allreduce")
+    killedAfter("allreduce", dir)
   }
 
   @Test
-  def d_aTaskKilledAfterItsCheckpointHasItsTaskFinishedByTheReplacement(): Unit = {
+  def d_aTaskKilledAfterItsCheckpointHasItsTaskFinishedByTheReplacement(@TempDir dir: Path): Unit = {
     // The dead attempt's task is in checkpoint 5 but was never reported: the replacement
     // finishes it from the checkpoint.
-    killedAfter("checkpoint")
+    killedAfter("checkpoint", dir)
   }
 }
