@@ -9,7 +9,8 @@ use jni::objects::{JByteArray, JClass, JLongArray, JObjectArray, JString};
 use jni::sys::{jint, jlong};
 use jni::{Env, EnvUnowned};
 use warren::master::{
-    ClientOptions, MasterClient, MasterConfig, MasterService, MasterStatus, ReaderOptions, TaskReader,
+    Ack, ClientOptions, GetTask, MasterClient, MasterConfig, MasterService, MasterStatus, ReaderOptions, TaskId,
+    TaskReader, read_task,
 };
 
 use crate::errors::{JniError, JniResult, run};
@@ -245,6 +246,114 @@ pub extern "system" fn Java_io_warren_Native_mclientSetDataset<'l>(
         let k = u32::try_from(chunks_per_task)
             .map_err(|_| JniError::Argument(format!("chunksPerTask {chunks_per_task} is negative")))?;
         Ok(c.set_dataset(&patterns, k)?)
+    })
+}
+
+/// What `mclientGetTask` writes to `out[0]`: a task, whose records are returned.
+const GOT_TASK: i64 = 0;
+/// `out[0]`: no task now, but tasks are pending elsewhere (ask again later).
+const NO_TASK_NOW: i64 = 1;
+/// `out[0]`: the pass asked about is over; `out[3]` is the master's current pass.
+const PASS_FINISHED: i64 = 2;
+
+/// Asks once for a task of `pass` without waiting and reports the task in `out` as
+/// `[kind, id, epoch, pass]` (kinds above); for a task, returns its records (read now)
+/// without reporting it finished: the caller does that with `mclientTaskFinished`. A task
+/// whose chunk cannot be read is reported failed and the next one is asked for.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_mclientGetTask<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    pass: jlong,
+    out: JLongArray<'l>,
+) -> JObjectArray<'l, JByteArray<'l>> {
+    run(&mut env, |env| {
+        let c = client(h)?;
+        let pass = u64::try_from(pass).map_err(|_| JniError::Argument(format!("pass {pass} is negative")))?;
+        if out.is_null() || out.len(env)? < 4 {
+            return Err(JniError::Argument("the task description array needs 4 elements".into()));
+        }
+        let (head, records) = loop {
+            match c.get_task(pass)? {
+                GetTask::Task(t) => match read_task(&t) {
+                    Ok(records) => break ([GOT_TASK, t.id.0 as i64, t.epoch as i64, t.pass as i64], Some(records)),
+                    Err(e) => {
+                        log::warn!("task {} epoch {} failed: {e}", t.id, t.epoch);
+                        c.task_failed(t.id, t.epoch, e.to_string())?;
+                    }
+                },
+                GetTask::NoMoreTasksNow => break ([NO_TASK_NOW, 0, 0, pass as i64], None),
+                GetTask::PassFinished { current_pass } => break ([PASS_FINISHED, 0, 0, current_pass as i64], None),
+                GetTask::WrongPass { current_pass } if current_pass > pass => {
+                    break ([PASS_FINISHED, 0, 0, current_pass as i64], None);
+                }
+                GetTask::WrongPass { current_pass } => {
+                    return Err(JniError::Warren(warren::Error::InvalidArgument(format!(
+                        "master {} is at pass {current_pass}; a task of pass {pass} was asked for",
+                        c.uri()
+                    ))));
+                }
+                GetTask::AllTasksFailed => {
+                    return Err(JniError::Warren(warren::Error::Master(format!(
+                        "{}: every remaining task of pass {pass} failed too often",
+                        c.uri()
+                    ))));
+                }
+            }
+        };
+        out.set_region(env, 0, &head)?;
+        let Some(records) = records else {
+            return Ok(JObjectArray::<JByteArray>::null());
+        };
+        let array = JObjectArray::<JByteArray>::new(env, records.len(), JByteArray::null())?;
+        for (i, r) in records.iter().enumerate() {
+            let bytes = env.byte_array_from_slice(r)?;
+            array.set_element(env, i, &bytes)?;
+            env.delete_local_ref(bytes);
+        }
+        Ok(array)
+    })
+}
+
+fn task_id(id: jlong, epoch: jlong) -> JniResult<(TaskId, u64)> {
+    match (u64::try_from(id), u64::try_from(epoch)) {
+        (Ok(id), Ok(epoch)) => Ok((TaskId(id), epoch)),
+        _ => Err(JniError::Argument(format!("task {id} epoch {epoch}: negative"))),
+    }
+}
+
+/// Reports task `id` (hand-out `epoch`) finished: 1 if recorded, 0 if stale (the hand-out
+/// timed out and the task went back to the queue, or it was reported already).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_mclientTaskFinished<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    id: jlong,
+    epoch: jlong,
+) -> jint {
+    run(&mut env, |_| {
+        let (id, epoch) = task_id(id, epoch)?;
+        Ok((client(h)?.task_finished(id, epoch)? == Ack::Accepted) as jint)
+    })
+}
+
+/// Reports task `id` (hand-out `epoch`) failed, so that it is handed out again at once: 1 if
+/// recorded, 0 if stale.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_mclientTaskFailed<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    id: jlong,
+    epoch: jlong,
+    reason: JString<'l>,
+) -> jint {
+    run(&mut env, |env| {
+        let (id, epoch) = task_id(id, epoch)?;
+        let reason = string(env, &reason, "reason")?;
+        Ok((client(h)?.task_failed(id, epoch, reason)? == Ack::Accepted) as jint)
     })
 }
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use warren::Error;
 use warren::master::{
     Ack, ClientOptions, GetTask, MasterClient, MasterConfig, MasterService, QueueSettings, ReaderOptions, TaskReader,
+    read_task,
 };
 use warren::recordio::{Compressor, Writer, WriterOptions};
 use warren::store::FileStore;
@@ -270,4 +271,27 @@ fn a_master_that_is_gone_gives_a_timeout_naming_it() {
     let err = c.get_task(0).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(matches!(&err, Error::Timeout { what, .. } if what.contains(&uri)), "{err}");
+}
+
+#[test]
+fn read_task_gives_a_tasks_records_in_order_and_a_changed_file_is_corrupt() {
+    let dir = Dir::new("read-task");
+    let pattern = write_dataset(&dir.0, 1, 4, 3);
+    let master = start(&dir.0, QueueSettings::default(), Some((pattern, 2)));
+    let mut c = client(master.uri());
+    let GetTask::Task(t) = c.get_task(0).unwrap() else { panic!("no task") };
+    let records: Vec<String> = read_task(&t).unwrap().into_iter().map(|r| String::from_utf8(r).unwrap()).collect();
+    let c0 = t.chunks[0].index;
+    let want: Vec<String> = (c0..c0 + 2).flat_map(|c| (0..3).map(move |r| format!("f0-c{c}-r{r}"))).collect();
+    assert_eq!(records, want);
+    // The file rewritten with other chunk boundaries: the task's chunks are no longer there.
+    let mut w = Writer::create(
+        dir.0.join("part-0.rio"),
+        WriterOptions { max_chunk_bytes: 1 << 20, compressor: Compressor::Snappy },
+    )
+    .unwrap();
+    w.write(b"other").unwrap();
+    w.finish().unwrap();
+    assert!(matches!(read_task(&t), Err(Error::Corrupt { .. })), "{:?}", read_task(&t));
+    assert_eq!(c.task_failed(t.id, t.epoch, "changed").unwrap(), Ack::Accepted);
 }

@@ -37,5 +37,5 @@ pub use queue::{
     Ack, ChunkRef, FailedTask, GetTask, Millis, Output, PendingTask, Queue, QueueCounts, QueueSettings, Snapshot, Task,
     TaskId,
 };
-pub use reader::{ReaderOptions, TaskReader};
+pub use reader::{ReaderOptions, TaskReader, read_task};
 pub use service::{MasterConfig, MasterService, now_ms};

@@ -166,21 +166,40 @@ impl TaskReader {
     }
 
     fn read_chunk(&mut self, c: &ChunkRef) -> Result<Vec<Vec<u8>>> {
-        if !self.files.contains_key(&c.path) {
-            self.files.insert(c.path.clone(), Reader::open(&c.path)?);
-        }
-        let reader = self.files.get_mut(&c.path).expect("inserted above");
-        let info = reader.index().chunk(c.index as usize).copied();
-        if info.map(|i| i.offset) != Some(c.offset) {
-            return Err(Error::Corrupt {
-                file: c.path.clone(),
-                chunk: c.index,
-                offset: c.offset,
-                reason: "the file changed since the master indexed it".into(),
-            });
-        }
-        Ok(reader.read_chunk(c.index as usize)?.to_vecs())
+        read_chunk(&mut self.files, c)
     }
+}
+
+/// The records of every chunk of `task`, in order: what a worker that reports its tasks
+/// itself (finished only once their contribution is safe) reads. Fails with
+/// [`Error::Corrupt`] when a chunk cannot be read or its file changed since the master
+/// indexed it; report the task failed then.
+pub fn read_task(task: &Task) -> Result<Vec<Vec<u8>>> {
+    let mut files = HashMap::new();
+    let mut out = Vec::new();
+    for c in &task.chunks {
+        out.extend(read_chunk(&mut files, c)?);
+    }
+    Ok(out)
+}
+
+/// Reads chunk `c`, opening its file into `files` if needed and checking that the chunk is
+/// still where the master indexed it.
+fn read_chunk(files: &mut HashMap<String, Reader<File>>, c: &ChunkRef) -> Result<Vec<Vec<u8>>> {
+    if !files.contains_key(&c.path) {
+        files.insert(c.path.clone(), Reader::open(&c.path)?);
+    }
+    let reader = files.get_mut(&c.path).expect("inserted above");
+    let info = reader.index().chunk(c.index as usize).copied();
+    if info.map(|i| i.offset) != Some(c.offset) {
+        return Err(Error::Corrupt {
+            file: c.path.clone(),
+            chunk: c.index,
+            offset: c.offset,
+            reason: "the file changed since the master indexed it".into(),
+        });
+    }
+    Ok(reader.read_chunk(c.index as usize)?.to_vecs())
 }
 
 impl Iterator for TaskReader {

@@ -154,6 +154,54 @@ public final class MasterClient implements AutoCloseable {
         Native.taskReaderOpen(address, secret, pass, callTimeout.toMillis(), idleTimeout.toMillis()));
   }
 
+  /**
+   * Asks once, without waiting, for a task of {@code pass} and reads its records, but does
+   * not report it finished: call {@link #finish(MasterTask)} once its contribution is safe
+   * (e.g. in a completed allreduce and checkpoint), or {@link #fail(MasterTask, String)}. A
+   * task not reported within the master's task timeout goes back to the queue and is handed
+   * out again (at least once per pass). A task whose chunk cannot be read is reported failed
+   * here and the next one is asked for.
+   *
+   * @param pass the pass (0 first)
+   * @return a task ({@link MasterTask.Kind#TASK}), or {@link MasterTask.Kind#NONE_NOW} while
+   *     the remaining tasks are held by other workers, or {@link MasterTask.Kind#PASS_FINISHED}
+   *     once the pass is over
+   * @throws MasterException if every remaining task of the pass failed too often
+   * @throws WarrenArgumentException if the master has not reached {@code pass}
+   */
+  public synchronized MasterTask getTask(long pass) {
+    if (pass < 0) {
+      throw new IllegalArgumentException("pass must not be negative, got " + pass);
+    }
+    long[] head = new long[4];
+    byte[][] records = Native.mclientGetTask(live(), pass, head);
+    return MasterTask.of(head, records);
+  }
+
+  /**
+   * Reports {@code task} finished.
+   *
+   * @param task a task from {@link #getTask(long)} (of this client or another)
+   * @return true if recorded; false if stale (it timed out and went back to the queue, or was
+   *     reported already)
+   */
+  public synchronized boolean finish(MasterTask task) {
+    return Native.mclientTaskFinished(live(), task.requireTask().id(), task.epoch()) != 0;
+  }
+
+  /**
+   * Reports {@code task} failed, so that it is handed out again at once (it counts towards the
+   * master's {@code maxFailures}).
+   *
+   * @param task a task from {@link #getTask(long)}
+   * @param reason why, for the master's log
+   * @return true if recorded; false if stale
+   */
+  public synchronized boolean fail(MasterTask task, String reason) {
+    Objects.requireNonNull(reason, "reason");
+    return Native.mclientTaskFailed(live(), task.requireTask().id(), task.epoch(), reason) != 0;
+  }
+
   /** Closes the connection. Idempotent; open readers stay usable. */
   @Override
   public synchronized void close() {

@@ -116,6 +116,18 @@ final class Native {
 
   static native void mclientSetDataset(long handle, String[] patterns, int chunksPerTask);
 
+  /**
+   * One task of {@code pass}, without waiting; {@code out} gets {@code [kind, id, epoch, pass]}
+   * (kind 0 a task, 1 none now, 2 pass finished) and a task's records are returned, else null.
+   */
+  static native byte[][] mclientGetTask(long handle, long pass, long[] out);
+
+  /** 1 if recorded, 0 if stale. */
+  static native int mclientTaskFinished(long handle, long id, long epoch);
+
+  /** 1 if recorded, 0 if stale. */
+  static native int mclientTaskFailed(long handle, long id, long epoch, String reason);
+
   static native void mclientClose(long handle);
 
   static native long taskReaderOpen(

@@ -175,6 +175,33 @@ class MasterTest {
   }
 
   @Test
+  void aTaskHeldByAReaderThatDiesComesBackAfterItsTimeout(@TempDir Path dir) {
+    String glob = dataset(dir);
+    try (Master m = master(dir, glob).timeouts(1000, 1000).start();
+        MasterClient client = MasterClient.connect(m.workerSettings())) {
+      long tasks = m.status().tasks();
+      List<String> all = new ArrayList<>();
+      String first;
+      try (TaskReader dying = client.reader(0, LIMIT)) {
+        // Takes a task, reads one record of it and goes away without finishing it.
+        first = new String(dying.next(), StandardCharsets.UTF_8);
+        all.add(first);
+      }
+      assertEquals(1, m.status().pending());
+      try (TaskReader r = client.reader(0, LIMIT)) {
+        all.addAll(readAll(r));
+        assertTrue(r.tasksFinished() >= tasks, "finished " + r.tasksFinished() + " of " + tasks);
+      }
+      Map<String, Integer> seen = count(all);
+      assertEquals(everyRecordOnce().keySet(), seen.keySet(), "every record at least once");
+      assertTrue(seen.get(first) >= 2, "the abandoned task was read again");
+      MasterStatus s = m.status();
+      assertEquals(1, s.pass());
+      assertEquals(0, s.failed(), "a timeout is retried, not a failure that discards the task");
+    }
+  }
+
+  @Test
   void aWrongSecretIsAnAuthError(@TempDir Path dir) {
     try (Master m = master(dir, dataset(dir)).start()) {
       assertThrows(

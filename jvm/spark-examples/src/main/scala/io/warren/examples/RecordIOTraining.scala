@@ -1,0 +1,327 @@
+package io.warren.examples
+
+import java.nio.charset.StandardCharsets
+import java.nio.file.{Files, Path}
+import java.util.SplittableRandom
+
+import scala.jdk.CollectionConverters._
+import scala.util.Using
+
+import io.warren.{Communicator, Master, MasterClient, MasterStatus, MasterTask, Op, RecordIOWriter}
+import io.warren.spark.WarrenSpark
+import org.apache.spark.{SparkConf, SparkContext, TaskContext}
+
+/** Logistic regression whose workers pull RecordIO shards (tasks of chunks) from a data
+  * [[io.warren.Master]] on the driver instead of reading RDD partitions.
+  *
+  * The dataset's files must be readable at the same path by every executor (a shared file
+  * system; on `local-cluster`, the local disk).
+  *
+  * {{{
+  * spark-submit --master 'local-cluster[3,1,1024]' --class io.warren.examples.RecordIOTraining \
+  *   --jars warren-core.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
+  *   --workers 3 --records 600 --passes 2 --kill-task 5
+  * }}}
+  *
+  * Each step, every worker asks the master for one task without waiting, reads its records
+  * ("id,label,f1,...,fn"), and adds their gradient, loss and a count per record id to one
+  * allreduce; the weights move by the mean gradient and the step ends with a checkpoint. Only
+  * then does a worker report its task finished, so a task whose contribution could still be
+  * lost is pending at the master, and comes back after the task timeout if its worker dies.
+  *
+  * Semantics: every record is read at least once per pass. Exactly once unless a task times
+  * out (its worker died before its contribution was in a checkpoint, or a step took longer
+  * than the task timeout). Under retry-one, a restarted worker replays a step from its peers'
+  * allreduce result, which holds its dead predecessor's task and not the one it just took: it
+  * reports its own task failed (handed out again at once) and finishes the predecessor's, whose
+  * id and epoch are in the result (each rank writes its task into its own slot). A task
+  * contributed to a checkpoint whose worker died before reporting it is finished by the
+  * replacement from the checkpoint; if it timed out first, it is read again in the pass.
+  */
+object RecordIOTraining {
+
+  /** The job's parameters.
+    *
+    * @param workers Warren workers (Spark tasks running together)
+    * @param records records in the dataset (ids 0 until records)
+    * @param features features per record
+    * @param files RecordIO files the dataset is written to
+    * @param chunkBytes largest chunk of the files, in bytes (small: many tasks)
+    * @param chunksPerTask chunks per master task
+    * @param passes passes over the dataset
+    * @param stepSize the learning rate
+    * @param seed seed of the data
+    * @param taskTimeoutMs the master's task timeout (lower bound and initial value)
+    * @param pollMs pause of a step in which no worker had a task and the pass is not over
+    * @param maxIdleSteps such steps in a row before the job gives up (a deadline)
+    * @param killTask throw in partition 1's first attempt at this step (-1: never)
+    * @param killPoint where in the step: "get" (holding a task, before the allreduce), "allreduce"
+    *     (after it, before the checkpoint) or "checkpoint" (after it, before reporting the task)
+    * @param conf `spark.warren.*` settings for the runner
+    */
+  case class Params(
+      workers: Int = 3,
+      records: Int = 600,
+      features: Int = 4,
+      files: Int = 3,
+      chunkBytes: Int = 1000,
+      chunksPerTask: Int = 2,
+      passes: Int = 2,
+      stepSize: Double = 1.0,
+      seed: Long = 20240601L,
+      taskTimeoutMs: Long = 3000,
+      pollMs: Long = 100,
+      maxIdleSteps: Int = 1200,
+      killTask: Int = -1,
+      killPoint: String = "get",
+      conf: Map[String, String] = Map.empty
+  ) {
+    require(workers >= 1 && records >= 1 && features >= 1 && files >= 1 && passes >= 1, s"bad parameters $this")
+    require(Set("get", "allreduce", "checkpoint")(killPoint), s"--kill-point $killPoint: get, allreduce or checkpoint")
+  }
+
+  /** What a run gives back (rank 0's view; every rank has the same).
+    *
+    * @param weights the final weights (the last one is the intercept)
+    * @param reads `reads(pass)(id)`: how many times record `id` went into an allreduce in `pass`
+    * @param losses mean log loss of the records read in each pass
+    * @param steps steps (allreduce + checkpoint) taken
+    * @param recoveries recoveries rank 0 took part in
+    * @param status the master's status after the job
+    */
+  case class Result(
+      weights: Array[Double],
+      reads: Array[Array[Int]],
+      losses: Array[Double],
+      steps: Long,
+      recoveries: Long,
+      status: MasterStatus
+  )
+
+  /** The features of record `id`, deterministic in the seed. */
+  private def features(p: Params, id: Int): Array[Double] = {
+    val r = new SplittableRandom(p.seed * 1000003L + id)
+    Array.fill(p.features)(r.nextGaussian())
+  }
+
+  /** Record `id` as text: "id,label,f1,...,fn". */
+  private def record(p: Params, id: Int): String = {
+    val x = features(p, id)
+    val wt = new SplittableRandom(p.seed).doubles(p.features.toLong + 1, -1.0, 1.0).toArray
+    val z = x.indices.map(j => x(j) * wt(j)).sum + wt(p.features)
+    val label = if (new SplittableRandom(p.seed ^ id).nextDouble() < 1.0 / (1.0 + math.exp(-3.0 * z))) 1 else 0
+    (Seq(id.toString, label.toString) ++ x.map(v => java.lang.Double.toString(v))).mkString(",")
+  }
+
+  /** Writes the dataset as `p.files` RecordIO files in `dir` (record i in file i % files).
+    *
+    * @param p the parameters
+    * @param dir an existing directory
+    * @return the files' glob
+    */
+  def writeDataset(p: Params, dir: Path): String = {
+    for (f <- 0 until p.files) {
+      Using.resource(RecordIOWriter.create(dir.resolve(s"part-$f.rio"), RecordIOWriter.Compressor.NONE, p.chunkBytes)) {
+        w => (f until p.records by p.files).foreach(i => w.write(record(p, i).getBytes(StandardCharsets.UTF_8)))
+      }
+    }
+    dir.resolve("part-*.rio").toString
+  }
+
+  /** A worker's view of the job between steps, as kept in the checkpoint. Layout of the
+    * doubles: pass, step, idle steps, weights, reads (passes x records), losses, last slots.
+    */
+  private final class State(p: Params) {
+    val d: Int = p.features + 1
+    var pass: Int = 0
+    var step: Long = 0
+    var idle: Int = 0
+    val w: Array[Double] = new Array[Double](d)
+    val reads: Array[Array[Int]] = Array.fill(p.passes)(new Array[Int](p.records))
+    val losses: Array[Double] = new Array[Double](p.passes)
+    val lossSum: Array[Double] = new Array[Double](2)
+    /** (task id + 1, epoch) per rank, of the last step's allreduce: the tasks in the checkpoint. */
+    val slots: Array[Double] = new Array[Double](2 * p.workers)
+
+    def encode(): Array[Byte] = {
+      val all = Array(pass.toDouble, step.toDouble, idle.toDouble) ++ w ++ reads.flatten.map(_.toDouble) ++
+        losses ++ lossSum ++ slots
+      val b = java.nio.ByteBuffer.allocate(8 * all.length)
+      all.foreach(b.putDouble)
+      b.array()
+    }
+
+    def decode(bytes: Array[Byte]): Unit = {
+      val b = java.nio.ByteBuffer.wrap(bytes)
+      pass = b.getDouble.toInt
+      step = b.getDouble.toLong
+      idle = b.getDouble.toInt
+      for (j <- 0 until d) w(j) = b.getDouble
+      for (q <- reads; i <- q.indices) q(i) = b.getDouble.toInt
+      for (i <- losses.indices) losses(i) = b.getDouble
+      for (i <- lossSum.indices) lossSum(i) = b.getDouble
+      for (i <- slots.indices) slots(i) = b.getDouble
+    }
+  }
+
+  /** The task of `rank`'s slot in `slots`, if any. */
+  private def slotTask(slots: Array[Double], rank: Int, pass: Int): Option[MasterTask] =
+    if (slots(2 * rank) > 0)
+      Some(new MasterTask(MasterTask.Kind.TASK, slots(2 * rank).toLong - 1, slots(2 * rank + 1).toLong, pass, java.util.List.of[Array[Byte]]()))
+    else None
+
+  /** One worker: a step per task, until every pass is over. */
+  private def worker(p: Params, master: Map[String, String])(comm: Communicator, unused: Iterator[Int]): Result = {
+    val pid = TaskContext.getPartitionId()
+    val attempt = TaskContext.get().attemptNumber()
+    val rank = comm.rank()
+    val s = new State(p)
+    val d = s.d
+    Using.resource(MasterClient.connect(master.asJava)) { client =>
+      val ckpt = comm.loadCheckpoint()
+      if (ckpt.version > 0) {
+        s.decode(ckpt.global)
+        // The predecessor may have died between the checkpoint and reporting its task.
+        slotTask(s.slots, rank, s.pass).foreach(client.finish)
+      }
+      // Per step: gradient (d), loss, records, has a task, pass over, slots (2 x workers), reads per id.
+      val base = d + 4
+      val buf = new Array[Double](base + 2 * p.workers + p.records)
+      while (s.pass < p.passes) {
+        java.util.Arrays.fill(buf, 0.0)
+        val t = client.getTask(s.pass)
+        val step = s.step
+        def kill(point: String): Unit = if (pid == 1 && attempt == 0 && step == p.killTask && p.killPoint == point) {
+          throw new RuntimeException(s"injected task failure at step $step after $point, holding $t (--kill-task)")
+        }
+        kill("get")
+        t.kind match {
+          case MasterTask.Kind.TASK =>
+            for (bytes <- t.records.asScala) {
+              val f = new String(bytes, StandardCharsets.UTF_8).split(',')
+              if (f.length != p.features + 2) {
+                throw new IllegalArgumentException(s"record of task ${t.id} has ${f.length} fields: ${f.mkString(",")}")
+              }
+              val id = f(0).toInt
+              require(id >= 0 && id < p.records, s"record id $id out of range")
+              val y = f(1).toDouble
+              val x = Array.tabulate(d)(j => if (j == p.features) 1.0 else f(j + 2).toDouble)
+              val z = x.indices.map(j => x(j) * s.w(j)).sum
+              val g = 1.0 / (1.0 + math.exp(-z)) - y
+              for (j <- 0 until d) buf(j) += g * x(j)
+              buf(d) += (if (z > 0) math.log1p(math.exp(-z)) + (1 - y) * z else math.log1p(math.exp(z)) - y * z)
+              buf(d + 1) += 1
+              buf(base + 2 * p.workers + id) += 1
+            }
+            buf(d + 2) = 1
+            buf(base + 2 * rank) = t.id + 1.0
+            buf(base + 2 * rank + 1) = t.epoch.toDouble
+          case MasterTask.Kind.PASS_FINISHED => buf(d + 3) = 1
+          case MasterTask.Kind.NONE_NOW      =>
+        }
+        comm.allreduce(buf, Op.SUM)
+        kill("allreduce")
+        System.arraycopy(buf, base, s.slots, 0, s.slots.length)
+        val mine = slotTask(s.slots, rank, s.pass)
+        if (t.isTask && !mine.exists(m => m.id == t.id && m.epoch == t.epoch)) {
+          // A replayed step: the result holds the predecessor's task, not this one.
+          client.fail(t, s"not in step ${s.step}'s allreduce (replayed for a restarted worker)")
+        }
+        val n = buf(d + 1)
+        if (n > 0) for (j <- 0 until d) s.w(j) -= p.stepSize * buf(j) / n
+        s.lossSum(0) += buf(d)
+        s.lossSum(1) += n
+        for (i <- 0 until p.records) s.reads(s.pass)(i) += buf(base + 2 * p.workers + i).toInt
+        val anyTask = buf(d + 2) > 0
+        if (buf(d + 3) > 0) {
+          s.losses(s.pass) = if (s.lossSum(1) > 0) s.lossSum(0) / s.lossSum(1) else 0.0
+          java.util.Arrays.fill(s.lossSum, 0.0)
+          s.pass += 1
+        }
+        s.idle = if (anyTask || buf(d + 3) > 0) 0 else s.idle + 1
+        s.step += 1
+        comm.checkpoint(s.encode(), null)
+        kill("checkpoint")
+        // The contribution is in a checkpoint: now the task may be reported finished.
+        mine.foreach(client.finish)
+        if (s.idle >= p.maxIdleSteps) {
+          throw new IllegalStateException(
+            s"pass ${s.pass}: no worker got a task for ${s.idle} steps; master status ${client.status()}"
+          )
+        }
+        if (s.idle > 0) Thread.sleep(p.pollMs)
+      }
+    }
+    Result(s.w.clone(), s.reads.map(_.clone()), s.losses.clone(), s.step, comm.recoveries(), null)
+  }
+
+  /** Writes the dataset to `dir`, starts a master on it (file store in `dir`), and trains.
+    *
+    * @param sc the context (needs `p.workers` free task slots)
+    * @param p the parameters
+    * @param dir an empty directory for the dataset and the master's queue
+    * @return rank 0's result with the master's final status
+    */
+  def run(sc: SparkContext, p: Params, dir: Path): Result = {
+    val glob = writeDataset(p, dir)
+    Using.resource(
+      Master
+        .builder()
+        .dataset(glob)
+        .chunksPerTask(p.chunksPerTask)
+        .store("file:" + dir.resolve("queue"))
+        .secret(java.util.UUID.randomUUID().toString)
+        .timeouts(p.taskTimeoutMs, p.taskTimeoutMs)
+        .maxFailures(10)
+        .start()
+    ) { master =>
+      val settings = master.workerSettings().asScala.toMap
+      val results =
+        WarrenSpark.train(sc.parallelize(0 until p.workers, p.workers), p.workers, p.conf)(worker(p, settings))
+      results.head.copy(status = master.status())
+    }
+  }
+
+  private def deleteTree(dir: Path): Unit =
+    Using.resource(Files.walk(dir))(_.sorted(java.util.Comparator.reverseOrder[Path]()).forEach(p => Files.delete(p)))
+
+  private def parse(args: List[String], p: Params): Params = args match {
+    case Nil                          => p
+    case "--workers" :: v :: rest     => parse(rest, p.copy(workers = v.toInt))
+    case "--records" :: v :: rest     => parse(rest, p.copy(records = v.toInt))
+    case "--features" :: v :: rest    => parse(rest, p.copy(features = v.toInt))
+    case "--passes" :: v :: rest      => parse(rest, p.copy(passes = v.toInt))
+    case "--task-timeout" :: v :: rest => parse(rest, p.copy(taskTimeoutMs = v.toLong))
+    case "--kill-task" :: v :: rest   => parse(rest, p.copy(killTask = v.toInt))
+    case "--kill-point" :: v :: rest  => parse(rest, p.copy(killPoint = v))
+    case other :: _ =>
+      throw new IllegalArgumentException(
+        s"unknown argument $other; usage: [--workers N] [--records N] [--features N] [--passes N] " +
+          "[--task-timeout MS] [--kill-task STEP] [--kill-point get|allreduce|checkpoint]"
+      )
+  }
+
+  /** Entry point for spark-submit (the master comes from spark-submit).
+    *
+    * @param args see the usage in the error message of an unknown argument
+    */
+  def main(args: Array[String]): Unit = {
+    val p = parse(args.toList, Params())
+    val dir = Files.createTempDirectory("warren-recordio-training")
+    val sc = new SparkContext(new SparkConf().setAppName("warren-recordio-training"))
+    try {
+      WarrenSpark.awaitSlots(sc, p.workers, 120)
+      val r = run(sc, p, dir)
+      r.losses.zipWithIndex.foreach { case (l, i) => println(f"pass ${i + 1}%3d loss $l%.10f") }
+      r.reads.zipWithIndex.foreach { case (q, i) =>
+        println(s"pass ${i + 1} records read at least once ${q.count(_ > 0)} of ${p.records}, reads ${q.sum}")
+      }
+      println(s"STEPS ${r.steps}")
+      println(s"RECOVERIES ${r.recoveries}")
+      println(s"MASTER ${r.status}")
+    } finally {
+      sc.stop()
+      deleteTree(dir)
+    }
+  }
+}
