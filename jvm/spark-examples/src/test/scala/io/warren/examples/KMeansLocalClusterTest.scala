@@ -1,6 +1,5 @@
 package io.warren.examples
 
-import java.io.File
 import java.util.concurrent.ConcurrentLinkedQueue
 
 import scala.jdk.CollectionConverters._
@@ -12,7 +11,7 @@ import org.apache.logging.log4j.{Level, LogManager}
 import org.apache.logging.log4j.core.{LogEvent, LoggerContext}
 import org.apache.logging.log4j.core.appender.AbstractAppender
 import org.apache.logging.log4j.core.config.{Configurator, Property}
-import org.apache.spark.{SparkConf, SparkContext}
+import org.apache.spark.SparkContext
 import org.junit.jupiter.api.Assertions.{assertEquals, assertTrue, fail}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
@@ -38,23 +37,7 @@ class KMeansLocalClusterTest {
 
   @BeforeAll
   def start(): Unit = {
-    val home = sys.env.getOrElse("SPARK_HOME", throw new IllegalStateException("SPARK_HOME is not set"))
-    val cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"))
-    // Executors get Spark from $SPARK_HOME/jars; add this project's classes and jars.
-    val ours = cp
-      .split(File.pathSeparator)
-      .filter(e => !e.startsWith(home) && !e.contains("/.spark/") && (e.contains("warren") || e.contains("/target/")))
-    val conf = new SparkConf()
-      .setMaster("local-cluster[3,1,1024]")
-      .setAppName("warren-kmeans-local-cluster-test")
-      .setSparkHome(home)
-      .set("spark.driver.host", "127.0.0.1")
-      .set("spark.driver.bindAddress", "127.0.0.1")
-      .set("spark.ui.enabled", "false")
-      .set("spark.executor.extraClassPath", ours.mkString(File.pathSeparator))
-      .set("spark.warren.connectTimeout", "120")
-      .set("spark.warren.timeout", "300")
-    sc = new SparkContext(conf)
+    sc = LocalCluster.start(3, "warren-kmeans-local-cluster-test")
     // After the context (which sets up Spark's logging): capture io.warren at INFO.
     Configurator.setLevel("io.warren", Level.INFO)
     val ctx = LogManager.getContext(false).asInstanceOf[LoggerContext]

@@ -1,12 +1,11 @@
 package io.warren.examples
 
-import java.io.File
 import java.util.concurrent.atomic.AtomicInteger
 
 import io.warren.examples.LogisticRegression.Params
 import io.warren.spark.{WarrenSpark, WarrenSparkException}
 import org.apache.spark.scheduler.{SparkListener, SparkListenerTaskStart}
-import org.apache.spark.{SparkConf, SparkContext}
+import org.apache.spark.SparkContext
 import org.junit.jupiter.api.Assertions.{assertEquals, assertThrows, assertTrue}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
@@ -25,23 +24,7 @@ class LocalClusterTest {
 
   @BeforeAll
   def start(): Unit = {
-    val home = sys.env.getOrElse("SPARK_HOME", throw new IllegalStateException("SPARK_HOME is not set"))
-    val cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"))
-    // Executors get Spark from $SPARK_HOME/jars; add this project's classes and jars.
-    val ours = cp
-      .split(File.pathSeparator)
-      .filter(e => !e.startsWith(home) && !e.contains("/.spark/") && (e.contains("warren") || e.contains("/target/")))
-    val conf = new SparkConf()
-      .setMaster("local-cluster[3,1,1024]")
-      .setAppName("warren-local-cluster-test")
-      .setSparkHome(home)
-      .set("spark.driver.host", "127.0.0.1")
-      .set("spark.driver.bindAddress", "127.0.0.1")
-      .set("spark.ui.enabled", "false")
-      .set("spark.executor.extraClassPath", ours.mkString(File.pathSeparator))
-      .set("spark.warren.connectTimeout", "120")
-      .set("spark.warren.timeout", "300")
-    sc = new SparkContext(conf)
+    sc = LocalCluster.start(3, "warren-local-cluster-test")
     sc.addSparkListener(new SparkListener {
       override def onTaskStart(e: SparkListenerTaskStart): Unit = taskStarts.incrementAndGet()
     })

@@ -1,11 +1,10 @@
 package io.warren.examples
 
-import java.io.File
 import java.nio.file.Path
 
 import io.warren.examples.RecordIOTraining.Params
 import io.warren.spark.WarrenSpark
-import org.apache.spark.{SparkConf, SparkContext}
+import org.apache.spark.SparkContext
 import org.junit.jupiter.api.Assertions.{assertEquals, assertTrue}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
@@ -24,22 +23,7 @@ class RecordIOTrainingTest {
 
   @BeforeAll
   def start(): Unit = {
-    val home = sys.env.getOrElse("SPARK_HOME", throw new IllegalStateException("SPARK_HOME is not set"))
-    val cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"))
-    val ours = cp
-      .split(File.pathSeparator)
-      .filter(e => !e.startsWith(home) && !e.contains("/.spark/") && (e.contains("warren") || e.contains("/target/")))
-    val conf = new SparkConf()
-      .setMaster("local-cluster[3,1,1024]")
-      .setAppName("warren-recordio-training-test")
-      .setSparkHome(home)
-      .set("spark.driver.host", "127.0.0.1")
-      .set("spark.driver.bindAddress", "127.0.0.1")
-      .set("spark.ui.enabled", "false")
-      .set("spark.executor.extraClassPath", ours.mkString(File.pathSeparator))
-      .set("spark.warren.connectTimeout", "120")
-      .set("spark.warren.timeout", "300")
-    sc = new SparkContext(conf)
+    sc = LocalCluster.start(3, "warren-recordio-training-test")
     assertTrue(WarrenSpark.awaitSlots(sc, 3, 60) >= 3, "the 3 executors did not register")
   }
 

@@ -1,6 +1,5 @@
 package io.warren.examples
 
-import java.io.File
 import java.nio.file.Files
 import java.util.concurrent.TimeUnit
 import java.util.concurrent.atomic.AtomicInteger
@@ -8,7 +7,7 @@ import java.util.concurrent.atomic.AtomicInteger
 import io.warren.examples.LogisticRegression.{Failure, Params, Result}
 import io.warren.spark.{WarrenSpark, WarrenSparkException}
 import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, SparkListenerTaskEnd}
-import org.apache.spark.{SparkConf, SparkContext, Success, TaskKilled, WarrenSlots}
+import org.apache.spark.{SparkContext, Success, TaskKilled, WarrenSlots}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertFalse, assertThrows, assertTrue}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
@@ -37,22 +36,7 @@ class RecoveryClusterTest {
 
   @BeforeAll
   def start(): Unit = {
-    val home = sys.env.getOrElse("SPARK_HOME", throw new IllegalStateException("SPARK_HOME is not set"))
-    val cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"))
-    val ours = cp
-      .split(File.pathSeparator)
-      .filter(e => !e.startsWith(home) && !e.contains("/.spark/") && (e.contains("warren") || e.contains("/target/")))
-    val conf = new SparkConf()
-      .setMaster(s"local-cluster[$workers,1,1024]")
-      .setAppName("warren-recovery-cluster-test")
-      .setSparkHome(home)
-      .set("spark.driver.host", "127.0.0.1")
-      .set("spark.driver.bindAddress", "127.0.0.1")
-      .set("spark.ui.enabled", "false")
-      .set("spark.executor.extraClassPath", ours.mkString(File.pathSeparator))
-      .set("spark.warren.connectTimeout", "120")
-      .set("spark.warren.timeout", "300")
-    sc = new SparkContext(conf)
+    sc = LocalCluster.start(workers, "warren-recovery-cluster-test")
     sc.addSparkListener(new SparkListener {
       override def onTaskEnd(e: SparkListenerTaskEnd): Unit = e.reason match {
         case Success | _: TaskKilled =>
