@@ -9,6 +9,7 @@ mod cmd_tracker;
 mod launcher;
 mod logging;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -53,7 +54,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("warren: error: {e}");
+            // One write: workers and the tracker share this stderr, and `eprintln!` writes its
+            // pieces separately, so another process's log line could land inside this one.
+            let line = format!("warren: error: {e}\n");
+            let _ = std::io::stderr().write_all(line.as_bytes());
             ExitCode::from(exit_code(&e))
         }
     }
