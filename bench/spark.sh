@@ -2,14 +2,18 @@
 # Spark benchmark (issue 6), one spark-submit run on one local-cluster (io.warren.examples.SparkBench):
 #  (a) time per iteration of the Warren logistic-regression example vs Spark MLlib's
 #      LogisticRegression (L-BFGS, tol 0, no regularization) on the same rows;
-#  (b) the Warren stage's total time without failures and with one executor halted, under
-#      retry-one (and fail-all when the runner has it: spark.warren.recovery=fail-all).
-# Reproduce: make bench-spark      (BENCH_SPARK_ARGS="--rows 200000" to scale; ~10 minutes at the default)
+#  (b) the Warren stage's total time without failures and with one failure (an executor halted,
+#      a task throwing), under retry-one and fail-all (spark.warren.recovery=fail-all).
+# Reproduce: make bench-spark      (BENCH_SPARK_ARGS="--rows 200000" to scale; ~12 minutes at the default)
+#   EXECUTORS=N executor JVMs of 1 core (default 4); WORKERS=M Warren workers = MLlib partitions
+#   (default EXECUTORS; fewer leaves spare executors, so a re-run task need not wait for a new one).
 # Writes bench/results/spark-<time>.json and the generated section of docs/benchmarks-spark.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 EXECUTORS=${EXECUTORS:-4}
+WORKERS=${WORKERS:-$EXECUTORS}
+[ "$WORKERS" -le "$EXECUTORS" ] || { echo "WORKERS ($WORKERS) must not exceed EXECUTORS ($EXECUTORS)" >&2; exit 1; }
 ARGS=${BENCH_SPARK_ARGS:-}
 OUT=${OUT:-bench/results/spark-$(date -u +%Y%m%dT%H%M%SZ).json}
 LOG=${OUT%.json}.log
@@ -20,13 +24,10 @@ for j in ${JARS//,/ } $APP; do [ -f "$j" ] || { echo "build first: make bench-sp
 SPARK_HOME="$(scripts/setup-spark.sh | sed -n 's/^SPARK_HOME=//p')"
 export SPARK_HOME SPARK_LOCAL_IP=127.0.0.1
 
-# Fail-all runs only if the runner has the strategy (spark.warren.recovery=fail-all).
-FAIL_ALL_DIR=""
-if grep -q '"fail-all"' jvm/warren-spark/src/main/scala/io/warren/spark/*.scala; then
-  FAIL_ALL_DIR=$(mktemp -d /tmp/warren-bench-failall.XXXXXX)
-  trap 'rm -rf "$FAIL_ALL_DIR"' EXIT
-  ARGS="$ARGS --fail-all-dir $FAIL_ALL_DIR"
-fi
+# Fail-all's durable checkpoints (each run writes its own subdirectory, removed when it ends).
+FAIL_ALL_DIR=$(mktemp -d /tmp/warren-bench-failall.XXXXXX)
+trap 'rm -rf "$FAIL_ALL_DIR"' EXIT
+ARGS="$ARGS --fail-all-dir $FAIL_ALL_DIR"
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 # Executors of 1 core and 2 GiB (the data: 8 bytes x rows x features, in Warren's arrays and in
@@ -35,7 +36,7 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 timeout 3600 "$SPARK_HOME/bin/spark-submit" --master "local-cluster[$EXECUTORS,1,2048]" \
   --conf spark.executor.memory=1800m --driver-memory 2g --conf spark.ui.enabled=false \
   --conf spark.warren.progressInterval=0 \
-  --class io.warren.examples.SparkBench --jars "$JARS" "$APP" --workers "$EXECUTORS" $ARGS >"$LOG" 2>&1 ||
+  --class io.warren.examples.SparkBench --jars "$JARS" "$APP" --workers "$WORKERS" $ARGS >"$LOG" 2>&1 ||
   { tail -40 "$LOG" >&2; echo "spark-submit failed; log: $LOG" >&2; exit 1; }
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 grep '^BENCH ' "$LOG" || true

@@ -2,10 +2,11 @@ package io.warren.examples
 
 import java.nio.file.Files
 
-import org.apache.spark.{SparkConf, SparkContext}
+import org.apache.spark.{SparkConf, SparkContext, Success, WarrenSlots}
 import org.apache.spark.ml.classification.{LogisticRegression => MLlibLogisticRegression}
 import org.apache.spark.ml.feature.LabeledPoint
 import org.apache.spark.ml.linalg.Vectors
+import org.apache.spark.scheduler.{SparkListener, SparkListenerTaskEnd, SparkListenerTaskStart}
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.storage.StorageLevel
 
@@ -21,8 +22,12 @@ import io.warren.spark.WarrenSpark
   *    out what does not grow with the iterations (Warren: generating the rows, rendezvous,
   *    bootstrap; MLlib: the statistics pass and set-up). Each timing is the median of
   *    `repeats` runs; MLlib reads a DataFrame cached (and counted) beforehand.
-  *  - (b) the Warren stage's total time without failures and with one executor halted at
-  *    iteration `killIter` under retry-one (and fail-all, with `--fail-all-dir DIR`).
+  *  - (b) the Warren stage's total time without failures and with one failure at iteration
+  *    `killIter` under retry-one (and fail-all, with `--fail-all-dir DIR`), for two kinds of
+  *    failure: task 1's executor JVM halted (`Runtime.halt`, the issue's case) and task 1
+  *    throwing (its executor lives on). Each failure run also records how long Spark took from
+  *    reporting the failure to launching the re-run task(s) (see [[RestartClock]]), so that the
+  *    added time splits into Spark's part and the rest.
   *
   * Prints `BENCH_JSON {...}` with every figure (bench/spark.sh turns it into a table).
   */
@@ -30,7 +35,7 @@ object SparkBench {
 
   /** Benchmark parameters.
     *
-    * @param workers Warren workers = MLlib partitions = executors
+    * @param workers Warren workers = MLlib partitions (executors: at least this many)
     * @param rows rows in all
     * @param features features per row
     * @param shortIters iterations of the short runs
@@ -39,6 +44,7 @@ object SparkBench {
     * @param killIter iteration at which the recovery runs halt an executor
     * @param recoveryRepeats runs per recovery timing (median)
     * @param failAllDir checkpoint directory for the fail-all runs (None: no fail-all runs)
+    * @param durableEvery fail-all: write every k-th checkpoint to disk (`spark.warren.durableEvery`)
     */
   case class Params(
       workers: Int = 4,
@@ -49,12 +55,43 @@ object SparkBench {
       repeats: Int = 3,
       killIter: Int = 12,
       recoveryRepeats: Int = 2,
-      failAllDir: Option[String] = None
+      failAllDir: Option[String] = None,
+      durableEvery: Int = 1
   ) {
     require(workers >= 2, s"workers must be at least 2 (an executor is halted), got $workers")
     require(shortIters >= 1 && longIters > shortIters, s"need 1 <= short-iters < iters, got $shortIters, $longIters")
     require(repeats >= 1 && recoveryRepeats >= 1, "repeats must be at least 1")
     require(killIter >= 1 && killIter < longIters, s"kill-iter must be in [1, iters), got $killIter")
+    require(durableEvery >= 1, s"durable-every must be at least 1, got $durableEvery")
+  }
+
+  /** A JSON value written as is (an object or array made by [[json]]). */
+  private final case class Raw(json: String)
+
+  /** Records when Spark reported the first failed task of a run and when it launched the
+    * first task after that (the re-run task under retry-one, the re-run stage's tasks under
+    * fail-all): Spark's part of a recovery (noticing a lost executor, starting a new one,
+    * scheduling). Times are Spark's own (`TaskInfo`), in milliseconds.
+    */
+  private final class RestartClock extends SparkListener {
+    private var failedAt = -1L
+    private var restartedAt = -1L
+
+    /** Forgets the previous run. */
+    def reset(): Unit = synchronized { failedAt = -1L; restartedAt = -1L }
+
+    override def onTaskEnd(e: SparkListenerTaskEnd): Unit = synchronized {
+      if (failedAt < 0 && e.reason != Success) failedAt = e.taskInfo.finishTime
+    }
+
+    override def onTaskStart(e: SparkListenerTaskStart): Unit = synchronized {
+      if (failedAt >= 0 && restartedAt < 0 && e.taskInfo.launchTime >= failedAt) restartedAt = e.taskInfo.launchTime
+    }
+
+    /** Seconds from the first failure to the next task launch (NaN if either is missing). */
+    def seconds: Double = synchronized {
+      if (failedAt < 0 || restartedAt < 0) Double.NaN else (restartedAt - failedAt) / 1e3
+    }
   }
 
   private def median(xs: Seq[Double]): Double = {
@@ -72,6 +109,7 @@ object SparkBench {
     .map {
       case (k, v: String) => s""""$k":"$v""""
       case (k, v: Double) => s""""$k":${if (v.isNaN) "null" else v.toString}"""
+      case (k, Raw(v))    => s""""$k":$v"""
       case (k, v)         => s""""$k":$v"""
     }
     .mkString("{", ",", "}")
@@ -93,10 +131,11 @@ object SparkBench {
     case "--kill-iter" :: v :: rest        => parse(rest, p.copy(killIter = v.toInt))
     case "--recovery-repeats" :: v :: rest => parse(rest, p.copy(recoveryRepeats = v.toInt))
     case "--fail-all-dir" :: v :: rest     => parse(rest, p.copy(failAllDir = Some(v)))
+    case "--durable-every" :: v :: rest    => parse(rest, p.copy(durableEvery = v.toInt))
     case other :: _ =>
       throw new IllegalArgumentException(
         s"unknown argument $other; usage: [--workers N] [--rows N] [--features N] [--short-iters N] " +
-          "[--iters N] [--repeats N] [--kill-iter N] [--recovery-repeats N] [--fail-all-dir DIR]"
+          "[--iters N] [--repeats N] [--kill-iter N] [--recovery-repeats N] [--fail-all-dir DIR] [--durable-every K]"
       )
   }
 
@@ -115,6 +154,7 @@ object SparkBench {
     def slots(): Unit =
       require(WarrenSpark.awaitSlots(sc, p.workers, 180) >= p.workers, s"fewer than ${p.workers} executors registered")
     slots()
+    val executors = sc.statusTracker.getExecutorInfos.length - 1 // without the driver
     val lr = LogisticRegression.Params(workers = p.workers, rows = p.rows, features = p.features)
 
     // (a) Warren, warm-up then short and long runs, alternating with MLlib.
@@ -161,25 +201,56 @@ object SparkBench {
     val mlAccuracy = mlLong.summary.accuracy
     val mlLoss = mlLong.summary.objectiveHistory.last
 
-    // (b) recovery: failure-free vs one halted executor, retry-one (and fail-all).
-    def stage(conf: Map[String, String], kill: Int): LogisticRegression.Result = {
+    // (b) recovery: failure-free vs one failure (a halted executor, a thrown task), retry-one
+    // (and fail-all); the clean and failure runs alternate.
+    val clock = new RestartClock
+    sc.addSparkListener(clock)
+    def stage(conf: Map[String, String], failure: Option[String]): (LogisticRegression.Result, Double) = {
       slots()
-      LogisticRegression.run(sc, lr.copy(iters = p.longIters, killExecutor = kill, conf = lr.conf ++ conf))
+      clock.reset()
+      val run = lr.copy(
+        iters = p.longIters,
+        killExecutor = if (failure.contains("executor")) p.killIter else -1,
+        killTask = if (failure.contains("task")) p.killIter else -1,
+        conf = lr.conf ++ conf
+      )
+      val r = LogisticRegression.run(sc, run)
+      WarrenSlots.drainListeners(sc, 5000)
+      println(f"BENCH ${conf.getOrElse("recovery", "retry-one")} ${failure.getOrElse("clean")}: ${r.seconds}%.3f s" +
+        failure.fold("")(_ => f", Spark's restart ${clock.seconds}%.3f s"))
+      (r, clock.seconds)
     }
-    def recovery(conf: Map[String, String]): (Double, Double, String, String) = {
-      val runs = (1 to p.recoveryRepeats).map(_ => (stage(conf, -1), stage(conf, p.killIter)))
-      val hashes = runs.flatMap { case (a, b) => Seq(a.modelHash, b.modelHash) }.distinct
-      (median(runs.map(_._1.seconds)), median(runs.map(_._2.seconds)), hashes.mkString("/"), runs.map(_._2.seconds).mkString(","))
+    def recovery(strategy: String, conf: Map[String, String]): Seq[Raw] = {
+      val runs = (1 to p.recoveryRepeats).map { _ =>
+        (stage(conf, None)._1, stage(conf, Some("executor")), stage(conf, Some("task")))
+      }
+      val clean = median(runs.map(_._1.seconds))
+      Seq("executor" -> runs.map(_._2), "task" -> runs.map(_._3)).map { case (failure, fs) =>
+        val hashes = (runs.map(_._1.modelHash) ++ fs.map(_._1.modelHash)).distinct
+        Raw(
+          json(
+            "strategy" -> strategy,
+            "failure" -> failure,
+            "clean_s" -> clean,
+            "failure_s" -> median(fs.map(_._1.seconds)),
+            "failure_runs" -> fs.map(f => f"${f._1.seconds}%.2f").mkString(","),
+            "spark_restart_s" -> median(fs.map(_._2)),
+            "hashes" -> hashes.mkString("/")
+          )
+        )
+      }
     }
-    val (r1Clean, r1Kill, r1Hash, r1Kills) = recovery(Map.empty)
-    val failAll = p.failAllDir.map { dir =>
+    val retryOne = recovery("retry-one", Map.empty)
+    val failAll = p.failAllDir.toSeq.flatMap { dir =>
       val base = Files.createDirectories(java.nio.file.Paths.get(dir)).toString
-      recovery(Map("recovery" -> "fail-all", "checkpointDir" -> base))
+      recovery("fail-all", Map("recovery" -> "fail-all", "checkpointDir" -> base, "durableEvery" -> p.durableEvery.toString))
     }
+    sc.removeSparkListener(clock)
 
     println(
       "BENCH_JSON " + json(
         "workers" -> p.workers,
+        "executors" -> executors,
         "rows" -> p.rows,
         "features" -> p.features,
         "short_iters" -> p.shortIters,
@@ -201,14 +272,8 @@ object SparkBench {
         "speedup" -> mlPerIter / warrenPerIter,
         "kill_iter" -> p.killIter,
         "recovery_repeats" -> p.recoveryRepeats,
-        "retry_one_clean_s" -> r1Clean,
-        "retry_one_kill_s" -> r1Kill,
-        "retry_one_kill_runs" -> r1Kills,
-        "retry_one_hashes" -> r1Hash,
-        "fail_all_clean_s" -> failAll.fold(Double.NaN)(_._1),
-        "fail_all_kill_s" -> failAll.fold(Double.NaN)(_._2),
-        "fail_all_kill_runs" -> failAll.fold("")(_._4),
-        "fail_all_hashes" -> failAll.fold("")(_._3)
+        "durable_every" -> p.durableEvery,
+        "recovery" -> Raw((retryOne ++ failAll).map(_.json).mkString("[", ",", "]"))
       )
     )
   }
