@@ -29,6 +29,10 @@ pub struct TrainArgs {
     /// Checkpoint no local (per-worker) model.
     #[arg(long)]
     no_local: bool,
+    /// Milliseconds a re-run worker (`WARREN_ATTEMPT` > 0) waits before joining, like a
+    /// replacement that first loads its data; the others wait for it in their current call.
+    #[arg(long, default_value_t = 0)]
+    rejoin_delay_ms: u64,
 }
 
 /// Runs an example.
@@ -51,7 +55,11 @@ fn noise(a: u64, b: u64, c: u64) -> f32 {
 }
 
 fn train(a: &TrainArgs) -> warren::Result<u8> {
-    let mut comm = Communicator::init(Config::from_env()?)?;
+    let cfg = Config::from_env()?;
+    if cfg.attempt > 0 && a.rejoin_delay_ms > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(a.rejoin_delay_ms));
+    }
+    let mut comm = Communicator::init(cfg)?;
     let (rank, world) = (comm.rank() as u64, comm.world_size());
     // Bootstrap calls, made once before the first checkpoint: the feature count (max over
     // workers) and a seed chosen by rank 0.

@@ -145,6 +145,25 @@ fn twenty_seeded_random_kill_schedules() {
     }
 }
 
+/// The latency histograms time a call from its start to its return on the calling worker, so
+/// a survivor's call that waited for a slow replacement shows the wait (its max), not only the
+/// final transfer after the re-link.
+#[test]
+fn latency_histograms_include_the_wait_for_a_replacement() {
+    let args = ["--iters", "8", "--rejoin-delay-ms", "1500"];
+    let r = mocked(3, "1,4,0,0", &args);
+    assert!(r.ok(), "job failed:\n{}", r.stderr);
+    // Rank 0's summary: "... on 3 workers: allreduce(tree): n=17 p50=..us p99=..us max=..us; ..."
+    let line =
+        r.stderr.lines().find(|l| l.contains("iterations of") && l.contains("allreduce(")).expect("summary line");
+    let max_us = |kind: &str| -> u64 {
+        let part = line.split("; ").find(|p| p.contains(kind)).unwrap_or_else(|| panic!("no {kind} in {line}"));
+        part.rsplit("max=").next().unwrap().trim_end_matches(|c: char| !c.is_ascii_digit()).parse().unwrap()
+    };
+    let slowest = max_us("allreduce(");
+    assert!(slowest >= 1_500_000, "the allreduce that waited for the replacement took {slowest} us: {line}");
+}
+
 #[test]
 fn fail_all_resumes_from_the_durable_checkpoint() {
     let args = ["--iters", "12"];

@@ -333,7 +333,7 @@ impl Communicator {
         self.calls
     }
 
-    /// Latency histograms of the calls made so far.
+    /// Latency histograms of the calls made so far (see [`CallStats`] for what is timed).
     pub fn stats(&self) -> &CallStats {
         &self.stats
     }
@@ -585,6 +585,7 @@ impl Communicator {
         if self.robust.is_none() {
             return Err(Error::InvalidArgument("checkpoints need robust mode (WARREN_ROBUST=1)".into()));
         }
+        let started = Instant::now();
         let tag = checkpoint::digest32(global);
         let me = self.topo.rank;
         let world = self.topo.world;
@@ -649,7 +650,9 @@ impl Communicator {
             None => r.replicas.clear(),
         }
         let v = r.version;
-        checkpoint::write_durable(&self.cfg, me, v, global, local)
+        checkpoint::write_durable(&self.cfg, me, v, global, local)?;
+        self.stats.record(CallKind::Checkpoint, started.elapsed());
+        Ok(())
     }
 
     /// The latest checkpoint: version 0 and empty models on a fresh start. A restarted worker
@@ -817,7 +820,9 @@ impl Communicator {
         r.map_err(|e| self.poison(e))
     }
 
-    /// Runs one collective over the current links with the call deadline, recording latency.
+    /// Runs one collective over the current links with the call deadline. In plain mode it
+    /// records the call's latency; in robust mode `robust_call` records the whole call instead
+    /// (waiting for a replacement, consensus and replay included).
     fn exec(
         &mut self,
         hdr: CallHeader,
@@ -832,7 +837,7 @@ impl Communicator {
             deadline: started + self.cfg.timeout,
         };
         let result = body(&mut net, &self.topo, &mut self.scratch);
-        if result.is_ok() {
+        if result.is_ok() && self.robust.is_none() {
             self.stats.record(hdr.kind, started.elapsed());
         }
         result
@@ -861,6 +866,7 @@ impl Communicator {
         exec: &mut dyn FnMut(&mut Communicator, &mut B) -> Result<()>,
     ) -> Result<bool> {
         self.check_failed()?;
+        let started = Instant::now();
         let point = {
             let r = self.rs();
             (r.version, r.seq)
@@ -908,6 +914,10 @@ impl Communicator {
             }
         };
         self.rs().backup = backup;
+        // A checkpoint's two phases are timed together, by `checkpoint`.
+        if outcome.is_ok() && !matches!(hdr.kind, CallKind::Checkpoint | CallKind::CheckpointAck) {
+            self.stats.record(hdr.kind, started.elapsed());
+        }
         outcome
     }
 

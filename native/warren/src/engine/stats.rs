@@ -8,6 +8,12 @@ use hdrhistogram::Histogram;
 use crate::proto::CallKind;
 
 /// Latency histograms, in microseconds, by collective.
+///
+/// Each call is timed on the calling worker from its start to its return: it includes waiting
+/// for slower workers (so the last worker to arrive sees little more than the transfer, and
+/// the others its lateness), and in robust mode any recovery the call waited through (a lost
+/// peer's replacement joining, consensus, replay). A checkpoint counts both its phases and the
+/// durable write, if any.
 #[derive(Debug, Default)]
 pub struct CallStats {
     by_kind: BTreeMap<&'static str, Histogram<u64>>,
@@ -19,7 +25,12 @@ impl CallStats {
             .by_kind
             .entry(kind.name())
             .or_insert_with(|| Histogram::new(3).expect("3 significant digits is valid"));
-        h.saturating_record(took.as_micros().max(1) as u64);
+        // `record` grows the histogram to fit the value; `saturating_record` would clamp it to
+        // the range seen so far (a 1.5 s wait after 100 us calls would read as ~100 us).
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+        if h.record(us).is_err() {
+            h.saturating_record(us);
+        }
     }
 
     /// The histogram of one collective (`"allreduce(tree)"`, `"broadcast"`, ...).
@@ -42,5 +53,24 @@ impl CallStats {
             })
             .collect::<Vec<_>>()
             .join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_call_after_fast_ones_keeps_its_latency() {
+        let mut stats = CallStats::default();
+        for _ in 0..100 {
+            stats.record(CallKind::AllreduceTree, Duration::from_micros(80));
+        }
+        stats.record(CallKind::AllreduceTree, Duration::from_millis(1500));
+        let h = stats.get("allreduce(tree)").unwrap();
+        assert_eq!(h.len(), 101);
+        assert!(h.max() >= 1_499_000, "max {} us", h.max());
+        assert!(h.value_at_quantile(0.5) < 100, "median {} us", h.value_at_quantile(0.5));
+        assert!(stats.summary().contains("n=101"), "{}", stats.summary());
     }
 }

@@ -306,7 +306,10 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * Latency statistics of the calls made so far: one entry per collective with count, median,
-   * 99th percentile and maximum in microseconds.
+   * 99th percentile and maximum in microseconds. A call is timed on this worker from its start
+   * to its return, so it includes waiting for slower workers (the last to arrive sees little
+   * more than the transfer) and any recovery it waited through (a lost peer's replacement
+   * joining and catching up); a checkpoint counts both its phases.
    *
    * @return a one-line summary
    */

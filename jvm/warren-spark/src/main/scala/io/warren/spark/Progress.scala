@@ -12,7 +12,9 @@ import org.slf4j.LoggerFactory
   * [rank 0] progress: job 3, checkpoint version 7, recoveries 1, 12.4 s; allreduce(tree): n=9 p50=2100us p99=5300us max=5300us; ...
   * }}}
   * with the checkpoint version, the recoveries this worker took part in and the latency
-  * percentiles of its collective calls (`Communicator.stats`). The runner starts one for rank 0.
+  * percentiles of its collective calls (`Communicator.stats`: each call from its start to its
+  * return on rank 0, waiting for slower workers and for recoveries included). The runner
+  * starts one for rank 0.
   *
   * The calls on a communicator are serialised, so a line is sent between two of the worker's
   * collective calls (never during one): a worker blocked in a long call (waiting for a lost
