@@ -5,15 +5,17 @@
 #  (b) the Warren stage's total time without failures and with one failure (an executor halted,
 #      a task throwing), under retry-one and fail-all (spark.warren.recovery=fail-all).
 # Reproduce: make bench-spark      (BENCH_SPARK_ARGS="--rows 200000" to scale; ~12 minutes at the default)
-#   EXECUTORS=N executor JVMs of 1 core (default 4); WORKERS=M Warren workers = MLlib partitions
-#   (default EXECUTORS; fewer leaves spare executors, so a re-run task need not wait for a new one).
+#   EXECUTORS=N executor JVMs (default 4) of CORES task slots each (default 1); WORKERS=M Warren
+#   workers = MLlib partitions (default EXECUTORS x CORES; fewer leaves spare slots, so a re-run
+#   task need not wait for a new executor JVM).
 # Writes bench/results/spark-<time>.json and the generated section of docs/benchmarks-spark.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 EXECUTORS=${EXECUTORS:-4}
-WORKERS=${WORKERS:-$EXECUTORS}
-[ "$WORKERS" -le "$EXECUTORS" ] || { echo "WORKERS ($WORKERS) must not exceed EXECUTORS ($EXECUTORS)" >&2; exit 1; }
+CORES=${CORES:-1}
+WORKERS=${WORKERS:-$((EXECUTORS * CORES))}
+[ "$WORKERS" -le $((EXECUTORS * CORES)) ] || { echo "WORKERS ($WORKERS) exceeds the task slots (EXECUTORS x CORES)" >&2; exit 1; }
 ARGS=${BENCH_SPARK_ARGS:-}
 OUT=${OUT:-bench/results/spark-$(date -u +%Y%m%dT%H%M%SZ).json}
 LOG=${OUT%.json}.log
@@ -33,7 +35,7 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 # Executors of 1 core and 2 GiB (the data: 8 bytes x rows x features, in Warren's arrays and in
 # MLlib's cached DataFrame); the driver only holds models.
 # shellcheck disable=SC2086
-timeout 3600 "$SPARK_HOME/bin/spark-submit" --master "local-cluster[$EXECUTORS,1,2048]" \
+timeout 3600 "$SPARK_HOME/bin/spark-submit" --master "local-cluster[$EXECUTORS,$CORES,2048]" \
   --conf spark.executor.memory=1800m --driver-memory 2g --conf spark.ui.enabled=false \
   --conf spark.warren.progressInterval=0 \
   --class io.warren.examples.SparkBench --jars "$JARS" "$APP" --workers "$WORKERS" $ARGS >"$LOG" 2>&1 ||

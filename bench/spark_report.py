@@ -27,6 +27,9 @@ def runs(csv):
 
 
 def section(r, a):
+    executors = r.get("executors", r["workers"])
+    slots = r.get("slots", executors)
+    cores = max(1, slots // max(1, executors))
     lines = [
         "## Warren on Spark: logistic regression vs MLlib, and one failure",
         "",
@@ -35,10 +38,11 @@ def section(r, a):
         f"- **Date:** {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- **Machine:** nproc {os.cpu_count()}, {platform.system()} {platform.release()}; load average (1/5/15 min) {a.load} before, {a.load_after} after (shared with other work)",
         f"- **Software:** {a.spark} (pyspark's distribution, `scripts/setup-spark.sh`), Warren at commit {a.commit}",
-        f"- **Cluster:** `local-cluster[{r.get('executors', r['workers'])},1,2048]`: {r.get('executors', r['workers'])} executor JVMs of 1 core (on 2 cores), {r['workers']} Warren workers = {r['workers']} MLlib partitions"
-        + ("" if r.get("executors", r["workers"]) == r["workers"] else f" ({r['executors'] - r['workers']} executor(s) spare: a re-run task need not wait for a new executor)"),
+        f"- **Cluster:** `local-cluster[{executors},{cores},2048]`: {executors} executor JVMs of {cores} task slot(s) (on 2 cores), "
+        f"{r['workers']} Warren workers = {r['workers']} MLlib partitions"
+        + ("" if slots == r["workers"] else f" ({slots - r['workers']} slot(s) spare: a re-run task need not wait for a new executor JVM)"),
         f"- **Data:** {r['rows']:,} rows x {r['features']} features (the example's generator, the same rows for both), 8-byte doubles",
-        "- **Reproduce:** `make bench-spark` (`BENCH_SPARK_ARGS='--rows 200000'` to scale; `EXECUTORS=5 WORKERS=4` for a spare executor)",
+        "- **Reproduce:** `make bench-spark` (`BENCH_SPARK_ARGS='--rows 200000'` to scale; `EXECUTORS=5 WORKERS=4` for a spare executor, `CORES=2` for 2 slots per executor)",
         "",
         "### (a) Time per iteration",
         "",

@@ -155,6 +155,7 @@ object SparkBench {
       require(WarrenSpark.awaitSlots(sc, p.workers, 180) >= p.workers, s"fewer than ${p.workers} executors registered")
     slots()
     val executors = sc.statusTracker.getExecutorInfos.length - 1 // without the driver
+    val slots0 = WarrenSlots.maxConcurrentTasks(sc)
     val lr = LogisticRegression.Params(workers = p.workers, rows = p.rows, features = p.features)
 
     // (a) Warren, warm-up then short and long runs, alternating with MLlib.
@@ -251,6 +252,7 @@ object SparkBench {
       "BENCH_JSON " + json(
         "workers" -> p.workers,
         "executors" -> executors,
+        "slots" -> slots0,
         "rows" -> p.rows,
         "features" -> p.features,
         "short_iters" -> p.shortIters,
