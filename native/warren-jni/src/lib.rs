@@ -7,10 +7,12 @@
 //! - [`logging`]: the `log` crate routed to SLF4J, filtered natively.
 //! - [`recordio`]: the exports of `RecordIOWriter` / `RecordIOReader`.
 //! - [`master`]: the exports of `Master`, `MasterClient` and `TaskReader`.
-//! - This file: the exports of `Communicator` and `Tracker`. Native objects cross as `long` handles (`Box` pointers) that the
-//!   Java side releases explicitly with `commClose` / `trackerClose`; a zero handle raises
-//!   `IllegalStateException`. The Java classes serialise the calls on one handle and zero it
-//!   before closing, so a handle is never used after its release.
+//! - [`handle`]: native objects cross as `long` handles (`Box` pointers) that the Java side
+//!   releases explicitly (`commClose`, `trackerClose`, ...); a zero handle raises
+//!   `IllegalStateException`. Every dereference of a handle goes through that module, under
+//!   the one contract the Java classes keep (calls serialised, the handle zeroed before its
+//!   release, so it is never used after).
+//! - This file: the exports of `Communicator` and `Tracker`.
 //!
 //! ## Arrays: copies or critical access
 //!
@@ -35,6 +37,7 @@
 #![deny(missing_docs)]
 
 pub mod errors;
+mod handle;
 pub mod logging;
 pub mod master;
 pub mod recordio;
@@ -83,20 +86,11 @@ pub struct CommHandle {
 }
 
 fn comm<'a>(h: jlong) -> JniResult<&'a mut CommHandle> {
-    if h == 0 {
-        return Err(JniError::Closed("Communicator"));
-    }
-    // SAFETY: a non-zero handle is a pointer from `Box::into_raw` in `commCreate` that the Java
-    // side has not released (it zeroes its copy before `commClose` and serialises calls).
-    Ok(unsafe { &mut *(h as *mut CommHandle) })
+    handle::exclusive(h, "Communicator")
 }
 
 fn tracker<'a>(h: jlong) -> JniResult<&'a Tracker> {
-    if h == 0 {
-        return Err(JniError::Closed("Tracker"));
-    }
-    // SAFETY: as for `comm`, with `trackerStart` / `trackerClose`.
-    Ok(unsafe { &*(h as *const Tracker) })
+    handle::shared(h, "Tracker")
 }
 
 fn op_from(code: jint) -> JniResult<Op> {
@@ -211,8 +205,7 @@ pub extern "system" fn Java_io_warren_Native_commCreate<'l>(
         };
         let cfg = warren::Config::from_map(&map)?;
         let comm = Communicator::init(cfg)?;
-        let handle = Box::new(CommHandle { comm, scratch: Vec::new(), always_critical, segment_bytes });
-        Ok(Box::into_raw(handle) as jlong)
+        Ok(handle::into_handle(CommHandle { comm, scratch: Vec::new(), always_critical, segment_bytes }))
     })
 }
 
@@ -680,10 +673,7 @@ pub extern "system" fn Java_io_warren_Native_commRecoveries<'l>(
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_commAbort<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
     run(&mut env, |_| {
-        if h != 0 {
-            // SAFETY: see `comm`; the Java side releases each handle once.
-            drop(unsafe { Box::from_raw(h as *mut CommHandle) });
-        }
+        drop(handle::release::<CommHandle>(h));
         Ok(())
     })
 }
@@ -692,13 +682,9 @@ pub extern "system" fn Java_io_warren_Native_commAbort<'l>(mut env: EnvUnowned<'
 /// when finalizing fails (the error is then thrown).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_commClose<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
-    run(&mut env, |_| {
-        if h == 0 {
-            return Ok(());
-        }
-        // SAFETY: see `comm`; the Java side releases each handle once.
-        let handle = unsafe { Box::from_raw(h as *mut CommHandle) };
-        Ok(handle.comm.finalize()?)
+    run(&mut env, |_| match handle::release::<CommHandle>(h) {
+        Some(handle) => Ok(handle.comm.finalize()?),
+        None => Ok(()),
     })
 }
 
@@ -730,7 +716,7 @@ pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
             cfg.rendezvous_timeout = Duration::from_millis(rendezvous_ms as u64);
         }
         let t = Tracker::start(cfg)?;
-        Ok(Box::into_raw(Box::new(t)) as jlong)
+        Ok(handle::into_handle(t))
     })
 }
 
@@ -792,9 +778,8 @@ pub extern "system" fn Java_io_warren_Native_trackerWait<'l>(
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_trackerClose<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
     run(&mut env, |_| {
-        if h != 0 {
-            // SAFETY: see `tracker`; the Java side releases each handle once.
-            unsafe { Box::from_raw(h as *mut Tracker) }.stop();
+        if let Some(t) = handle::release::<Tracker>(h) {
+            t.stop();
         }
         Ok(())
     })
@@ -826,12 +811,6 @@ mod tests {
         let tags: std::collections::HashSet<u32> = (1..10_000usize).map(|n| segment_tag(n * 4)).collect();
         assert_eq!(tags.len(), 9_999);
         assert!(!tags.contains(&0), "0 is the tag of unsegmented calls");
-    }
-
-    #[test]
-    fn zero_handles_are_closed_not_dereferenced() {
-        assert!(matches!(comm(0), Err(JniError::Closed("Communicator"))));
-        assert!(matches!(tracker(0), Err(JniError::Closed("Tracker"))));
     }
 
     #[test]

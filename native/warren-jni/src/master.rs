@@ -14,30 +14,18 @@ use warren::master::{
 };
 
 use crate::errors::{JniError, JniResult, run};
+use crate::handle;
 
 fn master<'a>(h: jlong) -> JniResult<&'a MasterService> {
-    if h == 0 {
-        return Err(JniError::Closed("Master"));
-    }
-    // SAFETY: a live pointer from `masterStart`; the Java side releases it once, after the
-    // calls that use it (a read-write lock).
-    Ok(unsafe { &*(h as *const MasterService) })
+    handle::shared(h, "Master")
 }
 
 fn client<'a>(h: jlong) -> JniResult<&'a mut MasterClient> {
-    if h == 0 {
-        return Err(JniError::Closed("MasterClient"));
-    }
-    // SAFETY: as for `master`, with `mclientConnect` / `mclientClose`; calls are serialised.
-    Ok(unsafe { &mut *(h as *mut MasterClient) })
+    handle::exclusive(h, "MasterClient")
 }
 
 fn reader<'a>(h: jlong) -> JniResult<&'a mut TaskReader> {
-    if h == 0 {
-        return Err(JniError::Closed("TaskReader"));
-    }
-    // SAFETY: as for `client`, with `taskReaderOpen` / `taskReaderClose`.
-    Ok(unsafe { &mut *(h as *mut TaskReader) })
+    handle::exclusive(h, "TaskReader")
 }
 
 /// The elements of a `String[]` (none may be null).
@@ -148,7 +136,7 @@ pub extern "system" fn Java_io_warren_Native_masterStart<'l>(
         }
         let store = warren::store::open(&spec)?;
         let service = MasterService::start(cfg, store)?;
-        Ok(Box::into_raw(Box::new(service)) as jlong)
+        Ok(handle::into_handle(service))
     })
 }
 
@@ -192,9 +180,8 @@ pub extern "system" fn Java_io_warren_Native_masterFailure<'l>(
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_masterClose<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
     run(&mut env, |_| {
-        if h != 0 {
-            // SAFETY: see `master`; released once.
-            unsafe { Box::from_raw(h as *mut MasterService) }.stop();
+        if let Some(service) = handle::release::<MasterService>(h) {
+            service.stop();
         }
         Ok(())
     })
@@ -214,7 +201,7 @@ pub extern "system" fn Java_io_warren_Native_mclientConnect<'l>(
         let (uri, secret) = (string(env, &uri, "address")?, string(env, &secret, "secret")?);
         let opts = ClientOptions { call_timeout: millis(call_timeout_ms, "callTimeout")?, ..Default::default() };
         let c = MasterClient::connect(uri, secret, opts)?;
-        Ok(Box::into_raw(Box::new(c)) as jlong)
+        Ok(handle::into_handle(c))
     })
 }
 
@@ -361,10 +348,7 @@ pub extern "system" fn Java_io_warren_Native_mclientTaskFailed<'l>(
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_mclientClose<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
     run(&mut env, |_| {
-        if h != 0 {
-            // SAFETY: see `client`; released once.
-            drop(unsafe { Box::from_raw(h as *mut MasterClient) });
-        }
+        drop(handle::release::<MasterClient>(h));
         Ok(())
     })
 }
@@ -388,7 +372,7 @@ pub extern "system" fn Java_io_warren_Native_taskReaderOpen<'l>(
         let opts = ClientOptions { call_timeout: millis(call_timeout_ms, "callTimeout")?, ..Default::default() };
         let ropts = ReaderOptions { idle_timeout: millis(idle_timeout_ms, "idleTimeout")?, ..Default::default() };
         let c = MasterClient::connect(uri, secret, opts)?;
-        Ok(Box::into_raw(Box::new(TaskReader::new(c, pass, ropts))) as jlong)
+        Ok(handle::into_handle(TaskReader::new(c, pass, ropts)))
     })
 }
 
@@ -446,10 +430,7 @@ pub extern "system" fn Java_io_warren_Native_taskReaderClose<'l>(
     h: jlong,
 ) {
     run(&mut env, |_| {
-        if h != 0 {
-            // SAFETY: see `reader`; released once.
-            drop(unsafe { Box::from_raw(h as *mut TaskReader) });
-        }
+        drop(handle::release::<TaskReader>(h));
         Ok(())
     })
 }

@@ -11,6 +11,7 @@ use jni::sys::{jint, jlong};
 use warren::recordio::{self, Compressor, Reader, RecordIter, Writer, WriterOptions};
 
 use crate::errors::{JniError, JniResult, run};
+use crate::handle;
 
 /// What a writer handle points to.
 pub struct WriterHandle {
@@ -20,19 +21,11 @@ pub struct WriterHandle {
 }
 
 fn writer<'a>(h: jlong) -> JniResult<&'a mut WriterHandle> {
-    if h == 0 {
-        return Err(JniError::Closed("RecordIOWriter"));
-    }
-    // SAFETY: a live pointer from `rioWriterCreate`; the Java side serialises and releases once.
-    Ok(unsafe { &mut *(h as *mut WriterHandle) })
+    handle::exclusive(h, "RecordIOWriter")
 }
 
 fn reader<'a>(h: jlong) -> JniResult<&'a mut RecordIter> {
-    if h == 0 {
-        return Err(JniError::Closed("RecordIOReader"));
-    }
-    // SAFETY: as for `writer`, with `rioReaderOpen` / `rioReaderClose`.
-    Ok(unsafe { &mut *(h as *mut RecordIter) })
+    handle::exclusive(h, "RecordIOReader")
 }
 
 fn path_of(env: &jni::Env<'_>, path: &JString<'_>) -> JniResult<String> {
@@ -63,8 +56,7 @@ pub extern "system" fn Java_io_warren_Native_rioWriterCreate<'l>(
             .ok_or_else(|| JniError::Argument(format!("maxChunkBytes {max_chunk_bytes} must be positive")))?;
         let opts = WriterOptions { max_chunk_bytes, compressor };
         let writer = Writer::create(&path, opts)?;
-        let handle = Box::new(WriterHandle { writer, scratch: Vec::new() });
-        Ok(Box::into_raw(handle) as jlong)
+        Ok(handle::into_handle(WriterHandle { writer, scratch: Vec::new() }))
     })
 }
 
@@ -113,12 +105,9 @@ pub extern "system" fn Java_io_warren_Native_rioWriterRecords<'l>(
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_rioWriterClose<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
     run(&mut env, |_| {
-        if h == 0 {
-            return Ok(());
+        if let Some(w) = handle::release::<WriterHandle>(h) {
+            w.writer.finish()?;
         }
-        // SAFETY: see `writer`; released once.
-        let handle = unsafe { Box::from_raw(h as *mut WriterHandle) };
-        handle.writer.finish()?;
         Ok(())
     })
 }
@@ -142,7 +131,7 @@ pub extern "system" fn Java_io_warren_Native_rioReaderOpen<'l>(
             let to = u64::try_from(to).unwrap_or(0);
             Box::new(Reader::open(&path)?.records_range(from as u64..to))
         };
-        Ok(Box::into_raw(Box::new(iter)) as jlong)
+        Ok(handle::into_handle(iter))
     })
 }
 
@@ -163,10 +152,7 @@ pub extern "system" fn Java_io_warren_Native_rioReaderNext<'l>(
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_rioReaderClose<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, h: jlong) {
     run(&mut env, |_| {
-        if h != 0 {
-            // SAFETY: see `reader`; released once.
-            drop(unsafe { Box::from_raw(h as *mut RecordIter) });
-        }
+        drop(handle::release::<RecordIter>(h));
         Ok(())
     })
 }
