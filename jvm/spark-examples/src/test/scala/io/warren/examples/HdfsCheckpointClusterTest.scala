@@ -9,7 +9,8 @@ import scala.jdk.CollectionConverters._
 import io.warren.examples.LogisticRegression.{Failure, Params, Result}
 import io.warren.spark.{WarrenSpark, WarrenSparkException}
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.{FileSystem, Path}
+import org.apache.hadoop.fs.permission.FsPermission
+import org.apache.hadoop.fs.{FileSystem, Path, RawLocalFileSystem}
 import org.apache.hadoop.hdfs.MiniDFSCluster
 import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, SparkListenerTaskEnd, SparkListenerTaskStart}
 import org.apache.spark.{SparkContext, Success, TaskKilled, WarrenSlots}
@@ -132,7 +133,7 @@ class HdfsCheckpointClusterTest {
     WarrenSlots.drainListeners(sc, 5000)
     println(
       f"LR $what: ${r.seconds}%.2f s (clean ${want.seconds}%.2f s), resumed from ${r.startVersion}; " +
-        s"seen in HDFS: ${seen.toSeq.sorted.mkString(" ")}"
+        s"seen in HDFS: ${seen.filterNot(_.contains("/.")).map(_.dropWhile(_ != '/').drop(1)).toSeq.sorted.mkString(" ")}"
     )
     assertEquals(want.modelHash, r.modelHash, s"$what: the model differs from the failure-free run's")
     assertEquals(want.losses.toSeq, r.losses.toSeq, what)
@@ -194,4 +195,68 @@ class HdfsCheckpointClusterTest {
     assertEquals(0, startedTasks.get(), "no task started")
     assertFalse(failedTasks.get() > 0, "no task failed")
   }
+
+  @Test
+  def d_aHangingFileSystemIsCutOffAtTheTimeout(): Unit = {
+    // Driver side only: the check runs before any task, so the executors need not know "hang:".
+    sc.hadoopConfiguration.set("fs.hang.impl", classOf[HangingFileSystem].getName)
+    try {
+      val rdd = sc.parallelize(0 until workers, workers)
+      val conf = Map("recovery" -> "fail-all", "checkpointDir" -> "hang:///x", "checkpointDirTimeout" -> "2")
+      val started = System.nanoTime()
+      val e = assertThrows(classOf[WarrenSparkException], () => WarrenSpark.train(rdd, workers, conf)((c, _) => c.rank()))
+      val seconds = (System.nanoTime() - started) / 1e9
+      println(f"hanging file system: failed after $seconds%.2f s: ${e.getMessage}")
+      assertTrue(e.getMessage.contains("cannot create the fail-all run directory hang:/x/warren-"), e.getMessage)
+      assertTrue(e.getMessage.contains("took over 2.0 s (spark.warren.checkpointDirTimeout)"), e.getMessage)
+      assertTrue(seconds >= 2 && seconds < 10, s"the check took $seconds s")
+      WarrenSlots.drainListeners(sc, 5000)
+      assertEquals(0, startedTasks.get(), "no task started")
+    } finally sc.hadoopConfiguration.unset("fs.hang.impl")
+  }
+
+  @Test
+  def e_aFailureFreeRunOnHdfsEndsWithTheSameModelAsOnALocalDirectory(): Unit = {
+    val want = clean // first: the context's first job also warms up the executors
+    val local = Files.createTempDirectory("warren-fail-all")
+    try {
+      def run(dir: String) = LogisticRegression.run(
+        sc,
+        params.copy(conf = params.conf ++ Map("recovery" -> "fail-all", "checkpointDir" -> dir))
+      )
+      val onDisk = run(local.toString)
+      val (onHdfs, seen) = watching("/ckpt-e")(run(s"$root/ckpt-e"))
+      // Per checkpoint (durableEvery 1): the upload's create, write, hsync, close, rename and
+      // delete on HDFS against the native library's write, fsync and rename on local disk.
+      println(
+        f"LR fail-all without failures, ${params.iters} durable checkpoints of ${workers} workers: " +
+          f"local directory ${onDisk.seconds}%.2f s, HDFS ${onHdfs.seconds}%.2f s " +
+          f"(${(onHdfs.seconds - onDisk.seconds) / params.iters * 1000}%.1f ms more per iteration)"
+      )
+      for (r <- Seq(onDisk, onHdfs)) {
+        assertEquals(want.modelHash, r.modelHash)
+        assertEquals(0, r.startVersion)
+      }
+      for (rank <- 0 until workers) {
+        assertTrue(seen.exists(_.contains(s"/warren-ckpt-rank$rank-v")), s"no file of rank $rank seen in HDFS: $seen")
+      }
+      assertEquals(Seq.empty, fs.listStatus(new Path("/ckpt-e")).toSeq, "the run directory is removed")
+      assertEquals(0, failedTasks.get())
+    } finally {
+      Option(local.toFile.listFiles()).foreach(_.foreach(d => { Option(d.listFiles()).foreach(_.foreach(_.delete())); d.delete() }))
+      local.toFile.delete()
+    }
+  }
+}
+
+/** A Hadoop file system (scheme `hang:`, registered by `fs.hang.impl`) whose `mkdirs` hangs
+  * until interrupted: a namenode that accepts connections and never answers.
+  */
+class HangingFileSystem extends RawLocalFileSystem {
+  override def getScheme: String = "hang"
+  override def mkdirs(f: Path): Boolean = {
+    Thread.sleep(300000)
+    false
+  }
+  override def mkdirs(f: Path, permission: FsPermission): Boolean = mkdirs(f)
 }

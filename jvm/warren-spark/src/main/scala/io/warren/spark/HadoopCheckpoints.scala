@@ -41,8 +41,10 @@ import org.slf4j.LoggerFactory
 private[spark] object HadoopCheckpoints {
   private val log = LoggerFactory.getLogger(getClass)
 
-  /** How long the driver's check of the checkpoint directory may take. */
-  val DriverCheckTimeoutS = 60L
+  /** The default of `spark.warren.checkpointDirTimeout`: seconds the driver's creation (and
+    * removal) of a run's directory may take.
+    */
+  val DefaultDriverTimeoutS = 60.0
 
   /** Whether `dir` (a `spark.warren.checkpointDir` or a run directory) is written by the
     * native library directly: a path without a scheme, a `file:` URI or a Windows drive letter.
@@ -74,37 +76,39 @@ private[spark] object HadoopCheckpoints {
   /** The driver's handle on a run's remote directory: created by [[create]], removed by
     * [[close]]. Its file system instance is its own (not Hadoop's shared cache) and impatient.
     */
-  final class RunDirectory private[HadoopCheckpoints] (val dir: String, fs: FileSystem) extends AutoCloseable {
+  final class RunDirectory private[HadoopCheckpoints] (val dir: String, fs: FileSystem, timeoutS: Double)
+      extends AutoCloseable {
 
     /** Removes the directory and every checkpoint in it (best effort, bounded in time), then
       * closes the file system instance.
       */
     override def close(): Unit = {
-      try timed(s"removing $dir") { fs.delete(new Path(dir), true) }
+      try timed(s"removing $dir", timeoutS) { fs.delete(new Path(dir), true) }
       catch { case NonFatal(e) => log.warn(s"could not remove the checkpoint directory $dir: $e") }
       try fs.close()
       catch { case NonFatal(_) => }
     }
   }
 
-  /** Creates the run's directory on the driver, before any task starts, within
-    * [[DriverCheckTimeoutS]] seconds.
+  /** Creates the run's directory on the driver, before any task starts, within `timeoutS`
+    * seconds.
     *
     * @param setting `spark.warren.checkpointDir` (for the message)
     * @param dir the run's directory (a subdirectory of `setting`)
     * @param conf the driver's Hadoop configuration
+    * @param timeoutS the most seconds it may take (`spark.warren.checkpointDirTimeout`)
     * @return the handle that removes it
     * @throws WarrenSparkException naming the directory and the cause if it cannot be created
     */
-  def create(setting: String, dir: String, conf: Configuration): RunDirectory = {
-    var fs: FileSystem = null
+  def create(setting: String, dir: String, conf: Configuration, timeoutS: Double): RunDirectory = {
+    @volatile var fs: FileSystem = null
     try {
-      timed(s"creating $dir") {
+      timed(s"creating $dir", timeoutS) {
         fs = FileSystem.newInstance(new URI(dir), impatient(conf))
         if (!fs.mkdirs(new Path(dir))) throw new IOException(s"mkdirs returned false")
         fs.getFileStatus(new Path(dir)) // it really is there
       }
-      new RunDirectory(dir, fs)
+      new RunDirectory(dir, fs, timeoutS)
     } catch {
       case NonFatal(e) =>
         if (fs != null) {
@@ -123,18 +127,20 @@ private[spark] object HadoopCheckpoints {
     }
   }
 
-  /** Runs `body` in a daemon thread and waits at most [[DriverCheckTimeoutS]] seconds. */
-  private def timed[A](what: String)(body: => A): A = {
+  /** Runs `body` in a daemon thread and waits at most `timeoutS` seconds (then interrupts it). */
+  private def timed[A](what: String, timeoutS: Double)(body: => A): A = {
     val task = new FutureTask[A](new Callable[A] { def call(): A = body })
     val t = new Thread(task, "warren-checkpoint-dir")
     t.setDaemon(true)
     t.start()
-    try task.get(DriverCheckTimeoutS, TimeUnit.SECONDS)
+    try task.get((timeoutS * 1000).toLong, TimeUnit.MILLISECONDS)
     catch {
       case e: ExecutionException => throw e.getCause
       case _: TimeoutException =>
         task.cancel(true)
-        throw new TimeoutException(s"$what took over $DriverCheckTimeoutS s")
+        throw new TimeoutException(
+          s"$what took over $timeoutS s (spark.warren.checkpointDirTimeout); is the file system reachable?"
+        )
     }
   }
 

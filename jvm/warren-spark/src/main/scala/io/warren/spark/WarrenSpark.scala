@@ -78,8 +78,9 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * from it in the communicator's checkpoint listener, synchronously, before the worker goes on
   * (see `HadoopCheckpoints` for why that keeps every rank's resume point available). The
   * driver creates the run's directory before starting any task and fails with a
-  * [[WarrenSparkException]] naming it and the cause if it cannot (within a minute; an
-  * unreachable namenode is reported in seconds). Each `train` call writes to a new
+  * [[WarrenSparkException]] naming it and the cause if it cannot (within
+  * `spark.warren.checkpointDirTimeout` seconds, default 60; its Hadoop client retries little,
+  * so a namenode that refuses connections is reported at once). Each `train` call writes to a new
   * subdirectory of the directory, removed when `train` returns.
   *
   * ==Requirements==
@@ -111,6 +112,7 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * | `spark.warren.recovery` | `retry-one` | `retry-one` (re-run only a failed task) or `fail-all` (re-run all from the durable checkpoint) |
   * | `spark.warren.checkpointDir` | | fail-all: directory for the durable checkpoints (required): a local path or `file:` URI, or any Hadoop file system URI (`hdfs://nn:8020/dir`, `s3a://bucket/dir`) |
   * | `spark.warren.durableEvery` | 1 | fail-all: make every k-th checkpoint durable (`WARREN_DURABLE_EVERY`) |
+  * | `spark.warren.checkpointDirTimeout` | 60 | fail-all, remote `checkpointDir`: seconds the driver may take to create (and remove) the run's directory |
   * | `spark.warren.timeout` | 1800 | seconds one collective call may take (`WARREN_TIMEOUT_S`) |
   * | `spark.warren.connectTimeout` | 300 | seconds to join and re-link (`WARREN_CONNECT_TIMEOUT_S`) |
   * | `spark.warren.bootstrapCache` | false | keep bootstrap results for the whole job (`WARREN_BOOTSTRAP_CACHE`) |
@@ -177,7 +179,11 @@ object WarrenSpark {
     val ckptDir = if (recovery == Recovery.FailAll) {
       Some(Recovery.runDirectory(settings.get("checkpointDir"), sc.applicationId))
     } else None
-    val durableEvery = if (recovery == Recovery.FailAll) parseDurableEvery(settings.get("durableEvery")) else 1
+    // (A raw WARREN_DURABLE_EVERY reaches the native library when durableEvery is not set.)
+    val durableEvery =
+      if (recovery == Recovery.FailAll) {
+        parseDurableEvery(settings.get("durableEvery").orElse(settings.get("setting.WARREN_DURABLE_EVERY")))
+      } else 1
     checkSlots(sc, numWorkers, settings.get("slotWaitTimeout").map(_.toDouble).getOrElse(0.0))
     val input =
       if (rdd.getNumPartitions == numWorkers) rdd
@@ -202,7 +208,8 @@ object WarrenSpark {
       // before any task starts, if it cannot be), and the driver's Hadoop configuration
       // shipped to the tasks, which stage their checkpoints locally and copy them over.
       val remote = ckptDir.filterNot(HadoopCheckpoints.isLocal).map { dir =>
-        remoteRun = Some(HadoopCheckpoints.create(settings("checkpointDir"), dir, sc.hadoopConfiguration))
+        val timeoutS = seconds(settings, "checkpointDirTimeout", HadoopCheckpoints.DefaultDriverTimeoutS)
+        remoteRun = Some(HadoopCheckpoints.create(settings("checkpointDir"), dir, sc.hadoopConfiguration, timeoutS))
         hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
         RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
       }
@@ -251,6 +258,16 @@ object WarrenSpark {
       hadoopConf: Broadcast[SerializableWritable[Configuration]],
       durableEvery: Int
   )
+
+  /** A setting in seconds: a positive number. */
+  private def seconds(settings: Map[String, String], key: String, default: Double): Double =
+    settings.get(key).map(_.trim) match {
+      case None => default
+      case Some(x) =>
+        x.toDoubleOption.filter(v => v > 0 && !v.isInfinite).getOrElse {
+          throw new WarrenSparkException(s"spark.warren.$key=$x: must be a positive number of seconds", null)
+        }
+    }
 
   /** `spark.warren.durableEvery`: a whole number, 0 taken as 1 (as the native library does). */
   private def parseDurableEvery(v: Option[String]): Int = v.map(_.trim) match {
