@@ -36,6 +36,8 @@ public final class Communicator implements AutoCloseable {
   private volatile boolean closed;
   private final int rank;
   private final int worldSize;
+  /** Told of each committed checkpoint; null for none. */
+  private volatile CheckpointListener checkpointListener;
 
   private Communicator(long handle) {
     this.handle = handle;
@@ -325,16 +327,48 @@ public final class Communicator implements AutoCloseable {
    * workers (the local one also on the next {@code WARREN_LOCAL_REPLICAS} workers of the ring),
    * so that a worker restarted with the same task id can {@link #loadCheckpoint() load} them;
    * with {@code WARREN_CHECKPOINT_DIR} they are also written to disk. The calls since the last
-   * checkpoint are forgotten.
+   * checkpoint are forgotten. Then the {@link #setCheckpointListener(CheckpointListener)
+   * checkpoint listener}, if any, is called with the new version.
    *
    * @param global the global model, the same bytes on every worker
    * @param local this worker's own state, or null for none
    * @throws WarrenArgumentException if robust mode is off ({@code WARREN_ROBUST=0})
    * @throws WarrenException (a subclass) if the collective fails
+   * @throws RuntimeException what the checkpoint listener threw (the checkpoint is committed)
    */
-  public synchronized void checkpoint(byte[] global, byte[] local) {
+  public void checkpoint(byte[] global, byte[] local) {
     Objects.requireNonNull(global, "global");
-    Native.commCheckpoint(live(), global, local);
+    int version;
+    CheckpointListener listener;
+    synchronized (this) {
+      long h = live();
+      Native.commCheckpoint(h, global, local);
+      version = Native.commVersion(h);
+      listener = checkpointListener;
+    }
+    // Outside the lock: a slow listener (an upload) does not hold up another thread's stats()
+    // or print() (the Spark runner's progress thread), and may itself call this communicator.
+    if (listener != null) {
+      listener.checkpointCommitted(version);
+    }
+  }
+
+  /**
+   * Sets the listener told of each checkpoint this communicator commits from now on (replacing
+   * any previous one; null removes it). It is called by {@link #checkpoint(byte[], byte[])} in
+   * the calling thread, with the version just committed, after the checkpoint is committed and
+   * its durable file (if any) written, and before {@code checkpoint} returns; an exception it
+   * throws propagates out of {@code checkpoint}, and the checkpoint stays committed. It runs
+   * outside the communicator's lock. Not called by {@link #loadCheckpoint()}.
+   *
+   * <p>Since {@code checkpoint} is a collective call, no worker can commit the next checkpoint
+   * before every worker has returned from this one, and so finished its listener: the Spark
+   * runner relies on this to copy durable checkpoints to a remote file system.
+   *
+   * @param listener the listener, or null for none
+   */
+  public void setCheckpointListener(CheckpointListener listener) {
+    this.checkpointListener = listener;
   }
 
   /**

@@ -6,6 +6,8 @@ import java.util.UUID
 
 import scala.util.Try
 
+import org.apache.hadoop.fs.Path
+
 /** How a Warren job on Spark survives a lost worker (`spark.warren.recovery`). */
 sealed abstract class Recovery(
     /** The setting's value. */
@@ -39,42 +41,46 @@ object Recovery {
   /** The directory one fail-all run writes its durable checkpoints to: a new subdirectory of
     * `spark.warren.checkpointDir`, so that a run never resumes from another run's files.
     *
-    * Only local paths (or `file:` URIs) work: the native library writes the files with POSIX
-    * I/O from each executor, so on a cluster of several machines the directory must be on a
-    * file system shared by every executor and mounted at the same path (NFS, say).
+    * A local path or `file:` URI is written by the native library itself, with POSIX file I/O,
+    * from each executor: on a cluster of several machines it must be on a file system shared by
+    * every executor and mounted at the same path (NFS, say). Any other scheme (`hdfs:`, `s3a:`,
+    * `viewfs:`, ...) is reached through Hadoop's `FileSystem` API with the driver's Hadoop
+    * configuration: each task stages its checkpoints in a local directory and copies them
+    * to and from this one (see `HadoopCheckpoints`).
     *
     * @param setting `spark.warren.checkpointDir`
     * @param appId the Spark application id (part of the subdirectory's name)
-    * @return the absolute path of the run's directory (not created yet)
-    * @throws WarrenSparkException if the setting is missing or names a non-local file system
+    * @return the run's directory (not created yet): an absolute local path, or a URI
+    * @throws WarrenSparkException if the setting is missing or not a valid path
     */
   def runDirectory(setting: Option[String], appId: String): String = {
     val raw = setting.map(_.trim).filter(_.nonEmpty).getOrElse {
       throw new WarrenSparkException(
         "spark.warren.recovery=fail-all needs spark.warren.checkpointDir: a directory every executor " +
-          "can read and write, where each worker's durable checkpoints go",
+          "can read and write (a local path of a shared file system, or any Hadoop file system URI " +
+          "such as hdfs://namenode:8020/dir), where each worker's durable checkpoints go",
         null
       )
     }
-    val scheme = Try(new URI(raw)).toOption.flatMap(u => Option(u.getScheme))
-    val local = scheme match {
-      case None | Some("file") => new File(if (scheme.isDefined) new URI(raw).getPath else raw)
-      case Some(s) if s.length == 1 => new File(raw) // a Windows drive letter
-      case Some(s) =>
-        throw new WarrenSparkException(
-          s"spark.warren.checkpointDir=$raw: the $s: file system is not supported; the native library " +
-            "writes checkpoints with POSIX file I/O, so use a local path or file: URI (on a cluster, a " +
-            "directory of a shared file system mounted at the same path on every executor)",
-          null
-        )
-    }
     val safeApp = appId.replaceAll("[^A-Za-z0-9._-]", "_")
-    new File(local.getAbsoluteFile, s"warren-$safeApp-${UUID.randomUUID()}").getPath
+    val name = s"warren-$safeApp-${UUID.randomUUID()}"
+    if (HadoopCheckpoints.isLocal(raw)) {
+      val scheme = Try(new URI(raw)).toOption.flatMap(u => Option(u.getScheme))
+      val local = if (scheme.exists(_.equalsIgnoreCase("file"))) new File(new URI(raw).getPath) else new File(raw)
+      new File(local.getAbsoluteFile, name).getPath
+    } else {
+      try new Path(new Path(raw), name).toString
+      catch {
+        case e: IllegalArgumentException =>
+          throw new WarrenSparkException(s"spark.warren.checkpointDir=$raw is not a valid path: ${e.getMessage}", e)
+      }
+    }
   }
 
-  /** Removes a run's directory and the checkpoint files in it (best effort).
+  /** Removes a local run's directory and the checkpoint files in it (best effort; a remote
+    * one is removed by `HadoopCheckpoints.RunDirectory.close`).
     *
-    * @param dir what [[runDirectory]] returned
+    * @param dir what [[runDirectory]] returned for a local path
     */
   def removeRunDirectory(dir: String): Unit = {
     val d = new File(dir)

@@ -9,7 +9,9 @@ import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
 import io.warren.{Communicator, Tracker}
-import org.apache.spark.{HashPartitioner, SparkContext, SparkException, TaskContext, WarrenSlots}
+import org.apache.hadoop.conf.Configuration
+import org.apache.spark.{HashPartitioner, SerializableWritable, SparkContext, SparkException, TaskContext, WarrenSlots}
+import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
 
 /** A Warren job failed: the message names the first worker error Spark reported.
@@ -61,14 +63,25 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * waiting for a replacement, fail at once and free their slots for the re-run. A re-run starts
   * only when all `numWorkers` slots are free again, so after a lost executor it waits for the
   * replacement executor to register. Every checkpoint is
-  * written (fsync'd) to disk by every worker (`spark.warren.durableEvery`), so fail-all pays
-  * that on every iteration and the re-run of all tasks after a failure; retry-one pays neither.
+  * written (fsync'd) to disk, or uploaded, by every worker (`spark.warren.durableEvery`), so
+  * fail-all pays that on every iteration and the re-run of all tasks after a failure; retry-one
+  * pays neither.
   *
-  * The checkpoint directory must be a local path or `file:` URI (the native library writes
-  * with POSIX file I/O; other Hadoop file systems such as `hdfs:` or `s3a:` are refused with a
-  * clear error), visible at the same path to every executor: on a cluster of several machines,
-  * a shared file system (NFS, say). Each `train` call writes to a new subdirectory of it,
-  * removed when `train` returns.
+  * The checkpoint directory is any path Hadoop's `FileSystem` supports. A local path or `file:`
+  * URI is written by the native library itself (POSIX file I/O, fsync'd), so it must be
+  * visible at the same path to every executor: on a cluster of several machines, a shared file
+  * system (NFS, say). Any other scheme (`hdfs:`, `s3a:`, `viewfs:`, ...) goes through Hadoop
+  * with the driver's Hadoop configuration (`sc.hadoopConfiguration`, shipped to the tasks):
+  * each task points the native library at a local staging directory (under the executor's
+  * local directory, removed when the task ends), downloads its rank's two newest durable
+  * checkpoints into it before the worker loads one, and uploads each new durable checkpoint
+  * from it in the communicator's checkpoint listener, synchronously, before the worker goes on
+  * (see `HadoopCheckpoints` for why that keeps every rank's resume point available). The
+  * driver creates the run's directory before starting any task and fails with a
+  * [[WarrenSparkException]] naming it and the cause if it cannot (within
+  * `spark.warren.checkpointDirTimeout` seconds, default 60; its Hadoop client retries little,
+  * so a namenode that refuses connections is reported at once). Each `train` call writes to a new
+  * subdirectory of the directory, removed when `train` returns.
   *
   * ==Requirements==
   *  - All `numWorkers` tasks must run at once: the driver checks the free task slots first and
@@ -97,8 +110,9 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * | key | default | meaning |
   * |---|---|---|
   * | `spark.warren.recovery` | `retry-one` | `retry-one` (re-run only a failed task) or `fail-all` (re-run all from the durable checkpoint) |
-  * | `spark.warren.checkpointDir` | | fail-all: directory for the durable checkpoints (local path or `file:` URI; required) |
-  * | `spark.warren.durableEvery` | 1 | fail-all: write every k-th checkpoint to disk (`WARREN_DURABLE_EVERY`) |
+  * | `spark.warren.checkpointDir` | | fail-all: directory for the durable checkpoints (required): a local path or `file:` URI, or any Hadoop file system URI (`hdfs://nn:8020/dir`, `s3a://bucket/dir`) |
+  * | `spark.warren.durableEvery` | 1 | fail-all: make every k-th checkpoint durable (`WARREN_DURABLE_EVERY`) |
+  * | `spark.warren.checkpointDirTimeout` | 60 | fail-all, remote `checkpointDir`: seconds the driver may take to create (and remove) the run's directory |
   * | `spark.warren.timeout` | 1800 | seconds one collective call may take (`WARREN_TIMEOUT_S`) |
   * | `spark.warren.connectTimeout` | 300 | seconds to join and re-link (`WARREN_CONNECT_TIMEOUT_S`) |
   * | `spark.warren.bootstrapCache` | false | keep bootstrap results for the whole job (`WARREN_BOOTSTRAP_CACHE`) |
@@ -138,8 +152,8 @@ object WarrenSpark {
     * @param f the worker body: the communicator (do not close it) and the partition's rows
     * @return each worker's result, in task-id (= rank) order
     * @throws WarrenSparkException if there are too few free task slots, speculation is on, a
-    *   setting is invalid, or a worker failed beyond Spark's retries (the message names the
-    *   failed task ids)
+    *   setting is invalid, the fail-all checkpoint directory cannot be created, or a worker
+    *   failed beyond Spark's retries (the message names the failed task ids)
     */
   def train[T: ClassTag, R: ClassTag](rdd: RDD[T], numWorkers: Int, conf: Map[String, String] = Map.empty)(
       f: (Communicator, Iterator[T]) => R
@@ -165,6 +179,11 @@ object WarrenSpark {
     val ckptDir = if (recovery == Recovery.FailAll) {
       Some(Recovery.runDirectory(settings.get("checkpointDir"), sc.applicationId))
     } else None
+    // (A raw WARREN_DURABLE_EVERY reaches the native library when durableEvery is not set.)
+    val durableEvery =
+      if (recovery == Recovery.FailAll) {
+        parseDurableEvery(settings.get("durableEvery").orElse(settings.get("setting.WARREN_DURABLE_EVERY")))
+      } else 1
     checkSlots(sc, numWorkers, settings.get("slotWaitTimeout").map(_.toDouble).getOrElse(0.0))
     val input =
       if (rdd.getNumPartitions == numWorkers) rdd
@@ -182,17 +201,29 @@ object WarrenSpark {
       if (recovery == Recovery.FailAll) sc.getConf.getInt("spark.stage.maxConsecutiveAttempts", 4).max(1) else 1
     val secret = newSecret()
     val trackers = new Array[Tracker](attempts)
+    var remoteRun: Option[HadoopCheckpoints.RunDirectory] = None
+    var hadoopConf: Option[Broadcast[SerializableWritable[Configuration]]] = None
     try {
+      // A remote checkpoint directory: created now through Hadoop's FileSystem (a clear error,
+      // before any task starts, if it cannot be), and the driver's Hadoop configuration
+      // shipped to the tasks, which stage their checkpoints locally and copy them over.
+      val remote = ckptDir.filterNot(HadoopCheckpoints.isLocal).map { dir =>
+        val timeoutS = seconds(settings, "checkpointDirTimeout", HadoopCheckpoints.DefaultDriverTimeoutS)
+        remoteRun = Some(HadoopCheckpoints.create(settings("checkpointDir"), dir, sc.hadoopConfiguration, timeoutS))
+        hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
+        RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
+      }
       for (i <- 0 until attempts) {
         trackers(i) = Tracker.start(numWorkers, secret, host, 0, if (i == 0) rendezvous else SpareRendezvous)
       }
-      val durable = ckptDir.map(d => Map("WARREN_CHECKPOINT_DIR" -> d)).getOrElse(Map.empty) ++
+      // A remote directory's tasks set WARREN_CHECKPOINT_DIR to their staging directory.
+      val durable = ckptDir.filter(HadoopCheckpoints.isLocal).map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
         settings.get("durableEvery").map("WARREN_DURABLE_EVERY" -> _)
       val bases = trackers.map(t => workerSettings(t, settings) ++ durable)
       val failAll = recovery == Recovery.FailAll
       Observation.around(sc, numWorkers, settings) { probe =>
         val workers = {
-          val body = (rows: Iterator[T]) => Iterator.single(runWorker(bases, failAll, rows, probe.wrap(f)))
+          val body = (rows: Iterator[T]) => Iterator.single(runWorker(bases, failAll, remote, rows, probe.wrap(f)))
           if (failAll) input.barrier().mapPartitions(body) else input.mapPartitions(body)
         }
         val watch = new JobWatch(
@@ -209,8 +240,42 @@ object WarrenSpark {
       }
     } finally {
       trackers.foreach(t => if (t != null) t.close())
-      ckptDir.foreach(Recovery.removeRunDirectory)
+      ckptDir.filter(HadoopCheckpoints.isLocal).foreach(Recovery.removeRunDirectory)
+      remoteRun.foreach(_.close())
+      hadoopConf.foreach(b => try b.destroy() catch { case NonFatal(_) => })
     }
+  }
+
+  /** Where a fail-all run with a remote checkpoint directory keeps its checkpoints, as the
+    * tasks see it.
+    *
+    * @param dir the run's remote directory (a URI)
+    * @param hadoopConf the driver's Hadoop configuration
+    * @param durableEvery `spark.warren.durableEvery`
+    */
+  private case class RemoteCheckpoints(
+      dir: String,
+      hadoopConf: Broadcast[SerializableWritable[Configuration]],
+      durableEvery: Int
+  )
+
+  /** A setting in seconds: a positive number. */
+  private def seconds(settings: Map[String, String], key: String, default: Double): Double =
+    settings.get(key).map(_.trim) match {
+      case None => default
+      case Some(x) =>
+        x.toDoubleOption.filter(v => v > 0 && !v.isInfinite).getOrElse {
+          throw new WarrenSparkException(s"spark.warren.$key=$x: must be a positive number of seconds", null)
+        }
+    }
+
+  /** `spark.warren.durableEvery`: a whole number, 0 taken as 1 (as the native library does). */
+  private def parseDurableEvery(v: Option[String]): Int = v.map(_.trim) match {
+    case None => 1
+    case Some(x) =>
+      x.toIntOption.filter(_ >= 0).map(_.max(1)).getOrElse {
+        throw new WarrenSparkException(s"spark.warren.durableEvery=$x: must be a positive whole number", null)
+      }
   }
 
   /** The rendezvous deadline of the trackers of fail-all re-attempts (started with the job). */
@@ -314,6 +379,7 @@ object WarrenSpark {
   private def runWorker[T, R](
       bases: Array[Map[String, String]],
       failAll: Boolean,
+      remote: Option[RemoteCheckpoints],
       rows: Iterator[T],
       f: (Communicator, Iterator[T]) => R
   ): (Int, R) = {
@@ -329,21 +395,34 @@ object WarrenSpark {
     // In a re-run barrier stage every task's attemptNumber is 0 again: the stage attempt
     // tells fail-all's attempts apart.
     val attempt = if (failAll) stageAttempt + ctx.attemptNumber() else ctx.attemptNumber()
-    val settings = base ++ Map(
-      "WARREN_TASK_ID" -> ctx.partitionId().toString,
-      "WARREN_ATTEMPT" -> attempt.toString
-    )
-    val comm = Communicator.create(settings.asJava)
-    try {
-      val r = f(comm, rows)
-      comm.close()
-      (ctx.partitionId(), r)
-    } catch {
-      case t: Throwable =>
-        try comm.abort()
-        catch { case NonFatal(e) => t.addSuppressed(e) }
-        throw t
+    // A remote checkpoint directory: the native library writes and reads a local staging
+    // directory, which this task fills from the remote one and copies back after each durable
+    // checkpoint (HadoopCheckpoints).
+    val staging = remote.map { r =>
+      val conf = r.hadoopConf.value.value
+      new HadoopCheckpoints.Staging(r.dir, conf, r.durableEvery, new java.io.File(WarrenSlots.localDir()))
     }
+    try {
+      val settings = base ++ Map(
+        "WARREN_TASK_ID" -> ctx.partitionId().toString,
+        "WARREN_ATTEMPT" -> attempt.toString
+      ) ++ staging.map(s => "WARREN_CHECKPOINT_DIR" -> s.local.toString)
+      val comm = Communicator.create(settings.asJava)
+      try {
+        staging.foreach { s =>
+          s.download(comm)
+          comm.setCheckpointListener(s)
+        }
+        val r = f(comm, rows)
+        comm.close()
+        (ctx.partitionId(), r)
+      } catch {
+        case t: Throwable =>
+          try comm.abort()
+          catch { case NonFatal(e) => t.addSuppressed(e) }
+          throw t
+      }
+    } finally staging.foreach(_.close())
   }
 
   private def newSecret(): String = {

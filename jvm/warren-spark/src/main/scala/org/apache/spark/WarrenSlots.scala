@@ -1,8 +1,8 @@
 package org.apache.spark
 
 /** Access to Spark's own count of task slots (`SparkContext.maxNumConcurrentTasks`, the number
-  * its barrier-mode check uses) and to its listener bus, which are `private[spark]`; hence this
-  * package.
+  * its barrier-mode check uses), to its listener bus and to an executor's local directory,
+  * which are `private[spark]`; hence this package.
   */
 object WarrenSlots {
 
@@ -27,4 +27,16 @@ object WarrenSlots {
       sc.listenerBus.waitUntilEmpty(timeoutMs)
       true
     } catch { case _: java.util.concurrent.TimeoutException => false }
+
+  /** A local directory of this JVM for scratch files (in an executor: one of its
+    * `spark.local.dir`s, or the cluster manager's, e.g. YARN's container directories), or
+    * `java.io.tmpdir` outside Spark or if Spark cannot say.
+    *
+    * @return an existing directory's path
+    */
+  def localDir(): String =
+    try Option(SparkEnv.get).map(e => org.apache.spark.util.Utils.getLocalDir(e.conf)).getOrElse(tmpDir)
+    catch { case _: Exception | _: LinkageError => tmpDir }
+
+  private def tmpDir: String = System.getProperty("java.io.tmpdir")
 }
