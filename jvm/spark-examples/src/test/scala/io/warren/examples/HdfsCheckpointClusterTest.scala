@@ -2,7 +2,6 @@ package io.warren.examples
 
 import java.nio.file.Files
 import java.util.concurrent.{ConcurrentHashMap, TimeUnit}
-import java.util.concurrent.atomic.AtomicInteger
 
 import scala.jdk.CollectionConverters._
 
@@ -12,8 +11,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.permission.FsPermission
 import org.apache.hadoop.fs.{FileSystem, Path, RawLocalFileSystem}
 import org.apache.hadoop.hdfs.MiniDFSCluster
-import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, SparkListenerTaskEnd, SparkListenerTaskStart}
-import org.apache.spark.{SparkContext, Success, TaskKilled, WarrenSlots}
+import org.apache.spark.{SparkContext, WarrenSlots}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertFalse, assertThrows, assertTrue}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
@@ -38,9 +36,7 @@ class HdfsCheckpointClusterTest {
   private var fs: FileSystem = _
   private var root: String = _
   private var sc: SparkContext = _
-  private val failedTasks = new AtomicInteger()
-  private val startedTasks = new AtomicInteger()
-  private val stageReruns = new AtomicInteger()
+  private val counts = new TaskCounts
   private val params = Params(workers = workers, rows = 30000, features = 20, iters = 12)
   private lazy val clean = LogisticRegression.run(sc, params)
 
@@ -56,15 +52,7 @@ class HdfsCheckpointClusterTest {
     sc = LocalCluster.start(workers, "warren-hdfs-checkpoint-test")
     // The tasks get the driver's Hadoop configuration: one datanode, so one replica.
     sc.hadoopConfiguration.set("dfs.replication", "1")
-    sc.addSparkListener(new SparkListener {
-      override def onTaskStart(e: SparkListenerTaskStart): Unit = startedTasks.incrementAndGet()
-      override def onTaskEnd(e: SparkListenerTaskEnd): Unit = e.reason match {
-        case Success | _: TaskKilled =>
-        case _                       => failedTasks.incrementAndGet()
-      }
-      override def onStageSubmitted(e: SparkListenerStageSubmitted): Unit =
-        if (e.stageInfo.attemptNumber() > 0) stageReruns.incrementAndGet()
-    })
+    sc.addSparkListener(counts)
   }
 
   @AfterAll
@@ -75,11 +63,7 @@ class HdfsCheckpointClusterTest {
 
   @BeforeEach
   def fullCluster(): Unit = {
-    assertTrue(WarrenSpark.awaitSlots(sc, workers, 90) >= workers, s"the $workers executors did not register")
-    WarrenSlots.drainListeners(sc, 5000)
-    failedTasks.set(0)
-    startedTasks.set(0)
-    stageReruns.set(0)
+    counts.reset(sc, workers)
   }
 
   /** Lists every file under `dir` on HDFS every 20 ms while `body` runs, and returns their
@@ -118,8 +102,8 @@ class HdfsCheckpointClusterTest {
   private def failAll(what: String, dir: String, p: Params, resumedFrom: Int, durableEvery: Int): Result = {
     val want = clean
     WarrenSlots.drainListeners(sc, 5000)
-    failedTasks.set(0)
-    stageReruns.set(0)
+    counts.failed.set(0)
+    counts.stageReruns.set(0)
     val (r, seen) = watching(dir) {
       LogisticRegression.run(
         sc,
@@ -137,8 +121,8 @@ class HdfsCheckpointClusterTest {
     )
     assertEquals(want.modelHash, r.modelHash, s"$what: the model differs from the failure-free run's")
     assertEquals(want.losses.toSeq, r.losses.toSeq, what)
-    assertTrue(failedTasks.get() >= 1, s"$what: ${failedTasks.get()} failed task attempts")
-    assertEquals(1, stageReruns.get(), s"$what: Spark re-ran the barrier stage once")
+    assertTrue(counts.failed.get() >= 1, s"$what: ${counts.failed.get()} failed task attempts")
+    assertEquals(1, counts.stageReruns.get(), s"$what: Spark re-ran the barrier stage once")
     assertEquals(resumedFrom, r.startVersion, s"$what: rank 0 of the re-run resumed from durable checkpoint $resumedFrom")
     val files = seen.filter(_.endsWith(".bin")).filterNot(_.contains("/."))
     assertEquals(1, files.map(_.takeWhile(_ != '/')).size, s"$what: one run directory: $files")
@@ -192,8 +176,8 @@ class HdfsCheckpointClusterTest {
     assertTrue(e.getMessage.contains("Connection refused"), e.getMessage)
     assertTrue(seconds < 20, s"the check took $seconds s")
     WarrenSlots.drainListeners(sc, 5000)
-    assertEquals(0, startedTasks.get(), "no task started")
-    assertFalse(failedTasks.get() > 0, "no task failed")
+    assertEquals(0, counts.started.get(), "no task started")
+    assertFalse(counts.failed.get() > 0, "no task failed")
   }
 
   @Test
@@ -211,7 +195,7 @@ class HdfsCheckpointClusterTest {
       assertTrue(e.getMessage.contains("took over 2.0 s (spark.warren.checkpointDirTimeout)"), e.getMessage)
       assertTrue(seconds >= 2 && seconds < 10, s"the check took $seconds s")
       WarrenSlots.drainListeners(sc, 5000)
-      assertEquals(0, startedTasks.get(), "no task started")
+      assertEquals(0, counts.started.get(), "no task started")
     } finally sc.hadoopConfiguration.unset("fs.hang.impl")
   }
 
@@ -241,7 +225,7 @@ class HdfsCheckpointClusterTest {
         assertTrue(seen.exists(_.contains(s"/warren-ckpt-rank$rank-v")), s"no file of rank $rank seen in HDFS: $seen")
       }
       assertEquals(Seq.empty, fs.listStatus(new Path("/ckpt-e")).toSeq, "the run directory is removed")
-      assertEquals(0, failedTasks.get())
+      assertEquals(0, counts.failed.get())
     } finally {
       Option(local.toFile.listFiles()).foreach(_.foreach(d => { Option(d.listFiles()).foreach(_.foreach(_.delete())); d.delete() }))
       local.toFile.delete()

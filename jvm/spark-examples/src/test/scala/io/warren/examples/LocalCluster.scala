@@ -1,8 +1,12 @@
 package io.warren.examples
 
 import java.io.File
+import java.util.concurrent.atomic.AtomicInteger
 
-import org.apache.spark.{SparkConf, SparkContext}
+import io.warren.spark.WarrenSpark
+import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, SparkListenerTaskEnd, SparkListenerTaskStart}
+import org.apache.spark.{SparkConf, SparkContext, Success, TaskKilled, WarrenSlots}
+import org.junit.jupiter.api.Assertions.assertTrue
 
 /** The SparkContext of the local-cluster test classes: executor JVMs of one core and 1 GiB on
   * 127.0.0.1, Spark from `$SPARK_HOME` (scripts/setup-spark.sh), this project's classes and
@@ -34,5 +38,45 @@ object LocalCluster {
       .set("spark.warren.connectTimeout", "120")
       .set("spark.warren.timeout", "300")
     new SparkContext(conf)
+  }
+}
+
+/** What Spark's listener bus reports of the tasks of a local-cluster test class's jobs: task
+  * attempts started, failed (killed ones aside: Spark kills the rest of a failed barrier
+  * stage) and stage re-runs. Add it to the context once; [[reset]] it before each case.
+  */
+final class TaskCounts extends SparkListener {
+
+  /** Task attempts started. */
+  val started = new AtomicInteger()
+
+  /** Task attempts that failed (not counting those Spark killed). */
+  val failed = new AtomicInteger()
+
+  /** Stage attempts after the first (a re-run barrier stage, say). */
+  val stageReruns = new AtomicInteger()
+
+  override def onTaskStart(e: SparkListenerTaskStart): Unit = started.incrementAndGet()
+
+  override def onTaskEnd(e: SparkListenerTaskEnd): Unit = e.reason match {
+    case Success | _: TaskKilled =>
+    case _                       => failed.incrementAndGet()
+  }
+
+  override def onStageSubmitted(e: SparkListenerStageSubmitted): Unit =
+    if (e.stageInfo.attemptNumber() > 0) stageReruns.incrementAndGet()
+
+  /** Waits until `workers` task slots are registered (a halted executor is replaced a few
+    * seconds later) and the events of earlier jobs are delivered, then zeroes the counts.
+    *
+    * @param sc the context this listens to
+    * @param workers the task slots the next case needs
+    */
+  def reset(sc: SparkContext, workers: Int): Unit = {
+    assertTrue(WarrenSpark.awaitSlots(sc, workers, 90) >= workers, s"the $workers executors did not register")
+    WarrenSlots.drainListeners(sc, 5000)
+    started.set(0)
+    failed.set(0)
+    stageReruns.set(0)
   }
 }

@@ -2,12 +2,10 @@ package io.warren.examples
 
 import java.nio.file.Files
 import java.util.concurrent.TimeUnit
-import java.util.concurrent.atomic.AtomicInteger
 
 import io.warren.examples.LogisticRegression.{Failure, Params, Result}
 import io.warren.spark.{WarrenSpark, WarrenSparkException}
-import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, SparkListenerTaskEnd}
-import org.apache.spark.{SparkContext, Success, TaskKilled, WarrenSlots}
+import org.apache.spark.{SparkContext, WarrenSlots}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertFalse, assertThrows, assertTrue}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
@@ -29,22 +27,14 @@ import org.junit.jupiter.api._
 class RecoveryClusterTest {
   private val workers = 4
   private var sc: SparkContext = _
-  private val failedTasks = new AtomicInteger()
-  private val stageReruns = new AtomicInteger()
+  private val counts = new TaskCounts
   private val params = Params(workers = workers, rows = 60000, features = 20, iters = 12)
   private lazy val clean = LogisticRegression.run(sc, params)
 
   @BeforeAll
   def start(): Unit = {
     sc = LocalCluster.start(workers, "warren-recovery-cluster-test")
-    sc.addSparkListener(new SparkListener {
-      override def onTaskEnd(e: SparkListenerTaskEnd): Unit = e.reason match {
-        case Success | _: TaskKilled =>
-        case _                       => failedTasks.incrementAndGet()
-      }
-      override def onStageSubmitted(e: SparkListenerStageSubmitted): Unit =
-        if (e.stageInfo.attemptNumber() > 0) stageReruns.incrementAndGet()
-    })
+    sc.addSparkListener(counts)
   }
 
   @AfterAll
@@ -53,10 +43,7 @@ class RecoveryClusterTest {
   /** Every case starts with all executors registered (halted ones are replaced) and idle. */
   @BeforeEach
   def fullCluster(): Unit = {
-    assertTrue(WarrenSpark.awaitSlots(sc, workers, 90) >= workers, s"the $workers executors did not register")
-    WarrenSlots.drainListeners(sc, 5000)
-    failedTasks.set(0)
-    stageReruns.set(0)
+    counts.reset(sc, workers)
   }
 
   /** Runs `p`, then checks the model equals the failure-free one and that exactly `losses`
@@ -64,14 +51,14 @@ class RecoveryClusterTest {
     */
   private def recovered(what: String, p: Params, losses: Int, exactly: Boolean = true): Result = {
     val want = clean
-    failedTasks.set(0)
+    counts.failed.set(0)
     val r = LogisticRegression.run(sc, p)
     WarrenSlots.drainListeners(sc, 5000)
     println(f"LR $what: ${r.seconds}%.2f s (clean ${want.seconds}%.2f s), recoveries ${r.recoveries}")
     assertEquals(want.modelHash, r.modelHash, s"$what: the model differs from the failure-free run's")
     assertEquals(want.losses.toSeq, r.losses.toSeq, what)
-    if (exactly) assertEquals(losses, failedTasks.get(), s"$what: failed task attempts")
-    else assertTrue(failedTasks.get() >= losses, s"$what: ${failedTasks.get()} failed task attempts")
+    if (exactly) assertEquals(losses, counts.failed.get(), s"$what: failed task attempts")
+    else assertTrue(counts.failed.get() >= losses, s"$what: ${counts.failed.get()} failed task attempts")
     r
   }
 
@@ -123,16 +110,16 @@ class RecoveryClusterTest {
         1,
         exactly = false
       )
-      assertEquals(1, stageReruns.get(), "Spark re-ran the barrier stage once")
+      assertEquals(1, counts.stageReruns.get(), "Spark re-ran the barrier stage once")
       assertEquals(6, r.startVersion, "rank 0 of the re-run resumed from durable checkpoint 6")
-      stageReruns.set(0)
+      counts.stageReruns.set(0)
       val t = recovered(
         "fail-all, a thrown task",
         params.copy(conf = failAll, failures = Seq(Failure(2, 9))),
         1,
         exactly = false
       )
-      assertEquals(1, stageReruns.get(), "Spark re-ran the barrier stage once")
+      assertEquals(1, counts.stageReruns.get(), "Spark re-ran the barrier stage once")
       assertEquals(9, t.startVersion, "rank 0 of the re-run resumed from durable checkpoint 9")
       assertEquals(0, dir.toFile.list().length, s"the runs' checkpoint directories are removed: ${dir.toFile.list().toSeq}")
     } finally {
@@ -176,7 +163,7 @@ class RecoveryClusterTest {
       assertTrue(e.getMessage.contains("(fail-all) failed: lost task id(s) 2 (task 2 failed 4 times"), e.getMessage)
       assertTrue(e.getMessage.contains("spark.stage.maxConsecutiveAttempts=4"), e.getMessage)
       assertTrue(seconds < 90, s"the job took $seconds s to fail")
-      assertEquals(3, stageReruns.get(), "Spark ran the barrier stage 4 times")
+      assertEquals(3, counts.stageReruns.get(), "Spark ran the barrier stage 4 times")
     } finally {
       Option(dir.toFile.listFiles()).foreach(_.foreach(d => { Option(d.listFiles()).foreach(_.foreach(_.delete())); d.delete() }))
       dir.toFile.delete()
@@ -221,7 +208,7 @@ class RecoveryClusterTest {
       .sorted
     assertEquals((0 until workers).toSeq, ok.toSeq)
     WarrenSlots.drainListeners(sc, 5000)
-    assertEquals(1, stageReruns.get(), "the barrier ShuffleMapStage ran twice")
+    assertEquals(1, counts.stageReruns.get(), "the barrier ShuffleMapStage ran twice")
   }
 
   @Test
@@ -248,6 +235,6 @@ class RecoveryClusterTest {
       () => WarrenSpark.train(rdd, workers, Map("recovery" -> "failall"))((c, _) => c.rank())
     )
     assertTrue(typo.getMessage.contains("must be retry-one or fail-all"), typo.getMessage)
-    assertFalse(failedTasks.get() > 0, "no task ran")
+    assertFalse(counts.failed.get() > 0, "no task ran")
   }
 }
