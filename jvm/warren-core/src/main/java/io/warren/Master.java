@@ -6,7 +6,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * The data master, run inside this JVM (on the Spark driver, say): it splits a RecordIO
@@ -30,13 +29,12 @@ public final class Master implements AutoCloseable {
   /** Worker setting: the job secret (the same key as the tracker's). */
   public static final String SECRET_KEY = "WARREN_JOB_SECRET";
 
-  private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
-  private volatile long handle;
+  private final SharedHandle handle;
   private final String address;
   private final String secret;
 
   private Master(long handle, String secret) {
-    this.handle = handle;
+    this.handle = new SharedHandle(handle, "Master");
     this.secret = secret;
     this.address = Native.masterAddress(handle);
   }
@@ -178,20 +176,13 @@ public final class Master implements AutoCloseable {
     }
   }
 
-  private long live() {
-    if (handle == 0) {
-      throw new IllegalStateException("Master is closed");
-    }
-    return handle;
-  }
-
   /**
    * The address workers connect to.
    *
    * @return {@code host:port}
    */
   public String address() {
-    live();
+    handle.checkOpen();
     return address;
   }
 
@@ -202,7 +193,7 @@ public final class Master implements AutoCloseable {
    * @return a new mutable map
    */
   public Map<String, String> workerSettings() {
-    live();
+    handle.checkOpen();
     Map<String, String> map = new LinkedHashMap<>();
     map.put(URI_KEY, address);
     map.put(SECRET_KEY, secret);
@@ -216,12 +207,7 @@ public final class Master implements AutoCloseable {
    * @throws StoreFailedException if the store has failed (restart the master)
    */
   public MasterStatus status() {
-    lock.readLock().lock();
-    try {
-      return MasterStatus.of(Native.masterStatus(live()));
-    } finally {
-      lock.readLock().unlock();
-    }
+    return MasterStatus.of(handle.call(Native::masterStatus));
   }
 
   /**
@@ -230,12 +216,7 @@ public final class Master implements AutoCloseable {
    * @return the reason, or empty while it works
    */
   public Optional<String> failure() {
-    lock.readLock().lock();
-    try {
-      return Optional.ofNullable(Native.masterFailure(live()));
-    } finally {
-      lock.readLock().unlock();
-    }
+    return Optional.ofNullable(handle.call(Native::masterFailure));
   }
 
   /**
@@ -244,7 +225,7 @@ public final class Master implements AutoCloseable {
    * @return true once closed
    */
   public boolean isClosed() {
-    return handle == 0;
+    return handle.isClosed();
   }
 
   /**
@@ -253,17 +234,7 @@ public final class Master implements AutoCloseable {
    */
   @Override
   public void close() {
-    lock.writeLock().lock();
-    try {
-      long h = handle;
-      if (h == 0) {
-        return;
-      }
-      handle = 0;
-      Native.masterClose(h);
-    } finally {
-      lock.writeLock().unlock();
-    }
+    handle.close(Native::masterClose);
   }
 
   @Override

@@ -4,7 +4,6 @@ import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * The job's rendezvous point, run inside this JVM (on the Spark driver, say): workers register
@@ -22,13 +21,11 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * settings; {@link #close()} waits for running calls.
  */
 public final class Tracker implements AutoCloseable {
-  /** Readers use the handle; {@link #close()} takes the write lock to release it. */
-  private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
-  private volatile long handle;
+  private final SharedHandle handle;
   private final String uri;
 
   private Tracker(long handle) {
-    this.handle = handle;
+    this.handle = new SharedHandle(handle, "Tracker");
     this.uri = Native.trackerUri(handle);
   }
 
@@ -74,20 +71,13 @@ public final class Tracker implements AutoCloseable {
         Native.trackerStart(workers, secret, host, port, rendezvousTimeout.toMillis()));
   }
 
-  private long live() {
-    if (handle == 0) {
-      throw new IllegalStateException("Tracker is closed");
-    }
-    return handle;
-  }
-
   /**
    * The address workers connect to.
    *
    * @return {@code host:port}
    */
   public String uri() {
-    live();
+    handle.checkOpen();
     return uri;
   }
 
@@ -99,13 +89,7 @@ public final class Tracker implements AutoCloseable {
    * @return a new mutable map
    */
   public Map<String, String> workerSettings() {
-    String[] flat;
-    lock.readLock().lock();
-    try {
-      flat = Native.trackerWorkerEnv(live());
-    } finally {
-      lock.readLock().unlock();
-    }
+    String[] flat = handle.call(Native::trackerWorkerEnv);
     Map<String, String> map = new LinkedHashMap<>();
     for (int i = 0; i + 1 < flat.length; i += 2) {
       map.put(flat[i], flat[i + 1]);
@@ -138,13 +122,7 @@ public final class Tracker implements AutoCloseable {
    */
   public JobReport awaitCompletion(Duration timeout) {
     Objects.requireNonNull(timeout, "timeout");
-    long[] r;
-    lock.readLock().lock();
-    try {
-      r = Native.trackerWait(live(), Math.max(0, timeout.toMillis()));
-    } finally {
-      lock.readLock().unlock();
-    }
+    long[] r = handle.call(h -> Native.trackerWait(h, Math.max(0, timeout.toMillis())));
     return new JobReport((int) r[0], r[1], Duration.ofNanos(r[2]));
   }
 
@@ -154,7 +132,7 @@ public final class Tracker implements AutoCloseable {
    * @return true once closed
    */
   public boolean isClosed() {
-    return handle == 0;
+    return handle.isClosed();
   }
 
   /**
@@ -163,17 +141,7 @@ public final class Tracker implements AutoCloseable {
    */
   @Override
   public void close() {
-    lock.writeLock().lock();
-    try {
-      long h = handle;
-      if (h == 0) {
-        return;
-      }
-      handle = 0;
-      Native.trackerClose(h);
-    } finally {
-      lock.writeLock().unlock();
-    }
+    handle.close(Native::trackerClose);
   }
 
   @Override
