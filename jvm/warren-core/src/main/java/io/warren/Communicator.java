@@ -338,13 +338,15 @@ public final class Communicator implements AutoCloseable {
    */
   public void checkpoint(byte[] global, byte[] local) {
     Objects.requireNonNull(global, "global");
-    int version;
+    int version = 0;
     CheckpointListener listener;
     synchronized (this) {
       long h = live();
       Native.commCheckpoint(h, global, local);
-      version = Native.commVersion(h);
       listener = checkpointListener;
+      if (listener != null) {
+        version = Native.commVersion(h);
+      }
     }
     // Outside the lock: a slow listener (an upload) does not hold up another thread's stats()
     // or print() (the Spark runner's progress thread), and may itself call this communicator.

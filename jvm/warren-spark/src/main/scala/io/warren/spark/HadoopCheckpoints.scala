@@ -49,10 +49,18 @@ private[spark] object HadoopCheckpoints {
   /** Whether `dir` (a `spark.warren.checkpointDir` or a run directory) is written by the
     * native library directly: a path without a scheme, a `file:` URI or a Windows drive letter.
     */
-  def isLocal(dir: String): Boolean = scheme(dir) match {
-    case None | Some("file")      => true
-    case Some(s) if s.length == 1 => true
-    case _                        => false
+  def isLocal(dir: String): Boolean = localDirectory(dir).isDefined
+
+  /** The directory `dir` names on the local file system, if it is local (see [[isLocal]]).
+    *
+    * @param dir a `spark.warren.checkpointDir` or a run directory
+    * @return the local directory (a `file:` URI's path), or None for another file system
+    */
+  def localDirectory(dir: String): Option[File] = scheme(dir) match {
+    case Some("file")             => Some(new File(new URI(dir).getPath))
+    case None                     => Some(new File(dir))
+    case Some(s) if s.length == 1 => Some(new File(dir)) // a Windows drive letter
+    case _                        => None
   }
 
   private def scheme(dir: String): Option[String] =

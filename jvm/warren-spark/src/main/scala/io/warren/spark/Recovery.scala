@@ -1,10 +1,7 @@
 package io.warren.spark
 
 import java.io.File
-import java.net.URI
 import java.util.UUID
-
-import scala.util.Try
 
 import org.apache.hadoop.fs.Path
 
@@ -64,16 +61,14 @@ object Recovery {
     }
     val safeApp = appId.replaceAll("[^A-Za-z0-9._-]", "_")
     val name = s"warren-$safeApp-${UUID.randomUUID()}"
-    if (HadoopCheckpoints.isLocal(raw)) {
-      val scheme = Try(new URI(raw)).toOption.flatMap(u => Option(u.getScheme))
-      val local = if (scheme.exists(_.equalsIgnoreCase("file"))) new File(new URI(raw).getPath) else new File(raw)
-      new File(local.getAbsoluteFile, name).getPath
-    } else {
-      try new Path(new Path(raw), name).toString
-      catch {
-        case e: IllegalArgumentException =>
-          throw new WarrenSparkException(s"spark.warren.checkpointDir=$raw is not a valid path: ${e.getMessage}", e)
-      }
+    HadoopCheckpoints.localDirectory(raw) match {
+      case Some(local) => new File(local.getAbsoluteFile, name).getPath
+      case None =>
+        try new Path(new Path(raw), name).toString
+        catch {
+          case e: IllegalArgumentException =>
+            throw new WarrenSparkException(s"spark.warren.checkpointDir=$raw is not a valid path: ${e.getMessage}", e)
+        }
     }
   }
 

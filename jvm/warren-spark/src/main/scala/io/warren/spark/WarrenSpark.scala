@@ -176,14 +176,14 @@ object WarrenSpark {
         null
       )
     }
-    val ckptDir = if (recovery == Recovery.FailAll) {
-      Some(Recovery.runDirectory(settings.get("checkpointDir"), sc.applicationId))
-    } else None
-    // (A raw WARREN_DURABLE_EVERY reaches the native library when durableEvery is not set.)
+    val failAll = recovery == Recovery.FailAll
+    val ckptDir = if (failAll) Some(Recovery.runDirectory(settings.get("checkpointDir"), sc.applicationId)) else None
+    // Written by the native library itself (a local path), or staged by each task (remote).
+    val localCkptDir = ckptDir.filter(HadoopCheckpoints.isLocal)
+    val remoteCkptDir = ckptDir.filterNot(HadoopCheckpoints.isLocal)
     val durableEvery =
-      if (recovery == Recovery.FailAll) {
-        parseDurableEvery(settings.get("durableEvery").orElse(settings.get("setting.WARREN_DURABLE_EVERY")))
-      } else 1
+      if (failAll) parseDurableEvery(settings.get("durableEvery").orElse(settings.get("setting.WARREN_DURABLE_EVERY")))
+      else 1
     checkSlots(sc, numWorkers, settings.get("slotWaitTimeout").map(_.toDouble).getOrElse(0.0))
     val input =
       if (rdd.getNumPartitions == numWorkers) rdd
@@ -207,7 +207,7 @@ object WarrenSpark {
       // A remote checkpoint directory: created now through Hadoop's FileSystem (a clear error,
       // before any task starts, if it cannot be), and the driver's Hadoop configuration
       // shipped to the tasks, which stage their checkpoints locally and copy them over.
-      val remote = ckptDir.filterNot(HadoopCheckpoints.isLocal).map { dir =>
+      val remote = remoteCkptDir.map { dir =>
         val timeoutS = seconds(settings, "checkpointDirTimeout", HadoopCheckpoints.DefaultDriverTimeoutS)
         remoteRun = Some(HadoopCheckpoints.create(settings("checkpointDir"), dir, sc.hadoopConfiguration, timeoutS))
         hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
@@ -216,11 +216,11 @@ object WarrenSpark {
       for (i <- 0 until attempts) {
         trackers(i) = Tracker.start(numWorkers, secret, host, 0, if (i == 0) rendezvous else SpareRendezvous)
       }
-      // A remote directory's tasks set WARREN_CHECKPOINT_DIR to their staging directory.
-      val durable = ckptDir.filter(HadoopCheckpoints.isLocal).map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
-        settings.get("durableEvery").map("WARREN_DURABLE_EVERY" -> _)
+      // A remote directory's tasks set WARREN_CHECKPOINT_DIR to their staging directory; the
+      // native library and the staging uploads use the same durableEvery.
+      val durable = localCkptDir.map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
+        (if (failAll) Map("WARREN_DURABLE_EVERY" -> durableEvery.toString) else Map.empty)
       val bases = trackers.map(t => workerSettings(t, settings) ++ durable)
-      val failAll = recovery == Recovery.FailAll
       Observation.around(sc, numWorkers, settings) { probe =>
         val workers = {
           val body = (rows: Iterator[T]) => Iterator.single(runWorker(bases, failAll, remote, rows, probe.wrap(f)))
@@ -240,7 +240,7 @@ object WarrenSpark {
       }
     } finally {
       trackers.foreach(t => if (t != null) t.close())
-      ckptDir.filter(HadoopCheckpoints.isLocal).foreach(Recovery.removeRunDirectory)
+      localCkptDir.foreach(Recovery.removeRunDirectory)
       remoteRun.foreach(_.close())
       hadoopConf.foreach(b => try b.destroy() catch { case NonFatal(_) => })
     }
