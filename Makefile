@@ -48,6 +48,14 @@ bench-allreduce: build
 bench-master: build
 	WARREN=$(WARREN) bash bench/master_service.sh
 
+## bench-regression: allreduce of this tree against an earlier build of Warren in the same run
+## (plain and robust mode, N = 2 and 4, 4 B to 64 MiB): REF=<commit> (default HEAD~1) is built
+## into .bench-ref/; the table of new/ref ratios goes to docs/benchmarks.md
+.PHONY: bench-regression
+REF ?= HEAD~1
+bench-regression: build
+	REF=$(REF) DOCS=docs/benchmarks.md WARREN=$(WARREN) bash bench/regression.sh
+
 bench-recordio:
 	bash bench/recordio_read.sh
 
