@@ -28,7 +28,7 @@ demo: jvm-native
 	export SPARK_HOME="$$(scripts/setup-spark.sh | sed -n 's/^SPARK_HOME=//p')" SPARK_LOCAL_IP=127.0.0.1 && \
 	"$$SPARK_HOME/bin/spark-submit" --master 'local-cluster[3,1,1024]' --conf spark.ui.enabled=false \
 		--class io.warren.examples.LogisticRegression --jars $(JVM_JARS) \
-		jvm/spark-examples/target/warren-spark-examples_2.13-0.1.0-SNAPSHOT.jar \
+		spark-examples/target/warren-spark-examples_2.13-0.1.0-SNAPSHOT.jar \
 		--workers 3 --rows 100000 --features 20 --iters 20 $(DEMO_ARGS)
 
 ## demo-local: a 4-worker training job (no JVM), undisturbed and then with a worker killed

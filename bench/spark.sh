@@ -21,7 +21,7 @@ OUT=${OUT:-bench/results/spark-$(date -u +%Y%m%dT%H%M%SZ).json}
 LOG=${OUT%.json}.log
 mkdir -p "$(dirname "$OUT")"
 JARS=jvm/warren-core/target/warren-core-0.1.0-SNAPSHOT.jar,jvm/warren-spark/target/warren-spark_2.13-0.1.0-SNAPSHOT.jar
-APP=jvm/spark-examples/target/warren-spark-examples_2.13-0.1.0-SNAPSHOT.jar
+APP=spark-examples/target/warren-spark-examples_2.13-0.1.0-SNAPSHOT.jar
 for j in ${JARS//,/ } $APP; do [ -f "$j" ] || { echo "build first: make bench-spark (missing $j)" >&2; exit 1; }; done
 SPARK_HOME="$(scripts/setup-spark.sh | sed -n 's/^SPARK_HOME=//p')"
 export SPARK_HOME SPARK_LOCAL_IP=127.0.0.1

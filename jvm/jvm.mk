@@ -23,7 +23,7 @@ BENCH_JVM_ARGS ?= 5 30
 jvm-native:
 	cd $(WARREN_ROOT) && $(CARGO) build --release -p warren-jni
 
-# The Spark tests (jvm/spark-examples, local-cluster) need Spark 4.3: scripts/setup-spark.sh
+# The Spark tests (spark-examples/, local-cluster) need Spark 4.3: scripts/setup-spark.sh
 # installs it once (pyspark 4.3.0 in .spark/venv) and prints its SPARK_HOME; its jars go on
 # the test classpath (SKIP_SPARK_TESTS=1 skips them).
 SPARK_SETUP := $(WARREN_ROOT)/scripts/setup-spark.sh
