@@ -35,6 +35,8 @@ object LogisticRegression {
     * @param seed seed of the data and of the initial weights
     * @param killTask throw in partition 1's first attempt at this iteration (-1: never)
     * @param killExecutor halt partition 1's executor JVM (first attempt) at this iteration (-1: never)
+    * @param pauseMs milliseconds each worker sleeps after each checkpoint (0: none; gives a test
+    *   time to kill a process from outside mid-run; the model does not change)
     * @param conf `spark.warren.*` settings for the runner
     * @param failures more injected failures (tests)
     */
@@ -47,6 +49,7 @@ object LogisticRegression {
       seed: Long = 20240601L,
       killTask: Int = -1,
       killExecutor: Int = -1,
+      pauseMs: Int = 0,
       conf: Map[String, String] = Map("bootstrapCache" -> "true"),
       failures: Seq[Failure] = Nil
   ) {
@@ -196,6 +199,7 @@ object LogisticRegression {
       losses(it) = buf(d) / total
       for (j <- 0 until d) w(j) -= p.stepSize * buf(j) / total
       comm.checkpoint(toBytes(w, losses), null)
+      if (p.pauseMs > 0) Thread.sleep(p.pauseMs.toLong)
     }
     val acc = Array(0.0, n.toDouble)
     for (i <- 0 until n) {
@@ -230,12 +234,13 @@ object LogisticRegression {
     case "--seed" :: v :: rest          => parse(rest, p.copy(seed = v.toLong))
     case "--kill-task" :: v :: rest     => parse(rest, p.copy(killTask = v.toInt))
     case "--kill-executor" :: v :: rest => parse(rest, p.copy(killExecutor = v.toInt))
+    case "--pause-ms" :: v :: rest      => parse(rest, p.copy(pauseMs = v.toInt))
     case "--recovery" :: v :: rest       => parse(rest, p.copy(conf = p.conf + ("recovery" -> v)))
     case "--checkpoint-dir" :: v :: rest => parse(rest, p.copy(conf = p.conf + ("checkpointDir" -> v)))
     case other :: _ =>
       throw new IllegalArgumentException(
         s"unknown argument $other; usage: [--workers N] [--rows N] [--features N] [--iters N] " +
-          "[--step-size X] [--seed N] [--kill-task ITER] [--kill-executor ITER] [--recovery retry-one|fail-all] " +
+          "[--step-size X] [--seed N] [--kill-task ITER] [--kill-executor ITER] [--pause-ms MS] [--recovery retry-one|fail-all] " +
           "[--checkpoint-dir DIR]"
       )
   }

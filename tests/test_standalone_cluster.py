@@ -1,0 +1,102 @@
+"""The logistic-regression example on a real Spark standalone cluster (a master and three
+Worker daemons started by scripts/spark-standalone.sh, executors in their own JVMs): without
+failures it gives the model recorded for the demo; with an executor JVM and then a whole
+Worker process killed by SIGKILL from outside, Spark re-runs the lost tasks, Warren's
+retry-one recovery slots them back in and the job ends with the same model; and the same in
+--deploy-mode cluster, where the driver (and so the tracker) runs on a worker."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from conftest import CORES, MEMORY
+from sparkjob import Cluster, Result, alive, cmdline, demo_job, executor_pid, parent_pid, sigkill, submit
+
+# One executor per core, and one spare executor beyond the job's three workers, so that a
+# re-run task finds a slot at once.
+EXECUTORS = {"spark.executor.cores": "1", "spark.executor.memory": "512m", "spark.cores.max": "4"}
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+
+
+def test_failure_free_run_gives_the_recorded_model(full_cluster, spark, tmp_path):
+    args, recorded = demo_job()
+    job = submit(spark, full_cluster.url, args, tmp_path, conf=EXECUTORS)
+    r = job.finish(timeout=300)
+    assert r.model_hash == recorded, "the demo's failure-free model changed: update spark-examples/demo-model-hash.txt"
+    assert r.recoveries == 0
+    assert len(r.losses) == 20 and r.losses == sorted(r.losses, reverse=True)
+    assert r.accuracy > 0.9
+
+
+def progress_version(job, at_least: int, after: int = 0, timeout: float = 180) -> re.Match:
+    """Waits for rank 0's progress line showing checkpoint version >= at_least."""
+    deadline = time.monotonic() + timeout
+    while True:
+        m = job.wait_for(r"\[rank 0\] progress: .*checkpoint version (\d+), recoveries (\d+)",
+                         max(1.0, deadline - time.monotonic()), after)
+        if int(m.group(1)) >= at_least:
+            return m
+        after = m.end()
+
+
+def test_sigkill_an_executor_then_a_worker_recovers_the_failure_free_model(full_cluster: Cluster, spark, tmp_path):
+    args, recorded = demo_job()
+    # 0.6 s per iteration: time to kill twice while the workers train (the model does not change).
+    job = submit(spark, full_cluster.url, [*args, "--pause-ms", "600"], tmp_path, conf=EXECUTORS, ui=True)
+    try:
+        # 1. SIGKILL one executor JVM that runs a Warren task, a few iterations in.
+        m = progress_version(job, 2)
+        sigkill(executor_pid(job.busy_executor_ids()[0]))
+        m = job.wait_for(r"task of partition \d+ attempt 0 failed \(ExecutorLostFailure", 60, m.end())
+        # The re-run task registers again and the workers re-link and go on.
+        m = job.wait_for(r"tracker: re-link round complete", 120, m.end())
+        m = job.wait_for(r"\[rank 0\] progress: .*checkpoint version (\d+)", 60, m.end())
+
+        # 2. SIGKILL a whole Worker daemon that hosts a busy executor: its executors die with it.
+        m = progress_version(job, int(m.group(1)) + 1, m.end())
+        busy = [executor_pid(e) for e in job.busy_executor_ids()]
+        worker = next(parent_pid(p) for p in busy if WORKER_CLASS in cmdline(parent_pid(p)))
+        orphans = [p for p in busy if parent_pid(p) == worker]
+        sigkill(worker)
+        m = job.wait_for(r"task of partition \d+ attempt \d+ failed", 90, m.end())
+        job.wait_for(r"tracker: re-link round complete", 120, m.end())
+
+        r = job.finish(timeout=300)
+    finally:
+        job.kill()
+    assert r.model_hash == recorded
+    # The tracker counted both recoveries; Spark's listener saw both re-run tasks succeed.
+    total = re.search(r"tracker: all 3 workers finished in \S+ \((\d+) recoveries\)", job.stderr)
+    assert total and int(total.group(1)) >= 2, job.stderr[-3000:]
+    assert len(re.findall(r"re-run and recovered from its peers", job.stderr)) >= 2
+    # The killed Worker's executor JVMs did not outlive it.
+    deadline = time.monotonic() + 60
+    while any(alive(p) for p in orphans) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(alive(p) for p in orphans), f"executors {orphans} outlived their Worker"
+    # Leave the cluster as the other tests expect it.
+    full_cluster.add_worker(CORES, MEMORY)
+
+
+def test_cluster_deploy_mode_runs_the_driver_and_tracker_on_a_worker(full_cluster: Cluster, spark, tmp_path):
+    args, recorded = demo_job()
+    started = time.time()
+    job = submit(
+        spark, full_cluster.url, [*args, "--kill-executor", "8"], tmp_path,
+        conf={**EXECUTORS, "spark.standalone.submit.waitAppCompletion": "true",
+              "spark.driver.cores": "1", "spark.driver.memory": "768m"},
+        deploy_mode="cluster",
+    )
+    code = job.proc.wait(timeout=400)
+    assert code == 0, f"spark-submit --deploy-mode cluster exited {code}:\n{job.stderr[-3000:]}"
+    # The driver ran on a worker: its output is in that worker's work dir.
+    drivers = [d for d in full_cluster.dir.glob("worker-*/driver-*") if d.stat().st_mtime >= started]
+    assert len(drivers) == 1, f"expected one new driver dir, found {drivers}"
+    out = (drivers[0] / "stdout").read_text()
+    err = (drivers[0] / "stderr").read_text()
+    assert "tracker: all 3 workers finished" in err, err[-3000:]
+    assert re.search(r"task of partition 1 attempt 0 failed \(ExecutorLostFailure", err), err[-3000:]
+    r = Result.parse(out)
+    assert r.model_hash == recorded
+    assert r.recoveries == 1
