@@ -2,34 +2,55 @@
 CARGO ?= cargo
 WARREN := target/release/warren
 
-.PHONY: build test lint demo demo-local bench bench-allreduce bench-recordio bench-master bench-spark clean
+.PHONY: build test lint demo demo-local e2e notebook setup-demo setup-test setup-notebook bench bench-allreduce bench-recordio bench-master bench-spark clean
+
+## setup-*: what a fresh machine lacks (Debian packages, Spark 4.3, the Python test tools in
+## .venv), installed once by scripts/setup.sh; `make demo`, `make test` and .ci/run call it.
+setup-demo setup-test setup-notebook: setup-%:
+	bash scripts/setup.sh $*
 
 build:
 	$(CARGO) build --release --workspace
 
 ## test: formatting, lints, every Rust test suite (unit, real sockets, real processes,
-## the JNI mapping in an embedded JVM), then the JVM suites (plain and under -Xcheck:jni)
-test: lint
+## the JNI mapping in an embedded JVM), the JVM suites (plain and under -Xcheck:jni), then the
+## end-to-end tests in tests/ (standalone cluster, notebook, docker/, Maven artifacts)
+test: setup-test lint
 	$(CARGO) test --workspace
 	$(MAKE) jvm
+	$(MAKE) e2e
+
+## e2e: tests/ with pytest (needs the jars of `make jvm`): a real Spark standalone cluster
+## (SIGKILLed executor and Worker, --deploy-mode cluster), the Scala notebook run headless,
+## docker/ linted and validated, and spark-submit --packages from a fresh Maven repository
+PYTEST_ARGS ?=
+e2e: setup-test
+	cd tests && ../.venv/bin/pytest $(PYTEST_ARGS)
 
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## demo: logistic regression on Spark (spark-submit, local-cluster[3,1,1024], 100k rows x 20
-## features) with one executor JVM halted at iteration 8: prints the loss per iteration, the
-## accuracy and MODEL_HASH, the same as without the failure (DEMO_ARGS= for a clean run).
-## Installs Spark 4.3 (pyspark) once through scripts/setup-spark.sh.
-JVM_JARS := jvm/warren-core/target/warren-core-0.1.0-SNAPSHOT.jar,jvm/warren-spark/target/warren-spark_2.13-0.1.0-SNAPSHOT.jar
+## features) with one executor JVM halted at iteration 8, quietly (Spark's log goes to
+## target/demo/spark.log): Warren's progress and recovery lines, the loss per iteration, the
+## accuracy and MODEL_HASH, and whether it equals the failure-free model recorded in
+## spark-examples/demo-model-hash.txt. DEMO_ARGS='--kill-task 8' throws in a task instead,
+## DEMO_ARGS= runs without a failure. Installs what is missing first (scripts/setup.sh demo).
 DEMO_ARGS ?= --kill-executor 8
-demo: jvm-native
-	mvn -B -q -f jvm/pom.xml -Dwarren.native.dir=$(abspath target/release) -DskipTests package
-	export SPARK_HOME="$$(scripts/setup-spark.sh | sed -n 's/^SPARK_HOME=//p')" SPARK_LOCAL_IP=127.0.0.1 && \
-	"$$SPARK_HOME/bin/spark-submit" --master 'local-cluster[3,1,1024]' --conf spark.ui.enabled=false \
-		--class io.warren.examples.LogisticRegression --jars $(JVM_JARS) \
-		spark-examples/target/warren-spark-examples_2.13-0.1.0-SNAPSHOT.jar \
-		--workers 3 --rows 100000 --features 20 --iters 20 $(DEMO_ARGS)
+MVN_PACKAGE := mvn -B -q -f jvm/pom.xml -Dwarren.native.dir=$(abspath target/release) -DskipTests \
+	-Dmaven.javadoc.skip=true -Dmaven.source.skip=true package
+demo: setup-demo
+	$(MAKE) jvm-native
+	$(MVN_PACKAGE)
+	DEMO_ARGS="$(DEMO_ARGS)" bash scripts/demo-spark.sh
+
+## notebook: JupyterLab with the Scala kernel over Spark's spark-shell (notebooks/), on
+## 127.0.0.1; installs it first (scripts/setup.sh notebook)
+notebook: setup-notebook
+	$(MAKE) jvm-native
+	$(MVN_PACKAGE)
+	.venv/bin/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks
 
 ## demo-local: a 4-worker training job (no JVM), undisturbed and then with a worker killed
 ## by kill -9: the same model, bit for bit
@@ -63,7 +84,7 @@ bench-recordio:
 ## features, 4 executors), and a halted executor under retry-one and fail-all, in one
 ## spark-submit run on local-cluster; results in docs/benchmarks-spark.md (about 10 minutes)
 bench-spark: jvm-native
-	mvn -B -q -f jvm/pom.xml -Dwarren.native.dir=$(abspath target/release) -DskipTests package
+	$(MVN_PACKAGE)
 	bash bench/spark.sh
 
 clean:
