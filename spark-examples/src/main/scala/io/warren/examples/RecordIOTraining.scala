@@ -58,6 +58,10 @@ object RecordIOTraining {
     * @param killPoint where in the step: "get" (holding a task, before the allreduce), "allreduce"
     *     (after it, before the checkpoint) or "checkpoint" (after it, before reporting the task)
     * @param conf `spark.warren.*` settings for the runner
+    * @param store the master's store (`file:DIR` or `etcd:HOST:PORT[/PREFIX]`); None: a file
+    *     store beside the dataset
+    * @param dataDir directory, readable by every executor, in which the dataset is written (a
+    *     new subdirectory); None: a temporary directory of the driver's machine
     */
   case class Params(
       workers: Int = 3,
@@ -74,7 +78,9 @@ object RecordIOTraining {
       maxIdleSteps: Int = 1200,
       killTask: Int = -1,
       killPoint: String = "get",
-      conf: Map[String, String] = Map.empty
+      conf: Map[String, String] = Map.empty,
+      store: Option[String] = None,
+      dataDir: Option[String] = None
   ) {
     require(workers >= 1 && records >= 1 && features >= 1 && files >= 1 && passes >= 1, s"bad parameters $this")
     require(Set("get", "allreduce", "checkpoint")(killPoint), s"--kill-point $killPoint: get, allreduce or checkpoint")
@@ -255,7 +261,8 @@ object RecordIOTraining {
     Result(s.w.clone(), s.reads.map(_.clone()), s.losses.clone(), s.step, comm.recoveries(), null)
   }
 
-  /** Writes the dataset to `dir`, starts a master on it (file store in `dir`), and trains.
+  /** Writes the dataset to `dir`, starts a master on it (`p.store`, by default a file store in
+    * `dir`), and trains.
     *
     * @param sc the context (needs `p.workers` free task slots)
     * @param p the parameters
@@ -269,7 +276,7 @@ object RecordIOTraining {
         .builder()
         .dataset(glob)
         .chunksPerTask(p.chunksPerTask)
-        .store("file:" + dir.resolve("queue"))
+        .store(p.store.getOrElse("file:" + dir.resolve("queue")))
         .secret(java.util.UUID.randomUUID().toString)
         .timeouts(p.taskTimeoutMs, p.taskTimeoutMs)
         .maxFailures(10)
@@ -294,10 +301,13 @@ object RecordIOTraining {
     case "--task-timeout" :: v :: rest => parse(rest, p.copy(taskTimeoutMs = v.toLong))
     case "--kill-task" :: v :: rest   => parse(rest, p.copy(killTask = v.toInt))
     case "--kill-point" :: v :: rest  => parse(rest, p.copy(killPoint = v))
+    case "--store" :: v :: rest       => parse(rest, p.copy(store = Some(v)))
+    case "--data-dir" :: v :: rest    => parse(rest, p.copy(dataDir = Some(v)))
     case other :: _ =>
       throw new IllegalArgumentException(
         s"unknown argument $other; usage: [--workers N] [--records N] [--features N] [--passes N] " +
-          "[--task-timeout MS] [--kill-task STEP] [--kill-point get|allreduce|checkpoint]"
+          "[--task-timeout MS] [--kill-task STEP] [--kill-point get|allreduce|checkpoint] " +
+          "[--store file:DIR|etcd:HOST:PORT[/PREFIX]] [--data-dir SHARED_DIR]"
       )
   }
 
@@ -307,7 +317,10 @@ object RecordIOTraining {
     */
   def main(args: Array[String]): Unit = {
     val p = parse(args.toList, Params())
-    val dir = Files.createTempDirectory("warren-recordio-training")
+    val dir = p.dataDir match {
+      case Some(shared) => Files.createTempDirectory(Path.of(shared), "warren-recordio-training")
+      case None         => Files.createTempDirectory("warren-recordio-training")
+    }
     val sc = new SparkContext(new SparkConf().setAppName("warren-recordio-training"))
     try {
       WarrenSpark.awaitSlots(sc, p.workers, 120)

