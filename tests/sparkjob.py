@@ -4,6 +4,8 @@ example's printed results, and the processes of a running Spark application."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import re
@@ -20,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 QUIET_LOG4J = ROOT / "spark-examples" / "conf" / "log4j2-quiet.properties"
 DEMO_HASH_FILE = ROOT / "spark-examples" / "demo-model-hash.txt"
 EXAMPLE_CLASS = "io.warren.examples.LogisticRegression"
+RECORDIO_CLASS = "io.warren.examples.RecordIOTraining"
 
 
 def pom_properties() -> dict[str, str]:
@@ -201,8 +204,9 @@ def submit(
     jars: list[Path] | None = None,
     extra: list[str] | None = None,
     ui: bool = False,
+    main_class: str = EXAMPLE_CLASS,
 ) -> Job:
-    """Starts `spark-submit` of the logistic-regression example: Warren's jars by --jars
+    """Starts `spark-submit` of an example (the logistic regression): Warren's jars by --jars
     (unless `jars` is [] and `extra` brings them another way), Spark's log in
     log_dir/spark.log, the console in log_dir/stdout and log_dir/stderr."""
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -217,7 +221,7 @@ def submit(
     if jars is None:
         jars = built_jars()[:2]
     cmd = [str(home / "bin" / "spark-submit"), "--master", master, "--deploy-mode", deploy_mode,
-           "--driver-java-options", quiet_java_options(log_dir / "spark.log"), "--class", EXAMPLE_CLASS]
+           "--driver-java-options", quiet_java_options(log_dir / "spark.log"), "--class", main_class]
     for k, v in settings.items():
         cmd += ["--conf", f"{k}={v}"]
     if jars:
@@ -264,3 +268,41 @@ def alive(pid: int) -> bool:
 
 def sigkill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def etcd(tmp_path: Path):
+    """A real etcd (Debian's etcd-server) on free loopback ports; yields `127.0.0.1:PORT`."""
+    client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    log = open(tmp_path / "etcd.log", "wb")
+    proc = subprocess.Popen(
+        ["etcd", "--name", "e2e", "--data-dir", str(tmp_path / "etcd-data"), "--listen-client-urls", client,
+         "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+         "--initial-cluster", f"e2e={peer}"],
+        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.uname().machine),
+    )
+    endpoint = client.removeprefix("http://")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(endpoint.split(":"), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "etcd.log").read_text()
+                time.sleep(0.1)
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def etcd_keys(endpoint: str, prefix: str) -> list[str]:
+    """The keys under `prefix` (etcd's v3 JSON gateway)."""
+    def b64(s: str) -> str:
+        return base64.b64encode(s.encode()).decode()
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    body = json.dumps({"key": b64(prefix), "range_end": b64(end), "keys_only": True}).encode()
+    with urllib.request.urlopen(f"http://{endpoint}/v3/kv/range", data=body, timeout=10) as r:
+        return [base64.b64decode(kv["key"]).decode() for kv in json.load(r).get("kvs", [])]

@@ -3,7 +3,9 @@ Worker daemons started by scripts/spark-standalone.sh, executors in their own JV
 failures it gives the model recorded for the demo; with an executor JVM and then a whole
 Worker process killed by SIGKILL from outside, Spark re-runs the lost tasks, Warren's
 retry-one recovery slots them back in and the job ends with the same model; and the same in
---deploy-mode cluster, where the driver (and so the tracker) runs on a worker."""
+--deploy-mode cluster, where the driver (and so the tracker) runs on a worker. RecordIO training
+keeps its data master's queue in a real etcd (as in docker/compose.yml) and reads every record
+once per pass with a task killed."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import re
 import time
 
 from conftest import CORES, MEMORY
-from sparkjob import Cluster, Result, alive, cmdline, demo_job, executor_pid, parent_pid, sigkill, submit
+from sparkjob import (RECORDIO_CLASS, Cluster, Result, alive, cmdline, demo_job, etcd, etcd_keys, executor_pid,
+                      parent_pid, sigkill, submit)
 
 # One executor per core, and one spare executor beyond the job's three workers, so that a
 # re-run task finds a slot at once.
@@ -100,3 +103,24 @@ def test_cluster_deploy_mode_runs_the_driver_and_tracker_on_a_worker(full_cluste
     r = Result.parse(out)
     assert r.model_hash == recorded
     assert r.recoveries == 1
+
+
+def test_recordio_training_with_the_data_master_queue_in_etcd(full_cluster: Cluster, spark, tmp_path):
+    records, passes = 600, 2
+    (tmp_path / "data").mkdir()
+    with etcd(tmp_path) as endpoint:
+        job = submit(
+            spark, full_cluster.url,
+            ["--workers", "3", "--records", str(records), "--passes", str(passes), "--kill-task", "5",
+             "--data-dir", str(tmp_path / "data"), "--store", f"etcd:{endpoint}/warren-e2e"],
+            tmp_path / "job", conf=EXECUTORS, main_class=RECORDIO_CLASS,
+        )
+        assert job.proc.wait(timeout=400) == 0, job.stderr[-3000:]
+        keys = etcd_keys(endpoint, "/warren-e2e/")
+    out = job.stdout
+    for p in range(1, passes + 1):
+        assert f"pass {p} records read at least once {records} of {records}" in out, out
+    assert "RECOVERIES 1" in out
+    assert re.search(r"^MASTER MasterStatus\[.*pass=2,.*pending=0,.*failed=0\]$", out, re.M), out
+    assert "task of partition 1 attempt 1 finished: re-run and recovered from its peers" in job.stderr
+    assert keys, "the data master wrote nothing to etcd"
