@@ -7,7 +7,7 @@ WARREN := target/release/warren
 ## setup-*: what a fresh machine lacks (Debian packages, Spark 4.3, the Python test tools in
 ## .venv), installed once by scripts/setup.sh; `make demo`, `make test` and .ci/run call it.
 setup-demo setup-test setup-notebook: setup-%:
-	bash scripts/setup.sh $*
+	@bash scripts/setup.sh $*
 
 build:
 	$(CARGO) build --release --workspace
@@ -38,12 +38,12 @@ lint:
 ## spark-examples/demo-model-hash.txt. DEMO_ARGS='--kill-task 8' throws in a task instead,
 ## DEMO_ARGS= runs without a failure. Installs what is missing first (scripts/setup.sh demo).
 DEMO_ARGS ?= --kill-executor 8
-MVN_PACKAGE := mvn -B -q -f jvm/pom.xml -Dwarren.native.dir=$(abspath target/release) -DskipTests \
+MVN_PACKAGE := mvn -B -q -Dstyle.color=never -f jvm/pom.xml -Dwarren.native.dir=$(abspath target/release) -DskipTests \
 	-Dmaven.javadoc.skip=true -Dmaven.source.skip=true package
 demo: setup-demo
-	$(MAKE) jvm-native
-	$(MVN_PACKAGE)
-	DEMO_ARGS="$(DEMO_ARGS)" bash scripts/demo-spark.sh
+	@$(MAKE) --no-print-directory jvm-native
+	@$(MVN_PACKAGE)
+	@DEMO_ARGS="$(DEMO_ARGS)" bash scripts/demo-spark.sh
 
 ## notebook: JupyterLab with the Scala kernel over Spark's spark-shell (notebooks/), on
 ## 127.0.0.1; installs it first (scripts/setup.sh notebook)

@@ -3,6 +3,8 @@ cluster for the whole session (three workers of two cores on loopback, stopped a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sparkjob import Cluster, spark_home
@@ -13,7 +15,7 @@ WORKERS, CORES, MEMORY = 3, 2, "2g"
 
 
 @pytest.fixture(scope="session")
-def spark() -> "Path":
+def spark() -> Path:
     return spark_home()
 
 

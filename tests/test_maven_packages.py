@@ -18,7 +18,6 @@ import pytest
 
 from sparkjob import ROOT, VERSION, demo_job, submit
 
-GROUP = ROOT / "jvm"
 IVY_SETTINGS = """<ivysettings>
   <settings defaultResolver="chain"/>
   <resolvers>
