@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 
 use super::proto::{MasterStatus, Reply, Request, reply_error, reply_fits};
 use super::queue::{Ack, GetTask, TaskId};
-use crate::auth::{self, PROOF_LEN, Purpose};
 use crate::error::{Error, Result};
-use crate::proto;
-use crate::transport::{read_exact_by, write_all_by};
+use crate::wire::auth::{self, PROOF_LEN, Purpose};
+use crate::wire::{self, read_exact_by, write_all_by};
 
 /// Deadlines and backoff of a [`MasterClient`].
 #[derive(Clone, Debug)]
@@ -186,9 +185,9 @@ impl MasterClient {
             self.conn = Some(stream);
         }
         let stream = self.conn.as_mut().expect("connected above");
-        write_all_by(stream, &proto::encode_frame(req), deadline, &who).map_err(Failure::Retry)?;
+        write_all_by(stream, &wire::encode_frame(req), deadline, &who).map_err(Failure::Retry)?;
         loop {
-            match proto::decode_frame::<Reply>(&self.inbox) {
+            match wire::decode_frame::<Reply>(&self.inbox) {
                 Ok(Some((reply, used))) => {
                     self.inbox.drain(..used);
                     return Ok(reply);
@@ -231,10 +230,10 @@ impl MasterClient {
         let mut stream = TcpStream::connect_timeout(&addr, left)
             .map_err(|e| Failure::Retry(Error::io(format!("connecting to {who}"), e)))?;
         let _ = stream.set_nodelay(true);
-        write_all_by(&mut stream, &proto::preamble(), deadline, &who).map_err(Failure::Retry)?;
+        write_all_by(&mut stream, &wire::preamble(), deadline, &who).map_err(Failure::Retry)?;
         let mut challenge = [0u8; 8 + PROOF_LEN];
         read_exact_by(&mut stream, &mut challenge, deadline, &who).map_err(Failure::Retry)?;
-        proto::check_preamble(challenge[..8].try_into().expect("8 bytes"), &who).map_err(Failure::Fatal)?;
+        wire::check_preamble(challenge[..8].try_into().expect("8 bytes"), &who).map_err(Failure::Fatal)?;
         let proof = auth::prove(&self.secret, Purpose::Master, &challenge[8..]);
         write_all_by(&mut stream, &proof, deadline, &who).map_err(Failure::Retry)?;
         let mut status = [0u8; 1];

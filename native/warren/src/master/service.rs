@@ -22,11 +22,10 @@ use super::dataset;
 use super::durable::DurableQueue;
 use super::proto::{MasterStatus, Reply, Request, error_reply};
 use super::queue::{Millis, Output, Queue, QueueSettings};
-use crate::auth::Purpose;
 use crate::error::{Error, Result};
-use crate::proto;
 use crate::store::{Store, Ticket};
-use crate::transport::accept_authenticated;
+use crate::wire::auth::Purpose;
+use crate::wire::{self, accept_authenticated};
 
 /// Time a new connection has to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -433,7 +432,7 @@ async fn connection(mut stream: TcpStream, shared: Arc<Shared>) {
     let mut inbox = Vec::new();
     let mut chunk = vec![0u8; 8192];
     loop {
-        let req = match proto::decode_frame::<Request>(&inbox) {
+        let req = match wire::decode_frame::<Request>(&inbox) {
             Ok(Some((req, used))) => {
                 inbox.drain(..used);
                 req
@@ -451,7 +450,7 @@ async fn connection(mut stream: TcpStream, shared: Arc<Shared>) {
             },
             Err(e) => {
                 warn!("master: {peer} sent a bad frame, closing: {e}");
-                let _ = stream.write_all(&proto::encode_frame(&error_reply(&e))).await;
+                let _ = stream.write_all(&wire::encode_frame(&error_reply(&e))).await;
                 return;
             }
         };
@@ -464,7 +463,7 @@ async fn connection(mut stream: TcpStream, shared: Arc<Shared>) {
         } else {
             shared.handle_async(req, now_ms()).await
         };
-        if let Err(e) = stream.write_all(&proto::encode_frame(&reply)).await {
+        if let Err(e) = stream.write_all(&wire::encode_frame(&reply)).await {
             info!("master: connection from {peer} ended: {e}");
             return;
         }

@@ -6,10 +6,10 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use crate::auth::{self, PROOF_LEN, Purpose};
+use super::proto::{FromTracker, ToTracker};
 use crate::error::{Error, Result};
-use crate::proto::{self, FromTracker, ToTracker};
-use crate::transport::{read_exact_by, write_all_by};
+use crate::wire::auth::{self, PROOF_LEN, Purpose};
+use crate::wire::{self, read_exact_by, write_all_by};
 
 /// An authenticated connection to the tracker.
 #[derive(Debug)]
@@ -45,10 +45,10 @@ impl TrackerClient {
             }
         };
         let _ = stream.set_nodelay(true);
-        write_all_by(&mut stream, &proto::preamble(), deadline, &who)?;
+        write_all_by(&mut stream, &wire::preamble(), deadline, &who)?;
         let mut challenge = [0u8; 8 + PROOF_LEN];
         read_exact_by(&mut stream, &mut challenge, deadline, &who)?;
-        proto::check_preamble(challenge[..8].try_into().unwrap(), &who)?;
+        wire::check_preamble(challenge[..8].try_into().unwrap(), &who)?;
         write_all_by(&mut stream, &auth::prove(secret, Purpose::Tracker, &challenge[8..]), deadline, &who)?;
         let mut status = [0u8; 1];
         read_exact_by(&mut stream, &mut status, deadline, &who)?;
@@ -66,7 +66,7 @@ impl TrackerClient {
     /// Sends one message.
     pub fn send(&mut self, msg: &ToTracker, deadline: Instant) -> Result<()> {
         let who = format!("tracker {}", self.uri);
-        write_all_by(&mut self.stream, &proto::encode_frame(msg), deadline, &who)
+        write_all_by(&mut self.stream, &wire::encode_frame(msg), deadline, &who)
     }
 
     /// Receives the next message that is not a notification (notifications are queued).
@@ -104,7 +104,7 @@ impl TrackerClient {
         };
         self.stream.set_nonblocking(false).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
         read?;
-        while let Some((msg, used)) = proto::decode_frame::<FromTracker>(&self.inbox)? {
+        while let Some((msg, used)) = wire::decode_frame::<FromTracker>(&self.inbox)? {
             self.inbox.drain(..used);
             match msg {
                 FromTracker::Error { message } => return Err(Error::Tracker(message)),
@@ -124,7 +124,7 @@ impl TrackerClient {
     fn recv_any(&mut self, deadline: Instant) -> Result<FromTracker> {
         let who = format!("tracker {}", self.uri);
         loop {
-            if let Some((msg, used)) = proto::decode_frame::<FromTracker>(&self.inbox)? {
+            if let Some((msg, used)) = wire::decode_frame::<FromTracker>(&self.inbox)? {
                 self.inbox.drain(..used);
                 return Ok(msg);
             }

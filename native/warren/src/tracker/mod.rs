@@ -5,6 +5,7 @@
 //! [`TrackerClient`].
 
 mod client;
+pub mod proto;
 pub mod registry;
 mod server;
 

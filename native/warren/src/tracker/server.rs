@@ -10,11 +10,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
+use super::proto::{FromTracker, ToTracker};
 use super::registry::{Registered, Registry, WorkerState};
 use super::{JobOutcome, JobReport};
-use crate::auth::Purpose;
-use crate::proto::{self, FromTracker, ToTracker};
-use crate::transport::accept_authenticated;
+use crate::wire::auth::Purpose;
+use crate::wire::{self, accept_authenticated};
 
 /// Time a new connection has to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -106,7 +106,7 @@ async fn connection(stream: TcpStream, state: SharedState) {
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             let fatal = matches!(msg, FromTracker::Error { .. });
-            if wr.write_all(&proto::encode_frame(&msg)).await.is_err() || fatal {
+            if wr.write_all(&wire::encode_frame(&msg)).await.is_err() || fatal {
                 break;
             }
         }
@@ -123,7 +123,7 @@ async fn connection(stream: TcpStream, state: SharedState) {
         };
         inbox.extend_from_slice(&chunk[..n]);
         loop {
-            match proto::decode_frame::<ToTracker>(&inbox) {
+            match wire::decode_frame::<ToTracker>(&inbox) {
                 Ok(None) => break,
                 Ok(Some((msg, used))) => {
                     inbox.drain(..used);

@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 use log::{debug, warn};
 use socket2::SockRef;
 
-use super::{Link, read_exact_by, write_all_by};
-use crate::auth::{self, PROOF_LEN, Purpose};
+use super::Link;
 use crate::error::{Error, Result};
-use crate::proto::{self, PeerAddr};
+use crate::tracker::proto::PeerAddr;
+use crate::wire::auth::{self, PROOF_LEN, Purpose};
+use crate::wire::{self, read_exact_by, write_all_by};
 
 /// Longest a single incoming connection may take to complete its handshake, so that a stray
 /// client (or garbage on the port) cannot stall the set-up for long.
@@ -129,10 +130,10 @@ fn accept_handshake(
     let who = format!("connection from {addr}");
     let mut hello = [0u8; 12];
     read_exact_by(&mut s, &mut hello, deadline, &who)?;
-    proto::check_preamble(hello[..8].try_into().unwrap(), &who)?;
+    wire::check_preamble(hello[..8].try_into().unwrap(), &who)?;
     let rank = u32::from_le_bytes(hello[8..].try_into().unwrap()) as usize;
     let nonce = auth::nonce();
-    let mut reply = proto::preamble().to_vec();
+    let mut reply = wire::preamble().to_vec();
     reply.extend_from_slice(&nonce);
     write_all_by(&mut s, &reply, deadline, &who)?;
     let mut proof = [0u8; PROOF_LEN];
@@ -177,12 +178,12 @@ fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut(
         }
     };
     opts.apply(&s)?;
-    let mut hello = proto::preamble().to_vec();
+    let mut hello = wire::preamble().to_vec();
     hello.extend_from_slice(&(me as u32).to_le_bytes());
     write_all_by(&mut s, &hello, deadline, &who)?;
     let mut challenge = [0u8; 8 + PROOF_LEN];
     read_exact_by(&mut s, &mut challenge, deadline, &who)?;
-    proto::check_preamble(challenge[..8].try_into().unwrap(), &who)?;
+    wire::check_preamble(challenge[..8].try_into().unwrap(), &who)?;
     let proof = auth::prove(secret, Purpose::Peer(me as u32), &challenge[8..]);
     write_all_by(&mut s, &proof, deadline, &who)?;
     let mut status = [0u8; 1];

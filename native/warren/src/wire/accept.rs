@@ -4,16 +4,16 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::auth::{self, PROOF_LEN, Purpose};
-use crate::proto;
+use super::auth::{self, PROOF_LEN, Purpose};
+use super::preamble;
 
 /// Authenticates a newly accepted client for `purpose`; the error says why it was refused.
 pub async fn accept_authenticated(mut stream: TcpStream, secret: &[u8], purpose: Purpose) -> Result<TcpStream, String> {
     let mut pre = [0u8; 8];
     stream.read_exact(&mut pre).await.map_err(|e| e.to_string())?;
-    proto::check_preamble(&pre, "client").map_err(|e| e.to_string())?;
+    preamble::check_preamble(&pre, "client").map_err(|e| e.to_string())?;
     let nonce = auth::nonce();
-    let mut challenge = proto::preamble().to_vec();
+    let mut challenge = preamble::preamble().to_vec();
     challenge.extend_from_slice(&nonce);
     stream.write_all(&challenge).await.map_err(|e| e.to_string())?;
     let mut proof = [0u8; PROOF_LEN];
