@@ -1,28 +1,73 @@
-//! The server side of the client handshake shared by the tracker and the data master: check
-//! the preamble, send a nonce, verify the HMAC proof of the job secret, answer 1 or 0.
+//! The server side of the handshake for tokio services (tracker, master, parameter server):
+//! [`serve`] accepts connections, authenticates each one on its own task within
+//! [`HANDSHAKE_TIMEOUT`], and hands the survivors to the service.
 
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use log::warn;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 
-use super::auth::{self, PROOF_LEN, Purpose};
-use super::preamble;
+use super::auth::{PROOF_LEN, Purpose};
+use super::handshake::{ACCEPTED, Challenge, REFUSED};
+use super::preamble::{PREAMBLE_LEN, check_preamble};
 
-/// Authenticates a newly accepted client for `purpose`; the error says why it was refused.
+/// Time a new connection has to complete its handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Authenticates a newly accepted client for `purpose`: checks its preamble, challenges it,
+/// verifies its proof of `secret` and answers the verdict. The error says why it was refused.
 pub async fn accept_authenticated(mut stream: TcpStream, secret: &[u8], purpose: Purpose) -> Result<TcpStream, String> {
-    let mut pre = [0u8; 8];
+    let mut pre = [0u8; PREAMBLE_LEN];
     stream.read_exact(&mut pre).await.map_err(|e| e.to_string())?;
-    preamble::check_preamble(&pre, "client").map_err(|e| e.to_string())?;
-    let nonce = auth::nonce();
-    let mut challenge = preamble::preamble().to_vec();
-    challenge.extend_from_slice(&nonce);
-    stream.write_all(&challenge).await.map_err(|e| e.to_string())?;
+    check_preamble(&pre, "client").map_err(|e| e.to_string())?;
+    let challenge = Challenge::new();
+    stream.write_all(&challenge.bytes()).await.map_err(|e| e.to_string())?;
     let mut proof = [0u8; PROOF_LEN];
     stream.read_exact(&mut proof).await.map_err(|e| e.to_string())?;
-    let ok = auth::verify(secret, purpose, &nonce, &proof);
-    stream.write_all(&[u8::from(ok)]).await.map_err(|e| e.to_string())?;
+    let ok = challenge.accepts(secret, purpose, &proof);
+    stream.write_all(&[if ok { ACCEPTED } else { REFUSED }]).await.map_err(|e| e.to_string())?;
     if !ok {
         return Err("it does not hold the job secret".into());
     }
     let _ = stream.set_nodelay(true);
     Ok(stream)
+}
+
+/// Serves `listener` until the runtime shuts down: every connection is authenticated for
+/// `purpose` on its own task within [`HANDSHAKE_TIMEOUT`], then handed to `handle`. Refused
+/// connections and failed accepts are logged under the name `service`.
+pub async fn serve<F, Fut>(
+    listener: TcpListener,
+    secret: Arc<Vec<u8>>,
+    purpose: Purpose,
+    service: &'static str,
+    handle: F,
+) where
+    F: Fn(TcpStream) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let handle = Arc::new(handle);
+    loop {
+        match listener.accept().await {
+            Ok((stream, addr)) => {
+                let secret = secret.clone();
+                let handle = handle.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_authenticated(stream, &secret, purpose)).await
+                    {
+                        Ok(Ok(stream)) => handle(stream).await,
+                        Ok(Err(reason)) => warn!("{service}: refused connection from {addr}: {reason}"),
+                        Err(_) => warn!("{service}: refused connection from {addr}: handshake timed out"),
+                    }
+                });
+            }
+            Err(e) => {
+                warn!("{service}: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
 }

@@ -37,13 +37,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn preamble_checks() {
+    fn the_preamble_is_magic_then_version_little_endian() {
+        assert_eq!(&preamble(), b"WRN1\x01\0\0\0");
         assert!(check_preamble(&preamble(), "x").is_ok());
+    }
+
+    #[test]
+    fn a_wrong_magic_names_the_other_end() {
         let mut p = preamble();
         p[0] ^= 1;
-        assert!(check_preamble(&p, "x").is_err());
+        let e = check_preamble(&p, "tracker t:1").unwrap_err();
+        assert!(matches!(&e, Error::Protocol(m) if m.contains("tracker t:1") && m.contains("not a Warren")), "{e}");
+        let http: [u8; PREAMBLE_LEN] = *b"GET / HT";
+        assert!(check_preamble(&http, "x").is_err());
+    }
+
+    #[test]
+    fn a_wrong_version_says_both_versions() {
         let mut q = preamble();
         q[4] = 9;
-        assert!(matches!(check_preamble(&q, "x"), Err(Error::Protocol(m)) if m.contains("version 9")));
+        let e = check_preamble(&q, "x").unwrap_err();
+        assert!(matches!(&e, Error::Protocol(m) if m.contains("version 9") && m.contains("speaks 1")), "{e}");
     }
 }
