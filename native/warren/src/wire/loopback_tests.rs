@@ -81,31 +81,22 @@ fn a_malformed_frame_is_answered_by_the_service_not_fatal_to_the_client() {
     assert!(reply.starts_with("error protocol error: malformed"), "{reply}");
 }
 
-#[test]
-fn a_server_that_hangs_up_during_the_handshake_is_a_broken_attempt() {
+/// A server for one connection: reads the client's hello, then runs `then` on the socket.
+fn after_hello(then: impl FnOnce(TcpStream) + Send + 'static) -> (SocketAddr, std::thread::JoinHandle<()>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         let mut hello = [0u8; 8];
         s.read_exact(&mut hello).unwrap();
-        s.write_all(&super::preamble()).unwrap(); // half a challenge, then gone
+        then(s);
     });
-    match dial(addr, SECRET, Purpose::Master) {
-        Err(HandshakeFailure::Broken(e)) => assert!(e.to_string().contains("echo service"), "{e}"),
-        other => panic!("expected a broken attempt, got {other:?}"),
-    }
-    server.join().unwrap();
+    (addr, server)
 }
 
-/// A server that completes the handshake, then runs `then` on the socket.
+/// A server for one connection that completes the handshake, then runs `then` on the socket.
 fn scripted(then: impl FnOnce(TcpStream) + Send + 'static) -> (SocketAddr, std::thread::JoinHandle<()>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        let mut hello = [0u8; 8];
-        s.read_exact(&mut hello).unwrap();
+    after_hello(move |mut s| {
         let challenge = super::handshake::Challenge::new();
         s.write_all(&challenge.bytes()).unwrap();
         let mut proof = [0u8; 32];
@@ -113,8 +104,18 @@ fn scripted(then: impl FnOnce(TcpStream) + Send + 'static) -> (SocketAddr, std::
         assert!(challenge.accepts(SECRET, Purpose::Master, &proof));
         s.write_all(&[super::handshake::ACCEPTED]).unwrap();
         then(s);
-    });
-    (addr, server)
+    })
+}
+
+#[test]
+fn a_server_that_hangs_up_during_the_handshake_is_a_broken_attempt() {
+    // Half a challenge, then gone.
+    let (addr, server) = after_hello(|mut s| s.write_all(&super::preamble()).unwrap());
+    match dial(addr, SECRET, Purpose::Master) {
+        Err(HandshakeFailure::Broken(e)) => assert!(e.to_string().contains("echo service"), "{e}"),
+        other => panic!("expected a broken attempt, got {other:?}"),
+    }
+    server.join().unwrap();
 }
 
 #[test]
