@@ -325,17 +325,7 @@ impl MasterService {
                 .spawn(move || shared.run_syncer())
                 .map_err(|e| Error::io("starting the master's syncer thread", e))?
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("warren-master")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::io("starting master runtime", e))?;
-        let addr = format!("{}:{}", cfg.host, cfg.port);
-        let listener = runtime
-            .block_on(TcpListener::bind(&addr))
-            .map_err(|e| Error::io(format!("binding master on {addr}"), e))?;
-        let bound = listener.local_addr().map_err(|e| Error::io("reading master address", e))?;
+        let wire::Bound { runtime, listener, addr: bound } = wire::bind("master", 2, &cfg.host, cfg.port)?;
         let uri = format!("{}:{}", cfg.host, bound.port());
         runtime.spawn(serve(listener, shared.clone(), Arc::new(cfg.secret.into_bytes())));
         runtime.spawn(clock(shared.clone(), cfg.tick_interval, cfg.progress_interval));

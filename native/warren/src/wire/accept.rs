@@ -1,8 +1,9 @@
-//! The server side of the handshake for tokio services (tracker, master, parameter server):
-//! [`serve`] accepts connections, authenticates each one on its own task within
-//! [`HANDSHAKE_TIMEOUT`], and hands the survivors to the service.
+//! The server side of tokio services (tracker, master, parameter server): [`bind`] starts a
+//! service's runtime and listener, [`serve`] accepts connections, authenticates each one on
+//! its own task within [`HANDSHAKE_TIMEOUT`], and hands the survivors to the service.
 
 use std::future::Future;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,13 +14,49 @@ use tokio::net::{TcpListener, TcpStream};
 use super::auth::{PROOF_LEN, Purpose};
 use super::handshake::{ACCEPTED, Challenge, REFUSED};
 use super::preamble::{PREAMBLE_LEN, check_preamble};
+use crate::error::{Error, Result};
 
 /// Time a new connection has to complete its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A service's tokio runtime and the listener bound on it.
+#[derive(Debug)]
+pub struct Bound {
+    /// The runtime the service runs on (its threads are named `warren-<service>`).
+    pub runtime: tokio::runtime::Runtime,
+    /// The listening socket.
+    pub listener: TcpListener,
+    /// The address bound (with the port chosen when 0 was asked for).
+    pub addr: SocketAddr,
+}
+
+/// Starts a runtime of `threads` worker threads for `service` and binds `host:port` on it
+/// (port 0: any free port). Errors name the service.
+pub fn bind(service: &str, threads: usize, host: &str, port: u16) -> Result<Bound> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name(format!("warren-{service}"))
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io(format!("starting {service} runtime"), e))?;
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| Error::Config(format!("{service} address {host}:{port}: {e}")))?
+        .next()
+        .ok_or_else(|| Error::Config(format!("{service} host {host:?} resolves to nothing")))?;
+    let listener =
+        runtime.block_on(TcpListener::bind(addr)).map_err(|e| Error::io(format!("binding {service} on {addr}"), e))?;
+    let addr = listener.local_addr().map_err(|e| Error::io(format!("reading {service} address"), e))?;
+    Ok(Bound { runtime, listener, addr })
+}
+
 /// Authenticates a newly accepted client for `purpose`: checks its preamble, challenges it,
 /// verifies its proof of `secret` and answers the verdict. The error says why it was refused.
-pub async fn accept_authenticated(mut stream: TcpStream, secret: &[u8], purpose: Purpose) -> Result<TcpStream, String> {
+pub async fn accept_authenticated(
+    mut stream: TcpStream,
+    secret: &[u8],
+    purpose: Purpose,
+) -> std::result::Result<TcpStream, String> {
     let mut pre = [0u8; PREAMBLE_LEN];
     stream.read_exact(&mut pre).await.map_err(|e| e.to_string())?;
     check_preamble(&pre, "client").map_err(|e| e.to_string())?;

@@ -22,9 +22,7 @@ struct Echo {
 }
 
 fn echo_service() -> Echo {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
-    let addr = listener.local_addr().unwrap();
+    let super::Bound { runtime, listener, addr } = super::bind("echo", 1, "127.0.0.1", 0).unwrap();
     runtime.spawn(serve(listener, Arc::new(SECRET.to_vec()), Purpose::Master, "echo", |stream| async move {
         let (rd, mut wr) = stream.into_split();
         let mut requests = FrameReader::new(rd, "a client");

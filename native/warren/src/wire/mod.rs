@@ -5,24 +5,27 @@
 //!
 //! A connection opens with the [`handshake`]: both ends send the 8-byte [`preamble`]
 //! (magic and version), the server a nonce, the client an HMAC of it keyed by the job secret
-//! and labelled with a [`Purpose`](auth::Purpose) (so that a proof for one service opens no other), and the
-//! server a verdict byte. Then both ends exchange frames: a `u32` little-endian length and
+//! and labelled with a [`Purpose`](auth::Purpose) (so that a proof for one service opens no
+//! other), and the server a verdict byte. Then both ends exchange frames: a `u32` little-endian length and
 //! that many bytes of JSON ([`encode_frame`], [`decode_frame`], at most [`MAX_FRAME`]).
 //! Decoding reports "incomplete" instead of blocking, so the pure parts are tested on byte
 //! slices; the I/O around them lives here once, for every service.
 //!
 //! # A new service in a few lines
 //!
-//! Give it a [`Purpose`](auth::Purpose) of its own (a variant with its own label in [`auth`]) and a message
-//! type for each direction, in the service's own `proto.rs` like [`crate::master::proto`].
-//! The server, on a tokio runtime (`Purpose::Master` stands for the new service's purpose):
+//! Give it a [`Purpose`](auth::Purpose) of its own (a variant with its own label in
+//! [`auth`]) and a message type for each direction, in the service's own `proto.rs` like
+//! [`crate::master::proto`].
+//! The server (`Purpose::Master` stands for the new service's purpose):
 //!
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use warren::wire::{self, FrameReader, auth::Purpose};
 //! # use tokio::io::AsyncWriteExt;
-//! # async fn run(listener: tokio::net::TcpListener, secret: Arc<Vec<u8>>) {
-//! wire::serve(listener, secret, Purpose::Master, "my-service", |stream| async move {
+//! # fn main() -> warren::Result<()> {
+//! # let secret = Arc::new(b"job secret".to_vec());
+//! let bound = wire::bind("my-service", 1, "127.0.0.1", 0)?; // its runtime, any free port
+//! let service = wire::serve(bound.listener, secret, Purpose::Master, "my-service", |stream| async move {
 //!     let (rd, mut wr) = stream.into_split();
 //!     let mut requests = FrameReader::new(rd, "a client");
 //!     while let Ok(Some(request)) = requests.next::<String>().await {
@@ -31,8 +34,9 @@
 //!             break;
 //!         }
 //!     }
-//! })
-//! .await;
+//! });
+//! bound.runtime.spawn(service);
+//! # Ok(())
 //! # }
 //! ```
 //!
@@ -53,8 +57,8 @@
 //! # }
 //! ```
 //!
-//! Peer links between workers use the same handshake (with [`Purpose::Peer`](auth::Purpose::Peer)) but no frames:
-//! see [`crate::transport`].
+//! Peer links between workers use the same handshake (with
+//! [`Purpose::Peer`](auth::Purpose::Peer)) but no frames: see [`crate::transport`].
 
 mod accept;
 pub mod auth;
@@ -67,7 +71,7 @@ pub mod handshake;
 mod loopback_tests;
 mod preamble;
 
-pub use accept::{HANDSHAKE_TIMEOUT, accept_authenticated, serve};
+pub use accept::{Bound, HANDSHAKE_TIMEOUT, accept_authenticated, bind, serve};
 pub use client::{Backoff, Connection, connect_by, resolve};
 pub use deadline::{read_exact_by, write_all_by};
 pub use frame::{MAX_FRAME, decode_frame, encode_frame};
