@@ -3,6 +3,10 @@
 //! Embeddable: [`Tracker::start`] runs it on its own threads (the Spark driver runs it
 //! in-process); `warren tracker` runs it as a process. Workers reach it with
 //! [`TrackerClient`].
+//!
+//! - [`registry`]: the decisions (ranks, recovery rounds, completion), pure.
+//! - [`proto`]: the messages, pure; they travel as [`crate::wire`] frames.
+//! - `server.rs` (tokio) and `client.rs` (blocking): the I/O, over [`crate::wire`].
 
 mod client;
 pub mod proto;
