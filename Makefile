@@ -50,7 +50,7 @@ demo: setup-demo
 notebook: setup-notebook
 	$(MAKE) jvm-native
 	$(MVN_PACKAGE)
-	.venv/bin/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks
+	.venv/bin/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 ## demo-local: a 4-worker training job (no JVM), undisturbed and then with a worker killed
 ## by kill -9: the same model, bit for bit

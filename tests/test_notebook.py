@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 
 import nbformat
-import pytest
 from nbclient import NotebookClient
 
 from sparkjob import ROOT, built_jars
@@ -78,7 +77,6 @@ def test_notebook_on_local_mode(monkeypatch):
     assert err.ename == "IllegalStateException" and err.evalue == "a cell that throws"
 
 
-@pytest.mark.usefixtures("full_cluster")
 def test_notebook_on_the_standalone_cluster(full_cluster, monkeypatch):
     nb = run(full_cluster.url, "--conf spark.executor.cores=1 --conf spark.executor.memory=512m "
              "--conf spark.cores.max=2", monkeypatch)
