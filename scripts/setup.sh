@@ -60,7 +60,9 @@ done
 
 # --- Spark -------------------------------------------------------------------------------
 if [ "$dry_run" = 1 ]; then
-  [ -f "${WARREN_SPARK_DIR:-$root/.spark}/.pyspark-4.3.0" ] || echo "would pip install: pyspark==4.3.0 (Spark 4.3)"
+  spark_version=$(sed -n 's/^version=//p' "$root/scripts/setup-spark.sh")
+  [ -f "${WARREN_SPARK_DIR:-$root/.spark}/.pyspark-$spark_version" ] ||
+    echo "would pip install: pyspark==$spark_version (Spark ${spark_version%.*})"
 else
   "$root/scripts/setup-spark.sh" >/dev/null
 fi
@@ -71,8 +73,9 @@ fi
 # checksum).
 reqs=("$root/tests/requirements.txt")
 [ "$mode" = notebook ] && reqs+=("$root/notebooks/requirements.txt")
-sum=$(cd "$root" && cat "${reqs[@]}" notebooks/kernel/requirements.txt \
-  $(find notebooks/kernel -name '*.py' -o -name '*.scala' -o -name pyproject.toml | sort) | sha256sum | cut -c1-16)
+# (Only the sources: pip leaves a build/ directory beside them.)
+sum=$(cd "$root" && cat "${reqs[@]}" notebooks/kernel/requirements.txt notebooks/kernel/pyproject.toml \
+  $(find notebooks/kernel/warren_spark_kernel -name '*.py' -o -name '*.scala' | sort) | sha256sum | cut -c1-16)
 stamp="$venv/.warren-$mode-$sum"
 if [ ! -f "$stamp" ]; then
   if [ "$dry_run" = 1 ]; then
