@@ -102,7 +102,9 @@ pub use codec::{Codec, DecodeError, Replay};
 pub use etcd::{COMPRESS_LOG_BYTES, EtcdOptions, EtcdStore};
 pub use file::{FileStore, FileStoreOptions, FileStoreStats};
 pub use snapshot_every_change::SnapshotEveryChangeStore;
-pub use spec::{DEFAULT_ETCD_PREFIX, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S, OpenOptions, open, open_with};
+pub use spec::{
+    DEFAULT_ETCD_PREFIX, DEFAULT_FLUSHES_IN_FLIGHT, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S, OpenOptions, open, open_with,
+};
 
 use crate::error::Result;
 

@@ -15,6 +15,8 @@ pub const MIN_LEASE_TTL_S: i64 = 1;
 pub const MAX_LEASE_TTL_S: i64 = 3600;
 /// The etcd lease time to live unless set otherwise, in seconds.
 pub(crate) const DEFAULT_LEASE_TTL_S: i64 = 5;
+/// etcd log transactions in flight at once unless set otherwise.
+pub const DEFAULT_FLUSHES_IN_FLIGHT: u16 = 2;
 
 /// Settings of [`open_with`] that a spec does not carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,11 +25,17 @@ pub struct OpenOptions {
     /// to [`MAX_LEASE_TTL_S`], default 5; see `EtcdOptions::lease_ttl_s`); unused by the
     /// other stores.
     pub etcd_lease_ttl_s: i64,
+    /// etcd log transactions in flight at once (see `EtcdOptions::flushes_in_flight`,
+    /// default [`DEFAULT_FLUSHES_IN_FLIGHT`]); unused by the other stores.
+    pub etcd_flushes_in_flight: usize,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { etcd_lease_ttl_s: DEFAULT_LEASE_TTL_S }
+        OpenOptions {
+            etcd_lease_ttl_s: DEFAULT_LEASE_TTL_S,
+            etcd_flushes_in_flight: usize::from(DEFAULT_FLUSHES_IN_FLIGHT),
+        }
     }
 }
 
@@ -80,6 +88,7 @@ pub fn open_with<C: Replay>(spec: &str, options: &OpenOptions) -> Result<Box<dyn
 fn open_etcd<C: Replay>(endpoints: Vec<String>, prefix: &str, options: &OpenOptions) -> Result<Box<dyn Store<C>>> {
     let mut opts = EtcdOptions::new(endpoints, prefix);
     opts.lease_ttl_s = options.etcd_lease_ttl_s;
+    opts.flushes_in_flight = options.etcd_flushes_in_flight;
     Ok(Box::new(EtcdStore::<C>::open(opts)?))
 }
 

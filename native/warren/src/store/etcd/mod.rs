@@ -49,7 +49,7 @@ use etcd_client::{
 use self::flush::{Log, State, failure_text};
 pub use self::value::COMPRESS_LOG_BYTES;
 use self::value::Entry;
-use super::spec::{DEFAULT_LEASE_TTL_S, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S};
+use super::spec::{DEFAULT_FLUSHES_IN_FLIGHT, DEFAULT_LEASE_TTL_S, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S};
 use super::{Codec, Store, Ticket};
 use crate::error::{Error, Result};
 
@@ -93,7 +93,7 @@ impl EtcdOptions {
             lock_timeout: Duration::from_secs(3600),
             request_timeout: Duration::from_secs(10),
             compact_after_changes: 10_000,
-            flushes_in_flight: 2,
+            flushes_in_flight: usize::from(DEFAULT_FLUSHES_IN_FLIGHT),
             max_request_bytes: 1 << 20,
         }
     }
