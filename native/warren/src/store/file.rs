@@ -541,8 +541,8 @@ mod tests {
     fn a_store_of_another_format_refuses_to_open_and_is_left_untouched() {
         let dir = TestDir::new("format");
         build(dir.path(), 6);
-        let before: Vec<(std::ffi::OsString, Vec<u8>)> = {
-            let mut v: Vec<_> = fs::read_dir(dir.path())
+        let files = || {
+            let mut v: Vec<(std::ffi::OsString, Vec<u8>)> = fs::read_dir(dir.path())
                 .unwrap()
                 .map(|e| e.unwrap())
                 .map(|e| (e.file_name(), fs::read(e.path()).unwrap()))
@@ -550,18 +550,13 @@ mod tests {
             v.sort();
             v
         };
+        let before = files();
         // A Put's JSON decodes as a Tick: only the format marker tells the logs apart.
         let err = FileStore::<Counter>::open(dir.path()).err().expect("a kv log opened as a counter log");
         let msg = err.to_string();
         assert!(matches!(err, Error::Config(_)), "{msg}");
         assert!(msg.contains(Kv::FORMAT) && msg.contains(Counter::FORMAT), "{msg}");
-        let mut after: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap())
-            .map(|e| (e.file_name(), fs::read(e.path()).unwrap()))
-            .collect();
-        after.sort();
-        assert_eq!(before, after, "the failed open changed nothing");
+        assert_eq!(before, files(), "the failed open changed nothing");
         assert_eq!(reload(dir.path()).unwrap().seq, 6);
 
         // Data without a marker (an earlier build's directory) is refused, not adopted.
