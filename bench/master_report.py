@@ -11,8 +11,8 @@ import glob
 import json
 import sys
 
-COLUMNS = ["file", "ref", "etcd", "etcd-ref", "etcd-1-flush", "file-combined", "etcd-combined", "snapshot"]
-RATIOS = [("file", "ref"), ("etcd", "etcd-ref"), ("etcd-1-flush", "etcd-ref"), ("etcd-combined", "etcd")]
+COLUMNS = ["file", "ref", "etcd", "etcd-ref", "etcd-2-flushes", "file-combined", "etcd-combined", "snapshot"]
+RATIOS = [("file", "ref"), ("etcd", "etcd-ref"), ("etcd-2-flushes", "etcd"), ("etcd-combined", "etcd")]
 
 
 def main():

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The data master through its network service (`warren bench master`): file store, separate
-# and combined calls, against the snapshot-on-every-change store, and the etcd store (a real
+# and combined calls, against the snapshot-on-every-change store, and the etcd store (one and two
+# flushes in flight, separate and combined calls; a real
 # etcd started here on free ports with a temporary data directory, stopped at the end), with
 # 1, 8 and 32 clients, interleaved so that every ratio compares runs made minutes apart on the
 # same (shared) machine. With WARREN_REF=/path/to/other/warren, that binary's file and etcd
@@ -60,7 +61,7 @@ for c in $CLIENTS; do
   if [ -n "$ETCD_PID" ]; then
     run etcd "$B" --clients "$c" --store "$(etcd_spec)"
     [ -n "${WARREN_REF:-}" ] && run etcd-ref "$WARREN_REF" --clients "$c" --store "$(etcd_spec)"
-    run etcd-1-flush "$B" --clients "$c" --store "$(etcd_spec)" --etcd-flushes-in-flight 1
+    run etcd-2-flushes "$B" --clients "$c" --store "$(etcd_spec)" --etcd-flushes-in-flight 2
   fi
   run file-combined "$B" --clients "$c" --mode combined
   [ -n "$ETCD_PID" ] && run etcd-combined "$B" --clients "$c" --mode combined --store "$(etcd_spec)"

@@ -63,7 +63,7 @@ pub struct EtcdArgs {
     etcd_lease_ttl_s: i64,
     /// etcd transactions of queued changes in flight at once (1-64): with more than one, a
     /// change submitted during a round trip starts its own at once and etcd commits them
-    /// together (docs/benchmarks-master.md).
+    /// together; more, smaller transactions cost more CPU (docs/benchmarks-master.md).
     #[arg(long, default_value_t = DEFAULT_FLUSHES_IN_FLIGHT, value_parser = clap::value_parser!(u16).range(1..=64))]
     etcd_flushes_in_flight: u16,
 }

@@ -15,8 +15,10 @@ pub const MIN_LEASE_TTL_S: i64 = 1;
 pub const MAX_LEASE_TTL_S: i64 = 3600;
 /// The etcd lease time to live unless set otherwise, in seconds.
 pub(crate) const DEFAULT_LEASE_TTL_S: i64 = 5;
-/// etcd log transactions in flight at once unless set otherwise.
-pub const DEFAULT_FLUSHES_IN_FLIGHT: u16 = 2;
+/// etcd log transactions in flight at once unless set otherwise: one, since on a machine
+/// whose CPU etcd shares, more transactions of fewer records each cost more CPU than the
+/// overlap saves (docs/benchmarks-master.md).
+pub const DEFAULT_FLUSHES_IN_FLIGHT: u16 = 1;
 
 /// Settings of [`open_with`] that a spec does not carry.
 #[derive(Clone, Debug, PartialEq, Eq)]

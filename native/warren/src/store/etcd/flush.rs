@@ -3,10 +3,13 @@
 //! far and writing it in one transaction (see `value.rs` for when it takes more); the
 //! durable point is the end of the longest run of written flushes from the start.
 //!
-//! Why several flushes at once: one flush is one etcd round trip (raft, its WAL's fsync,
-//! the answer), and etcd commits the proposals it receives meanwhile with one fsync. With
-//! one flush at a time, submits arriving during a round trip wait for it to end before
-//! theirs starts; with two or more, theirs starts at once and etcd batches them.
+//! Why allow several flushes at once: one flush is one etcd round trip (raft, its WAL's
+//! fsync, the answer). With one flush at a time (the default), submits arriving during a
+//! round trip wait for it to end, then all go in the next transaction; with two or more,
+//! theirs starts at once and etcd commits the proposals it receives together. That
+//! overlaps round trips but makes more, smaller transactions, which costs more CPU: on this
+//! project's 2-core machines, where etcd shares the CPU, one flush in flight measured
+//! faster (docs/benchmarks-master.md).
 //!
 //! Flushes may then commit out of order: if the writer dies, a later flush may be in etcd
 //! and an earlier one not. Nothing past the first missing flush was acknowledged (a ticket

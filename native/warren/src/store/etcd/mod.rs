@@ -74,7 +74,10 @@ pub struct EtcdOptions {
     /// [`Store::wants_compaction`] turns true after this many records since the last
     /// snapshot.
     pub compact_after_changes: u64,
-    /// Flushes (transactions of queued records) in flight at once. Default 2.
+    /// Flushes (transactions of queued records) in flight at once. Default 1: each flush
+    /// takes every record queued during the previous one. More overlap round trips, which
+    /// pays where etcd's fsync latency dominates and CPU is spare; where etcd shares the
+    /// CPU, smaller transactions cost more than they save (docs/benchmarks-master.md).
     pub flushes_in_flight: usize,
     /// Byte budget of one log transaction: a flush whose records exceed it is cut into
     /// several keys (between submits). Keep it below etcd's `--max-request-bytes` (default
@@ -84,7 +87,7 @@ pub struct EtcdOptions {
 
 impl EtcdOptions {
     /// Defaults for `endpoints` and `prefix`: 5 s lease, 1 hour lock wait, 10 s requests,
-    /// a snapshot every 10,000 records, 2 flushes in flight, 1 MiB per transaction.
+    /// a snapshot every 10,000 records, 1 flush in flight, 1 MiB per transaction.
     pub fn new(endpoints: Vec<String>, prefix: impl Into<String>) -> EtcdOptions {
         EtcdOptions {
             endpoints,
