@@ -29,6 +29,9 @@ fn opts(etcd: &Etcd, prefix: &str) -> EtcdOptions {
     o.lease_ttl_s = 2;
     o.lock_timeout = Duration::from_secs(20);
     o.compact_after_changes = 8;
+    // Two flushes in flight (the default is one; the CLI's tests run that): commits may
+    // then complete out of order, which these tests must survive.
+    o.flushes_in_flight = 2;
     o
 }
 
