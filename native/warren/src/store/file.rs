@@ -29,7 +29,7 @@ use std::sync::{Condvar, Mutex};
 use super::codec::check_numbering;
 use super::fsutil::{LOCK_FILE, claim_format, fsync_dir, lock, read_snapshot, remove_stale_tmp, write_snapshot};
 use super::wal::{self, encode_record, list_segments, segment_name};
-use super::{Codec, Store, Ticket};
+use super::{Codec, Loaded, Store, Ticket};
 use crate::error::{Error, Result};
 
 /// Tunables of a [`FileStore`].
@@ -343,7 +343,7 @@ impl<C: Codec> Store<C> for FileStore<C> {
         }
     }
 
-    fn load(&self) -> Result<(Option<C::Snapshot>, Vec<C::Record>)> {
+    fn load(&self) -> Result<Loaded<C>> {
         // Hold the segment so no leader writes while we read.
         let _seg = lock(&self.segment);
         let rec = recover::<C>(&self.dir)?;

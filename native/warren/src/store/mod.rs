@@ -108,6 +108,10 @@ pub use spec::{
 
 use crate::error::Result;
 
+/// What [`Store::load`] returns: the latest snapshot, if any, and the records logged after
+/// it, in order.
+pub type Loaded<C> = (Option<<C as Codec>::Snapshot>, Vec<<C as Codec>::Record>);
+
 /// A point in a store's order of submitted records: the sequence number of the last record
 /// submitted when it was issued. Waiting for a ticket waits for everything submitted up to
 /// that point, by any thread.
@@ -143,7 +147,7 @@ pub trait Store<C: Codec>: Send + Sync {
 
     /// Reads what is durable: the latest snapshot, if any, and the records logged after
     /// it, in order. Meant for start-up, before any `submit`.
-    fn load(&self) -> Result<(Option<C::Snapshot>, Vec<C::Record>)>;
+    fn load(&self) -> Result<Loaded<C>>;
 
     /// Stores `snapshot` durably and drops the log records it covers. The snapshot must
     /// come from the state whose records this store receives (its sequence number not
@@ -170,7 +174,7 @@ impl<C: Codec, S: Store<C> + ?Sized> Store<C> for Box<S> {
     fn wait_durable(&self, ticket: Ticket) -> Result<()> {
         (**self).wait_durable(ticket)
     }
-    fn load(&self) -> Result<(Option<C::Snapshot>, Vec<C::Record>)> {
+    fn load(&self) -> Result<Loaded<C>> {
         (**self).load()
     }
     fn compact(&self, snapshot: &C::Snapshot) -> Result<()> {
@@ -191,7 +195,7 @@ impl<C: Codec, S: Store<C> + ?Sized> Store<C> for Arc<S> {
     fn wait_durable(&self, ticket: Ticket) -> Result<()> {
         (**self).wait_durable(ticket)
     }
-    fn load(&self) -> Result<(Option<C::Snapshot>, Vec<C::Record>)> {
+    fn load(&self) -> Result<Loaded<C>> {
         (**self).load()
     }
     fn compact(&self, snapshot: &C::Snapshot) -> Result<()> {

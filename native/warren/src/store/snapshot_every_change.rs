@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::fsutil::{claim_format, lock, read_snapshot, remove_stale_tmp, write_snapshot};
-use super::{Replay, Store, Ticket};
+use super::{Loaded, Replay, Store, Ticket};
 use crate::error::{Error, Result};
 
 /// A store that rewrites the whole snapshot on every submit (the seed's design).
@@ -85,7 +85,7 @@ impl<C: Replay> Store<C> for SnapshotEveryChangeStore<C> {
         }
     }
 
-    fn load(&self) -> Result<(Option<C::Snapshot>, Vec<C::Record>)> {
+    fn load(&self) -> Result<Loaded<C>> {
         Ok((read_snapshot::<C>(&self.dir)?, Vec::new()))
     }
 

@@ -50,7 +50,7 @@ use self::flush::{Log, State, failure_text};
 pub use self::value::COMPRESS_LOG_BYTES;
 use self::value::Entry;
 use super::spec::{DEFAULT_FLUSHES_IN_FLIGHT, DEFAULT_LEASE_TTL_S, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S};
-use super::{Codec, Store, Ticket};
+use super::{Codec, Loaded, Store, Ticket};
 use crate::error::{Error, Result};
 
 /// Settings of an [`EtcdStore`].
@@ -377,7 +377,7 @@ impl<C: Codec> Store<C> for EtcdStore<C> {
         self.log.wait_durable(ticket)
     }
 
-    fn load(&self) -> Result<(Option<C::Snapshot>, Vec<C::Record>)> {
+    fn load(&self) -> Result<Loaded<C>> {
         let corrupt = |key: &str, why: String| Error::StoreCorrupt { path: key.into(), offset: 0, reason: why };
         let snap_key = self.log.key("snapshot");
         let snapshot = match self.get("reading the snapshot", snap_key.clone())? {
