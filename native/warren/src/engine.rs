@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
+use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind};
 use crate::collective::{self, Net, Scratch};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::proto::{COUNT_UNKNOWN, CallHeader, CallKind, FromTracker, ToTracker};
 use crate::reduce::{self, DataType, Element, Op};
 use crate::robust::{
     BootstrapCache, BootstrapDecision, BootstrapKey, Decision, PROPOSAL_WORDS, Proposal, ResultBuffer, Want, decide,
@@ -30,6 +30,7 @@ use crate::robust::{
 };
 use crate::topology::Topology;
 use crate::tracker::TrackerClient;
+use crate::tracker::proto::{FromTracker, PeerAddr, ToTracker};
 use crate::transport::{Link, LinkSetup, PeerListener, Waiter, connect_peers};
 
 mod checkpoint;
@@ -137,7 +138,7 @@ fn checked_payload(
     to: &[usize],
     what: &str,
 ) -> Result<Vec<u8>> {
-    use crate::proto::{HEADER_LEN, HeaderMsg, decode_header};
+    use crate::collective::header::{HEADER_LEN, HeaderMsg, decode_header};
     if payload.len() < HEADER_LEN {
         return Err(Error::Protocol(format!("rank {server} served {what} without its header")));
     }
@@ -250,7 +251,7 @@ impl Communicator {
         }
     }
 
-    fn install_links(&mut self, peers: &[crate::proto::PeerAddr], deadline: Instant) -> Result<()> {
+    fn install_links(&mut self, peers: &[PeerAddr], deadline: Instant) -> Result<()> {
         let listener = self.listener.as_ref().expect("a tracker-joined communicator has a listener");
         let neighbours = self.topo.neighbours();
         let me = self.topo.rank;

@@ -4,12 +4,19 @@
 //!
 //! - [`engine`]: the public API, [`Communicator`]: init / allreduce / broadcast /
 //!   allgather / barrier / print / finalize.
-//! - [`collective`]: tree and ring algorithms over a set of links (no fault tolerance).
-//! - [`transport`]: TCP links with deadlines and the readiness loop that drives them.
-//! - [`tracker`]: rendezvous, stable ranks, topology brokering, job log (async, tokio).
-//! - [`topology`] and [`proto`]: pure logic and wire formats, no I/O.
+//! - [`collective`]: tree and ring algorithms over a set of links (no fault tolerance), and
+//!   the call header every rank declares ([`collective::header`]).
+//! - [`transport`]: the peer links between workers: set-up, non-blocking TCP links, and the
+//!   readiness loop that drives them.
+//! - [`tracker`]: rendezvous, stable ranks, topology brokering, job log (async, tokio); its
+//!   messages in [`tracker::proto`].
+//! - [`master`]: the data master's task queue (pure state machine), its durable wrapper,
+//!   service and client; its messages in [`master::proto`].
+//! - [`wire`]: what every service connection shares (tracker, master, the parameter
+//!   server to come): preamble, frames, the HMAC handshake, deadline-bound reads and writes,
+//!   authenticated accepts.
+//! - [`topology`]: tree and ring, pure.
 //! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
-//! - [`master`]: the data master's task queue (pure state machine) and its durable wrapper.
 //! - [`store`]: durable storage for the master: write-ahead log with group commit, snapshots.
 //! - [`config`]: worker settings from the environment or given explicitly.
 //! - [`recordio`]: PaddlePaddle RecordIO files (chunked, checksummed, compressed) and dmlc
@@ -17,13 +24,11 @@
 //! - [`error`]: the crate's single error type.
 #![deny(missing_docs)]
 
-pub mod auth;
 pub mod collective;
 pub mod config;
 pub mod engine;
 pub mod error;
 pub mod master;
-pub mod proto;
 pub mod recordio;
 pub mod reduce;
 pub mod robust;
@@ -31,6 +36,7 @@ pub mod store;
 pub mod topology;
 pub mod tracker;
 pub mod transport;
+pub mod wire;
 
 pub use config::Config;
 pub use engine::{CallStats, Checkpoint, Communicator};

@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
+use super::header::{self, CallHeader, HEADER_LEN, HeaderMsg};
 use crate::error::{Error, Result};
-use crate::proto::{self, CallHeader, HEADER_LEN, HeaderMsg};
 use crate::transport::{Link, Waiter};
 
 /// Abort codes carried in an abort header (byte 1).
@@ -64,7 +64,7 @@ impl Net<'_> {
 
     /// Raises an abort here: tells `to` and returns the error for this rank.
     pub(crate) fn abort(&mut self, to: &[usize], mismatch: bool, reason: String) -> Error {
-        let mut bytes = proto::encode_abort(self.me, &reason);
+        let mut bytes = header::encode_abort(self.me, &reason);
         bytes[1] = if mismatch { ABORT_MISMATCH } else { ABORT_OTHER };
         self.flush_to(to, &bytes);
         if mismatch { Error::Mismatch(reason) } else { Error::Aborted { rank: self.me, reason } }
@@ -72,7 +72,7 @@ impl Net<'_> {
 
     /// Passes on an abort received from elsewhere and returns the error for this rank.
     pub(crate) fn forward_abort(&mut self, to: &[usize], a: &AbortInfo) -> Error {
-        let mut bytes = proto::encode_abort(a.origin, &a.reason);
+        let mut bytes = header::encode_abort(a.origin, &a.reason);
         bytes[1] = if a.mismatch { ABORT_MISMATCH } else { ABORT_OTHER };
         self.flush_to(to, &bytes);
         if a.mismatch {
@@ -132,7 +132,7 @@ impl HeaderIn {
             if self.got < HEADER_LEN {
                 return Ok((progressed, HeaderState::Pending));
             }
-            match proto::decode_header(&self.bytes, self.from)? {
+            match header::decode_header(&self.bytes, self.from)? {
                 HeaderMsg::Proceed(h) => {
                     self.done = Some(h);
                     return Ok((true, HeaderState::Proceed(h)));

@@ -8,7 +8,7 @@
 //! run it.
 
 use super::Point;
-use crate::proto::{COUNT_UNKNOWN, CallHeader};
+use crate::collective::header::{COUNT_UNKNOWN, CallHeader};
 use crate::topology::{result_holders, tree_distance};
 
 /// Among `candidates`, the one nearest on the tree to the first of `to` (lowest rank on a tie).

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::proto::PeerAddr;
+use super::proto::PeerAddr;
 
 /// The state of one worker as the tracker sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
