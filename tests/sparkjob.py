@@ -15,6 +15,7 @@ import subprocess
 import time
 import urllib.request
 import xml.etree.ElementTree as ET
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,24 @@ def built_jars() -> list[Path]:
     for jar in jars:
         assert jar.is_file(), f"{jar} is missing: build the JVM modules first (make jvm)"
     return jars
+
+
+def core_jar_with_etcd(out_dir: Path) -> Path:
+    """warren-core's jar with the JNI library built with its etcd feature (by default it has
+    none; docker/Dockerfile builds it so): `cargo build -p warren-jni --features etcd`, its
+    library swapped into a copy of the jar, then the default library built back."""
+    lib = ROOT / "target" / "release" / "libwarren_jni.so"
+    cargo = ["cargo", "build", "--release", "-p", "warren-jni"]
+    subprocess.run([*cargo, "--features", "etcd"], cwd=ROOT, check=True, timeout=3600)
+    with_etcd = lib.read_bytes()
+    subprocess.run(cargo, cwd=ROOT, check=True, timeout=1800)
+    entry = f"io/warren/native/{pom_properties()['warren.native.platform']}/libwarren_jni.so"
+    jar = out_dir / CORE_JAR.name
+    with zipfile.ZipFile(CORE_JAR) as src, zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as dst:
+        assert entry in src.namelist(), f"{CORE_JAR} bundles no {entry}"
+        for item in src.infolist():
+            dst.writestr(item, with_etcd if item.filename == entry else src.read(item))
+    return jar
 
 
 def spark_home() -> Path:

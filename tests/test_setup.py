@@ -53,9 +53,9 @@ def test_a_fresh_machine_gets_the_packages_spark_and_the_tools(tmp_path):
         assert tool in out[2]
 
 
-def test_the_demo_needs_no_etcd_and_no_test_tools(tmp_path):
+def test_the_demo_needs_no_protoc_no_etcd_and_no_test_tools(tmp_path):
     out = dry_run("demo", tmp_path).splitlines()
-    assert out == ["would apt-get install: procps make maven protobuf-compiler",
+    assert out == ["would apt-get install: procps make maven",
                    "would pip install: pyspark==4.3.0 (Spark 4.3)"]
 
 

@@ -4,8 +4,8 @@ failures it gives the model recorded for the demo; with an executor JVM and then
 Worker process killed by SIGKILL from outside, Spark re-runs the lost tasks, Warren's
 retry-one recovery slots them back in and the job ends with the same model; and the same in
 --deploy-mode cluster, where the driver (and so the tracker) runs on a worker. RecordIO training
-keeps its data master's queue in a real etcd (as in docker/compose.yml) and reads every record
-once per pass with a task killed."""
+keeps its data master's queue in a real etcd (as in docker/compose.yml, whose image has the JNI
+library with its etcd feature) and reads every record once per pass with a task killed."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import re
 import time
 
 from conftest import CORES, MEMORY
-from sparkjob import (RECORDIO_CLASS, Cluster, Result, alive, cmdline, demo_job, etcd, etcd_keys, executor_pid,
-                      parent_pid, sigkill, submit)
+from sparkjob import (RECORDIO_CLASS, SPARK_JAR, Cluster, Result, alive, cmdline, core_jar_with_etcd, demo_job, etcd,
+                      etcd_keys, executor_pid, parent_pid, sigkill, submit)
 
 # One executor per core, and one spare executor beyond the job's three workers, so that a
 # re-run task finds a slot at once.
@@ -112,12 +112,13 @@ def test_cluster_deploy_mode_runs_the_driver_and_tracker_on_a_worker(full_cluste
 def test_recordio_training_with_the_data_master_queue_in_etcd(full_cluster: Cluster, spark, tmp_path):
     records, passes = 600, 2
     (tmp_path / "data").mkdir()
+    jars = [core_jar_with_etcd(tmp_path), SPARK_JAR]
     with etcd(tmp_path) as endpoint:
         job = submit(
             spark, full_cluster.url,
             ["--workers", "3", "--records", str(records), "--passes", str(passes), "--kill-task", "5",
              "--data-dir", str(tmp_path / "data"), "--store", f"etcd:{endpoint}/warren-e2e"],
-            tmp_path / "job", conf=EXECUTORS, main_class=RECORDIO_CLASS,
+            tmp_path / "job", conf=EXECUTORS, main_class=RECORDIO_CLASS, jars=jars,
         )
         assert job.proc.wait(timeout=400) == 0, job.stderr[-3000:]
         keys = etcd_keys(endpoint, "/warren-e2e/")
