@@ -22,6 +22,7 @@ use log::{debug, info, warn};
 use crate::collective::{self, Net, Scratch};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::membership::{Placed, Placement, View};
 use crate::proto::{COUNT_UNKNOWN, CallHeader, CallKind, FromTracker, ToTracker};
 use crate::reduce::{self, DataType, Element, Op};
 use crate::robust::{
@@ -106,7 +107,12 @@ enum Round {
 /// One worker's membership in a job.
 pub struct Communicator {
     cfg: Config,
+    /// The members of the job; the topology and the placement derive from it.
+    view: View,
     topo: Topology,
+    placement: Placement,
+    /// The owners whose local models this worker keeps a replica of.
+    kept: Vec<usize>,
     links: Vec<Option<Link>>,
     waiter: Waiter,
     tracker: Option<TrackerClient>,
@@ -173,7 +179,8 @@ impl Communicator {
         let waiter = Waiter::new(cfg.spin)?;
         let robust = cfg.robust.then(RobustState::default);
         let Some(uri) = cfg.tracker_uri.clone() else {
-            return Ok(Communicator::assemble(cfg, Topology::new(0, 1), waiter, None, None, robust));
+            let view = View::solo(&cfg.task_id);
+            return Communicator::assemble(cfg, view, waiter, None, None, robust);
         };
         let deadline = Instant::now() + cfg.connect_timeout;
         let mut tracker = TrackerClient::connect(&uri, cfg.secret.as_bytes(), deadline)?;
@@ -194,19 +201,20 @@ impl Communicator {
                 other => break other,
             }
         };
-        let FromTracker::Assignment { rank, world, peers, epoch, recovered } = reply else {
+        let FromTracker::Assignment { view, peers, round, recovered } = reply else {
             return Err(Error::Protocol(format!("tracker answered registration with {reply:?}")));
         };
         tracker.take_notifications();
-        if world != cfg.num_workers {
+        if view.world() != cfg.num_workers {
             return Err(Error::Config(format!(
-                "{} is {} but the tracker runs a job of {world} workers",
+                "{} is {} but the tracker runs a job of {} workers",
                 crate::config::keys::NUM_WORKERS,
-                cfg.num_workers
+                cfg.num_workers,
+                view.world()
             )));
         }
-        let mut comm =
-            Communicator::assemble(cfg, Topology::new(rank, world), waiter, Some(tracker), Some(listener), robust);
+        let mut comm = Communicator::assemble(cfg, view, waiter, Some(tracker), Some(listener), robust)?;
+        let rank = comm.topo.rank;
         // Failure injection point "joined, not yet linked" (seq 2000000).
         comm.maybe_mock((0, 2_000_000));
         match comm.install_links(&peers, deadline) {
@@ -215,28 +223,36 @@ impl Communicator {
         }
         if recovered {
             info!(
-                "task {} re-joined as rank {rank} (epoch {epoch}); catching up from the other workers",
+                "task {} re-joined as rank {rank} (round {round}); catching up from the other workers",
                 comm.cfg.task_id
             );
             if let Some(r) = comm.robust.as_mut() {
                 r.consensus = true;
             }
         }
-        debug!("rank {rank}/{world}: linked to {:?}", comm.topo.neighbours());
+        debug!("rank {rank}/{}: linked to {:?}", comm.topo.world, comm.topo.neighbours());
         Ok(comm)
     }
 
-    /// A communicator with no links yet.
+    /// A communicator with no links yet, placed by `view`.
     fn assemble(
         cfg: Config,
-        topo: Topology,
+        view: View,
         waiter: Waiter,
         tracker: Option<TrackerClient>,
         listener: Option<PeerListener>,
         robust: Option<RobustState>,
-    ) -> Communicator {
-        Communicator {
+    ) -> Result<Communicator> {
+        let rank = view.rank_of(&cfg.task_id).ok_or_else(|| {
+            Error::Protocol(format!("the tracker's view {:?} does not include task {}", view.members(), cfg.task_id))
+        })?;
+        let topo = view.topology(rank);
+        let placement = Placement::new(view.world(), cfg.result_replicas, cfg.local_replicas);
+        Ok(Communicator {
             links: (0..topo.world).map(|_| None).collect(),
+            kept: placement.local_models_kept_by(rank),
+            placement,
+            view,
             topo,
             waiter,
             tracker,
@@ -247,7 +263,7 @@ impl Communicator {
             stats: CallStats::default(),
             robust,
             cfg,
-        }
+        })
     }
 
     fn install_links(&mut self, peers: &[crate::proto::PeerAddr], deadline: Instant) -> Result<()> {
@@ -294,15 +310,22 @@ impl Communicator {
             let reply = tracker.recv(deadline)?;
             // Rounds announced before our assignment are the one we just joined.
             tracker.take_notifications();
-            let FromTracker::Assignment { peers, epoch, .. } = reply else {
+            let FromTracker::Assignment { view, peers, round, .. } = reply else {
                 return Err(Error::Protocol(format!("tracker answered a re-link with {reply:?}")));
             };
+            if view != self.view {
+                return Err(Error::Protocol(format!(
+                    "the membership changed during a re-link (from {:?} to {:?}), which this version does not support",
+                    self.view.members(),
+                    view.members()
+                )));
+            }
             match self.install_links(&peers, deadline) {
                 Ok(()) => {
                     let r = self.robust.as_mut().expect("only robust communicators re-link");
                     r.consensus = true;
                     r.recoveries += 1;
-                    info!("rank {}: re-linked (epoch {epoch})", self.topo.rank);
+                    info!("rank {}: re-linked (round {round})", self.topo.rank);
                     return Ok(());
                 }
                 Err(e) if Instant::now() < deadline => {
@@ -321,6 +344,11 @@ impl Communicator {
     /// Number of workers.
     pub fn world_size(&self) -> usize {
         self.topo.world
+    }
+
+    /// The members of the job, in rank order.
+    pub fn view(&self) -> &View {
+        &self.view
     }
 
     /// The settings this communicator was created with.
@@ -591,7 +619,7 @@ impl Communicator {
         let world = self.topo.world;
         let local_bytes = local.unwrap_or(&[]).to_vec();
         let prep = self.header(CallKind::Checkpoint, DataType::U8, Op::Sum, 1, 0, global.len() as u64, tag, None);
-        let copies = self.cfg.local_replicas.min(world - 1);
+        let kept = self.kept.clone();
         let mut received = None;
         let outcome = self.robust_call(prep, Want::Checkpoint, None, &mut Vec::new(), &mut |c, _: &mut Vec<u8>| {
             c.exec(prep, |net, topo, scratch| {
@@ -611,8 +639,7 @@ impl Communicator {
                 )?;
                 let mut replicas = std::collections::BTreeMap::new();
                 let mut block = local_bytes.clone();
-                for j in 0..copies {
-                    let owner = (me + world - j - 1) % world;
+                for &owner in &kept {
                     let got =
                         collective::ring_shift(net, topo, &block, sizes[owner] as usize, scratch, &prep.describe())?;
                     replicas.insert(owner, got.clone());
@@ -927,13 +954,13 @@ impl Communicator {
         if hdr.count == COUNT_UNKNOWN {
             hdr.count = data.len() as u64; // a broadcast receiver learns the size from the root
         }
-        let (me, world, replicas) = (self.topo.rank, self.topo.world, self.cfg.result_replicas);
+        let me = self.topo.rank;
+        let seq = self.rs().seq;
+        let keep = key.is_none() && self.placement.holders(Placed::Result(seq)).contains(&me);
         let r = self.rs();
         match key {
             Some(k) => r.boot.insert(k, hdr, data.to_vec()).map_err(Error::Mismatch),
             None => {
-                let seq = r.seq;
-                let keep = crate::topology::result_holders(seq, world, replicas).contains(&me);
                 r.results.push(seq, hdr, data, keep);
                 r.seq += 1;
                 Ok(())
@@ -1002,7 +1029,7 @@ impl Communicator {
                 Proposal::decode(w).ok_or_else(|| Error::Protocol(format!("rank {r} sent no recovery proposal")))
             })
             .collect::<Result<_>>()?;
-        let decision = decide(&props, self.cfg.result_replicas);
+        let decision = decide(&props, &self.placement);
         debug!("rank {me}: recovery consensus {decision:?}");
         match decision {
             Decision::Execute => Ok(Round::Execute),
@@ -1072,7 +1099,6 @@ impl Communicator {
                     let global = payload.get(8 * world..).unwrap_or_default().to_vec();
                     // Each loader's local model comes from the live worker nearest to it that
                     // holds a replica (every worker says which of the loaders' replicas it has).
-                    let copies = self.cfg.local_replicas.min(world - 1);
                     let mut holds = 0u64;
                     for (i, r) in to.iter().enumerate().take(64) {
                         // Only replicas of the version being served (safety net: pending
@@ -1089,7 +1115,7 @@ impl Communicator {
                         }
                         let holders = (0..world).filter(|&h| i < 64 && holds[h] >> i & 1 == 1);
                         let Some(holder) = holders.min_by_key(|&h| (crate::topology::tree_distance(h, r), h)) else {
-                            let replicas: Vec<usize> = (1..=copies).map(|j| (r + j) % world).collect();
+                            let replicas = self.placement.holders(Placed::LocalModel(r));
                             return Err(Error::RecoveryImpossible(format!(
                                 "no live worker holds the local model of rank {r} (replicated on ranks {replicas:?} at \
                                  the last checkpoint; raise WARREN_LOCAL_REPLICAS to survive more simultaneous losses)"
@@ -1105,8 +1131,7 @@ impl Communicator {
                     // their owners, so that replication is whole again.
                     let mut my_replicas = Replicas::new();
                     for &r in &to {
-                        for j in 1..=copies {
-                            let owner = (r + world - j) % world;
+                        for owner in self.placement.local_models_kept_by(r) {
                             if to.contains(&owner) || sizes.get(owner).copied().unwrap_or(0) == 0 {
                                 continue;
                             }

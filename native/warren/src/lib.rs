@@ -6,7 +6,9 @@
 //!   allgather / barrier / print / finalize.
 //! - [`collective`]: tree and ring algorithms over a set of links (no fault tolerance).
 //! - [`transport`]: TCP links with deadlines and the readiness loop that drives them.
-//! - [`tracker`]: rendezvous, stable ranks, topology brokering, job log (async, tokio).
+//! - [`tracker`]: rendezvous, membership views, topology brokering, job log (async, tokio).
+//! - [`membership`]: views `(epoch, members by task id)` and the placement of recovery data
+//!   derived from them (pure).
 //! - [`topology`] and [`proto`]: pure logic and wire formats, no I/O.
 //! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
 //! - [`master`]: the data master's task queue (pure state machine) and its durable wrapper.
@@ -23,6 +25,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod master;
+pub mod membership;
 pub mod proto;
 pub mod recordio;
 pub mod reduce;

@@ -8,8 +8,9 @@
 //! run it.
 
 use super::Point;
+use crate::membership::{Placed, Placement};
 use crate::proto::{COUNT_UNKNOWN, CallHeader};
-use crate::topology::{result_holders, tree_distance};
+use crate::topology::tree_distance;
 
 /// Among `candidates`, the one nearest on the tree to the first of `to` (lowest rank on a tie).
 fn nearest(candidates: impl Iterator<Item = usize>, to: &[usize]) -> Option<usize> {
@@ -133,9 +134,9 @@ fn ranks_where(props: &[Proposal], f: impl Fn(&Proposal) -> bool) -> Vec<usize> 
 }
 
 /// Decides the next step from every worker's proposal (indexed by rank). Each call's result
-/// is kept by [`result_holders`]`(seq, world, result_replicas)`; data is served by the holder
-/// nearest on the tree to the workers that need it.
-pub fn decide(props: &[Proposal], result_replicas: usize) -> Decision {
+/// is kept where `placement` puts it; data is served by the holder nearest on the tree to the
+/// workers that need it.
+pub fn decide(props: &[Proposal], placement: &Placement) -> Decision {
     use Decision::*;
     // Workers inside a checkpoint that others already committed commit first: until then their
     // replicas of the local models are the previous version's, and a loader must not get those.
@@ -183,7 +184,7 @@ pub fn decide(props: &[Proposal], result_replicas: usize) -> Decision {
     let maxs = props.iter().map(|p| p.point.1).max().unwrap_or(0);
     if mins < maxs {
         let to = ranks_where(props, |p| p.point.1 == mins);
-        let keepers = result_holders(mins, props.len(), result_replicas);
+        let keepers = placement.holders(Placed::Result(mins));
         let holders = keepers.iter().copied().filter(|&r| props[r].point.1 > mins);
         return match nearest(holders, &to) {
             Some(server) => ServeResult { point: (minv, mins), server, to },
@@ -255,7 +256,7 @@ mod tests {
     use super::*;
 
     fn decide_t(props: &[Proposal]) -> Decision {
-        decide(props, 0)
+        decide(props, &Placement::new(props.len(), 0, 2))
     }
 
     fn p(v: u32, s: u32, want: Want) -> Proposal {
@@ -304,11 +305,14 @@ mod tests {
         props[6] = p(1, 4, Want::Execute);
         assert_eq!(decide_t(&props), Decision::ServeResult { point: (1, 4), server: 2, to: vec![6] });
         // With 2 replicas per result, call #4 is kept by ranks 4 and 0 (4 + 7/2 = 7 = 0 mod 7).
-        assert_eq!(decide(&props, 2), Decision::ServeResult { point: (1, 4), server: 0, to: vec![6] });
+        assert_eq!(
+            decide(&props, &Placement::new(7, 2, 2)),
+            Decision::ServeResult { point: (1, 4), server: 0, to: vec![6] }
+        );
         // Both keepers behind too: impossible, said so.
         props[0] = p(1, 4, Want::Execute);
         props[4] = p(1, 4, Want::Execute);
-        assert!(matches!(decide(&props, 2), Decision::Impossible(m) if m.contains("[0, 4]")));
+        assert!(matches!(decide(&props, &Placement::new(7, 2, 2)), Decision::Impossible(m) if m.contains("[0, 4]")));
     }
 
     #[test]

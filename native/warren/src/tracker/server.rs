@@ -13,6 +13,7 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use super::registry::{Registered, Registry, WorkerState};
 use super::{JobOutcome, JobReport};
 use crate::auth::Purpose;
+use crate::membership::View;
 use crate::proto::{self, FromTracker, ToTracker};
 use crate::transport::accept_authenticated;
 
@@ -157,8 +158,20 @@ async fn connection(stream: TcpStream, state: SharedState) {
     let _ = writer.await;
 }
 
+/// Sends every member of `view` its assignment: the view and everyone's addresses.
+fn assign(s: &Shared, view: &View) {
+    let peers = s.registry.peers();
+    let round = s.registry.rounds();
+    for tid in view.members() {
+        if let Some((_, t)) = s.conns.get(tid) {
+            let recovered = s.restarted.contains(tid);
+            let _ = t.send(FromTracker::Assignment { view: view.clone(), peers: peers.clone(), round, recovered });
+        }
+    }
+}
+
 /// Tells the others that a round opened, and everyone the new addresses once it is complete.
-fn announce_round(s: &mut Shared, task_id: &str, rank: usize, opened: bool, complete: Option<Vec<(String, usize)>>) {
+fn announce_round(s: &mut Shared, task_id: &str, rank: usize, opened: bool, complete: Option<View>) {
     if opened {
         for (tid, (_, t)) in s.conns.iter() {
             if tid != task_id {
@@ -166,22 +179,9 @@ fn announce_round(s: &mut Shared, task_id: &str, rank: usize, opened: bool, comp
             }
         }
     }
-    if let Some(all) = complete {
-        let peers = s.registry.peers();
-        let epoch = s.registry.epoch();
-        info!("tracker: re-link round complete (epoch {epoch}); {} workers re-linking", all.len());
-        for (tid, r) in all {
-            if let Some((_, t)) = s.conns.get(&tid) {
-                let recovered = s.restarted.contains(&tid);
-                let _ = t.send(FromTracker::Assignment {
-                    rank: r,
-                    world: peers.len(),
-                    peers: peers.clone(),
-                    epoch,
-                    recovered,
-                });
-            }
-        }
+    if let Some(view) = complete {
+        info!("tracker: re-link round {} complete; {} workers re-linking", s.registry.rounds(), view.world());
+        assign(s, &view);
         s.restarted.clear();
     }
 }
@@ -224,26 +224,14 @@ fn handle(
                     );
                     s.conns.insert(task_id.clone(), (conn_id, tx.clone()));
                 }
-                Registered::Assigned(ranks) => {
+                Registered::Assigned(view) => {
                     s.conns.insert(task_id.clone(), (conn_id, tx.clone()));
-                    let peers = s.registry.peers();
-                    let epoch = s.registry.epoch();
                     info!(
                         "tracker: all {} workers arrived in {:.2?}; ranks assigned",
-                        ranks.len(),
+                        view.world(),
                         s.started.elapsed()
                     );
-                    for (tid, rank) in ranks {
-                        if let Some((_, t)) = s.conns.get(&tid) {
-                            let _ = t.send(FromTracker::Assignment {
-                                rank,
-                                world: peers.len(),
-                                peers: peers.clone(),
-                                epoch,
-                                recovered: false,
-                            });
-                        }
-                    }
+                    assign(s, &view);
                 }
                 Registered::RoundJoined { rank, opened, complete } => {
                     info!("tracker: task {task_id} (rank {rank}) registered again (attempt {attempt}): re-link round");
