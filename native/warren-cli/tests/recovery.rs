@@ -85,8 +85,8 @@ fn seed_scenario_ten_workers_four_failures() {
 }
 
 /// Per iteration the example makes: #0 gradient allreduce, #1 loss allreduce, #2 broadcast,
-/// #3 checkpoint (prepare), #4 checkpoint ack; bootstrap calls are points 1000000 and up;
-/// 2000000 is "joined the tracker, not yet linked to the peers".
+/// #3 checkpoint (prepare), #4 checkpoint ack; `bootstrap:n` is the n-th bootstrap call and
+/// `linking` is "joined the tracker, not yet linked to the peers".
 #[test]
 fn failures_at_every_kind_of_point() {
     for local in [true, false] {
@@ -98,14 +98,14 @@ fn failures_at_every_kind_of_point() {
             ("3,5,2,0", 1, "during a broadcast"),
             ("0,5,3,0", 1, "during a checkpoint"),
             ("1,5,4,0", 1, "during a checkpoint ack"),
-            ("2,0,1000000,0", 1, "during the first bootstrap call"),
-            ("2,0,1000001,0", 1, "during the second bootstrap call"),
+            ("2,bootstrap:0,0", 1, "during the first bootstrap call"),
+            ("2,bootstrap:1,0", 1, "during the second bootstrap call"),
             ("3,0,0,0", 1, "before the first checkpoint"),
             ("1,5,2,0;1,5,3,1", 2, "again during its own recovery"),
             ("1,5,2,0;2,5,3,0", 2, "another worker during a recovery"),
             ("1,7,0,0;2,7,0,0", 2, "two at once"),
             ("0,11,4,0", 1, "at the last call"),
-            ("1,5,2,0;1,0,2000000,1", 2, "the replacement, while the others link to it"),
+            ("1,5,2,0;1,linking,1", 2, "the replacement, while the others link to it"),
             ("3,6,1,0;2,6,3,0", 2, "the predecessor of a replacement, before the next checkpoint"),
         ];
         for (mock, restarts, what) in cases {

@@ -23,6 +23,7 @@ use crate::collective::{self, Net, Scratch};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::membership::{Placed, Placement, View};
+use crate::mock::{Mock, Point as MockPoint};
 use crate::proto::{COUNT_UNKNOWN, CallHeader, CallKind, FromTracker, ToTracker};
 use crate::reduce::{self, DataType, Element, Op};
 use crate::robust::{
@@ -59,7 +60,7 @@ struct RobustState {
     /// Set after a re-link until every worker is at the same call again.
     consensus: bool,
     recoveries: u64,
-    /// Bootstrap calls made (for failure injection: they are mock points `1_000_000 + n`).
+    /// Bootstrap calls made (for failure injection: [`MockPoint::Bootstrap`]).
     boot_calls: u32,
     /// A copy of the current call's input, to retry it after a re-link (reused).
     backup: Vec<u8>,
@@ -215,8 +216,7 @@ impl Communicator {
         }
         let mut comm = Communicator::assemble(cfg, view, waiter, Some(tracker), Some(listener), robust)?;
         let rank = comm.topo.rank;
-        // Failure injection point "joined, not yet linked" (seq 2000000).
-        comm.maybe_mock((0, 2_000_000));
+        comm.maybe_mock(MockPoint::Linking);
         match comm.install_links(&peers, deadline) {
             Err(e) if recoverable(&e) && comm.robust.is_some() => comm.relink(&e)?,
             r => r?,
@@ -870,11 +870,11 @@ impl Communicator {
         result
     }
 
-    /// Exits abruptly if `WARREN_MOCK` names this worker at this call (failure injection).
-    fn maybe_mock(&self, point: (u32, u32)) {
-        let me = (self.topo.rank, point.0, point.1, self.cfg.attempt);
+    /// Exits abruptly if `WARREN_MOCK` names this worker at this point (failure injection).
+    fn maybe_mock(&self, point: MockPoint) {
+        let me = Mock { rank: self.topo.rank, point, attempt: self.cfg.attempt };
         if self.cfg.mock.contains(&me) {
-            eprintln!("WARREN_MOCK: rank {} exits at version {} call {} (attempt {})", me.0, me.1, me.2, me.3);
+            eprintln!("WARREN_MOCK: rank {} exits at {me}", me.rank);
             // SAFETY: _exit ends the process at once, like a crash; nothing runs after it.
             unsafe { libc::_exit(86) }
         }
@@ -899,11 +899,11 @@ impl Communicator {
             (r.version, r.seq)
         };
         match key {
-            None => self.maybe_mock(point),
+            None => self.maybe_mock(MockPoint::Call { version: point.0, seq: point.1 }),
             Some(_) => {
                 let n = self.rs().boot_calls;
                 self.rs().boot_calls += 1;
-                self.maybe_mock((point.0, 1_000_000 + n));
+                self.maybe_mock(MockPoint::Bootstrap(n));
             }
         }
         let mut backup = std::mem::take(&mut self.rs().backup);

@@ -13,7 +13,8 @@
 //! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
 //! - [`master`]: the data master's task queue (pure state machine) and its durable wrapper.
 //! - [`store`]: durable storage for the master: write-ahead log with group commit, snapshots.
-//! - [`config`]: worker settings from the environment or given explicitly.
+//! - [`config`]: worker settings from the environment or given explicitly; [`mock`]: the
+//!   failure-injection points they can name.
 //! - [`recordio`]: PaddlePaddle RecordIO files (chunked, checksummed, compressed) and dmlc
 //!   `.rec` files: writer, header-only index, readers.
 //! - [`error`]: the crate's single error type.
@@ -26,6 +27,7 @@ pub mod engine;
 pub mod error;
 pub mod master;
 pub mod membership;
+pub mod mock;
 pub mod proto;
 pub mod recordio;
 pub mod reduce;
