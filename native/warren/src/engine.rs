@@ -21,7 +21,7 @@ use log::{debug, info, warn};
 
 use crate::collective::{self, Net, Scratch};
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::{CallMismatch, Declaration, Error, Result};
 use crate::membership::{Placed, Placement, View};
 use crate::mock::{Mock, Point as MockPoint};
 use crate::proto::{COUNT_UNKNOWN, CallHeader, CallKind, FromTracker, ToTracker};
@@ -155,11 +155,10 @@ fn checked_payload(
     for &r in to {
         let p = &props[r];
         if p.call != call || (p.count != stored.count && p.count != COUNT_UNKNOWN) {
-            return Err(Error::Mismatch(format!(
-                "rank {r} replays {what} as a call of {} bytes, but that call was {}",
-                if p.count == COUNT_UNKNOWN { "?".to_string() } else { p.count.to_string() },
-                stored.describe()
-            )));
+            let count = if p.count == COUNT_UNKNOWN { "?".to_string() } else { p.count.to_string() };
+            let replay = Declaration { rank: r, call: format!("a call of {count} bytes") };
+            let original = Declaration { rank: server, call: stored.describe() };
+            return Err(Error::Mismatch(CallMismatch::new(replay, original, format!("rank {r} replays {what}"))));
         }
     }
     Ok(payload.split_off(HEADER_LEN))
@@ -722,10 +721,9 @@ impl Communicator {
         if agreed == 0 {
             return Ok(Checkpoint::default());
         }
-        let c = checkpoint::read_durable(&self.cfg, me, agreed)?.ok_or_else(|| {
-            Error::RecoveryImpossible(format!(
-                "rank {me} has no durable checkpoint of version {agreed}, which every worker has"
-            ))
+        let c = checkpoint::read_durable(&self.cfg, me, agreed)?.ok_or_else(|| Error::RecoveryImpossible {
+            lost: vec![self.cfg.task_id.clone()],
+            reason: format!("rank {me} has no durable checkpoint of version {agreed}, which every worker has"),
         })?;
         info!("rank {me}: loaded durable checkpoint version {agreed}");
         let r = self.rs();
@@ -959,7 +957,10 @@ impl Communicator {
         let keep = key.is_none() && self.placement.holders(Placed::Result(seq)).contains(&me);
         let r = self.rs();
         match key {
-            Some(k) => r.boot.insert(k, hdr, data.to_vec()).map_err(Error::Mismatch),
+            Some(k) => r.boot.insert(k, hdr, data.to_vec()).map_err(|[cached, new]| {
+                let (first, second) = (Declaration { rank: me, call: cached }, Declaration { rank: me, call: new });
+                Error::Mismatch(CallMismatch::new(first, second, "bootstrap key collision"))
+            }),
             None => {
                 r.results.push(seq, hdr, data, keep);
                 r.seq += 1;
@@ -1034,14 +1035,16 @@ impl Communicator {
         match decision {
             Decision::Execute => Ok(Round::Execute),
             Decision::Mismatch(m) => Err(Error::Mismatch(m)),
-            Decision::Impossible(m) => Err(Error::RecoveryImpossible(m)),
+            Decision::Impossible { lost, reason } => Err(self.impossible(&lost, reason)),
             Decision::CommitCheckpoint { to } => Ok(if to.contains(&me) { Round::Committed } else { Round::Continue }),
             Decision::ServeResult { point: (_, seq), server, to } => {
                 let mut payload = Vec::new();
                 if me == server {
                     let r = self.rs();
                     let stored = r.results.get(seq).ok_or_else(|| {
-                        Error::RecoveryImpossible(format!("rank {me} lost the result of call #{seq}"))
+                        Error::Protocol(format!(
+                            "rank {me} was chosen to serve the result of call #{seq} but does not hold it"
+                        ))
                     })?;
                     payload.extend_from_slice(&stored.header.encode());
                     payload.extend_from_slice(&stored.data);
@@ -1060,7 +1063,7 @@ impl Communicator {
                 let holds: Vec<u64> = self.gather::<1>([mask])?.into_iter().map(|h| h[0]).collect();
                 match decide_bootstrap(&props, &keys, &holds) {
                     BootstrapDecision::Execute => Ok(Round::Execute),
-                    BootstrapDecision::Impossible(m) => Err(Error::RecoveryImpossible(m)),
+                    BootstrapDecision::Impossible { lost, reason } => Err(self.impossible(&lost, reason)),
                     BootstrapDecision::Serve { key: k, server, to } => {
                         let mut payload = Vec::new();
                         if me == server {
@@ -1116,10 +1119,12 @@ impl Communicator {
                         let holders = (0..world).filter(|&h| i < 64 && holds[h] >> i & 1 == 1);
                         let Some(holder) = holders.min_by_key(|&h| (crate::topology::tree_distance(h, r), h)) else {
                             let replicas = self.placement.holders(Placed::LocalModel(r));
-                            return Err(Error::RecoveryImpossible(format!(
+                            let reason = format!(
                                 "no live worker holds the local model of rank {r} (replicated on ranks {replicas:?} at \
                                  the last checkpoint; raise WARREN_LOCAL_REPLICAS to survive more simultaneous losses)"
-                            )));
+                            );
+                            let lost: Vec<usize> = std::iter::once(r).chain(replicas).collect();
+                            return Err(self.impossible(&lost, reason));
                         };
                         let mut replica = if me == holder { self.rs().replicas[&r].clone() } else { Vec::new() };
                         self.serve(holder, &mut replica)?;
@@ -1160,6 +1165,11 @@ impl Communicator {
                 Ok(if to.contains(&me) { Round::Loaded } else { Round::Continue })
             }
         }
+    }
+
+    /// The error of an impossible recovery, naming the task ids of the lost ranks.
+    fn impossible(&self, lost: &[usize], reason: String) -> Error {
+        Error::RecoveryImpossible { lost: self.view.tasks_of(lost), reason }
     }
 
     fn close_links(&mut self) {

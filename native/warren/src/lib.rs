@@ -39,6 +39,6 @@ pub mod transport;
 
 pub use config::Config;
 pub use engine::{CallStats, Checkpoint, Communicator};
-pub use error::{Error, Result};
+pub use error::{CallMismatch, Declaration, Error, Result};
 pub use reduce::{DataType, Element, Op};
 pub use tracker::{Tracker, TrackerConfig};

@@ -18,7 +18,7 @@ use crate::reduce::ByteReducer;
 use crate::topology::Topology;
 
 use super::Scratch;
-use super::net::{HeaderIn, HeaderOut, HeaderState, Net};
+use super::net::{HeaderIn, HeaderOut, HeaderState, Net, declared};
 
 struct Child {
     rank: usize,
@@ -75,9 +75,10 @@ pub(crate) fn allreduce_tree(
             if all {
                 let mut merged = hdr;
                 for c in &children {
-                    match merged.merge(&c.head_in.header().expect("received"), me, c.rank) {
+                    let theirs = c.head_in.header().expect("received");
+                    match merged.merge(&theirs, me, c.rank) {
                         Ok(m) => merged = m,
-                        Err(reason) => return Err(net.abort(&everyone, true, reason)),
+                        Err(_) => return Err(net.abort_mismatch(&everyone, declared(me, &merged, c.rank, &theirs))),
                     }
                 }
                 agreed = Some(merged);
@@ -134,7 +135,7 @@ pub(crate) fn allreduce_tree(
                         let mine = agreed.unwrap_or(hdr);
                         let h = match mine.merge(&h, me, parent) {
                             Ok(h) => h,
-                            Err(reason) => return Err(net.abort(&everyone, true, reason)),
+                            Err(_) => return Err(net.abort_mismatch(&everyone, declared(me, &mine, parent, &h))),
                         };
                         final_hdr = Some(h);
                         children.iter_mut().for_each(|c| c.head_out.set(&h));

@@ -8,6 +8,7 @@
 //! run it.
 
 use super::Point;
+use crate::error::{CallMismatch, Declaration};
 use crate::membership::{Placed, Placement};
 use crate::proto::{COUNT_UNKNOWN, CallHeader};
 use crate::topology::tree_distance;
@@ -49,6 +50,17 @@ pub struct Proposal {
 
 /// Number of `u64` words of an encoded proposal.
 pub const PROPOSAL_WORDS: usize = 5;
+
+impl Want {
+    fn label(self) -> &'static str {
+        match self {
+            Want::Execute => "",
+            Want::Checkpoint => "checkpoint ",
+            Want::LoadCheckpoint => "load-checkpoint ",
+            Want::Bootstrap => "bootstrap ",
+        }
+    }
+}
 
 impl Proposal {
     /// The identity hash of a call header (its position and size excluded).
@@ -124,9 +136,14 @@ pub enum Decision {
         to: Vec<usize>,
     },
     /// The workers cannot agree on a call: a programming error, reported on every worker.
-    Mismatch(String),
+    Mismatch(CallMismatch),
     /// The data needed to recover is gone.
-    Impossible(String),
+    Impossible {
+        /// The ranks whose loss made it so.
+        lost: Vec<usize>,
+        /// What is gone.
+        reason: String,
+    },
 }
 
 fn ranks_where(props: &[Proposal], f: impl Fn(&Proposal) -> bool) -> Vec<usize> {
@@ -173,12 +190,13 @@ pub fn decide(props: &[Proposal], placement: &Placement) -> Decision {
             return CommitCheckpoint { to: behind };
         }
         let r = behind[0];
-        return Impossible(format!(
+        let reason = format!(
             "rank {r} replays call #{} of checkpoint version {minv}, but other workers are at version {maxv} and \
              results from before a checkpoint are gone (mark calls made before the first checkpoint as bootstrap \
              calls and enable the bootstrap cache)",
             props[r].point.1
-        ));
+        );
+        return Impossible { lost: behind, reason };
     }
     let mins = props.iter().map(|p| p.point.1).min().unwrap_or(0);
     let maxs = props.iter().map(|p| p.point.1).max().unwrap_or(0);
@@ -188,20 +206,25 @@ pub fn decide(props: &[Proposal], placement: &Placement) -> Decision {
         let holders = keepers.iter().copied().filter(|&r| props[r].point.1 > mins);
         return match nearest(holders, &to) {
             Some(server) => ServeResult { point: (minv, mins), server, to },
-            None => Impossible(format!(
-                "the result of call #{mins} of version {minv} was kept only by ranks {keepers:?}, none of which has it \
-                 now (raise WARREN_RESULT_REPLICAS, or 0 to keep every result on every worker)"
-            )),
+            None => Impossible {
+                reason: format!(
+                    "the result of call #{mins} of version {minv} was kept only by ranks {keepers:?}, none of which \
+                     has it now (raise WARREN_RESULT_REPLICAS, or 0 to keep every result on every worker)"
+                ),
+                lost: keepers,
+            },
         };
     }
     let first = props[0];
     for (r, p) in props.iter().enumerate().skip(1) {
         let counts_agree = p.count == first.count || p.count == COUNT_UNKNOWN || first.count == COUNT_UNKNOWN;
         if p.want != first.want || p.call != first.call || !counts_agree {
-            return Mismatch(format!(
-                "after recovery, rank 0 and rank {r} are at call #{} of version {} but declared different calls",
-                first.point.1, first.point.0
-            ));
+            let declared = |rank: usize, p: &Proposal| Declaration {
+                rank,
+                call: format!("{}call {:#x} of {} bytes", p.want.label(), p.call, p.count),
+            };
+            let context = format!("after a recovery, at call #{} of version {}", first.point.1, first.point.0);
+            return Mismatch(CallMismatch::new(declared(0, &first), declared(r, p), context));
         }
     }
     Execute
@@ -225,7 +248,12 @@ pub enum BootstrapDecision {
     /// Nobody has any of the keys and everyone is at the same bootstrap call: run it.
     Execute,
     /// Nobody has what is asked and the workers are at different calls.
-    Impossible(String),
+    Impossible {
+        /// The ranks waiting for results nobody has.
+        lost: Vec<usize>,
+        /// What is missing.
+        reason: String,
+    },
 }
 
 /// Decides how to go on with the requested bootstrap `keys`: `holds[r]` has bit `i` set if
@@ -244,11 +272,12 @@ pub fn decide_bootstrap(props: &[Proposal], keys: &[u64], holds: &[u64]) -> Boot
     }
     let waiting: Vec<usize> = ranks_where(props, |p| p.want == Want::Bootstrap);
     let elsewhere: Vec<usize> = ranks_where(props, |p| p.want != Want::Bootstrap || p.key != props[waiting[0]].key);
-    BootstrapDecision::Impossible(format!(
+    let reason = format!(
         "bootstrap calls requested by ranks {waiting:?} are cached by no worker, and ranks {elsewhere:?} are at other \
          calls (bootstrap calls must be made before the first checkpoint, by every worker, in an order that does not \
          depend on the worker)"
-    ))
+    );
+    BootstrapDecision::Impossible { lost: waiting, reason }
 }
 
 #[cfg(test)]
@@ -312,7 +341,9 @@ mod tests {
         // Both keepers behind too: impossible, said so.
         props[0] = p(1, 4, Want::Execute);
         props[4] = p(1, 4, Want::Execute);
-        assert!(matches!(decide(&props, &Placement::new(7, 2, 2)), Decision::Impossible(m) if m.contains("[0, 4]")));
+        assert!(
+            matches!(decide(&props, &Placement::new(7, 2, 2)), Decision::Impossible { reason: m, lost } if m.contains("[0, 4]") && lost == vec![0, 4])
+        );
     }
 
     #[test]
@@ -334,9 +365,11 @@ mod tests {
     #[test]
     fn replaying_a_call_from_before_the_checkpoint_is_impossible() {
         let props = [p(5, 0, Want::Execute), p(0, 1, Want::Execute)];
-        assert!(matches!(decide_t(&props), Decision::Impossible(m) if m.contains("rank 1") && m.contains("bootstrap")));
+        assert!(
+            matches!(decide_t(&props), Decision::Impossible { reason: m, lost } if m.contains("rank 1") && m.contains("bootstrap") && lost == vec![1])
+        );
         let far = [p(7, 0, Want::Execute), p(5, 3, Want::Checkpoint)];
-        assert!(matches!(decide_t(&far), Decision::Impossible(_)));
+        assert!(matches!(decide_t(&far), Decision::Impossible { .. }));
     }
 
     #[test]
@@ -365,7 +398,7 @@ mod tests {
             decide_bootstrap(&props, &[40], &[1, 0, 1]),
             BootstrapDecision::Serve { key: 40, server: 0, to: vec![1] }
         );
-        assert!(matches!(decide_bootstrap(&props, &[40], &[0, 0, 0]), BootstrapDecision::Impossible(_)));
+        assert!(matches!(decide_bootstrap(&props, &[40], &[0, 0, 0]), BootstrapDecision::Impossible { .. }));
         let all = [boot(40), boot(40)];
         assert_eq!(decide_bootstrap(&all, &[40], &[0, 0]), BootstrapDecision::Execute);
     }
