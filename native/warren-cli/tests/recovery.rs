@@ -2,77 +2,12 @@
 //! model of the failure-free run (the same `MODEL_HASH`), or, when the failures exceed what can
 //! be recovered, fail on every worker with a clear error. Every run has a hard time limit.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
 
-const WARREN: &str = env!("CARGO_BIN_EXE_warren");
-const LIMIT: Duration = Duration::from_secs(90);
+use std::process::Command;
+use std::time::Duration;
 
-struct Run {
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn summary(&self) -> serde_json::Value {
-        let line = self.stdout.lines().find_map(|l| l.strip_prefix("WARREN_RUN_SUMMARY ")).expect("summary line");
-        serde_json::from_str(line).unwrap()
-    }
-    fn hash(&self) -> Option<String> {
-        self.stdout.lines().find_map(|l| l.strip_prefix("MODEL_HASH ")).map(str::to_string)
-    }
-    fn restarts(&self) -> u64 {
-        self.summary()["restarts"].as_u64().unwrap()
-    }
-    fn ok(&self) -> bool {
-        self.summary()["status"] == "ok"
-    }
-}
-
-/// `warren run` of the example training job; `kill` is called with the launcher's pid once the
-/// job is running (for external kills), and the run is bounded by LIMIT.
-fn train(n: usize, run_args: &[&str], train_args: &[&str], env: &[(&str, &str)], kill: impl FnOnce(u32)) -> Run {
-    let mut cmd = Command::new(WARREN);
-    cmd.args(["run", "-n", &n.to_string(), "--max-restarts", "10"]).args(run_args);
-    cmd.args(["--", WARREN, "example", "train", "--model-bytes", "40000"]).args(train_args);
-    cmd.env("WARREN_BOOTSTRAP_CACHE", "1").env("WARREN_CONNECT_TIMEOUT_S", "30").env("WARREN_TIMEOUT_S", "30");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    kill(child.id());
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > LIMIT {
-            let _ = Command::new("pkill").args(["-KILL", "-P", &child.id().to_string()]).status();
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("job hung past {LIMIT:?}:\n{}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
-    Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn clean(n: usize, train_args: &[&str]) -> String {
-    let r = train(n, &[], train_args, &[], |_| {});
-    assert!(r.ok(), "{}", r.stderr);
-    r.hash().expect("hash")
-}
-
-fn mocked(n: usize, mock: &str, train_args: &[&str]) -> Run {
-    train(n, &[], train_args, &[("WARREN_MOCK", mock)], |_| {})
-}
-
-fn assert_recovered(r: &Run, want_hash: &str, restarts: u64, what: &str) {
-    assert!(r.ok(), "{what}: job failed:\n{}", r.stderr);
-    assert_eq!(r.hash().as_deref(), Some(want_hash), "{what}: model differs from the failure-free run");
-    assert_eq!(r.restarts(), restarts, "{what}");
-}
+use support::training::{Rng, assert_recovered, clean, mocked, train};
 
 /// The seed's scenario: 10 workers; ranks 0, 4 and 9 die at the same point, then rank 1 right
 /// after; all recover and the model equals the failure-free run's.
@@ -121,19 +56,13 @@ fn twenty_seeded_random_kill_schedules() {
     let args = ["--iters", "60", "--compute-ms", "4"];
     let want = clean(4, &args);
     for seed in 0..20u64 {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
-        let kills = 1 + rnd(2);
-        let plan: Vec<(u64, u64)> = (0..kills).map(|_| (60 + rnd(90), rnd(4))).collect();
-        let r = train(4, &[], &args, &[], |launcher| {
+        let mut rnd = Rng::new(seed);
+        let kills = 1 + rnd.below(2);
+        let plan: Vec<(u64, u64)> = (0..kills).map(|_| (60 + rnd.below(90), rnd.below(4))).collect();
+        let r = train(4, &[], &args, &[], |job| {
             for (delay_ms, victim) in &plan {
                 std::thread::sleep(Duration::from_millis(*delay_ms));
-                let out = Command::new("pgrep").args(["-P", &launcher.to_string()]).output().unwrap();
+                let out = Command::new("pgrep").args(["-P", &job.launcher.to_string()]).output().unwrap();
                 let pids: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
                 if let Some(pid) = pids.get(*victim as usize % pids.len().max(1)) {
                     let _ = Command::new("kill").args(["-KILL", pid]).status();

@@ -35,7 +35,8 @@ pub mod keys {
     /// `1` (default) for retry-one recovery (results buffered, re-link on a lost peer); `0`
     /// for plain collectives that fail on a lost peer.
     pub const ROBUST: &str = "WARREN_ROBUST";
-    /// `1` to keep bootstrap results for the whole job (off by default).
+    /// `1` (default) to keep bootstrap results for the whole job, `0` to treat bootstrap calls
+    /// as ordinary calls (a worker restarted after the first checkpoint then cannot replay them).
     pub const BOOTSTRAP_CACHE: &str = "WARREN_BOOTSTRAP_CACHE";
     /// Failure injection: entries separated by `;`, each `rank,version,seq,attempt`,
     /// `rank,bootstrap:n,attempt` or `rank,linking,attempt` (see [`crate::mock`]); the
@@ -84,7 +85,8 @@ pub struct Config {
     pub socket_buffer: Option<usize>,
     /// Retry-one recovery. Default: on.
     pub robust: bool,
-    /// Bootstrap cache. Default: off.
+    /// Bootstrap cache. Default: on (the results of calls marked bootstrap are kept for the
+    /// whole job, so a restarted worker can replay them).
     pub bootstrap_cache: bool,
     /// Failure-injection points ([`crate::mock`]). Default: none.
     pub mock: Vec<crate::mock::Mock>,
@@ -139,7 +141,7 @@ impl Default for Config {
             host: None,
             socket_buffer: None,
             robust: true,
-            bootstrap_cache: false,
+            bootstrap_cache: true,
             mock: Vec::new(),
             local_replicas: 2,
             result_replicas: 0,
@@ -275,6 +277,7 @@ mod tests {
         let c = Config::from_map(&HashMap::new()).unwrap();
         assert_eq!(c.num_workers, 1);
         assert!(c.tracker_uri.is_none());
+        assert!(c.robust && c.bootstrap_cache, "retry-one with the bootstrap cache by default");
     }
 
     #[test]
@@ -290,7 +293,7 @@ mod tests {
             ("WARREN_SPIN_US", "0"),
             ("WARREN_SOCKET_BUFFER", "65536"),
             ("WARREN_ROBUST", "0"),
-            ("WARREN_BOOTSTRAP_CACHE", "1"),
+            ("WARREN_BOOTSTRAP_CACHE", "0"),
             ("WARREN_MOCK", "0,1,2,0; 4,0,7,1"),
         ]))
         .unwrap();
@@ -301,7 +304,7 @@ mod tests {
         assert_eq!(c.ring_threshold, 1024);
         assert_eq!(c.spin, Duration::ZERO);
         assert_eq!(c.socket_buffer, Some(65536));
-        assert!(!c.robust && c.bootstrap_cache);
+        assert!(!c.robust && !c.bootstrap_cache);
         assert_eq!(c.mock, crate::mock::parse("0,1,2,0;4,0,7,1").unwrap());
         assert!(!format!("{c:?}").contains("abc"), "the secret must not be printed");
     }
