@@ -50,6 +50,34 @@ fn failures_at_every_kind_of_point() {
     }
 }
 
+/// Replication is whole again right after a recovery, so losing up to
+/// `WARREN_LOCAL_REPLICAS` (here 2) workers at any moment is survivable, also right after a
+/// recovery. Rank 3 dies at the ack of checkpoint 5, so its replacement is served that
+/// checkpoint's prepare phase instead of running it (it must still get the replicas of its
+/// predecessors' local models); or two neighbours restart together (the later one's replica of
+/// the earlier one's model must come from another holder). Then the workers that, with the
+/// replacement, held the replicas are lost. (Before replication was restored, the first and
+/// last cases failed with "no live worker holds the local model of rank 1 (replicated on ranks
+/// [2, 3])" and "... of rank 4 (replicated on ranks [5, 6])".)
+#[test]
+fn replication_is_whole_again_right_after_a_recovery() {
+    let args = ["--iters", "12"];
+    let want = clean(8, &args);
+    let cases = [
+        ("3,4,4,0;2,5,1,0;1,5,1,0", 3, "a worker served a checkpoint's prepare phase, then its two ring predecessors"),
+        ("3,4,4,0;4,5,1,0;5,5,3,0", 3, "a worker, then its two ring successors one after another"),
+        (
+            "4,5,0,0;5,5,0,0;4,5,2,1;6,5,2,0",
+            4,
+            "two neighbours together, then the first again with the second's successor",
+        ),
+    ];
+    for (mock, restarts, what) in cases {
+        let r = train(8, &[], &args, &[("WARREN_MOCK", mock), ("WARREN_LOCAL_REPLICAS", "2")], |_| {});
+        assert_recovered(&r, &want, restarts, &format!("{what} (WARREN_MOCK={mock})"));
+    }
+}
+
 /// `kill -9` from outside at seeded random times and victims.
 #[test]
 fn twenty_seeded_random_kill_schedules() {
