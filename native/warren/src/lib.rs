@@ -3,7 +3,9 @@
 //! Layout (dependencies point downwards):
 //!
 //! - [`engine`]: the public API, [`Communicator`]: init / allreduce / broadcast /
-//!   allgather / barrier / print / finalize.
+//!   allgather / barrier / checkpoint / print / finalize; it carries out what `robust` plans.
+//! - [`robust`]: retry-one recovery: what each worker keeps, and the pure planning of a
+//!   recovery from every worker's proposal (who sends what to whom).
 //! - [`collective`]: tree and ring algorithms over a set of links (no fault tolerance).
 //! - [`transport`]: TCP links with deadlines and the readiness loop that drives them.
 //! - [`tracker`]: rendezvous, membership views, topology brokering, job log (async, tokio).

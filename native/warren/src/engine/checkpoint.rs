@@ -110,7 +110,7 @@ impl Communicator {
         }
         let hdr = self.header(CallKind::Checkpoint, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
         loop {
-            match self.consensus_round(&hdr, Want::LoadCheckpoint, None) {
+            match self.recovery_round(&hdr, Want::LoadCheckpoint, None) {
                 Ok(Round::Loaded) => return Ok(self.current_checkpoint()),
                 Ok(_) => continue,
                 Err(e) if recoverable(&e) => self.relink(&e)?,

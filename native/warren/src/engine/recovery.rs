@@ -27,12 +27,7 @@ pub(super) enum Round {
 
 impl Communicator {
     /// One recovery round for the call `hdr` this worker is making (see [`crate::robust`]).
-    pub(super) fn consensus_round(
-        &mut self,
-        hdr: &CallHeader,
-        want: Want,
-        key: Option<&BootstrapKey>,
-    ) -> Result<Round> {
+    pub(super) fn recovery_round(&mut self, hdr: &CallHeader, want: Want, key: Option<&BootstrapKey>) -> Result<Round> {
         let me = self.topo.rank;
         let mine = self.rs().state.proposal(want, key, *hdr);
         let props = self.gather_proposals(&mine)?;

@@ -31,7 +31,7 @@ impl Communicator {
         backup.extend_from_slice(buf.bytes());
         let outcome = loop {
             if self.rs().consensus {
-                match self.consensus_round(&hdr, want, key) {
+                match self.recovery_round(&hdr, want, key) {
                     Ok(Round::Execute) => self.rs().consensus = false,
                     Ok(Round::Served(data)) => {
                         buf.set(&data);
