@@ -78,6 +78,19 @@ fn replication_is_whole_again_right_after_a_recovery() {
     }
 }
 
+/// Without local models there is nothing to replicate: `WARREN_LOCAL_REPLICAS=0` still
+/// recovers a lost worker (every worker knows its model was empty).
+#[test]
+fn without_local_models_no_replicas_are_needed() {
+    let args = ["--iters", "12", "--no-local"];
+    let want = clean(4, &args);
+    for mock in ["1,5,2,0", "0,5,3,0", "3,5,4,0;2,6,1,0"] {
+        let r = train(4, &[], &args, &[("WARREN_MOCK", mock), ("WARREN_LOCAL_REPLICAS", "0")], |_| {});
+        let restarts = mock.split(';').count() as u64;
+        assert_recovered(&r, &want, restarts, &format!("no local models, no replicas (WARREN_MOCK={mock})"));
+    }
+}
+
 /// `kill -9` from outside at seeded random times and victims.
 #[test]
 fn twenty_seeded_random_kill_schedules() {

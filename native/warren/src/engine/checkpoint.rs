@@ -11,7 +11,7 @@ use crate::collective;
 use crate::error::{Error, Result};
 use crate::proto::{CallHeader, CallKind};
 use crate::reduce::{self, DataType, Op};
-use crate::robust::{Replicas, Want};
+use crate::robust::{Prepared, Replicas, Want};
 
 /// A checkpoint as returned by [`Communicator::load_checkpoint`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,7 +61,7 @@ impl Communicator {
         let (me, world) = (self.topo.rank, self.topo.world);
         let kept = self.rs().state.kept().to_vec();
         let mine = local.unwrap_or(&[]);
-        let mut received: Option<Replicas> = None;
+        let mut received: Option<Prepared> = None;
         let committed =
             self.robust_call(prep, Want::Checkpoint, None, &mut Vec::new(), &mut |c, _: &mut Vec<u8>| {
                 c.exec(prep, |net, topo, scratch| {
@@ -85,7 +85,7 @@ impl Communicator {
                         replicas.insert(owner, got.clone());
                         block = got;
                     }
-                    received = Some(replicas);
+                    received = Some(Prepared { replicas, sizes });
                     Ok(())
                 })
             })?;

@@ -28,10 +28,10 @@ mod results;
 mod state;
 
 pub use bootstrap::{BootstrapCache, BootstrapKey};
-pub use plan::{Failure, Holdings, Item, Plan, Transfer, answer, answer_words, plan};
+pub use plan::{Failure, Holdings, Item, Plan, Transfer, answer, plan};
 pub use proposal::{PROPOSAL_WORDS, Proposal, Want};
 pub use results::{ResultBuffer, StoredResult};
-pub use state::{RecoveryState, Replicas, Taken, check_served};
+pub use state::{Prepared, RecoveryState, Replicas, Taken, check_served};
 
 /// A position in the call sequence: `(checkpoint version, calls since it)`.
 pub type Point = (u32, u32);

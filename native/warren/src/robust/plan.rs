@@ -130,14 +130,9 @@ impl Holdings {
     }
 }
 
-/// Number of `u64` words of an answer to `asked` items.
-pub fn answer_words(asked: usize) -> usize {
-    asked.div_ceil(64).max(1)
-}
-
 /// One worker's answer to [`Plan::Ask`]: bit `i` set if it holds `asked[i]`.
 pub fn answer(asked: &[Item], holds: impl Fn(&Item) -> bool) -> Vec<u64> {
-    let mut words = vec![0u64; answer_words(asked.len())];
+    let mut words = vec![0u64; asked.len().div_ceil(64).max(1)];
     for (i, item) in asked.iter().enumerate() {
         if holds(item) {
             words[i / 64] |= 1 << (i % 64);

@@ -31,14 +31,18 @@ struct Job {
     placement: Placement,
     boots: u32,
     calls: u32,
+    /// Whether every worker checkpoints a local model; without, nobody does.
+    locals: bool,
 }
 
 /// The bytes every worker computes, so that any served byte can be checked.
 fn global(version: u32) -> Vec<u8> {
     vec![version as u8; 3]
 }
+/// The local model of `owner` at `version`: empty (none) for every third rank, so that
+/// models known to be empty are exercised too.
 fn local(owner: usize, version: u32) -> Vec<u8> {
-    vec![owner as u8, version as u8, 7]
+    if owner % 3 == 2 { vec![] } else { vec![owner as u8, version as u8, 7] }
 }
 fn result(version: u32, seq: u32) -> Vec<u8> {
     vec![version as u8, seq as u8, 1, 2]
@@ -51,6 +55,10 @@ fn key(i: u32) -> BootstrapKey {
 }
 
 impl Job {
+    fn local(&self, owner: usize, version: u32) -> Vec<u8> {
+        if self.locals { local(owner, version) } else { vec![] }
+    }
+
     fn first_pc(&self) -> Pc {
         if self.boots > 0 { Pc::Boot(0) } else { Pc::Load }
     }
@@ -101,7 +109,7 @@ impl Worker {
 
     /// The call at `pc` ended with `data` (run for real, or served): record it and move on.
     /// `replicas` are what a prepare phase delivered (`None`: it was served).
-    fn finish(&mut self, job: &Job, data: Vec<u8>, replicas: Option<Replicas>) {
+    fn finish(&mut self, job: &Job, data: Vec<u8>, ran: Option<Prepared>) {
         let (_, key, call) = job.call(self.pc, self.st.point());
         self.pc = match self.pc {
             Pc::Boot(i) => {
@@ -112,7 +120,8 @@ impl Worker {
             Pc::Call(v, s) if s < job.calls + 1 => {
                 self.st.record(call, None, &data).unwrap();
                 if s == job.calls {
-                    self.st.prepared(Some(local(self.rank, v + 1)), replicas);
+                    let mine = job.local(self.rank, v + 1);
+                    self.st.prepared((!mine.is_empty()).then_some(mine), ran);
                 }
                 Pc::Call(v, s + 1)
             }
@@ -137,7 +146,9 @@ fn run_call(job: &Job, ws: &mut [Worker], who: &[usize]) {
             Pc::Call(v, s) if s < job.calls => (result(v, s), None),
             Pc::Call(v, s) if s == job.calls => {
                 let kept = job.placement.local_models_kept_by(w);
-                (vec![], Some(kept.into_iter().map(|o| (o, local(o, v + 1))).collect()))
+                let replicas = kept.into_iter().map(|o| (o, job.local(o, v + 1))).collect();
+                let sizes = (0..ws.len()).map(|o| job.local(o, v + 1).len() as u64).collect();
+                (vec![], Some(Prepared { replicas, sizes }))
             }
             Pc::Call(..) => (vec![], None),
         };
@@ -156,7 +167,7 @@ enum Ended {
 fn expected(job: &Job, item: &Item) -> Vec<u8> {
     match *item {
         Item::Checkpoint { version } => global(version),
-        Item::LocalModel { owner, version } => local(owner, version),
+        Item::LocalModel { owner, version } => job.local(owner, version),
         Item::Result { point: (_, s) } if s >= job.calls => vec![],
         Item::Result { point } => result(point.0, point.1),
         Item::Bootstrap { key: hash } => {
@@ -210,6 +221,7 @@ fn round(job: &Job, ws: &mut [Worker], cut: Option<&dyn Fn(usize) -> bool>) -> O
             None
         }
         Plan::Move(transfers) => {
+            assert!(!transfers.is_empty(), "a move moves something");
             carry_out(job, ws, &props, &transfers, cut);
             None
         }
@@ -273,7 +285,7 @@ fn check_whole(job: &Job, ws: &[Worker]) {
         for version in versions.into_iter().filter(|&v| v > 0) {
             for owner in std::iter::once(w.rank).chain(w.st.kept().iter().copied()) {
                 let item = Item::LocalModel { owner, version };
-                assert_eq!(w.st.payload(&item), Some(local(owner, version)), "rank {} {item:?}", w.rank);
+                assert_eq!(w.st.payload(&item), Some(job.local(owner, version)), "rank {} {item:?}", w.rank);
             }
         }
     }
@@ -357,7 +369,7 @@ proptest! {
     /// every byte right.
     #[test]
     fn losses_that_leave_a_copy_of_everything_recover((n, copies, boots, calls, bursts) in job_and_bursts()) {
-        let job = Job { placement: Placement::new(n, 0, copies), boots, calls };
+        let job = Job { placement: Placement::new(n, 0, copies), boots, calls, locals: true };
         let mut ws: Vec<Worker> = (0..n).map(|r| Worker::fresh(r, &job)).collect();
         for b in bursts {
             run_for(&job, &mut ws, b.calls_before);
@@ -371,15 +383,16 @@ proptest! {
         }
     }
 
-    /// Losing a local model with every replica of it fails on every worker, naming them.
+    /// Losing a (non-empty) local model with every replica of it fails on every worker,
+    /// naming them.
     #[test]
     fn losing_every_copy_of_a_model_fails_naming_the_lost(n in 3usize..9, copies in 1usize..3, first in 0usize..8, extra in 0usize..12) {
         let copies = copies.min(n - 2);
-        let job = Job { placement: Placement::new(n, 0, copies), boots: 1, calls: 2 };
+        let job = Job { placement: Placement::new(n, 0, copies), boots: 1, calls: 2, locals: true };
         let mut ws: Vec<Worker> = (0..n).map(|r| Worker::fresh(r, &job)).collect();
         // Past the first checkpoint, so that local models exist.
         run_for(&job, &mut ws, 2 + (job.calls as usize + 2) + extra);
-        let owner = first % n;
+        let owner = [0, 1, 3, 4, 6, 7].into_iter().filter(|&o| o < n).nth(first % 2).unwrap(); // with a model
         let victims: Vec<usize> = std::iter::once(owner).chain(job.placement.holders(Placed::LocalModel(owner))).collect();
         lose(&job, &mut ws, &victims, 0);
         match recover(&job, &mut ws, vec![]) {
@@ -391,6 +404,20 @@ proptest! {
                 prop_assert!(reason.contains(&format!("local model of rank {owner}")), "{}", reason);
             }
             other => prop_assert!(false, "{other:?}"),
+        }
+    }
+
+    /// Without local models (and so without replicas of them), a loss is recovered from what
+    /// every worker knows: that the lost worker's model is empty.
+    #[test]
+    fn without_local_models_no_replicas_are_needed(n in 2usize..7, victim in 0usize..7, calls_before in 0usize..30) {
+        let job = Job { placement: Placement::new(n, 0, 0), boots: 1, calls: 2, locals: false };
+        let mut ws: Vec<Worker> = (0..n).map(|r| Worker::fresh(r, &job)).collect();
+        run_for(&job, &mut ws, calls_before);
+        lose(&job, &mut ws, &[victim % n], 0);
+        match recover(&job, &mut ws, vec![]) {
+            Ended::Ran => {}
+            Ended::Failed(f) => prop_assert!(false, "{f:?}"),
         }
     }
 }

@@ -21,6 +21,16 @@ pub type Replicas = BTreeMap<usize, Vec<u8>>;
 struct Pending {
     local: Option<Vec<u8>>,
     replicas: Replicas,
+    sizes: Option<Vec<u64>>,
+}
+
+/// What a worker took in from a checkpoint's prepare phase it ran.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// The replicas of the local models it keeps.
+    pub replicas: Replicas,
+    /// Every worker's local model size (0: none).
+    pub sizes: Vec<u64>,
 }
 
 /// What a worker took in from a transfer.
@@ -50,6 +60,9 @@ pub struct RecoveryState {
     global: Vec<u8>,
     local: Option<Vec<u8>>,
     replicas: Replicas,
+    /// Every worker's local model size at `version`, if this worker ran that checkpoint's
+    /// prepare phase (a model of size 0 is held by whoever knows it is empty).
+    sizes: Option<Vec<u64>>,
     pending: Option<Pending>,
 }
 
@@ -67,6 +80,7 @@ impl RecoveryState {
             global: Vec::new(),
             local: None,
             replicas: Replicas::new(),
+            sizes: None,
             pending: None,
         }
     }
@@ -140,20 +154,24 @@ impl RecoveryState {
         }
     }
 
-    /// The local model of `owner` at `version`, if held (a worker without a local model
-    /// holds an empty one).
+    /// The local model of `owner` at `version`, if held: the owner's own (empty if it has
+    /// none), a replica, or an empty one where this worker knows the owner has none.
     fn model(&self, owner: usize, version: u32) -> Option<&[u8]> {
         fn own(l: &Option<Vec<u8>>) -> Option<&[u8]> {
             Some(l.as_deref().unwrap_or_default())
         }
+        fn kept<'a>(replicas: &'a Replicas, sizes: &Option<Vec<u64>>, owner: usize) -> Option<&'a [u8]> {
+            let empty = sizes.as_ref().is_some_and(|s| s.get(owner) == Some(&0));
+            replicas.get(&owner).map(Vec::as_slice).or(empty.then_some(&[][..]))
+        }
         match &self.pending {
             Some(p) if version == self.version + 1 => match owner == self.me {
                 true => own(&p.local),
-                false => p.replicas.get(&owner).map(Vec::as_slice),
+                false => kept(&p.replicas, &p.sizes, owner),
             },
             _ if version != self.version || version == 0 => None,
             _ if owner == self.me => own(&self.local),
-            _ => self.replicas.get(&owner).map(Vec::as_slice),
+            _ => kept(&self.replicas, &self.sizes, owner),
         }
     }
 
@@ -196,6 +214,7 @@ impl RecoveryState {
         self.global = global;
         self.local = local;
         self.replicas.clear();
+        self.sizes = None;
         self.pending = None;
     }
 
@@ -219,11 +238,12 @@ impl RecoveryState {
         })
     }
 
-    /// A checkpoint's prepare phase is over: this worker's local model for it, and the
-    /// replicas it received (`None` if the phase was served to it: it lacks them, and says so
-    /// in its proposals until it gets them).
-    pub fn prepared(&mut self, local: Option<Vec<u8>>, replicas: Option<Replicas>) {
-        self.pending = Some(Pending { local, replicas: replicas.unwrap_or_default() });
+    /// A checkpoint's prepare phase is over: this worker's local model for it, and what the
+    /// phase delivered (`None` if it was served to this worker: it lacks the replicas, and
+    /// says so in its proposals until it gets them).
+    pub fn prepared(&mut self, local: Option<Vec<u8>>, ran: Option<Prepared>) {
+        let (replicas, sizes) = ran.map_or((Replicas::new(), None), |p| (p.replicas, Some(p.sizes)));
+        self.pending = Some(Pending { local, replicas, sizes });
     }
 
     /// Commits the checkpoint in progress with its global model.
@@ -235,6 +255,7 @@ impl RecoveryState {
         self.global = global;
         self.local = p.local;
         self.replicas = p.replicas;
+        self.sizes = p.sizes;
     }
 }
 
