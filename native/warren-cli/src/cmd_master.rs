@@ -190,7 +190,7 @@ fn bench_in(a: &BenchMasterArgs, combined: bool, tmp: &std::path::Path) -> warre
     w.finish()?;
     let spec = a.store.clone().unwrap_or_else(|| format!("file:{}", tmp.join("store").display()));
     let store = warren::store::open_with(&spec, &a.etcd.open_options())?;
-    let secret = warren::auth::generate_secret();
+    let secret = warren::wire::auth::generate_secret();
     let mut cfg = MasterConfig::new(secret.clone());
     cfg.dataset = Some((vec![data.display().to_string()], 1));
     cfg.progress_interval = Duration::from_secs(3600);

@@ -60,7 +60,7 @@ pub fn job_secret(announce: bool) -> warren::Result<String> {
             .map(|s| s.trim().to_string())
             .map_err(|e| Error::Config(format!("{} {path}: {e}", keys::JOB_SECRET_FILE)));
     }
-    let secret = warren::auth::generate_secret();
+    let secret = warren::wire::auth::generate_secret();
     if announce {
         let path = std::env::temp_dir().join(format!("warren-secret-{}", std::process::id()));
         let mut opts = std::fs::OpenOptions::new();

@@ -6,14 +6,21 @@
 //!   allgather / barrier / checkpoint / print / finalize; it carries out what `robust` plans.
 //! - [`robust`]: retry-one recovery: what each worker keeps, and the pure planning of a
 //!   recovery from every worker's proposal (who sends what to whom).
-//! - [`collective`]: tree and ring algorithms over a set of links (no fault tolerance).
-//! - [`transport`]: TCP links with deadlines and the readiness loop that drives them.
-//! - [`tracker`]: rendezvous, membership views, topology brokering, job log (async, tokio).
+//! - [`collective`]: tree and ring algorithms over a set of links (no fault tolerance), and
+//!   the call header every rank declares ([`collective::header`]).
+//! - [`transport`]: the peer links between workers: set-up, non-blocking TCP links, and the
+//!   readiness loop that drives them.
+//! - [`tracker`]: rendezvous, membership views, topology brokering, job log (async, tokio);
+//!   its messages in [`tracker::proto`].
 //! - [`membership`]: views `(epoch, members by task id)` and the placement of recovery data
 //!   derived from them (pure).
-//! - [`topology`] and [`proto`]: pure logic and wire formats, no I/O.
+//! - [`master`]: the data master's task queue (pure state machine), its durable wrapper,
+//!   service and client; its messages in [`master::proto`].
+//! - [`wire`]: what every service connection shares (tracker, master, the parameter
+//!   server to come): preamble, frames, the HMAC handshake, deadline-bound reads and writes,
+//!   authenticated accepts.
+//! - [`topology`]: tree and ring, pure.
 //! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
-//! - [`master`]: the data master's task queue (pure state machine) and its durable wrapper.
 //! - [`store`]: durable storage for the master: write-ahead log with group commit, snapshots.
 //! - [`config`]: worker settings from the environment or given explicitly; [`mock`]: the
 //!   failure-injection points they can name.
@@ -22,7 +29,6 @@
 //! - [`error`]: the crate's single error type.
 #![deny(missing_docs)]
 
-pub mod auth;
 pub mod collective;
 pub mod config;
 pub mod engine;
@@ -30,7 +36,6 @@ pub mod error;
 pub mod master;
 pub mod membership;
 pub mod mock;
-pub mod proto;
 pub mod recordio;
 pub mod reduce;
 pub mod robust;
@@ -38,6 +43,7 @@ pub mod store;
 pub mod topology;
 pub mod tracker;
 pub mod transport;
+pub mod wire;
 
 pub use config::Config;
 pub use engine::{CallStats, Checkpoint, Communicator};

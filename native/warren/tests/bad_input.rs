@@ -193,19 +193,20 @@ fn garbage_on_the_tracker_port_is_refused_without_harm() {
     // A malformed frame after a valid handshake gets an error frame and the connection closes.
     let mut s = TcpStream::connect(tracker.uri()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
-    s.write_all(&warren::proto::preamble()).unwrap();
+    s.write_all(&warren::wire::preamble()).unwrap();
     let mut challenge = [0u8; 40];
     s.read_exact(&mut challenge).unwrap();
-    s.write_all(&warren::auth::prove(b"test-secret", warren::auth::Purpose::Tracker, &challenge[8..])).unwrap();
+    s.write_all(&warren::wire::auth::prove(b"test-secret", warren::wire::auth::Purpose::Tracker, &challenge[8..]))
+        .unwrap();
     let mut ok = [0u8; 1];
     s.read_exact(&mut ok).unwrap();
     assert_eq!(ok[0], 1);
     s.write_all(&[5, 0, 0, 0, b'h', b'e', b'l', b'l', b'o']).unwrap();
     let mut reply = Vec::new();
     let _ = s.read_to_end(&mut reply);
-    let (msg, _) = warren::proto::decode_frame::<warren::proto::FromTracker>(&reply).unwrap().unwrap();
+    let (msg, _) = warren::wire::decode_frame::<warren::tracker::proto::FromTracker>(&reply).unwrap().unwrap();
     assert!(
-        matches!(msg, warren::proto::FromTracker::Error { ref message } if message.contains("malformed")),
+        matches!(msg, warren::tracker::proto::FromTracker::Error { ref message } if message.contains("malformed")),
         "{msg:?}"
     );
     // The tracker still serves a real worker.
@@ -217,7 +218,7 @@ fn garbage_on_the_tracker_port_is_refused_without_harm() {
 
 #[test]
 fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
-    use warren::proto::PeerAddr;
+    use warren::tracker::proto::PeerAddr;
     use warren::transport::{LinkSetup, PeerListener, connect_peers};
     let l0 = PeerListener::bind("127.0.0.1").unwrap();
     let l1 = PeerListener::bind("127.0.0.1").unwrap();

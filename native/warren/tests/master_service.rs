@@ -236,10 +236,10 @@ fn a_wrong_secret_and_garbage_are_refused_and_service_goes_on() {
     // A good handshake, then a frame that is not a request: a protocol error, then closed.
     let mut s = TcpStream::connect(&uri).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(&warren::proto::preamble()).unwrap();
-    let mut challenge = [0u8; 8 + warren::auth::PROOF_LEN];
+    s.write_all(&warren::wire::preamble()).unwrap();
+    let mut challenge = [0u8; 8 + warren::wire::auth::PROOF_LEN];
     s.read_exact(&mut challenge).unwrap();
-    let proof = warren::auth::prove(SECRET.as_bytes(), warren::auth::Purpose::Master, &challenge[8..]);
+    let proof = warren::wire::auth::prove(SECRET.as_bytes(), warren::wire::auth::Purpose::Master, &challenge[8..]);
     s.write_all(&proof).unwrap();
     let mut ok = [0u8];
     s.read_exact(&mut ok).unwrap();

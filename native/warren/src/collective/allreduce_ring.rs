@@ -3,8 +3,8 @@
 //! (identical on every rank). Moves `2 (world-1)/world` of the payload per rank: bandwidth-
 //! optimal for large payloads.
 
+use super::header::CallHeader;
 use crate::error::Result;
-use crate::proto::CallHeader;
 use crate::reduce::ByteReducer;
 use crate::topology::{Topology, chunk_offsets};
 

@@ -12,8 +12,8 @@
 //!
 //! With an empty buffer this is the "agree" pass that checks a call before other algorithms.
 
+use super::header::CallHeader;
 use crate::error::Result;
-use crate::proto::CallHeader;
 use crate::reduce::ByteReducer;
 use crate::topology::Topology;
 

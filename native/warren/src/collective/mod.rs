@@ -5,13 +5,14 @@
 //! overlap, and reductions run as soon as whole elements have arrived.
 //!
 //! Every call starts with a tree pass that checks that all ranks declared the same call
-//! ([`crate::proto::CallHeader`]): a mismatch found anywhere is turned into an abort that
+//! ([`header::CallHeader`]): a mismatch found anywhere is turned into an abort that
 //! reaches every rank before any rank returns, so all of them report it.
 
 mod allgather_ring;
 mod allreduce_ring;
 mod allreduce_tree;
 mod broadcast_tree;
+pub mod header;
 mod net;
 mod ring;
 

@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
+use super::header::{self, CallHeader, HEADER_LEN, HeaderMsg};
 use crate::error::{CallMismatch, Declaration, Error, Result};
-use crate::proto::{self, CallHeader, HEADER_LEN, HeaderMsg};
 use crate::transport::{Link, Waiter};
 
 /// Abort codes carried in an abort header (byte 1).
@@ -86,7 +86,7 @@ impl Net<'_> {
     }
 
     fn send_abort(&mut self, to: &[usize], origin: usize, code: u8, reason: &str) {
-        let mut bytes = proto::encode_abort(origin, reason);
+        let mut bytes = header::encode_abort(origin, reason);
         bytes[1] = code;
         self.flush_to(to, &bytes);
     }
@@ -147,7 +147,7 @@ impl HeaderIn {
             if self.got < HEADER_LEN {
                 return Ok((progressed, HeaderState::Pending));
             }
-            match proto::decode_header(&self.bytes, self.from)? {
+            match header::decode_header(&self.bytes, self.from)? {
                 HeaderMsg::Proceed(h) => {
                     self.done = Some(h);
                     return Ok((true, HeaderState::Proceed(h)));

@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 use log::info;
 
 use super::{CallBuf, Communicator};
+use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind};
 use crate::collective::{self, Net, Scratch};
 use crate::error::{Error, Result};
-use crate::proto::{COUNT_UNKNOWN, CallHeader, CallKind, ToTracker};
 use crate::reduce::{self, DataType, Element, Op};
 use crate::robust::{BootstrapKey, Want};
 use crate::topology::Topology;
+use crate::tracker::proto::ToTracker;
 
 impl Communicator {
     /// Reduces `buf` element-wise across all workers with `op`; every worker ends with the

@@ -8,8 +8,8 @@ use log::info;
 use super::recovery::Round;
 use super::{Communicator, durable, recoverable};
 use crate::collective;
+use crate::collective::header::{CallHeader, CallKind};
 use crate::error::{Error, Result};
-use crate::proto::{CallHeader, CallKind};
 use crate::reduce::{self, DataType, Op};
 use crate::robust::{Prepared, Replicas, Want};
 

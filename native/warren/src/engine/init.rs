@@ -11,9 +11,9 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::membership::{Placement, View};
 use crate::mock::Point as MockPoint;
-use crate::proto::{FromTracker, PeerAddr, ToTracker};
 use crate::robust::RecoveryState;
 use crate::tracker::TrackerClient;
+use crate::tracker::proto::{FromTracker, PeerAddr, ToTracker};
 use crate::transport::{LinkSetup, PeerListener, Waiter, connect_peers};
 
 /// What the tracker assigned a registering worker.

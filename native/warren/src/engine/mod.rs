@@ -26,11 +26,11 @@
 
 use std::time::Instant;
 
+use crate::collective::header::{CallHeader, CallKind};
 use crate::collective::{Net, Scratch};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::membership::View;
-use crate::proto::{CallHeader, CallKind};
 use crate::reduce::{DataType, Op};
 use crate::robust::{BootstrapKey, RecoveryState};
 use crate::topology::Topology;

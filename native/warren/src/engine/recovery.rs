@@ -6,8 +6,8 @@ use log::{debug, info};
 
 use super::Communicator;
 use crate::collective;
+use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind};
 use crate::error::{Error, Result};
-use crate::proto::{COUNT_UNKNOWN, CallHeader, CallKind};
 use crate::reduce::{self, DataType, Op};
 use crate::robust::{self, BootstrapKey, Failure, Holdings, Item, Plan, Proposal, Taken, Transfer, Want, check_served};
 

@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use super::recovery::Round;
 use super::{CallBuf, Communicator, recoverable};
+use crate::collective::header::{CallHeader, CallKind};
 use crate::error::Result;
 use crate::mock::{Mock, Point as MockPoint};
-use crate::proto::{CallHeader, CallKind};
 use crate::robust::{BootstrapKey, Want};
 
 impl Communicator {

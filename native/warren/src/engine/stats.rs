@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::proto::CallKind;
+use crate::collective::header::CallKind;
 
 /// Latency histograms, in microseconds, by collective.
 ///

@@ -11,15 +11,16 @@
 //! pending on the master until it times out, and a `task_finished` whose reply was lost and
 //! that is sent again gets [`Ack::Stale`] the second time.
 
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use super::proto::{MasterStatus, Reply, Request, reply_error, reply_fits};
 use super::queue::{Ack, GetTask, TaskId};
-use crate::auth::{self, PROOF_LEN, Purpose};
 use crate::error::{Error, Result};
-use crate::proto;
-use crate::transport::{read_exact_by, write_all_by};
+use crate::wire::auth::Purpose;
+use crate::wire::{self, Backoff, Connection, HandshakeFailure};
+
+/// One connection attempt per call attempt: [`MasterClient`] retries whole calls itself.
+const NO_RETRY: Backoff = Backoff { first: Duration::ZERO, max: Duration::ZERO };
 
 /// Deadlines and backoff of a [`MasterClient`].
 #[derive(Clone, Debug)]
@@ -55,8 +56,7 @@ pub struct MasterClient {
     uri: String,
     secret: Vec<u8>,
     opts: ClientOptions,
-    conn: Option<TcpStream>,
-    inbox: Vec<u8>,
+    conn: Option<Connection>,
     connections: u64,
 }
 
@@ -64,14 +64,7 @@ impl MasterClient {
     /// A client of the master at `uri` (`host:port`) holding `secret`. Connects lazily, at
     /// the first call.
     pub fn new(uri: impl Into<String>, secret: impl AsRef<[u8]>, opts: ClientOptions) -> MasterClient {
-        MasterClient {
-            uri: uri.into(),
-            secret: secret.as_ref().to_vec(),
-            opts,
-            conn: None,
-            inbox: Vec::new(),
-            connections: 0,
-        }
+        MasterClient { uri: uri.into(), secret: secret.as_ref().to_vec(), opts, conn: None, connections: 0 }
     }
 
     /// Like [`new`](Self::new), then connects and authenticates now (so a wrong secret or
@@ -178,71 +171,29 @@ impl MasterClient {
     }
 
     fn attempt(&mut self, req: &Request, deadline: Instant) -> std::result::Result<Reply, Failure> {
-        let who = format!("master {}", self.uri);
         if self.conn.is_none() {
-            let stream = self.open(deadline)?;
+            self.conn = Some(self.open(deadline)?);
             self.connections += 1;
-            self.inbox.clear();
-            self.conn = Some(stream);
         }
-        let stream = self.conn.as_mut().expect("connected above");
-        write_all_by(stream, &proto::encode_frame(req), deadline, &who).map_err(Failure::Retry)?;
-        loop {
-            match proto::decode_frame::<Reply>(&self.inbox) {
-                Ok(Some((reply, used))) => {
-                    self.inbox.drain(..used);
-                    return Ok(reply);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(Failure::Fatal(Error::Protocol(format!("{who}: {e}")))),
-            }
-            let mut chunk = [0u8; 4096];
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Failure::Retry(Error::Timeout {
-                    what: format!("a reply from {who}"),
-                    after: Duration::ZERO,
-                }));
-            }
-            stream
-                .set_read_timeout(Some(left))
-                .map_err(|e| Failure::Retry(Error::io(format!("configuring socket to {who}"), e)))?;
-            match std::io::Read::read(stream, &mut chunk) {
-                Ok(0) => return Err(Failure::Retry(Error::Master(format!("{} closed the connection", self.uri)))),
-                Ok(n) => self.inbox.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Failure::Retry(Error::io(format!("reading from {who}"), e))),
-            }
+        let conn = self.conn.as_mut().expect("connected above");
+        conn.send(req, deadline).map_err(Failure::Retry)?;
+        match conn.recv::<Reply>(deadline) {
+            Ok(Some(reply)) => Ok(reply),
+            Ok(None) => Err(Failure::Retry(Error::Master(format!("{} closed the connection", self.uri)))),
+            Err(Error::Protocol(m)) => Err(Failure::Fatal(Error::Protocol(format!("{}: {m}", conn.who())))),
+            Err(e) => Err(Failure::Retry(e)),
         }
     }
 
     /// Connects and authenticates once.
-    fn open(&self, deadline: Instant) -> std::result::Result<TcpStream, Failure> {
+    fn open(&self, deadline: Instant) -> std::result::Result<Connection, Failure> {
         let who = format!("master {}", self.uri);
-        let addr = self
-            .uri
-            .to_socket_addrs()
-            .map_err(|e| Failure::Fatal(Error::Config(format!("master address {:?}: {e}", self.uri))))?
-            .next()
-            .ok_or_else(|| {
-                Failure::Fatal(Error::Config(format!("master address {:?} resolves to nothing", self.uri)))
-            })?;
-        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-        let mut stream = TcpStream::connect_timeout(&addr, left)
-            .map_err(|e| Failure::Retry(Error::io(format!("connecting to {who}"), e)))?;
-        let _ = stream.set_nodelay(true);
-        write_all_by(&mut stream, &proto::preamble(), deadline, &who).map_err(Failure::Retry)?;
-        let mut challenge = [0u8; 8 + PROOF_LEN];
-        read_exact_by(&mut stream, &mut challenge, deadline, &who).map_err(Failure::Retry)?;
-        proto::check_preamble(challenge[..8].try_into().expect("8 bytes"), &who).map_err(Failure::Fatal)?;
-        let proof = auth::prove(&self.secret, Purpose::Master, &challenge[8..]);
-        write_all_by(&mut stream, &proof, deadline, &who).map_err(Failure::Retry)?;
-        let mut status = [0u8; 1];
-        read_exact_by(&mut stream, &mut status, deadline, &who).map_err(Failure::Retry)?;
-        if status[0] != 1 {
-            return Err(Failure::Fatal(Error::Auth(format!("{who} refused us: wrong job secret"))));
-        }
-        Ok(stream)
+        let addr = wire::resolve(&self.uri, "master").map_err(Failure::Fatal)?;
+        let stream = wire::connect_by(addr, deadline, &who, NO_RETRY, &mut |_| Ok(false)).map_err(Failure::Retry)?;
+        Connection::handshake(stream, &self.secret, Purpose::Master, deadline, who).map_err(|f| match f {
+            HandshakeFailure::Broken(e) => Failure::Retry(e),
+            HandshakeFailure::Refused(e) => Failure::Fatal(e),
+        })
     }
 }
 

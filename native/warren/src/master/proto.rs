@@ -1,10 +1,10 @@
 //! The master's wire protocol, with no I/O: requests, replies, and how errors cross the wire.
 //!
-//! A connection opens with the handshake every Warren service uses (see [`crate::proto`]):
+//! A connection opens with the handshake every Warren service uses (see [`crate::wire`]):
 //! the client sends the preamble, the master answers with the preamble and a nonce, the
 //! client answers with `auth::prove(secret, Purpose::Master, nonce)`, and the master replies
 //! one byte, 1 (accepted) or 0 (refused, then closes). After that the client sends
-//! [`Request`] frames (`u32` little-endian length + JSON, [`crate::proto::encode_frame`])
+//! [`Request`] frames (`u32` little-endian length + JSON, [`crate::wire::encode_frame`])
 //! and gets exactly one [`Reply`] frame for each, in order.
 
 use serde::{Deserialize, Serialize};
@@ -182,7 +182,7 @@ pub fn reply_fits(request: &Request, reply: &Reply) -> bool {
 mod tests {
     use super::*;
     use crate::master::{ChunkRef, Task};
-    use crate::proto::{MAX_FRAME, decode_frame, encode_frame};
+    use crate::wire::{MAX_FRAME, decode_frame, encode_frame};
 
     #[test]
     fn requests_have_a_readable_shape_and_round_trip() {

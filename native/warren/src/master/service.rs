@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use log::{error, info, warn};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -22,14 +22,10 @@ use super::dataset;
 use super::durable::DurableQueue;
 use super::proto::{MasterStatus, Reply, Request, error_reply};
 use super::queue::{Millis, Output, Queue, QueueSettings};
-use crate::auth::Purpose;
 use crate::error::{Error, Result};
-use crate::proto;
 use crate::store::{Store, Ticket};
-use crate::transport::accept_authenticated;
-
-/// Time a new connection has to complete its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::wire::auth::Purpose;
+use crate::wire::{self, FrameReader};
 
 /// Longest wait for a change to become durable before the request is answered with a
 /// timeout (the stores' own deadlines are shorter: this is a backstop).
@@ -329,17 +325,7 @@ impl MasterService {
                 .spawn(move || shared.run_syncer())
                 .map_err(|e| Error::io("starting the master's syncer thread", e))?
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("warren-master")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::io("starting master runtime", e))?;
-        let addr = format!("{}:{}", cfg.host, cfg.port);
-        let listener = runtime
-            .block_on(TcpListener::bind(&addr))
-            .map_err(|e| Error::io(format!("binding master on {addr}"), e))?;
-        let bound = listener.local_addr().map_err(|e| Error::io("reading master address", e))?;
+        let wire::Bound { runtime, listener, addr: bound } = wire::bind("master", 2, &cfg.host, cfg.port)?;
         let uri = format!("{}:{}", cfg.host, bound.port());
         runtime.spawn(serve(listener, shared.clone(), Arc::new(cfg.secret.into_bytes())));
         runtime.spawn(clock(shared.clone(), cfg.tick_interval, cfg.progress_interval));
@@ -402,56 +388,24 @@ impl Drop for MasterService {
 }
 
 async fn serve(listener: TcpListener, shared: Arc<Shared>, secret: Arc<Vec<u8>>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, addr)) => {
-                let shared = shared.clone();
-                let secret = secret.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(
-                        HANDSHAKE_TIMEOUT,
-                        accept_authenticated(stream, &secret, Purpose::Master),
-                    )
-                    .await
-                    {
-                        Ok(Ok(stream)) => connection(stream, shared).await,
-                        Ok(Err(reason)) => warn!("master: refused connection from {addr}: {reason}"),
-                        Err(_) => warn!("master: refused connection from {addr}: handshake timed out"),
-                    }
-                });
-            }
-            Err(e) => {
-                warn!("master: accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    wire::serve(listener, secret, Purpose::Master, "master", move |stream| connection(stream, shared.clone())).await
 }
 
-async fn connection(mut stream: TcpStream, shared: Arc<Shared>) {
+async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let mut inbox = Vec::new();
-    let mut chunk = vec![0u8; 8192];
+    let (rd, mut wr) = stream.into_split();
+    let mut requests = FrameReader::new(rd, peer.clone());
     loop {
-        let req = match proto::decode_frame::<Request>(&inbox) {
-            Ok(Some((req, used))) => {
-                inbox.drain(..used);
-                req
-            }
-            Ok(None) => match stream.read(&mut chunk).await {
-                Ok(0) => return,
-                Ok(n) => {
-                    inbox.extend_from_slice(&chunk[..n]);
-                    continue;
-                }
-                Err(e) => {
-                    info!("master: connection from {peer} ended: {e}");
-                    return;
-                }
-            },
-            Err(e) => {
+        let req = match requests.next::<Request>().await {
+            Ok(Some(req)) => req,
+            Ok(None) => return,
+            Err(e @ Error::Protocol(_)) => {
                 warn!("master: {peer} sent a bad frame, closing: {e}");
-                let _ = stream.write_all(&proto::encode_frame(&error_reply(&e))).await;
+                let _ = wr.write_all(&wire::encode_frame(&error_reply(&e))).await;
+                return;
+            }
+            Err(e) => {
+                info!("master: connection from {peer} ended: {e}");
                 return;
             }
         };
@@ -464,7 +418,7 @@ async fn connection(mut stream: TcpStream, shared: Arc<Shared>) {
         } else {
             shared.handle_async(req, now_ms()).await
         };
-        if let Err(e) = stream.write_all(&proto::encode_frame(&reply)).await {
+        if let Err(e) = wr.write_all(&wire::encode_frame(&reply)).await {
             info!("master: connection from {peer} ended: {e}");
             return;
         }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
-use crate::proto::CallHeader;
+use crate::collective::header::CallHeader;
 
 /// A bootstrap call's identity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -82,7 +82,7 @@ impl BootstrapCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::CallKind;
+    use crate::collective::header::CallKind;
     use crate::reduce::{DataType, Op};
 
     fn hdr(count: u64) -> CallHeader {

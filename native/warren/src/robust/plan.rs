@@ -365,7 +365,7 @@ fn repair(props: &[Proposal], held: &Holdings, placement: &Placement) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{COUNT_UNKNOWN, CallHeader, CallKind};
+    use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind};
     use crate::reduce::{DataType, Op};
 
     fn call(v: u32, s: u32, kind: CallKind, count: u64) -> CallHeader {

@@ -14,8 +14,8 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::collective::header::{CallHeader, CallKind};
 use crate::membership::{Placed, Placement};
-use crate::proto::{CallHeader, CallKind};
 use crate::reduce::{DataType, Op};
 
 /// What a simulated worker's program does next.

@@ -3,7 +3,7 @@
 //! planned from ([`super::plan()`]).
 
 use super::Point;
-use crate::proto::{CallHeader, HEADER_LEN, HeaderMsg, decode_header};
+use crate::collective::header::{CallHeader, HEADER_LEN, HeaderMsg, decode_header};
 
 /// What a worker wants to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +80,7 @@ impl Proposal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{COUNT_UNKNOWN, CallKind};
+    use crate::collective::header::{COUNT_UNKNOWN, CallKind};
     use crate::reduce::{DataType, Op};
 
     #[test]

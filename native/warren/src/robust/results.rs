@@ -7,7 +7,7 @@
 //! checkpoint; the cleared buffers are reused for the next interval's results, so a steady
 //! training loop allocates (and page-faults) no new memory per call.
 
-use crate::proto::CallHeader;
+use crate::collective::header::CallHeader;
 
 /// One buffered result: the call's header (to check a replaying caller asks for the same call)
 /// and its output bytes.
@@ -77,7 +77,7 @@ impl ResultBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::CallKind;
+    use crate::collective::header::CallKind;
     use crate::reduce::{DataType, Op};
 
     fn hdr(seq: u64) -> CallHeader {

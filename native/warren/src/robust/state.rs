@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use super::plan::Item;
 use super::{BootstrapCache, BootstrapKey, Point, Proposal, ResultBuffer, Want};
+use crate::collective::header::{COUNT_UNKNOWN, CallHeader, HEADER_LEN, HeaderMsg, decode_header};
 use crate::error::{CallMismatch, Declaration, Error, Result};
 use crate::membership::{Placed, Placement};
-use crate::proto::{COUNT_UNKNOWN, CallHeader, HEADER_LEN, HeaderMsg, decode_header};
 
 /// Local models of other workers, by owner rank.
 pub type Replicas = BTreeMap<usize, Vec<u8>>;

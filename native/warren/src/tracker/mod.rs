@@ -3,12 +3,16 @@
 //! Embeddable: [`Tracker::start`] runs it on its own threads (the Spark driver runs it
 //! in-process); `warren tracker` runs it as a process. Workers reach it with
 //! [`TrackerClient`].
+//!
+//! - [`registry`]: the decisions (ranks, recovery rounds, completion), pure.
+//! - [`proto`]: the messages, pure; they travel as [`crate::wire`] frames.
+//! - `server.rs` (tokio) and `client.rs` (blocking): the I/O, over [`crate::wire`].
 
 mod client;
+pub mod proto;
 pub mod registry;
 mod server;
 
-use std::net::ToSocketAddrs;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +21,7 @@ pub use registry::Registry;
 
 use crate::config::keys;
 use crate::error::{Error, Result};
+use crate::wire;
 
 /// How a finished job went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,21 +89,7 @@ impl Tracker {
         if cfg.secret.is_empty() {
             return Err(Error::Config("a tracker needs a non-empty job secret".into()));
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("warren-tracker")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::io("starting tracker runtime", e))?;
-        let addr = (cfg.host.as_str(), cfg.port)
-            .to_socket_addrs()
-            .map_err(|e| Error::Config(format!("tracker address {}:{}: {e}", cfg.host, cfg.port)))?
-            .next()
-            .ok_or_else(|| Error::Config(format!("tracker host {:?} resolves to nothing", cfg.host)))?;
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind(addr))
-            .map_err(|e| Error::io(format!("binding tracker on {addr}"), e))?;
-        let bound = listener.local_addr().map_err(|e| Error::io("reading tracker address", e))?;
+        let wire::Bound { runtime, listener, addr: bound } = wire::bind("tracker", 1, &cfg.host, cfg.port)?;
         let state = server::new_state(cfg.num_workers);
         runtime.spawn(server::serve(listener, state.clone(), Arc::new(cfg.secret.clone().into_bytes())));
         runtime.spawn(server::rendezvous_deadline(state.clone(), cfg.rendezvous_timeout));

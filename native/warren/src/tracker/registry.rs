@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use super::proto::PeerAddr;
 use crate::membership::{View, task_order};
-use crate::proto::PeerAddr;
 
 /// The state of one worker as the tracker sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

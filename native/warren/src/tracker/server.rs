@@ -6,19 +6,17 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
+use super::proto::{FromTracker, ToTracker};
 use super::registry::{Registered, Registry, WorkerState};
 use super::{JobOutcome, JobReport};
-use crate::auth::Purpose;
+use crate::error::Error;
 use crate::membership::View;
-use crate::proto::{self, FromTracker, ToTracker};
-use crate::transport::accept_authenticated;
-
-/// Time a new connection has to complete its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::wire::auth::Purpose;
+use crate::wire::{self, FrameReader};
 
 /// State shared by the connection tasks and the [`super::Tracker`] handle.
 pub(crate) struct Shared {
@@ -54,36 +52,9 @@ fn set_outcome(state: &SharedState, s: &mut Shared, outcome: JobOutcome) {
     }
 }
 
-/// Accepts connections until the runtime shuts down.
+/// Serves authenticated connections until the runtime shuts down.
 pub(crate) async fn serve(listener: TcpListener, state: SharedState, secret: Arc<Vec<u8>>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, addr)) => {
-                let state = state.clone();
-                let secret = secret.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(
-                        HANDSHAKE_TIMEOUT,
-                        accept_authenticated(stream, &secret, Purpose::Tracker),
-                    )
-                    .await
-                    {
-                        Ok(Ok(stream)) => connection(stream, state).await,
-                        Ok(Err(reason)) => {
-                            warn!("tracker: refused connection from {addr}: {reason}")
-                        }
-                        Err(_) => {
-                            warn!("tracker: refused connection from {addr}: handshake timed out")
-                        }
-                    }
-                });
-            }
-            Err(e) => {
-                warn!("tracker: accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    wire::serve(listener, secret, Purpose::Tracker, "tracker", move |stream| connection(stream, state.clone())).await
 }
 
 /// Fails the job if not all workers have arrived by `deadline`.
@@ -102,42 +73,33 @@ pub(crate) async fn rendezvous_deadline(state: SharedState, after: Duration) {
 
 async fn connection(stream: TcpStream, state: SharedState) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = stream.into_split();
     let (tx, mut rx) = unbounded_channel::<FromTracker>();
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             let fatal = matches!(msg, FromTracker::Error { .. });
-            if wr.write_all(&proto::encode_frame(&msg)).await.is_err() || fatal {
+            if wr.write_all(&wire::encode_frame(&msg)).await.is_err() || fatal {
                 break;
             }
         }
         let _ = wr.shutdown().await;
     });
     let mut me: Option<(String, u64)> = None;
-    let mut inbox = Vec::new();
-    let mut chunk = vec![0u8; 8192];
-    let end_reason = 'conn: loop {
-        let n = match rd.read(&mut chunk).await {
-            Ok(0) => break "connection closed".to_string(),
-            Ok(n) => n,
-            Err(e) => break e.to_string(),
-        };
-        inbox.extend_from_slice(&chunk[..n]);
-        loop {
-            match proto::decode_frame::<ToTracker>(&inbox) {
-                Ok(None) => break,
-                Ok(Some((msg, used))) => {
-                    inbox.drain(..used);
-                    if let Err(reason) = handle(&state, &tx, &mut me, msg) {
-                        break 'conn reason;
-                    }
-                }
-                Err(e) => {
-                    warn!("tracker: {peer}: {e}");
-                    let _ = tx.send(FromTracker::Error { message: e.to_string() });
-                    break 'conn e.to_string();
+    let mut frames = FrameReader::new(rd, peer.clone());
+    let end_reason = loop {
+        match frames.next::<ToTracker>().await {
+            Ok(Some(msg)) => {
+                if let Err(reason) = handle(&state, &tx, &mut me, msg) {
+                    break reason;
                 }
             }
+            Ok(None) => break "connection closed".to_string(),
+            Err(e @ Error::Protocol(_)) => {
+                warn!("tracker: {peer}: {e}");
+                let _ = tx.send(FromTracker::Error { message: e.to_string() });
+                break e.to_string();
+            }
+            Err(e) => break e.to_string(),
         }
     };
     // Forget this connection first: the map holds a sender of this connection's writer, which

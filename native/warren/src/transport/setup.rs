@@ -1,12 +1,7 @@
 //! Setting up links: every worker listens on one port; for each neighbour pair the higher rank
 //! connects to the lower one (so set-up cannot deadlock: rank 0 only accepts) and proves it
-//! holds the job secret with an HMAC over the acceptor's nonce and its own rank.
-//!
-//! Connector                         Acceptor
-//!   preamble, rank        ──────▶
-//!                         ◀──────   preamble, nonce
-//!   HMAC(secret, rank, nonce) ──▶
-//!                         ◀──────   1 (accepted) / 0 (refused)
+//! holds the job secret with an HMAC over the acceptor's nonce and its own rank: the handshake
+//! of [`crate::wire::handshake`] with [`Purpose::Peer`], whose hello carries the rank.
 
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -14,14 +9,19 @@ use std::time::{Duration, Instant};
 use log::{debug, warn};
 use socket2::SockRef;
 
-use super::{Link, read_exact_by, write_all_by};
-use crate::auth::{self, PROOF_LEN, Purpose};
+use super::Link;
 use crate::error::{Error, Result};
-use crate::proto::{self, PeerAddr};
+use crate::tracker::proto::PeerAddr;
+use crate::wire::auth::{PROOF_LEN, Purpose};
+use crate::wire::handshake::{ACCEPTED, Challenge, REFUSED, client_handshake};
+use crate::wire::{self, Backoff, PREAMBLE_LEN, read_exact_by, write_all_by};
 
 /// Longest a single incoming connection may take to complete its handshake, so that a stray
 /// client (or garbage on the port) cannot stall the set-up for long.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Pauses between attempts to reach a peer that is not listening yet.
+const CONNECT_BACKOFF: Backoff = Backoff { first: Duration::from_millis(5), max: Duration::from_millis(500) };
 
 /// The listening socket peers connect to.
 #[derive(Debug)]
@@ -127,19 +127,17 @@ fn accept_handshake(
     addr: SocketAddr,
 ) -> Result<(usize, TcpStream)> {
     let who = format!("connection from {addr}");
-    let mut hello = [0u8; 12];
+    let mut hello = [0u8; PREAMBLE_LEN + 4];
     read_exact_by(&mut s, &mut hello, deadline, &who)?;
-    proto::check_preamble(hello[..8].try_into().unwrap(), &who)?;
-    let rank = u32::from_le_bytes(hello[8..].try_into().unwrap()) as usize;
-    let nonce = auth::nonce();
-    let mut reply = proto::preamble().to_vec();
-    reply.extend_from_slice(&nonce);
-    write_all_by(&mut s, &reply, deadline, &who)?;
+    wire::check_preamble(hello[..PREAMBLE_LEN].try_into().unwrap(), &who)?;
+    let rank = u32::from_le_bytes(hello[PREAMBLE_LEN..].try_into().unwrap()) as usize;
+    let challenge = Challenge::new();
+    write_all_by(&mut s, &challenge.bytes(), deadline, &who)?;
     let mut proof = [0u8; PROOF_LEN];
     read_exact_by(&mut s, &mut proof, deadline, &who)?;
-    let ok = auth::verify(secret, Purpose::Peer(rank as u32), &nonce, &proof);
+    let ok = challenge.accepts(secret, Purpose::Peer(rank as u32), &proof);
     let wanted = expected.contains(&rank) && !have.contains(&rank);
-    write_all_by(&mut s, &[u8::from(ok && wanted)], deadline, &who)?;
+    write_all_by(&mut s, &[if ok && wanted { ACCEPTED } else { REFUSED }], deadline, &who)?;
     if !ok {
         return Err(Error::Auth(format!("{who} claiming rank {rank} does not hold the job secret")));
     }
@@ -160,36 +158,13 @@ fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut(
         .map_err(|e| Error::io(format!("resolving {who}"), e))?
         .collect();
     let addr = *addrs.first().ok_or_else(|| Error::Config(format!("{who} has no address")))?;
-    let mut backoff = Duration::from_millis(5);
-    let mut s = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Error::Timeout { what: format!("connecting to {who}"), after: Duration::ZERO });
-        }
-        match TcpStream::connect_timeout(&addr, left) {
-            Ok(s) => break s,
-            Err(e) => {
-                cancel()?;
-                debug!("rank {me}: connecting to {who}: {e}; retrying");
-                std::thread::sleep(backoff.min(left));
-                backoff = (backoff * 2).min(Duration::from_millis(500));
-            }
-        }
-    };
+    let mut s = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, &mut |e| {
+        cancel()?;
+        debug!("rank {me}: connecting to {who}: {e}; retrying");
+        Ok(true)
+    })?;
     opts.apply(&s)?;
-    let mut hello = proto::preamble().to_vec();
-    hello.extend_from_slice(&(me as u32).to_le_bytes());
-    write_all_by(&mut s, &hello, deadline, &who)?;
-    let mut challenge = [0u8; 8 + PROOF_LEN];
-    read_exact_by(&mut s, &mut challenge, deadline, &who)?;
-    proto::check_preamble(challenge[..8].try_into().unwrap(), &who)?;
-    let proof = auth::prove(secret, Purpose::Peer(me as u32), &challenge[8..]);
-    write_all_by(&mut s, &proof, deadline, &who)?;
-    let mut status = [0u8; 1];
-    read_exact_by(&mut s, &mut status, deadline, &who)?;
-    if status[0] != 1 {
-        return Err(Error::Auth(format!("{who} refused our link (wrong job secret or unexpected rank {me})")));
-    }
+    client_handshake(&mut s, secret, Purpose::Peer(me as u32), deadline, &who)?;
     Ok(s)
 }
 

@@ -1,0 +1,164 @@
+//! The blocking client's side of a service connection: dial with backoff, authenticate, then
+//! send and receive frames, every wait bound by a deadline.
+
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::auth::Purpose;
+use super::deadline::write_all_by;
+use super::frame::{decode_frame, encode_frame};
+use super::handshake::{HandshakeFailure, client_handshake};
+use crate::error::{Error, Result};
+
+/// Resolves `uri` (`host:port`) to its first address; `what` names the service in errors
+/// (`"tracker address \"h:1\": ..."`).
+pub fn resolve(uri: &str, what: &str) -> Result<SocketAddr> {
+    uri.to_socket_addrs()
+        .map_err(|e| Error::Config(format!("{what} address {uri:?}: {e}")))?
+        .next()
+        .ok_or_else(|| Error::Config(format!("{what} address {uri:?} resolves to nothing")))
+}
+
+/// Pauses between connection attempts: doubling from `first` up to `max`.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    /// The first pause.
+    pub first: Duration,
+    /// The longest pause.
+    pub max: Duration,
+}
+
+/// Opens a TCP connection to `addr` before `deadline`. A failed attempt is tried again, after
+/// a pause growing by `backoff`, if `again(&error)` says so; `again` may also end the
+/// attempts with an error of its own (a cancellation). `who` names the other end in errors.
+pub fn connect_by(
+    addr: SocketAddr,
+    deadline: Instant,
+    who: &str,
+    backoff: Backoff,
+    again: &mut dyn FnMut(&io::Error) -> Result<bool>,
+) -> Result<TcpStream> {
+    let mut pause = backoff.first;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Timeout { what: format!("connecting to {who}"), after: Duration::ZERO });
+        }
+        match TcpStream::connect_timeout(&addr, left) {
+            Ok(s) => return Ok(s),
+            Err(e) if again(&e)? => {
+                std::thread::sleep(pause.min(left));
+                pause = (pause * 2).min(backoff.max);
+            }
+            Err(e) => return Err(Error::io(format!("connecting to {who}"), e)),
+        }
+    }
+}
+
+/// An authenticated, blocking connection to a Warren service that carries frames.
+#[derive(Debug)]
+pub struct Connection {
+    stream: TcpStream,
+    who: String,
+    inbox: Vec<u8>,
+}
+
+impl Connection {
+    /// Authenticates over a connected `stream` for `purpose` before `deadline`; `who` names
+    /// the service in errors.
+    pub fn handshake(
+        mut stream: TcpStream,
+        secret: &[u8],
+        purpose: Purpose,
+        deadline: Instant,
+        who: impl Into<String>,
+    ) -> std::result::Result<Connection, HandshakeFailure> {
+        let who = who.into();
+        let _ = stream.set_nodelay(true);
+        client_handshake(&mut stream, secret, purpose, deadline, &who)?;
+        Ok(Connection { stream, who, inbox: Vec::new() })
+    }
+
+    /// The other end, as named in errors.
+    pub fn who(&self) -> &str {
+        &self.who
+    }
+
+    /// The socket (for its addresses).
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Sends one message as a frame before `deadline`.
+    pub fn send<T: Serialize>(&mut self, msg: &T, deadline: Instant) -> Result<()> {
+        write_all_by(&mut self.stream, &encode_frame(msg), deadline, &self.who)
+    }
+
+    /// Receives the next message before `deadline`: `Ok(None)` if the other end closed the
+    /// connection; [`Error::Protocol`] for a malformed frame, [`Error::Timeout`] naming the
+    /// other end, or [`Error::Io`].
+    pub fn recv<T: for<'de> Deserialize<'de>>(&mut self, deadline: Instant) -> Result<Option<T>> {
+        loop {
+            if let Some(msg) = self.next_buffered()? {
+                return Ok(Some(msg));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(self.timed_out());
+            }
+            self.stream.set_read_timeout(Some(left)).map_err(|e| self.io("configuring socket to", e))?;
+            match self.read_chunk() {
+                Ok(0) => return Ok(None),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    return Err(self.timed_out());
+                }
+                Err(e) => return Err(self.io("reading from", e)),
+            }
+        }
+    }
+
+    /// Reads, without waiting, whatever has arrived; `Ok(false)` if the other end closed the
+    /// connection. The messages are then taken with [`next_buffered`](Self::next_buffered).
+    pub fn read_available(&mut self) -> Result<bool> {
+        self.stream.set_nonblocking(true).map_err(|e| self.io("configuring socket to", e))?;
+        let read = loop {
+            match self.read_chunk() {
+                Ok(0) => break Ok(false),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(self.io("reading from", e)),
+            }
+        };
+        self.stream.set_nonblocking(false).map_err(|e| self.io("configuring socket to", e))?;
+        read
+    }
+
+    /// The next whole message among those already read, if any.
+    pub fn next_buffered<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>> {
+        Ok(decode_frame::<T>(&self.inbox)?.map(|(msg, used)| {
+            self.inbox.drain(..used);
+            msg
+        }))
+    }
+
+    fn read_chunk(&mut self) -> io::Result<usize> {
+        let mut chunk = [0u8; 4096];
+        let n = self.stream.read(&mut chunk)?;
+        self.inbox.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    fn timed_out(&self) -> Error {
+        Error::Timeout { what: format!("a reply from {}", self.who), after: Duration::ZERO }
+    }
+
+    fn io(&self, doing: &str, e: io::Error) -> Error {
+        Error::io(format!("{doing} {}", self.who), e)
+    }
+}

@@ -1,0 +1,41 @@
+//! Blocking reads and writes bound by a deadline, for handshakes and blocking clients: a
+//! silent or stalled other end becomes a timeout naming it, never a hang.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+
+/// Reads exactly `buf.len()` bytes from a blocking stream before `deadline`; `who` names the
+/// other end in errors.
+pub fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant, who: &str) -> Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Timeout { what: who.to_string(), after: Default::default() });
+        }
+        stream.set_read_timeout(Some(left)).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
+        match stream.read(&mut buf[got..]) {
+            Ok(0) => return Err(Error::Protocol(format!("{who} closed the connection"))),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(Error::Timeout { what: who.to_string(), after: Default::default() });
+            }
+            Err(e) => return Err(Error::io(format!("reading from {who}"), e)),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` to a blocking stream before `deadline`.
+pub fn write_all_by(stream: &mut TcpStream, buf: &[u8], deadline: Instant, who: &str) -> Result<()> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(Error::Timeout { what: who.to_string(), after: Default::default() });
+    }
+    stream.set_write_timeout(Some(left)).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
+    stream.write_all(buf).map_err(|e| Error::io(format!("writing to {who}"), e))
+}

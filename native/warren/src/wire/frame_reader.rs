@@ -1,0 +1,40 @@
+//! Frames read from an async stream (the services' side of a connection).
+
+use serde::Deserialize;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::frame::decode_frame;
+use crate::error::{Error, Result};
+
+/// Reads whole frames from an async stream, buffering what arrives between them.
+#[derive(Debug)]
+pub struct FrameReader<R> {
+    rd: R,
+    who: String,
+    inbox: Vec<u8>,
+    chunk: Vec<u8>,
+}
+
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    /// Frames from `rd`; `who` names the other end in I/O errors.
+    pub fn new(rd: R, who: impl Into<String>) -> FrameReader<R> {
+        FrameReader { rd, who: who.into(), inbox: Vec::new(), chunk: vec![0u8; 8192] }
+    }
+
+    /// The next message: `Ok(None)` once the other end has closed the connection, an
+    /// [`Error::Protocol`] for a malformed or oversized frame, an [`Error::Io`] if reading
+    /// failed.
+    pub async fn next<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>> {
+        loop {
+            if let Some((msg, used)) = decode_frame::<T>(&self.inbox)? {
+                self.inbox.drain(..used);
+                return Ok(Some(msg));
+            }
+            match self.rd.read(&mut self.chunk).await {
+                Ok(0) => return Ok(None),
+                Ok(n) => self.inbox.extend_from_slice(&self.chunk[..n]),
+                Err(e) => return Err(Error::io(format!("reading from {}", self.who), e)),
+            }
+        }
+    }
+}

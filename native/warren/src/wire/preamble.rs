@@ -1,0 +1,62 @@
+//! The connection preamble: the 8 bytes `MAGIC, VERSION` both ends of every Warren connection
+//! send first, so that a stray client, another protocol or another version is refused before
+//! anything else is read.
+
+use crate::error::{Error, Result};
+
+/// First four bytes of every Warren connection ("WRN1" little-endian).
+pub const MAGIC: u32 = 0x314E_5257;
+/// Protocol version; both ends must agree.
+pub const VERSION: u32 = 1;
+/// Byte length of the preamble.
+pub const PREAMBLE_LEN: usize = 8;
+
+/// The 8-byte preamble `MAGIC, VERSION` both ends send first.
+pub fn preamble() -> [u8; PREAMBLE_LEN] {
+    let mut b = [0u8; PREAMBLE_LEN];
+    b[..4].copy_from_slice(&MAGIC.to_le_bytes());
+    b[4..].copy_from_slice(&VERSION.to_le_bytes());
+    b
+}
+
+/// Checks a received preamble; `who` names the other end for the error.
+pub fn check_preamble(b: &[u8; PREAMBLE_LEN], who: &str) -> Result<()> {
+    let magic = u32::from_le_bytes(b[..4].try_into().unwrap());
+    let version = u32::from_le_bytes(b[4..].try_into().unwrap());
+    if magic != MAGIC {
+        return Err(Error::Protocol(format!("{who} is not a Warren endpoint (bad magic {magic:#010x})")));
+    }
+    if version != VERSION {
+        return Err(Error::Protocol(format!("{who} speaks protocol version {version}, this build speaks {VERSION}")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_preamble_is_magic_then_version_little_endian() {
+        assert_eq!(&preamble(), b"WRN1\x01\0\0\0");
+        assert!(check_preamble(&preamble(), "x").is_ok());
+    }
+
+    #[test]
+    fn a_wrong_magic_names_the_other_end() {
+        let mut p = preamble();
+        p[0] ^= 1;
+        let e = check_preamble(&p, "tracker t:1").unwrap_err();
+        assert!(matches!(&e, Error::Protocol(m) if m.contains("tracker t:1") && m.contains("not a Warren")), "{e}");
+        let http: [u8; PREAMBLE_LEN] = *b"GET / HT";
+        assert!(check_preamble(&http, "x").is_err());
+    }
+
+    #[test]
+    fn a_wrong_version_says_both_versions() {
+        let mut q = preamble();
+        q[4] = 9;
+        let e = check_preamble(&q, "x").unwrap_err();
+        assert!(matches!(&e, Error::Protocol(m) if m.contains("version 9") && m.contains("speaks 1")), "{e}");
+    }
+}
