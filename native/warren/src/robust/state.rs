@@ -15,13 +15,32 @@ use crate::membership::{Placed, Placement};
 /// Local models of other workers, by owner rank.
 pub type Replicas = BTreeMap<usize, Vec<u8>>;
 
-/// The local models of a checkpoint in progress, from its prepare phase (run, or served to
-/// this worker, which then still lacks the replicas) to its commit.
+/// The local models of one checkpoint as a worker holds them.
 #[derive(Debug, Default)]
-struct Pending {
+struct Models {
+    /// Its own (`None`: it has none).
     local: Option<Vec<u8>>,
+    /// The replicas it keeps.
     replicas: Replicas,
+    /// Every worker's model size, if it ran that checkpoint's prepare phase (a model of size
+    /// 0 is held by whoever knows it is empty).
     sizes: Option<Vec<u64>>,
+}
+
+impl Models {
+    /// The local model of `owner` (this worker is `me`), if held.
+    fn get(&self, me: usize, owner: usize) -> Option<&[u8]> {
+        if owner == me {
+            return Some(self.local.as_deref().unwrap_or_default());
+        }
+        let empty = self.sizes.as_ref().is_some_and(|s| s.get(owner) == Some(&0));
+        self.replicas.get(&owner).map(Vec::as_slice).or(empty.then_some(&[][..]))
+    }
+
+    /// Whether it has a replica of every model in `kept`.
+    fn whole(&self, kept: &[usize]) -> bool {
+        kept.iter().all(|o| self.replicas.contains_key(o))
+    }
 }
 
 /// What a worker took in from a checkpoint's prepare phase it ran.
@@ -58,12 +77,11 @@ pub struct RecoveryState {
     results: ResultBuffer,
     boot: BootstrapCache,
     global: Vec<u8>,
-    local: Option<Vec<u8>>,
-    replicas: Replicas,
-    /// Every worker's local model size at `version`, if this worker ran that checkpoint's
-    /// prepare phase (a model of size 0 is held by whoever knows it is empty).
-    sizes: Option<Vec<u64>>,
-    pending: Option<Pending>,
+    /// The local models of checkpoint `version`.
+    models: Models,
+    /// Those of the checkpoint in progress (`version + 1`), from its prepare phase (run, or
+    /// served to this worker, which then still lacks the replicas) to its commit.
+    pending: Option<Models>,
 }
 
 impl RecoveryState {
@@ -78,9 +96,7 @@ impl RecoveryState {
             results: ResultBuffer::default(),
             boot: BootstrapCache::default(),
             global: Vec::new(),
-            local: None,
-            replicas: Replicas::new(),
-            sizes: None,
+            models: Models::default(),
             pending: None,
         }
     }
@@ -102,7 +118,7 @@ impl RecoveryState {
 
     /// The last committed checkpoint: version, global model, own local model.
     pub fn checkpoint(&self) -> (u32, &[u8], Option<&[u8]>) {
-        (self.version, &self.global, self.local.as_deref())
+        (self.version, &self.global, self.models.local.as_deref())
     }
 
     /// The owners whose local models this worker keeps, nearest ring predecessor first.
@@ -122,10 +138,9 @@ impl RecoveryState {
 
     /// The checkpoint version of replicas this worker should keep but lacks.
     pub fn owed(&self) -> Option<u32> {
-        let whole = |r: &Replicas| self.kept.iter().all(|o| r.contains_key(o));
         match &self.pending {
-            Some(p) if !whole(&p.replicas) => Some(self.version + 1),
-            _ if self.version > 0 && !whole(&self.replicas) => Some(self.version),
+            Some(p) if !p.whole(&self.kept) => Some(self.version + 1),
+            _ if self.version > 0 && !self.models.whole(&self.kept) => Some(self.version),
             _ => None,
         }
     }
@@ -154,25 +169,18 @@ impl RecoveryState {
         }
     }
 
+    /// The local models of checkpoint `version`, if this worker holds any.
+    fn models(&self, version: u32) -> Option<&Models> {
+        match &self.pending {
+            Some(p) if version == self.version + 1 => Some(p),
+            _ => (version == self.version && version > 0).then_some(&self.models),
+        }
+    }
+
     /// The local model of `owner` at `version`, if held: the owner's own (empty if it has
     /// none), a replica, or an empty one where this worker knows the owner has none.
     fn model(&self, owner: usize, version: u32) -> Option<&[u8]> {
-        fn own(l: &Option<Vec<u8>>) -> Option<&[u8]> {
-            Some(l.as_deref().unwrap_or_default())
-        }
-        fn kept<'a>(replicas: &'a Replicas, sizes: &Option<Vec<u64>>, owner: usize) -> Option<&'a [u8]> {
-            let empty = sizes.as_ref().is_some_and(|s| s.get(owner) == Some(&0));
-            replicas.get(&owner).map(Vec::as_slice).or(empty.then_some(&[][..]))
-        }
-        match &self.pending {
-            Some(p) if version == self.version + 1 => match owner == self.me {
-                true => own(&p.local),
-                false => kept(&p.replicas, &p.sizes, owner),
-            },
-            _ if version != self.version || version == 0 => None,
-            _ if owner == self.me => own(&self.local),
-            _ => kept(&self.replicas, &self.sizes, owner),
-        }
+        self.models(version)?.get(self.me, owner)
     }
 
     /// Takes in `item` sent to this worker (the payload of a result already checked with
@@ -185,13 +193,9 @@ impl RecoveryState {
             }
             Item::Result { .. } | Item::Bootstrap { .. } => Ok(Taken::Answer(data)),
             Item::LocalModel { owner, version } => {
-                if owner == self.me && version == self.version {
-                    self.local = (!data.is_empty()).then_some(data);
-                    return Ok(Taken::Kept);
-                }
-                let slot = match self.pending.as_mut() {
-                    Some(p) if version == self.version + 1 && owner != self.me => &mut p.replicas,
-                    _ if version == self.version && owner != self.me => &mut self.replicas,
+                let models = match self.pending.as_mut() {
+                    Some(p) if version == self.version + 1 && owner != self.me => p,
+                    _ if version == self.version => &mut self.models,
                     _ => {
                         return Err(Error::Protocol(format!(
                             "rank {} at version {} was sent the local model of rank {owner} of version {version}",
@@ -199,7 +203,11 @@ impl RecoveryState {
                         )));
                     }
                 };
-                slot.insert(owner, data);
+                if owner == self.me {
+                    models.local = (!data.is_empty()).then_some(data);
+                } else {
+                    models.replicas.insert(owner, data);
+                }
                 Ok(Taken::Kept)
             }
         }
@@ -212,9 +220,7 @@ impl RecoveryState {
         self.seq = 0;
         self.results.clear();
         self.global = global;
-        self.local = local;
-        self.replicas.clear();
-        self.sizes = None;
+        self.models = Models { local, ..Models::default() };
         self.pending = None;
     }
 
@@ -243,19 +249,16 @@ impl RecoveryState {
     /// says so in its proposals until it gets them).
     pub fn prepared(&mut self, local: Option<Vec<u8>>, ran: Option<Prepared>) {
         let (replicas, sizes) = ran.map_or((Replicas::new(), None), |p| (p.replicas, Some(p.sizes)));
-        self.pending = Some(Pending { local, replicas, sizes });
+        self.pending = Some(Models { local, replicas, sizes });
     }
 
     /// Commits the checkpoint in progress with its global model.
     pub fn commit(&mut self, global: Vec<u8>) {
-        let p = self.pending.take().unwrap_or_default();
+        self.models = self.pending.take().unwrap_or_default();
         self.version += 1;
         self.seq = 0;
         self.results.clear();
         self.global = global;
-        self.local = p.local;
-        self.replicas = p.replicas;
-        self.sizes = p.sizes;
     }
 }
 
