@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use log::info;
 
-use super::{CallBuf, Communicator};
+use super::{CallBuf, Communicator, LOG};
 use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind};
 use crate::collective::{self, Net, Scratch};
 use crate::error::{Error, Result};
@@ -222,7 +222,7 @@ impl Communicator {
                 t.request(&ToTracker::Print { msg: msg.to_string() }, deadline).map(|_| ())
             }
             None => {
-                info!("[rank 0] {msg}");
+                info!(target: LOG, "[rank 0] {msg}");
                 Ok(())
             }
         }

@@ -6,7 +6,7 @@ use std::time::Instant;
 use log::info;
 
 use super::recovery::Round;
-use super::{Communicator, durable, recoverable};
+use super::{Communicator, LOG, durable, recoverable};
 use crate::collective;
 use crate::collective::header::{CallHeader, CallKind};
 use crate::error::{Error, Result};
@@ -139,7 +139,7 @@ impl Communicator {
             lost: vec![self.cfg.task_id.clone()],
             reason: format!("rank {me} has no durable checkpoint of version {agreed}, which every worker has"),
         })?;
-        info!("rank {me}: loaded durable checkpoint version {agreed}");
+        info!(target: LOG, "rank {me}: loaded durable checkpoint version {agreed}");
         self.rs().state.load(c.version, c.global.clone(), c.local.clone());
         Ok(c)
     }

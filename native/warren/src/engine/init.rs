@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
-use super::{CallStats, Communicator, Robust, recoverable};
+use super::{CallStats, Communicator, LOG, Robust, recoverable};
 use crate::collective::Scratch;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -54,12 +54,12 @@ impl Communicator {
         let rank = comm.topo.rank;
         if a.recovered {
             let task = &comm.cfg.task_id;
-            info!("task {task} re-joined as rank {rank} (round {}); catching up from the other workers", a.round);
+            info!(target: LOG, "task {task} re-joined as rank {rank} (round {}); catching up from the other workers", a.round);
             if let Some(r) = comm.robust.as_mut() {
                 r.consensus = true;
             }
         }
-        debug!("rank {rank}/{}: linked to {:?}", comm.topo.world, comm.topo.neighbours());
+        debug!(target: LOG, "rank {rank}/{}: linked to {:?}", comm.topo.world, comm.topo.neighbours());
         Ok(comm)
     }
 
@@ -135,7 +135,7 @@ impl Communicator {
     /// `connect_timeout` if a worker fails again meanwhile.
     pub(super) fn relink(&mut self, cause: &Error) -> Result<()> {
         let deadline = Instant::now() + self.cfg.connect_timeout;
-        warn!("rank {}: {cause}; re-linking", self.topo.rank);
+        warn!(target: LOG, "rank {}: {cause}; re-linking", self.topo.rank);
         loop {
             self.close_links();
             let a = self.rejoin(deadline)?;
@@ -144,11 +144,11 @@ impl Communicator {
                     let r = self.robust.as_mut().expect("only robust communicators re-link");
                     r.consensus = true;
                     r.recoveries += 1;
-                    info!("rank {}: re-linked (round {})", self.topo.rank, a.round);
+                    info!(target: LOG, "rank {}: re-linked (round {})", self.topo.rank, a.round);
                     return Ok(());
                 }
                 Err(e) if Instant::now() < deadline => {
-                    warn!("rank {}: re-linking failed ({e}); trying again", self.topo.rank)
+                    warn!(target: LOG, "rank {}: re-linking failed ({e}); trying again", self.topo.rank)
                 }
                 Err(e) => return Err(e),
             }
@@ -188,7 +188,7 @@ fn register(tracker: &mut TrackerClient, cfg: &Config, listener: &PeerListener, 
     let reply = loop {
         match tracker.request(&register, deadline)? {
             FromTracker::Retry { message } if Instant::now() < deadline => {
-                debug!("task {}: {message}; registering again", cfg.task_id);
+                debug!(target: LOG, "task {}: {message}; registering again", cfg.task_id);
                 std::thread::sleep(Duration::from_millis(10));
             }
             FromTracker::Retry { message } => return Err(Error::Tracker(message)),

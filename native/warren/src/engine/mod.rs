@@ -48,6 +48,10 @@ mod stats;
 pub use checkpoint::Checkpoint;
 pub use stats::CallStats;
 
+/// The log target of every engine record, whichever file it comes from: the logger
+/// `io.warren.native.warren.engine` on the JVM, `WARREN_LOG=warren::engine=debug` natively.
+const LOG: &str = "warren::engine";
+
 /// A robust communicator's recovery state ([`RecoveryState`], pure) and the engine's
 /// bookkeeping around it.
 #[derive(Debug)]

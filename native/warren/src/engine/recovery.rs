@@ -4,7 +4,7 @@
 
 use log::{debug, info};
 
-use super::Communicator;
+use super::{Communicator, LOG};
 use crate::collective;
 use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind};
 use crate::error::{Error, Result};
@@ -32,7 +32,7 @@ impl Communicator {
         let mine = self.rs().state.proposal(want, key, *hdr);
         let props = self.gather_proposals(&mine)?;
         let plan = self.settle(&props)?;
-        debug!("rank {me}: recovery plan {plan:?}");
+        debug!(target: LOG, "rank {me}: recovery plan {plan:?}");
         match plan {
             Plan::Execute => Ok(Round::Execute),
             Plan::Commit { to } => Ok(if to.contains(&me) { Round::Committed } else { Round::Continue }),
@@ -104,7 +104,7 @@ impl Communicator {
         for (item, data) in inbox {
             match self.rs().state.take(&item, data)? {
                 Taken::Loaded => {
-                    info!("rank {me}: loaded checkpoint version {}", self.rs().state.version());
+                    info!(target: LOG, "rank {me}: loaded checkpoint version {}", self.rs().state.version());
                     round = Round::Loaded;
                 }
                 Taken::Answer(d) => round = Round::Served(d),
