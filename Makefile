@@ -43,8 +43,10 @@ bench-allreduce: build
 	bash bench/setup.sh
 	WARREN=$(WARREN) bash bench/allreduce.sh
 
-## bench-master: the data master through its network service, file store vs the
-## snapshot-on-every-change store, 1/8/32 clients, 100,000 tasks (docs/benchmarks-master.md)
+## bench-master: the data master through its network service: file store, etcd store (a real
+## etcd started on free ports and stopped) and the snapshot-on-every-change store, 1/8/32
+## clients, 100,000 tasks; WARREN_REF=<other warren binary> adds its runs and the new/ref
+## ratios (docs/benchmarks-master.md)
 bench-master: build
 	WARREN=$(WARREN) bash bench/master_service.sh
 

@@ -20,8 +20,11 @@ BENCH_JVM_ARGS ?= 5 30
 
 .PHONY: jvm jvm-native test-jvm bench-jvm
 
+# WARREN_JNI_FEATURES=etcd builds the JNI library with the etcd store (Master's etcd: specs;
+# needs protoc); by default it has none (native/warren-jni/Cargo.toml says why).
+WARREN_JNI_FEATURES ?=
 jvm-native:
-	cd $(WARREN_ROOT) && $(CARGO) build --release -p warren-jni
+	cd $(WARREN_ROOT) && $(CARGO) build --release -p warren-jni $(if $(WARREN_JNI_FEATURES),--features $(WARREN_JNI_FEATURES))
 
 # The Spark tests (jvm/spark-examples, local-cluster) need Spark 4.3: scripts/setup-spark.sh
 # installs it once (pyspark 4.3.0 in .spark/venv) and prints its SPARK_HOME; its jars go on

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
 use warren::Error;
-use warren::master::{ClientOptions, GetTask, MasterClient, MasterConfig, MasterService, QueueSettings};
+use warren::master::{ClientOptions, GetTask, MasterClient, MasterConfig, MasterService, QueueCodec, QueueSettings};
 use warren::recordio::{Compressor, Writer, WriterOptions};
-use warren::store::{MAX_LEASE_TTL_S, MIN_LEASE_TTL_S, OpenOptions};
+use warren::store::{DEFAULT_FLUSHES_IN_FLIGHT, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S, OpenOptions};
 
 /// Arguments of `warren master`.
 #[derive(Args)]
@@ -61,12 +61,20 @@ pub struct EtcdArgs {
     /// --election-timeout, 2 s by default) to that minimum.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i64).range(MIN_LEASE_TTL_S..=MAX_LEASE_TTL_S))]
     etcd_lease_ttl_s: i64,
+    /// etcd transactions of queued changes in flight at once (1-64): with more than one, a
+    /// change submitted during a round trip starts its own at once and etcd commits them
+    /// together; more, smaller transactions cost more CPU (docs/benchmarks-master.md).
+    #[arg(long, default_value_t = DEFAULT_FLUSHES_IN_FLIGHT, value_parser = clap::value_parser!(u16).range(1..=64))]
+    etcd_flushes_in_flight: u16,
 }
 
 impl EtcdArgs {
     /// These settings as the options of [`warren::store::open_with`].
     fn open_options(&self) -> OpenOptions {
-        OpenOptions { etcd_lease_ttl_s: self.etcd_lease_ttl_s }
+        OpenOptions {
+            etcd_lease_ttl_s: self.etcd_lease_ttl_s,
+            etcd_flushes_in_flight: usize::from(self.etcd_flushes_in_flight),
+        }
     }
 }
 
@@ -104,7 +112,7 @@ pub fn run(a: MasterArgs) -> warren::Result<u8> {
         return status(s);
     }
     let spec = a.store.ok_or_else(|| Error::Config("warren master needs --store file:DIR or etcd:HOST:PORT".into()))?;
-    let store = warren::store::open_with(&spec, &a.etcd.open_options())?;
+    let store = warren::store::open_with::<QueueCodec>(&spec, &a.etcd.open_options())?;
     let secret = super::launcher::job_secret(true)?;
     let mut cfg = MasterConfig::new(secret);
     cfg.host = a.host;
@@ -189,7 +197,7 @@ fn bench_in(a: &BenchMasterArgs, combined: bool, tmp: &std::path::Path) -> warre
     }
     w.finish()?;
     let spec = a.store.clone().unwrap_or_else(|| format!("file:{}", tmp.join("store").display()));
-    let store = warren::store::open_with(&spec, &a.etcd.open_options())?;
+    let store = warren::store::open_with::<QueueCodec>(&spec, &a.etcd.open_options())?;
     let secret = warren::wire::auth::generate_secret();
     let mut cfg = MasterConfig::new(secret.clone());
     cfg.dataset = Some((vec![data.display().to_string()], 1));

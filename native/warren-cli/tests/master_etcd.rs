@@ -87,7 +87,7 @@ fn a_waiting_master_takes_over_when_the_leader_is_killed() {
     });
     eprintln!("took over {:?} after the kill", killed.elapsed());
     let log = std::fs::read_to_string(dir.join("second.log")).unwrap();
-    assert!(log.contains("held by another master"), "{log}");
+    assert!(log.contains("held by another writer"), "{log}");
 
     let mut c = MasterClient::new(&uri2, SECRET, opts);
     let st = c.status().unwrap();

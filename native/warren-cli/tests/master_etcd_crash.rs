@@ -71,7 +71,7 @@ fn run_schedule(endpoint: &str, seed: u64) -> Tally {
             // A second master, started while the first serves: it must wait on the lock.
             n += 1;
             let standby = Master::spawn(&dir.0, &store, &pattern, port, n, &extra);
-            while !standby.log_text().contains("held by another master") {
+            while !standby.log_text().contains("held by another writer") {
                 assert!(
                     Instant::now() < deadline,
                     "seed {seed}: the standby master never waited:\n{}",

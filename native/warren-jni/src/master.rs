@@ -134,7 +134,7 @@ pub extern "system" fn Java_io_warren_Native_masterStart<'l>(
         if cfg.secret.is_empty() {
             return Err(JniError::Warren(warren::Error::Config("a master needs a non-empty job secret".into())));
         }
-        let store = warren::store::open(&spec)?;
+        let store = warren::store::open::<warren::master::QueueCodec>(&spec)?;
         let service = MasterService::start(cfg, store)?;
         Ok(handle::into_handle(service))
     })

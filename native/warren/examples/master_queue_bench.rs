@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 use warren::error::Result;
-use warren::master::{Ack, ChunkRef, DurableQueue, GetTask, QueueSettings};
+use warren::master::{Ack, ChunkRef, DurableQueue, GetTask, QueueCodec, QueueSettings};
 use warren::store::{FileStore, FileStoreOptions, SnapshotEveryChangeStore, Store};
 
 struct Args {
@@ -95,7 +95,7 @@ struct Outcome {
 }
 
 /// Runs `clients` threads against `dq` until the pass ends or `limit` completions.
-fn drive<S: Store>(dq: &DurableQueue<S>, clients: u64, combined: bool, limit: u64) -> Result<Outcome> {
+fn drive<S: Store<QueueCodec>>(dq: &DurableQueue<S>, clients: u64, combined: bool, limit: u64) -> Result<Outcome> {
     let start = Instant::now();
     let now = || start.elapsed().as_millis() as u64;
     let completions = AtomicU64::new(0);
@@ -179,8 +179,8 @@ fn main() -> Result<()> {
                     let extra = format!(
                         r#","partial":false,"fsyncs":{},"log_records":{},"changes_per_fsync":{:.2},"compactions":{}"#,
                         st.syncs - base.syncs,
-                        st.records - base.records,
-                        (st.changes - base.changes) as f64 / (st.syncs - base.syncs).max(1) as f64,
+                        st.submits - base.submits,
+                        (st.records - base.records) as f64 / (st.syncs - base.syncs).max(1) as f64,
                         st.compactions - base.compactions
                     );
                     (outcome, extra)

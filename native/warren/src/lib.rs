@@ -21,7 +21,8 @@
 //!   authenticated accepts.
 //! - [`topology`]: tree and ring, pure.
 //! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
-//! - [`store`]: durable storage for the master: write-ahead log with group commit, snapshots.
+//! - [`store`]: durable storage for any service (the master today): a log of typed records
+//!   with group commit and snapshots, in a directory or in etcd (Cargo feature `etcd`).
 //! - [`config`]: worker settings from the environment or given explicitly; [`mock`]: the
 //!   failure-injection points they can name.
 //! - [`recordio`]: PaddlePaddle RecordIO files (chunked, checksummed, compressed) and dmlc

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use warren::master::{ClientOptions, GetTask, MasterClient, Queue, QueueSettings};
+use warren::master::{ClientOptions, GetTask, MasterClient, Queue, QueueCodec, QueueSettings};
 use warren::recordio::{Compressor, Writer, WriterOptions};
 use warren::store::Store;
 
@@ -202,7 +202,7 @@ pub fn check_pass_done(seed: u64, uri: &str, progress: &Progress) {
 
 /// The store (the master that used it killed) reloads into a consistent queue at the start
 /// of pass 1: every task in todo, none pending, done or failed.
-pub fn check_store(seed: u64, store: &dyn Store) {
+pub fn check_store(seed: u64, store: &dyn Store<QueueCodec>) {
     let (snapshot, changes) = store.load().unwrap();
     let q = Queue::restore(QueueSettings::default(), snapshot, changes).unwrap();
     assert_eq!(q.pass(), 1, "seed {seed}");

@@ -1,11 +1,48 @@
-//! [`DurableQueue`]: a [`Queue`] whose every answer is backed by a [`Store`].
+//! [`DurableQueue`]: a [`Queue`] whose every answer is backed by a [`Store`], and
+//! [`QueueCodec`], what the queue keeps in a store.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use super::queue::{Ack, ChunkRef, GetTask, Millis, Output, Queue, QueueSettings, TaskId};
+use super::change::Change;
+use super::queue::{Ack, ChunkRef, GetTask, Millis, Output, Queue, QueueSettings, Snapshot, TaskId};
 use crate::error::{Error, Result};
-use crate::store::{Store, Ticket};
+use crate::store::{Codec, Replay, Store, Ticket};
+
+/// The master's durable format: its log records are the queue's [`Change`]s, its
+/// snapshots the queue's [`Snapshot`]s, both as JSON.
+pub struct QueueCodec;
+
+impl Codec for QueueCodec {
+    type Record = Change;
+    type Snapshot = Snapshot;
+    const FORMAT: &'static str = "warren.master.queue/1";
+
+    fn seq(change: &Change) -> u64 {
+        change.seq
+    }
+
+    fn snapshot_seq(snapshot: &Snapshot) -> u64 {
+        snapshot.seq()
+    }
+}
+
+impl Replay for QueueCodec {
+    type State = Queue;
+
+    /// Replaying changes never consults the settings (see `change.rs`), so the defaults do.
+    fn restore(snapshot: Option<Snapshot>) -> Result<Queue> {
+        Queue::restore(QueueSettings::default(), snapshot, [])
+    }
+
+    fn apply(queue: &mut Queue, change: &Change) -> Result<()> {
+        queue.apply(change)
+    }
+
+    fn snapshot(queue: &Queue) -> Snapshot {
+        queue.snapshot()
+    }
+}
 
 /// A task queue shared by threads, whose changes are durable before any call returns.
 ///
@@ -16,14 +53,14 @@ use crate::store::{Store, Ticket};
 ///
 /// If the store fails, the in-memory queue may be ahead of the disk; from then on every
 /// call fails with [`Error::StoreFailed`] and the master must be restarted.
-pub struct DurableQueue<S: Store> {
+pub struct DurableQueue<S: Store<QueueCodec>> {
     queue: Mutex<Queue>,
     store: S,
     broken: AtomicBool,
     compacting: AtomicBool,
 }
 
-impl<S: Store> DurableQueue<S> {
+impl<S: Store<QueueCodec>> DurableQueue<S> {
     /// Rebuilds the queue from what `store` holds and gives pending tasks a fresh timeout
     /// from `now` (see [`Queue::resume`]).
     pub fn open(settings: QueueSettings, store: S, now: Millis) -> Result<DurableQueue<S>> {
@@ -166,16 +203,18 @@ impl<S: Store> DurableQueue<S> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::master::Task;
-    use crate::store::FileStore;
     use crate::store::testdir::TestDir;
+    use crate::store::{FileStore, SnapshotEveryChangeStore};
 
     fn chunks(n: u64) -> Vec<ChunkRef> {
         (0..n).map(|i| ChunkRef { path: format!("/d/{i}.rio"), index: 0, offset: 0, len: 1, records: 1 }).collect()
     }
 
-    fn open(dir: &TestDir, now: Millis) -> DurableQueue<FileStore> {
+    fn open(dir: &TestDir, now: Millis) -> DurableQueue<FileStore<QueueCodec>> {
         DurableQueue::open(QueueSettings::default(), FileStore::open(dir.path()).unwrap(), now).unwrap()
     }
 
@@ -192,13 +231,13 @@ mod tests {
         let dq = open(&dir, 0);
         dq.set_dataset(chunks(3), 1).unwrap();
         let mut t = task(dq.get_task(0, 0).unwrap());
-        let records = dq.store().stats().records;
+        let records = dq.store().stats().submits;
         for _ in 0..2 {
             let (ack, next) = dq.finish_and_get_task(t.id, t.epoch, 0, 10).unwrap();
             assert_eq!(ack, Ack::Accepted);
             t = task(next);
         }
-        assert_eq!(dq.store().stats().records, records + 2, "one record per call");
+        assert_eq!(dq.store().stats().submits, records + 2, "one record per call");
         let (ack, next) = dq.finish_and_get_task(t.id, t.epoch, 0, 10).unwrap();
         assert_eq!((ack, next), (Ack::Accepted, GetTask::PassFinished { current_pass: 1 }));
         // A stale finish still gets the next task.
@@ -246,5 +285,88 @@ mod tests {
         assert!(matches!(dq.set_dataset(chunks(3), 1), Err(Error::DatasetMismatch(_))));
         assert!(matches!(dq.task_finished(TaskId(9), 1, 0), Err(Error::InvalidArgument(_))));
         let _ = task(dq.get_task(0, 0).unwrap());
+    }
+
+    /// Finishes up to `k` tasks of pass 0.
+    fn work<S: Store<QueueCodec>>(dq: &DurableQueue<S>, k: u64) {
+        for i in 0..k {
+            if let GetTask::Task(t) = dq.get_task(0, i).unwrap() {
+                assert_eq!(dq.task_finished(t.id, t.epoch, i + 3).unwrap(), Ack::Accepted);
+            }
+        }
+    }
+
+    #[test]
+    fn compactions_through_the_queue_reload_to_the_same_state() {
+        let dir = TestDir::new("durable-compact");
+        let dq = open(&dir, 0);
+        dq.set_dataset(chunks(20), 2).unwrap();
+        work(&dq, 4);
+        dq.compact().unwrap();
+        work(&dq, 3);
+        dq.compact().unwrap();
+        work(&dq, 2);
+        assert_eq!(dq.store().stats().compactions, 2);
+        let live = dq.read(Queue::snapshot).unwrap();
+        drop(dq);
+        let (snapshot, changes) = FileStore::<QueueCodec>::open(dir.path()).unwrap().load().unwrap();
+        assert!(snapshot.is_some());
+        assert_eq!(Queue::restore(QueueSettings::default(), snapshot, changes).unwrap().snapshot(), live);
+        // Restarting through DurableQueue works too and keeps going.
+        let dq = open(&dir, 100);
+        assert_eq!(dq.read(|q| q.counts().done).unwrap(), 9);
+        work(&dq, 1);
+    }
+
+    #[test]
+    fn concurrent_calls_from_8_threads_share_fsyncs_and_reload_to_the_same_state() {
+        let dir = TestDir::new("durable-threads");
+        let dq = Arc::new(open(&dir, 0));
+        let n = 200;
+        dq.set_dataset(chunks(n), 1).unwrap();
+        let done: usize = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..8)
+                .map(|w| {
+                    let dq = Arc::clone(&dq);
+                    s.spawn(move || {
+                        let mut mine = 0;
+                        loop {
+                            match dq.get_task(0, w).unwrap() {
+                                GetTask::Task(t) => {
+                                    assert_eq!(dq.task_finished(t.id, t.epoch, w + 1).unwrap(), Ack::Accepted);
+                                    mine += 1;
+                                }
+                                GetTask::NoMoreTasksNow => std::thread::yield_now(),
+                                GetTask::PassFinished { .. } => return mine,
+                                other => panic!("{other:?}"),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(done, n as usize, "each task finished once");
+        let stats = dq.store().stats();
+        assert!(stats.syncs < stats.submits, "group commit shared fsyncs: {stats:?}");
+        let live = dq.read(Queue::snapshot).unwrap();
+        drop(dq);
+        assert_eq!(open(&dir, 0).read(Queue::snapshot).unwrap().pass(), live.pass());
+        let (snapshot, changes) = FileStore::<QueueCodec>::open(dir.path()).unwrap().load().unwrap();
+        assert_eq!(Queue::restore(QueueSettings::default(), snapshot, changes).unwrap().snapshot(), live);
+    }
+
+    #[test]
+    fn the_snapshot_on_every_change_store_replays_the_queue() {
+        let dir = TestDir::new("durable-secs");
+        let store = SnapshotEveryChangeStore::<QueueCodec>::open(dir.path(), 1).unwrap();
+        let dq = DurableQueue::open(QueueSettings::default(), store, 0).unwrap();
+        dq.set_dataset(chunks(6), 2).unwrap();
+        work(&dq, 2);
+        let _ = task(dq.get_task(0, 6).unwrap());
+        let live = dq.read(Queue::snapshot).unwrap();
+        drop(dq);
+        let store = SnapshotEveryChangeStore::<QueueCodec>::open(dir.path(), 1).unwrap();
+        assert_eq!(store.load().unwrap(), (Some(live), Vec::new()));
     }
 }

@@ -5,7 +5,8 @@
 //!   out as a [`Change`]; [`Queue::apply`] replays changes onto a [`Snapshot`].
 //! - [`DurableQueue`] (in `durable.rs`): a `Queue` behind a mutex whose changes go through a
 //!   [`Store`](crate::store::Store) before a call returns, with group commit across
-//!   threads. The network service is built on it.
+//!   threads. The network service is built on it. [`QueueCodec`] tells the generic stores
+//!   what the queue logs ([`Change`]s) and snapshots ([`Snapshot`]s).
 //! - [`proto`]: the wire protocol (requests, replies, errors), pure.
 //! - [`MasterService`] (in `service.rs`): the tokio network service: authentication,
 //!   requests answered once durable, timeouts driven by its clock, progress in its log.
@@ -31,7 +32,7 @@ mod queue_props;
 
 pub use change::{Change, ChangeKind, FailReason};
 pub use client::{ClientOptions, MasterClient};
-pub use durable::DurableQueue;
+pub use durable::{DurableQueue, QueueCodec};
 pub use proto::MasterStatus;
 pub use queue::{
     Ack, ChunkRef, FailedTask, GetTask, Millis, Output, PendingTask, Queue, QueueCounts, QueueSettings, Snapshot, Task,

@@ -19,7 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::dataset;
-use super::durable::DurableQueue;
+use super::durable::{DurableQueue, QueueCodec};
 use super::proto::{MasterStatus, Reply, Request, error_reply};
 use super::queue::{Millis, Output, Queue, QueueSettings};
 use crate::error::{Error, Result};
@@ -100,7 +100,7 @@ struct Syncer {
 
 /// What the connection tasks share.
 pub(crate) struct Shared {
-    queue: DurableQueue<Box<dyn Store>>,
+    queue: DurableQueue<Box<dyn Store<QueueCodec>>>,
     /// The last dataset request accepted, so that the same request from every worker does
     /// not re-index the files.
     dataset: Mutex<Option<(Vec<String>, u32)>>,
@@ -109,7 +109,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn open(settings: QueueSettings, store: Box<dyn Store>) -> Result<Shared> {
+    pub(crate) fn open(settings: QueueSettings, store: Box<dyn Store<QueueCodec>>) -> Result<Shared> {
         Ok(Shared {
             queue: DurableQueue::open(settings, store, now_ms())?,
             dataset: Mutex::new(None),
@@ -309,7 +309,7 @@ impl std::fmt::Debug for MasterService {
 impl MasterService {
     /// Rebuilds the queue from `store`, sets the configured dataset (if any), binds and
     /// starts serving.
-    pub fn start(cfg: MasterConfig, store: Box<dyn Store>) -> Result<MasterService> {
+    pub fn start(cfg: MasterConfig, store: Box<dyn Store<QueueCodec>>) -> Result<MasterService> {
         if cfg.secret.is_empty() {
             return Err(Error::Config("a master needs a non-empty job secret".into()));
         }

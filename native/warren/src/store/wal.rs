@@ -7,17 +7,19 @@
 //! ```text
 //! +-----------+---------------+---------------+------------------------------+
 //! | len: u32  | payload crc32 | header crc32  | payload: JSON array of       |
-//! | LE        | u32 LE        | of bytes 0..8 | the changes of one submit    |
+//! | LE        | u32 LE        | of bytes 0..8 | the records of one submit,   |
+//! |           |               |               | as the codec encodes them    |
 //! +-----------+---------------+---------------+------------------------------+
 //! ```
 //!
-//! One record holds all the changes of one [`submit`](super::Store::submit), so an
-//! operation's changes survive a crash together or not at all.
+//! One log record holds all the records of one [`submit`](super::Store::submit), so an
+//! operation's records survive a crash together or not at all.
 //!
 //! Segments are *preallocated*: filled with zeros ahead of the write position, so that
 //! appending a record does not change the file size and `fdatasync` needs no journal
 //! commit (several times faster on ext4). A run of zeros where a record header should be
-//! is therefore the normal end of the log. JSON payloads never contain a zero byte.
+//! is therefore the normal end of the log (a header is never all zeros: its checksum of
+//! eight zero bytes is not zero), whatever bytes the codec's payloads hold.
 //!
 //! Reading tells a *torn tail* (the end of the last segment, written but not yet synced
 //! when the machine stopped, hence never acknowledged) from *corruption* (damage to data
@@ -34,8 +36,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::Codec;
 use crate::error::{Error, Result};
-use crate::master::Change;
 
 /// Bytes of a record header.
 pub(crate) const HEADER_LEN: usize = 12;
@@ -68,12 +70,11 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
-/// Appends one record holding `changes` to `out`.
-pub(crate) fn encode_record(changes: &[Change], out: &mut Vec<u8>) -> Result<()> {
+/// Appends one log record holding `records` to `out`.
+pub(crate) fn encode_record<C: Codec>(records: &[C::Record], out: &mut Vec<u8>) -> Result<()> {
     let start = out.len();
     out.extend_from_slice(&[0; HEADER_LEN]);
-    serde_json::to_writer(&mut *out, changes)
-        .map_err(|e| Error::InvalidArgument(format!("cannot encode changes: {e}")))?;
+    C::encode_records(records, out)?;
     let payload_len = out.len() - start - HEADER_LEN;
     let len = u32::try_from(payload_len)
         .map_err(|_| Error::InvalidArgument(format!("a log record of {payload_len} bytes is too large")))?;
@@ -85,18 +86,18 @@ pub(crate) fn encode_record(changes: &[Change], out: &mut Vec<u8>) -> Result<()>
     Ok(())
 }
 
-/// One record read back.
-pub(crate) struct Record {
-    /// Byte offset of the record in its file.
+/// One log record read back.
+pub(crate) struct Record<R> {
+    /// Byte offset of the log record in its file.
     pub(crate) offset: u64,
-    /// Its changes.
-    pub(crate) changes: Vec<Change>,
+    /// The records of the submit it holds.
+    pub(crate) records: Vec<R>,
 }
 
 /// What a segment holds.
-pub(crate) struct Scan {
-    /// The valid records, in order.
-    pub(crate) records: Vec<Record>,
+pub(crate) struct Scan<R> {
+    /// The valid log records, in order.
+    pub(crate) records: Vec<Record<R>>,
     /// Length of the valid prefix of the file: where the next record goes.
     pub(crate) valid_len: u64,
     /// Why the bytes after `valid_len` were discarded, if they are not just zeros.
@@ -113,7 +114,7 @@ fn all_zero(bytes: &[u8]) -> bool {
 
 /// Reads the records of segment `path` whose bytes are `data`. A torn tail is accepted
 /// only if `is_last` (the segment being written when the store stopped).
-pub(crate) fn scan(path: &Path, data: &[u8], is_last: bool) -> Result<Scan> {
+pub(crate) fn scan<C: Codec>(path: &Path, data: &[u8], is_last: bool) -> Result<Scan<C::Record>> {
     let mut records = Vec::new();
     let mut off = 0usize;
     let corrupt =
@@ -155,9 +156,8 @@ pub(crate) fn scan(path: &Path, data: &[u8], is_last: bool) -> Result<Scan> {
             }
             return Err(corrupt(off, "record payload checksum mismatch".into()));
         }
-        let changes: Vec<Change> =
-            serde_json::from_slice(payload).map_err(|e| corrupt(off, format!("undecodable record: {e}")))?;
-        records.push(Record { offset: off as u64, changes });
+        let decoded = C::decode_records(payload).map_err(|e| corrupt(off, format!("undecodable record: {e}")))?;
+        records.push(Record { offset: off as u64, records: decoded });
         off += HEADER_LEN + len;
     }
     Ok(Scan { records, valid_len: off as u64, torn: None })
@@ -166,10 +166,18 @@ pub(crate) fn scan(path: &Path, data: &[u8], is_last: bool) -> Result<Scan> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::master::ChangeKind;
+    use crate::store::testkit::{Kv, Put, puts};
 
-    fn change(seq: u64) -> Change {
-        Change { seq, kind: ChangeKind::DeadlinesExtended { min_deadline_ms: seq * 10 } }
+    fn change(seq: u64) -> Put {
+        puts(seq, 1).remove(0)
+    }
+
+    fn encode_record(records: &[Put], out: &mut Vec<u8>) -> Result<()> {
+        super::encode_record::<Kv>(records, out)
+    }
+
+    fn scan(path: &Path, data: &[u8], is_last: bool) -> Result<Scan<Put>> {
+        super::scan::<Kv>(path, data, is_last)
     }
 
     fn log(n: u64) -> (Vec<u8>, Vec<usize>) {
@@ -182,8 +190,8 @@ mod tests {
         (buf, starts)
     }
 
-    fn seqs(scan: &Scan) -> Vec<u64> {
-        scan.records.iter().flat_map(|r| r.changes.iter().map(|c| c.seq)).collect()
+    fn seqs(scan: &Scan<Put>) -> Vec<u64> {
+        scan.records.iter().flat_map(|r| r.records.iter().map(|c| c.seq)).collect()
     }
 
     #[test]
@@ -212,10 +220,10 @@ mod tests {
         encode_record(&[change(1), change(2)], &mut buf).unwrap();
         let whole = buf.len();
         encode_record(&[change(3)], &mut buf).unwrap();
-        let scan = scan(Path::new("x"), &buf, true).unwrap();
-        assert_eq!(scan.records.len(), 2);
-        assert_eq!(scan.records[0].changes.len(), 2);
-        let cut = super::scan(Path::new("x"), &buf[..whole - 1], true).unwrap();
+        let read = scan(Path::new("x"), &buf, true).unwrap();
+        assert_eq!(read.records.len(), 2);
+        assert_eq!(read.records[0].records.len(), 2);
+        let cut = scan(Path::new("x"), &buf[..whole - 1], true).unwrap();
         assert!(cut.records.is_empty(), "a torn record loses all its changes");
     }
 
@@ -224,10 +232,10 @@ mod tests {
         let (buf, starts) = log(4);
         let last = *starts.last().unwrap();
         for cut in last..buf.len() {
-            let scan = scan(Path::new("x"), &buf[..cut], true).unwrap();
-            assert_eq!(seqs(&scan), vec![1, 2, 3], "cut at {cut}");
-            assert_eq!(scan.valid_len, last as u64);
-            assert_eq!(scan.torn.is_some(), cut > last);
+            let read = scan(Path::new("x"), &buf[..cut], true).unwrap();
+            assert_eq!(seqs(&read), vec![1, 2, 3], "cut at {cut}");
+            assert_eq!(read.valid_len, last as u64);
+            assert_eq!(read.torn.is_some(), cut > last);
         }
     }
 
@@ -243,12 +251,12 @@ mod tests {
         let (mut buf, _) = log(2);
         let end = buf.len();
         buf.extend_from_slice(&[0; 100]);
-        let scan = scan(Path::new("x"), &buf, true).unwrap();
-        assert_eq!(seqs(&scan), vec![1, 2]);
-        assert_eq!(scan.valid_len, end as u64);
-        assert!(scan.torn.is_none());
+        let read = scan(Path::new("x"), &buf, true).unwrap();
+        assert_eq!(seqs(&read), vec![1, 2]);
+        assert_eq!(read.valid_len, end as u64);
+        assert!(read.torn.is_none());
         // Also in an older segment (compaction rotates a preallocated segment).
-        assert!(super::scan(Path::new("x"), &buf, false).is_ok());
+        assert!(scan(Path::new("x"), &buf, false).is_ok());
     }
 
     #[test]
@@ -260,10 +268,10 @@ mod tests {
             let mut buf = full.clone();
             buf[cut..].fill(0);
             buf.extend_from_slice(&[0; 64]);
-            let scan = scan(Path::new("x"), &buf, true).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
-            assert_eq!(seqs(&scan), vec![1, 2, 3], "cut at {cut}");
-            assert_eq!(scan.valid_len, last as u64);
-            assert!(scan.torn.is_some(), "cut at {cut}");
+            let read = scan(Path::new("x"), &buf, true).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+            assert_eq!(seqs(&read), vec![1, 2, 3], "cut at {cut}");
+            assert_eq!(read.valid_len, last as u64);
+            assert!(read.torn.is_some(), "cut at {cut}");
         }
     }
 

@@ -76,6 +76,14 @@ impl Etcd {
     }
 }
 
+impl Etcd {
+    /// The etcd process id (to stop and continue it).
+    #[allow(dead_code)] // not every test file that includes this module pauses etcd
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Etcd {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -85,7 +85,9 @@ public final class Master implements AutoCloseable {
     /**
      * Where the queues are kept: {@code file:DIR} (a write-ahead log in DIR, locked while the
      * master runs) or {@code etcd:HOST:PORT[/PREFIX]} (a leader lock: a second master on the
-     * same prefix waits, then takes over). Required.
+     * same prefix waits, then takes over; only with a native library built with the Cargo
+     * feature {@code etcd}, {@code make jvm-native WARREN_JNI_FEATURES=etcd}: otherwise
+     * {@link #start()} fails with a configuration error naming the feature). Required.
      *
      * @param spec the store
      * @return this builder

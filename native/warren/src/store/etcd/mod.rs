@@ -1,0 +1,476 @@
+//! [`EtcdStore`]: a service's log kept in etcd, with a leader lock so that one writer at a
+//! time serves a key prefix (Cargo feature `etcd`).
+//!
+//! Keys, under a prefix (one per job / dataset / service):
+//!
+//! - `<prefix>/leader`: the leader lock, created in a transaction only if absent and bound to
+//!   the writer's lease. A second writer polls until the key is gone (the first one stopped
+//!   and revoked its lease, or died and its lease expired after `lease_ttl_s`), then takes
+//!   it and reloads the state.
+//! - `<prefix>/format`: the [`Codec::FORMAT`] of the records (checked at open).
+//! - `<prefix>/log/<seq, 20 digits>`: the records of one flush (several submits; see
+//!   `value.rs`), keyed by its last record (so a snapshot at `seq` drops exactly the keys
+//!   up to `seq`).
+//! - `<prefix>/snapshot`: the gzipped snapshot written by [`Store::compact`], which drops
+//!   the log keys it covers in the same transaction.
+//!
+//! Every write is a transaction conditioned on the leader key still holding this writer's
+//! id, so a writer that lost its lease (partition, pause longer than the TTL) cannot
+//! overwrite the state of its successor: its write fails and the store refuses further work
+//! ([`Error::StoreFailed`]), which stops the service.
+//!
+//! **Group commit** (`flush.rs`): [`Store::submit`] queues the encoded records and starts a
+//! flush if fewer than [`EtcdOptions::flushes_in_flight`] run; a flush writes everything
+//! queued in one transaction, then takes what was queued meanwhile, until nothing is.
+//! etcd fsyncs its raft log before it answers.
+//!
+//! Size limits: etcd refuses requests over its `--max-request-bytes` (1.5 MiB by default).
+//! A flush over [`EtcdOptions::max_request_bytes`] is cut into several keys between submits;
+//! bodies over [`COMPRESS_LOG_BYTES`] are stored gzipped (the master's dataset change lists
+//! every chunk; paths repeat: about 10 times smaller), as is the snapshot. A write etcd
+//! still refuses as too large fails with an error that gives its size and names
+//! `--max-request-bytes`, the etcd setting to raise. Reads accept responses of any size.
+
+mod flush;
+mod lease;
+mod value;
+
+use std::io::{Read, Write};
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn,
+    TxnOp,
+};
+
+use self::flush::{Log, State, failure_text};
+pub use self::value::COMPRESS_LOG_BYTES;
+use self::value::Entry;
+use super::spec::{DEFAULT_FLUSHES_IN_FLIGHT, DEFAULT_LEASE_TTL_S, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S};
+use super::{Codec, Loaded, Store, Ticket};
+use crate::error::{Error, Result};
+
+/// Settings of an [`EtcdStore`].
+#[derive(Clone, Debug)]
+pub struct EtcdOptions {
+    /// etcd client endpoints (`host:port` or `http://host:port`).
+    pub endpoints: Vec<String>,
+    /// Key prefix of this service's state (one per dataset / job), e.g. `/warren/master/job1`.
+    pub prefix: String,
+    /// Lease time to live in seconds ([`MIN_LEASE_TTL_S`](super::MIN_LEASE_TTL_S) to
+    /// [`MAX_LEASE_TTL_S`](super::MAX_LEASE_TTL_S)): how long after a writer dies its
+    /// successor waits, and how long a writer may go without renewing its lease (a pause,
+    /// a partition) before it loses the lock. etcd raises a TTL below its own minimum (1.5 ×
+    /// its `--election-timeout`, rounded up: 2 s by default) to that minimum; the TTL
+    /// granted is logged.
+    pub lease_ttl_s: i64,
+    /// How long [`EtcdStore::open`] waits for the leader lock.
+    pub lock_timeout: Duration,
+    /// Deadline of each etcd request.
+    pub request_timeout: Duration,
+    /// [`Store::wants_compaction`] turns true after this many records since the last
+    /// snapshot.
+    pub compact_after_changes: u64,
+    /// Flushes (transactions of queued records) in flight at once. Default 1: each flush
+    /// takes every record queued during the previous one. More overlap round trips, which
+    /// pays where etcd's fsync latency dominates and CPU is spare; where etcd shares the
+    /// CPU, smaller transactions cost more than they save (docs/benchmarks-master.md).
+    pub flushes_in_flight: usize,
+    /// Byte budget of one log transaction: a flush whose records exceed it is cut into
+    /// several keys (between submits). Keep it below etcd's `--max-request-bytes` (default
+    /// 1.5 MiB). Default 1 MiB.
+    pub max_request_bytes: usize,
+}
+
+impl EtcdOptions {
+    /// Defaults for `endpoints` and `prefix`: 5 s lease, 1 hour lock wait, 10 s requests,
+    /// a snapshot every 10,000 records, 1 flush in flight, 1 MiB per transaction.
+    pub fn new(endpoints: Vec<String>, prefix: impl Into<String>) -> EtcdOptions {
+        EtcdOptions {
+            endpoints,
+            prefix: prefix.into().trim_end_matches('/').to_string(),
+            lease_ttl_s: DEFAULT_LEASE_TTL_S,
+            lock_timeout: Duration::from_secs(3600),
+            request_timeout: Duration::from_secs(10),
+            compact_after_changes: 10_000,
+            flushes_in_flight: usize::from(DEFAULT_FLUSHES_IN_FLIGHT),
+            max_request_bytes: 1 << 20,
+        }
+    }
+
+    /// Checks the settings: a clear [`Error::Config`] for a lease TTL out of bounds, no
+    /// endpoint, a relative prefix, a zero request timeout, no flush or no request bytes.
+    pub fn validate(&self) -> Result<()> {
+        if !(MIN_LEASE_TTL_S..=MAX_LEASE_TTL_S).contains(&self.lease_ttl_s) {
+            return Err(Error::Config(format!(
+                "etcd lease TTL {} s is out of bounds: it must be between {MIN_LEASE_TTL_S} and {MAX_LEASE_TTL_S} s",
+                self.lease_ttl_s
+            )));
+        }
+        if self.endpoints.is_empty() || self.endpoints.iter().any(|e| e.trim().is_empty()) {
+            return Err(Error::Config(format!(
+                "etcd endpoints {:?}: expected HOST:PORT[,HOST:PORT...]",
+                self.endpoints
+            )));
+        }
+        if !self.prefix.starts_with('/') {
+            return Err(Error::Config(format!("etcd key prefix {:?} must start with '/'", self.prefix)));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(Error::Config("the etcd request timeout must be positive".into()));
+        }
+        if self.flushes_in_flight == 0 || self.max_request_bytes == 0 {
+            return Err(Error::Config("etcd flushes in flight and request bytes must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Largest etcd response this store reads (the client's default is 4 MiB).
+const MAX_RESPONSE_BYTES: usize = 1 << 30;
+
+/// A [`Store`] in etcd, held by one writer at a time (see the module documentation).
+pub struct EtcdStore<C: Codec> {
+    runtime: Option<tokio::runtime::Runtime>,
+    log: Arc<Log>,
+    lease: i64,
+    format: PhantomData<fn() -> C>,
+}
+
+impl<C: Codec> std::fmt::Debug for EtcdStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("endpoints", &self.log.opts.endpoints)
+            .field("prefix", &self.log.opts.prefix)
+            .field("format", &C::FORMAT)
+            .finish()
+    }
+}
+
+impl<C: Codec> EtcdStore<C> {
+    /// Connects, takes the leader lock (waiting up to `lock_timeout` while another writer
+    /// holds it), keeps its lease alive in the background, and checks (or, on an empty
+    /// prefix, records) the format: a prefix holding another [`Codec::FORMAT`] is
+    /// [`Error::Config`] naming both.
+    pub fn open(opts: EtcdOptions) -> Result<EtcdStore<C>> {
+        opts.validate()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("warren-etcd")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("starting the etcd client runtime", e))?;
+        let who = format!("etcd {}", opts.endpoints.join(","));
+        let connect =
+            ConnectOptions::new().with_connect_timeout(opts.request_timeout).with_timeout(opts.request_timeout);
+        let mut client = runtime
+            .block_on(Client::connect(&opts.endpoints, Some(connect)))
+            .map_err(|e| Error::StoreFailed(format!("connecting to {who}: {e}")))?;
+        let granted = runtime
+            .block_on(client.lease_grant(opts.lease_ttl_s, None))
+            .map_err(|e| Error::StoreFailed(format!("{who}: granting a lease: {e}")))?;
+        let lease = granted.id();
+        let ttl = Duration::from_secs(granted.ttl().max(1) as u64);
+        if granted.ttl() > opts.lease_ttl_s {
+            log::warn!(
+                "etcd store: {who} raised the lease TTL from {} s to its minimum of {} s (1.5 x its --election-timeout)",
+                opts.lease_ttl_s,
+                granted.ttl()
+            );
+        }
+        let lease_lost = Arc::new(AtomicBool::new(false));
+        runtime.spawn(lease::keep_alive(client.clone(), lease, ttl, lease_lost.clone()));
+        let log = Log {
+            client,
+            opts,
+            id: format!("pid {} lease {lease:x}", std::process::id()),
+            lease_lost,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        };
+        let store = EtcdStore { runtime: Some(runtime), log: Arc::new(log), lease, format: PhantomData };
+        store.acquire()?;
+        store.claim_format()?;
+        Ok(store)
+    }
+
+    /// This writer's identity as written in the leader key.
+    pub fn leader_id(&self) -> &str {
+        &self.log.id
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("runtime lives until drop")
+    }
+
+    /// Runs one etcd request to completion within the request timeout.
+    fn request<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+    ) -> Result<T> {
+        let who = self.log.who();
+        let after = self.log.opts.request_timeout;
+        // The timer must be created inside the runtime.
+        match self.runtime().block_on(async { tokio::time::timeout(after, fut).await }) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Error::StoreFailed(format!("{who}: {what}: {e}"))),
+            Err(_) => Err(Error::Timeout { what: format!("{who} to answer {what}"), after }),
+        }
+    }
+
+    /// Reads one key's value, if present.
+    fn get(&self, what: &str, key: String) -> Result<Option<Vec<u8>>> {
+        let mut kv = self.log.client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES);
+        let resp = self.request(what, async move { kv.get(key, None).await })?;
+        Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
+    }
+
+    fn acquire(&self) -> Result<()> {
+        let key = self.log.key("leader");
+        let deadline = Instant::now() + self.log.opts.lock_timeout;
+        let mut announced = false;
+        loop {
+            let txn = Txn::new()
+                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+                .and_then([TxnOp::put(
+                    key.clone(),
+                    self.log.id.clone(),
+                    Some(PutOptions::new().with_lease(self.lease)),
+                )])
+                .or_else([TxnOp::get(key.clone(), None)]);
+            let mut client = self.log.client.clone();
+            let resp = self.request("taking the leader lock", async move { client.txn(txn).await })?;
+            if resp.succeeded() {
+                log::info!("etcd store: {} leader lock {key} taken ({})", self.log.who(), self.log.id);
+                return Ok(());
+            }
+            if !announced {
+                let holder = resp
+                    .op_responses()
+                    .into_iter()
+                    .find_map(|r| match r {
+                        etcd_client::TxnOpResponse::Get(g) => {
+                            g.kvs().first().map(|kv| String::from_utf8_lossy(kv.value()).into_owned())
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                log::warn!("etcd store: {key} is held by another writer ({holder}); waiting to take over");
+                announced = true;
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: format!("the leader lock {key} in {}", self.log.who()),
+                    after: self.log.opts.lock_timeout,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Checks the prefix's format key; records it on a prefix with no data yet.
+    fn claim_format(&self) -> Result<()> {
+        let key = self.log.key("format");
+        match self.get("reading the format", key.clone())? {
+            Some(found) if found == C::FORMAT.as_bytes() => Ok(()),
+            Some(found) => Err(Error::Config(format!(
+                "{} holds records of format {:?}, not {:?}: it belongs to another service (or an incompatible \
+                 version); give this one its own prefix",
+                self.log.who(),
+                String::from_utf8_lossy(&found),
+                C::FORMAT
+            ))),
+            None => {
+                let mut kv = self.log.client.kv_client();
+                let opts = GetOptions::new().with_prefix().with_keys_only().with_limit(2);
+                let prefix = self.log.key("");
+                let resp = self.request("listing the prefix", async move { kv.get(prefix, Some(opts)).await })?;
+                let leader = self.log.key("leader");
+                if resp.kvs().iter().any(|kv| kv.key() != leader.as_bytes()) {
+                    return Err(Error::Config(format!(
+                        "{} has data but no {key} naming its format (written by an earlier Warren build, or \
+                         by something else); expected {:?}",
+                        self.log.who(),
+                        C::FORMAT
+                    )));
+                }
+                let put = TxnOp::put(key, C::FORMAT, None);
+                self.runtime().block_on(self.log.write("recording the format", vec![put], C::FORMAT.len()))
+            }
+        }
+    }
+
+    /// Decodes the log keys after the snapshot at `from`; a gap ends the log (see
+    /// `flush.rs`): the keys after it are returned for deletion.
+    fn decode_log(&self, from: u64, kvs: &[etcd_client::KeyValue]) -> Result<(Vec<C::Record>, Vec<String>)> {
+        let corrupt = |key: &str, why: String| Error::StoreCorrupt { path: key.into(), offset: 0, reason: why };
+        let mut records = Vec::new();
+        let mut next = from + 1;
+        for (i, kv) in kvs.iter().enumerate() {
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            let mut batch = Vec::new();
+            for payload in value::decode(kv.value()).map_err(|e| corrupt(&key, e))? {
+                batch.extend(C::decode_records(&payload).map_err(|e| corrupt(&key, e.to_string()))?);
+            }
+            let Some(first) = batch.first().map(C::seq) else { continue };
+            if first > next {
+                let rest: Vec<String> =
+                    kvs[i..].iter().map(|kv| String::from_utf8_lossy(kv.key()).into_owned()).collect();
+                log::warn!(
+                    "etcd store {}: records {next}..{} are missing (a flush that never committed); the {} later \
+                     key(s) from {key} were never acknowledged and are dropped",
+                    self.log.who(),
+                    first - 1,
+                    rest.len()
+                );
+                return Ok((records, rest));
+            }
+            for record in batch {
+                let seq = C::seq(&record);
+                if seq < next {
+                    continue;
+                }
+                if seq != next {
+                    return Err(corrupt(&key, format!("record {seq} where record {next} was expected")));
+                }
+                records.push(record);
+                next += 1;
+            }
+        }
+        Ok((records, Vec::new()))
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Result<Vec<u8>> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(bytes).and_then(|()| enc.finish()).map_err(|e| Error::io("gzip-compressing a snapshot for etcd", e))
+}
+
+fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+impl<C: Codec> Store<C> for EtcdStore<C> {
+    fn submit(&self, records: &[C::Record]) -> Result<Ticket> {
+        let (Some(first), Some(last)) = (records.first(), records.last()) else {
+            return Ok(Ticket(self.log.lock().last_seq));
+        };
+        let mut payload = Vec::new();
+        C::encode_records(records, &mut payload)?;
+        let mut st = self.log.lock();
+        if let Some(why) = &st.failed {
+            return Err(Error::StoreFailed(why.clone()));
+        }
+        super::codec::check_numbering::<C>(&self.log.who(), st.last_seq, records)?;
+        let entry = Entry { first: C::seq(first), last: C::seq(last), payload };
+        self.log.submit(&mut st, entry, self.runtime().handle());
+        Ok(Ticket(st.last_seq))
+    }
+
+    fn wait_durable(&self, ticket: Ticket) -> Result<()> {
+        self.log.wait_durable(ticket)
+    }
+
+    fn load(&self) -> Result<Loaded<C>> {
+        let corrupt = |key: &str, why: String| Error::StoreCorrupt { path: key.into(), offset: 0, reason: why };
+        let snap_key = self.log.key("snapshot");
+        let snapshot = match self.get("reading the snapshot", snap_key.clone())? {
+            None => None,
+            Some(value) => {
+                let bytes = gunzip(&value).map_err(|e| corrupt(&snap_key, e.to_string()))?;
+                Some(C::decode_snapshot(&bytes).map_err(|e| corrupt(&snap_key, e.to_string()))?)
+            }
+        };
+        let from = snapshot.as_ref().map_or(0, C::snapshot_seq);
+        let mut kv = self.log.client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES);
+        let prefix = self.log.key("log/");
+        let opts = GetOptions::new().with_prefix().with_sort(SortTarget::Key, SortOrder::Ascend);
+        let resp = self.request("reading the log", async move { kv.get(prefix, Some(opts)).await })?;
+        let (records, unacknowledged) = self.decode_log(from, resp.kvs())?;
+        if !unacknowledged.is_empty() {
+            let ops = unacknowledged.into_iter().map(|k| TxnOp::delete(k, None)).collect();
+            self.runtime().block_on(self.log.write("dropping unacknowledged log keys", ops, 0))?;
+        }
+        let mut st = self.log.lock();
+        st.last_seq = records.last().map_or(from, C::seq);
+        st.durable = st.last_seq;
+        st.since_compact = records.len() as u64;
+        Ok((snapshot, records))
+    }
+
+    fn compact(&self, snapshot: &C::Snapshot) -> Result<()> {
+        let seq = C::snapshot_seq(snapshot);
+        // Write the log up to the snapshot first, so its keys are not written after the
+        // snapshot dropped them.
+        self.wait_durable(Ticket(seq))?;
+        let mut bytes = Vec::new();
+        C::encode_snapshot(snapshot, &mut bytes).map_err(|e| Error::io("encoding a snapshot", e))?;
+        let value = gzip(&bytes)?;
+        let size = value.len();
+        let drop_logs =
+            TxnOp::delete(self.log.key("log/"), Some(DeleteOptions::new().with_range(self.log.log_key(seq + 1))));
+        let ops = vec![TxnOp::put(self.log.key("snapshot"), value, None), drop_logs];
+        match self.runtime().block_on(self.log.write("writing a snapshot", ops, size)) {
+            Ok(()) => {
+                let mut st = self.log.lock();
+                st.since_compact = st.last_seq.saturating_sub(seq);
+                Ok(())
+            }
+            Err(e) => {
+                self.log.lock().failed = Some(failure_text(&e));
+                self.log.changed.notify_all();
+                Err(e)
+            }
+        }
+    }
+
+    fn wants_compaction(&self) -> bool {
+        self.log.lock().since_compact >= self.log.opts.compact_after_changes
+    }
+}
+
+impl<C: Codec> Drop for EtcdStore<C> {
+    fn drop(&mut self) {
+        let Some(rt) = self.runtime.take() else { return };
+        // Give the lock up at once (instead of after the lease's TTL) when we may block here.
+        if tokio::runtime::Handle::try_current().is_err() {
+            let mut client = self.log.client.clone();
+            let lease = self.lease;
+            let _ =
+                rt.block_on(
+                    async move { tokio::time::timeout(Duration::from_secs(2), client.lease_revoke(lease)).await },
+                );
+        }
+        rt.shutdown_background();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_out_of_bounds_are_clear_errors() {
+        let ok = EtcdOptions::new(vec!["127.0.0.1:2379".into()], "/warren/x");
+        assert!(ok.validate().is_ok());
+        for ttl in [0, -1, 3601] {
+            let err = EtcdOptions { lease_ttl_s: ttl, ..ok.clone() }.validate().unwrap_err();
+            assert!(
+                matches!(&err, Error::Config(m) if m.contains("lease TTL") && m.contains("between 1 and 3600")),
+                "{err}"
+            );
+        }
+        for ttl in [1, 3600] {
+            assert!(EtcdOptions { lease_ttl_s: ttl, ..ok.clone() }.validate().is_ok());
+        }
+        assert!(matches!(EtcdOptions { endpoints: vec![], ..ok.clone() }.validate(), Err(Error::Config(_))));
+        assert!(matches!(EtcdOptions { prefix: "x".into(), ..ok.clone() }.validate(), Err(Error::Config(_))));
+        assert!(matches!(EtcdOptions { request_timeout: Duration::ZERO, ..ok }.validate(), Err(Error::Config(_))));
+    }
+}
