@@ -99,6 +99,7 @@ fn the_default_example_survives_a_sigkill_at_any_moment() {
         }
         eprintln!("seed {seed}: rank {victim} killed {ms} ms after ranks were assigned: {} restarts", r.restarts());
     }
+    eprintln!("kills before the first checkpoint: {before_first_checkpoint}, later: {later}");
     assert!(
         before_first_checkpoint > 0 && later > 0,
         "kills before the first checkpoint: {before_first_checkpoint}, later: {later}"
