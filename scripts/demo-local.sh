@@ -7,7 +7,6 @@ cd "$(dirname "$0")/.."
 W=${WARREN:-target/release/warren}
 ITERS=${ITERS:-100}
 JOB=(run -n 4 -- "$W" example train --iters "$ITERS" --model-bytes 4194304 --compute-ms 10)
-export WARREN_BOOTSTRAP_CACHE=1
 
 echo "== 1/2: 4 workers, $ITERS iterations, no failure"
 "$W" "${JOB[@]}" | tee /tmp/warren-demo-1.out

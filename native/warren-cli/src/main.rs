@@ -67,7 +67,7 @@ fn main() -> ExitCode {
 /// restart a worker whose job cannot be recovered; 1 otherwise.
 fn exit_code(e: &warren::Error) -> u8 {
     match e {
-        warren::Error::RecoveryImpossible(_) => launcher::RECOVERY_IMPOSSIBLE_EXIT,
+        warren::Error::RecoveryImpossible { .. } => launcher::RECOVERY_IMPOSSIBLE_EXIT,
         _ => 1,
     }
 }

@@ -2,77 +2,12 @@
 //! model of the failure-free run (the same `MODEL_HASH`), or, when the failures exceed what can
 //! be recovered, fail on every worker with a clear error. Every run has a hard time limit.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
 
-const WARREN: &str = env!("CARGO_BIN_EXE_warren");
-const LIMIT: Duration = Duration::from_secs(90);
+use std::process::Command;
+use std::time::Duration;
 
-struct Run {
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn summary(&self) -> serde_json::Value {
-        let line = self.stdout.lines().find_map(|l| l.strip_prefix("WARREN_RUN_SUMMARY ")).expect("summary line");
-        serde_json::from_str(line).unwrap()
-    }
-    fn hash(&self) -> Option<String> {
-        self.stdout.lines().find_map(|l| l.strip_prefix("MODEL_HASH ")).map(str::to_string)
-    }
-    fn restarts(&self) -> u64 {
-        self.summary()["restarts"].as_u64().unwrap()
-    }
-    fn ok(&self) -> bool {
-        self.summary()["status"] == "ok"
-    }
-}
-
-/// `warren run` of the example training job; `kill` is called with the launcher's pid once the
-/// job is running (for external kills), and the run is bounded by LIMIT.
-fn train(n: usize, run_args: &[&str], train_args: &[&str], env: &[(&str, &str)], kill: impl FnOnce(u32)) -> Run {
-    let mut cmd = Command::new(WARREN);
-    cmd.args(["run", "-n", &n.to_string(), "--max-restarts", "10"]).args(run_args);
-    cmd.args(["--", WARREN, "example", "train", "--model-bytes", "40000"]).args(train_args);
-    cmd.env("WARREN_BOOTSTRAP_CACHE", "1").env("WARREN_CONNECT_TIMEOUT_S", "30").env("WARREN_TIMEOUT_S", "30");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    kill(child.id());
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > LIMIT {
-            let _ = Command::new("pkill").args(["-KILL", "-P", &child.id().to_string()]).status();
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("job hung past {LIMIT:?}:\n{}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
-    Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn clean(n: usize, train_args: &[&str]) -> String {
-    let r = train(n, &[], train_args, &[], |_| {});
-    assert!(r.ok(), "{}", r.stderr);
-    r.hash().expect("hash")
-}
-
-fn mocked(n: usize, mock: &str, train_args: &[&str]) -> Run {
-    train(n, &[], train_args, &[("WARREN_MOCK", mock)], |_| {})
-}
-
-fn assert_recovered(r: &Run, want_hash: &str, restarts: u64, what: &str) {
-    assert!(r.ok(), "{what}: job failed:\n{}", r.stderr);
-    assert_eq!(r.hash().as_deref(), Some(want_hash), "{what}: model differs from the failure-free run");
-    assert_eq!(r.restarts(), restarts, "{what}");
-}
+use support::training::{Rng, assert_recovered, clean, mocked, train};
 
 /// The seed's scenario: 10 workers; ranks 0, 4 and 9 die at the same point, then rank 1 right
 /// after; all recover and the model equals the failure-free run's.
@@ -85,8 +20,8 @@ fn seed_scenario_ten_workers_four_failures() {
 }
 
 /// Per iteration the example makes: #0 gradient allreduce, #1 loss allreduce, #2 broadcast,
-/// #3 checkpoint (prepare), #4 checkpoint ack; bootstrap calls are points 1000000 and up;
-/// 2000000 is "joined the tracker, not yet linked to the peers".
+/// #3 checkpoint (prepare), #4 checkpoint ack; `bootstrap:n` is the n-th bootstrap call and
+/// `linking` is "joined the tracker, not yet linked to the peers".
 #[test]
 fn failures_at_every_kind_of_point() {
     for local in [true, false] {
@@ -98,14 +33,14 @@ fn failures_at_every_kind_of_point() {
             ("3,5,2,0", 1, "during a broadcast"),
             ("0,5,3,0", 1, "during a checkpoint"),
             ("1,5,4,0", 1, "during a checkpoint ack"),
-            ("2,0,1000000,0", 1, "during the first bootstrap call"),
-            ("2,0,1000001,0", 1, "during the second bootstrap call"),
+            ("2,bootstrap:0,0", 1, "during the first bootstrap call"),
+            ("2,bootstrap:1,0", 1, "during the second bootstrap call"),
             ("3,0,0,0", 1, "before the first checkpoint"),
             ("1,5,2,0;1,5,3,1", 2, "again during its own recovery"),
             ("1,5,2,0;2,5,3,0", 2, "another worker during a recovery"),
             ("1,7,0,0;2,7,0,0", 2, "two at once"),
             ("0,11,4,0", 1, "at the last call"),
-            ("1,5,2,0;1,0,2000000,1", 2, "the replacement, while the others link to it"),
+            ("1,5,2,0;1,linking,1", 2, "the replacement, while the others link to it"),
             ("3,6,1,0;2,6,3,0", 2, "the predecessor of a replacement, before the next checkpoint"),
         ];
         for (mock, restarts, what) in cases {
@@ -115,25 +50,60 @@ fn failures_at_every_kind_of_point() {
     }
 }
 
+/// Replication is whole again right after a recovery, so losing up to
+/// `WARREN_LOCAL_REPLICAS` (here 2) workers at any moment is survivable, also right after a
+/// recovery. Rank 3 dies at the ack of checkpoint 5, so its replacement is served that
+/// checkpoint's prepare phase instead of running it (it must still get the replicas of its
+/// predecessors' local models); or two neighbours restart together (the later one's replica of
+/// the earlier one's model must come from another holder). Then the workers that, with the
+/// replacement, held the replicas are lost. (Before replication was restored, the first and
+/// last cases failed with "no live worker holds the local model of rank 1 (replicated on ranks
+/// [2, 3])" and "... of rank 4 (replicated on ranks [5, 6])".)
+#[test]
+fn replication_is_whole_again_right_after_a_recovery() {
+    let args = ["--iters", "12"];
+    let want = clean(8, &args);
+    let cases = [
+        ("3,4,4,0;2,5,1,0;1,5,1,0", 3, "a worker served a checkpoint's prepare phase, then its two ring predecessors"),
+        ("3,4,4,0;4,5,1,0;5,5,3,0", 3, "a worker, then its two ring successors one after another"),
+        (
+            "4,5,0,0;5,5,0,0;4,5,2,1;6,5,2,0",
+            4,
+            "two neighbours together, then the first again with the second's successor",
+        ),
+    ];
+    for (mock, restarts, what) in cases {
+        let r = train(8, &[], &args, &[("WARREN_MOCK", mock), ("WARREN_LOCAL_REPLICAS", "2")], |_| {});
+        assert_recovered(&r, &want, restarts, &format!("{what} (WARREN_MOCK={mock})"));
+    }
+}
+
+/// Without local models there is nothing to replicate: `WARREN_LOCAL_REPLICAS=0` still
+/// recovers a lost worker (every worker knows its model was empty).
+#[test]
+fn without_local_models_no_replicas_are_needed() {
+    let args = ["--iters", "12", "--no-local"];
+    let want = clean(4, &args);
+    for mock in ["1,5,2,0", "0,5,3,0", "3,5,4,0;2,6,1,0"] {
+        let r = train(4, &[], &args, &[("WARREN_MOCK", mock), ("WARREN_LOCAL_REPLICAS", "0")], |_| {});
+        let restarts = mock.split(';').count() as u64;
+        assert_recovered(&r, &want, restarts, &format!("no local models, no replicas (WARREN_MOCK={mock})"));
+    }
+}
+
 /// `kill -9` from outside at seeded random times and victims.
 #[test]
 fn twenty_seeded_random_kill_schedules() {
     let args = ["--iters", "60", "--compute-ms", "4"];
     let want = clean(4, &args);
     for seed in 0..20u64 {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
-        let kills = 1 + rnd(2);
-        let plan: Vec<(u64, u64)> = (0..kills).map(|_| (60 + rnd(90), rnd(4))).collect();
-        let r = train(4, &[], &args, &[], |launcher| {
+        let mut rnd = Rng::new(seed);
+        let kills = 1 + rnd.below(2);
+        let plan: Vec<(u64, u64)> = (0..kills).map(|_| (60 + rnd.below(90), rnd.below(4))).collect();
+        let r = train(4, &[], &args, &[], |job| {
             for (delay_ms, victim) in &plan {
                 std::thread::sleep(Duration::from_millis(*delay_ms));
-                let out = Command::new("pgrep").args(["-P", &launcher.to_string()]).output().unwrap();
+                let out = Command::new("pgrep").args(["-P", &job.launcher.to_string()]).output().unwrap();
                 let pids: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
                 if let Some(pid) = pids.get(*victim as usize % pids.len().max(1)) {
                     let _ = Command::new("kill").args(["-KILL", pid]).status();

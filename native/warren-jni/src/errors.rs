@@ -78,7 +78,7 @@ pub fn exception_class(e: &warren::Error) -> &'static str {
         InvalidArgument(_) => "io/warren/WarrenArgumentException",
         Tracker(_) => "io/warren/TrackerException",
         Corrupt { .. } => "io/warren/CorruptDataException",
-        RecoveryImpossible(_) => "io/warren/RecoveryImpossibleException",
+        RecoveryImpossible { .. } => "io/warren/RecoveryImpossibleException",
         RelinkSuperseded(_) => "io/warren/RelinkSupersededException",
         DatasetMismatch(_) => "io/warren/DatasetMismatchException",
         StoreCorrupt { .. } => "io/warren/StoreCorruptException",

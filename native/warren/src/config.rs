@@ -35,10 +35,12 @@ pub mod keys {
     /// `1` (default) for retry-one recovery (results buffered, re-link on a lost peer); `0`
     /// for plain collectives that fail on a lost peer.
     pub const ROBUST: &str = "WARREN_ROBUST";
-    /// `1` to keep bootstrap results for the whole job (off by default).
+    /// `1` (default) to keep bootstrap results for the whole job, `0` to treat bootstrap calls
+    /// as ordinary calls (a worker restarted after the first checkpoint then cannot replay them).
     pub const BOOTSTRAP_CACHE: &str = "WARREN_BOOTSTRAP_CACHE";
-    /// Failure injection: `rank,version,seq,attempt[;...]` exits the matching worker at the
-    /// start of that call.
+    /// Failure injection: entries separated by `;`, each `rank,version,seq,attempt`,
+    /// `rank,bootstrap:n,attempt` or `rank,linking,attempt` (see [`crate::mock`]); the
+    /// matching worker exits at that point.
     pub const MOCK: &str = "WARREN_MOCK";
     /// How many ring successors keep a replica of each worker's local model (default 2).
     pub const LOCAL_REPLICAS: &str = "WARREN_LOCAL_REPLICAS";
@@ -83,10 +85,11 @@ pub struct Config {
     pub socket_buffer: Option<usize>,
     /// Retry-one recovery. Default: on.
     pub robust: bool,
-    /// Bootstrap cache. Default: off.
+    /// Bootstrap cache. Default: on (the results of calls marked bootstrap are kept for the
+    /// whole job, so a restarted worker can replay them).
     pub bootstrap_cache: bool,
-    /// Failure-injection points `(rank, version, seq, attempt)`. Default: none.
-    pub mock: Vec<(usize, u32, u32, u32)>,
+    /// Failure-injection points ([`crate::mock`]). Default: none.
+    pub mock: Vec<crate::mock::Mock>,
     /// Ring successors holding a replica of each local model. Default: 2 (survives the loss
     /// of a worker and its successor together).
     pub local_replicas: usize,
@@ -138,7 +141,7 @@ impl Default for Config {
             host: None,
             socket_buffer: None,
             robust: true,
-            bootstrap_cache: false,
+            bootstrap_cache: true,
             mock: Vec::new(),
             local_replicas: 2,
             result_replicas: 0,
@@ -187,7 +190,7 @@ impl Config {
             robust: flag(&get, keys::ROBUST)?.unwrap_or(d.robust),
             bootstrap_cache: flag(&get, keys::BOOTSTRAP_CACHE)?.unwrap_or(d.bootstrap_cache),
             mock: match get(keys::MOCK) {
-                Some(m) => parse_mock(&m)?,
+                Some(m) => crate::mock::parse(&m)?,
                 None => Vec::new(),
             },
             local_replicas: parse(&get, keys::LOCAL_REPLICAS)?.unwrap_or(d.local_replicas),
@@ -253,27 +256,6 @@ fn flag(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>
     }
 }
 
-/// Parses `rank,version,seq,attempt[;...]`.
-pub fn parse_mock(spec: &str) -> Result<Vec<(usize, u32, u32, u32)>> {
-    spec.split(';')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let f: Vec<&str> = p.split(',').map(str::trim).collect();
-            let bad = || Error::Config(format!("{}: {p:?} is not rank,version,seq,attempt", keys::MOCK));
-            if f.len() != 4 {
-                return Err(bad());
-            }
-            Ok((
-                f[0].parse().map_err(|_| bad())?,
-                f[1].parse().map_err(|_| bad())?,
-                f[2].parse().map_err(|_| bad())?,
-                f[3].parse().map_err(|_| bad())?,
-            ))
-        })
-        .collect()
-}
-
 fn secs(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<Duration>> {
     match parse::<f64>(get, key)? {
         None => Ok(None),
@@ -295,6 +277,7 @@ mod tests {
         let c = Config::from_map(&HashMap::new()).unwrap();
         assert_eq!(c.num_workers, 1);
         assert!(c.tracker_uri.is_none());
+        assert!(c.robust && c.bootstrap_cache, "retry-one with the bootstrap cache by default");
     }
 
     #[test]
@@ -310,7 +293,7 @@ mod tests {
             ("WARREN_SPIN_US", "0"),
             ("WARREN_SOCKET_BUFFER", "65536"),
             ("WARREN_ROBUST", "0"),
-            ("WARREN_BOOTSTRAP_CACHE", "1"),
+            ("WARREN_BOOTSTRAP_CACHE", "0"),
             ("WARREN_MOCK", "0,1,2,0; 4,0,7,1"),
         ]))
         .unwrap();
@@ -321,8 +304,8 @@ mod tests {
         assert_eq!(c.ring_threshold, 1024);
         assert_eq!(c.spin, Duration::ZERO);
         assert_eq!(c.socket_buffer, Some(65536));
-        assert!(!c.robust && c.bootstrap_cache);
-        assert_eq!(c.mock, vec![(0, 1, 2, 0), (4, 0, 7, 1)]);
+        assert!(!c.robust && !c.bootstrap_cache);
+        assert_eq!(c.mock, crate::mock::parse("0,1,2,0;4,0,7,1").unwrap());
         assert!(!format!("{c:?}").contains("abc"), "the secret must not be printed");
     }
 
@@ -336,6 +319,8 @@ mod tests {
         assert!(e.to_string().contains("secret"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_MOCK", "1,2,3")])).unwrap_err();
         assert!(e.to_string().contains("rank,version,seq,attempt"), "{e}");
+        let e = Config::from_map(&map(&[("WARREN_MOCK", "1,bootstrap,0")])).unwrap_err();
+        assert!(e.to_string().contains("rank,bootstrap:n,attempt"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_ROBUST", "maybe")])).unwrap_err();
         assert!(e.to_string().contains("WARREN_ROBUST"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_TIMEOUT_S", "-1")])).unwrap_err();

@@ -7,6 +7,8 @@
 use std::io;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// Result type of the `warren` crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -45,9 +47,10 @@ pub enum Error {
         reason: String,
     },
 
-    /// Ranks called a collective with different arguments (size, type, op, root, call order).
+    /// Ranks called a collective with different arguments (size, type, op, root, call order):
+    /// the two declarations that disagree.
     #[error("collective call mismatch: {0}")]
-    Mismatch(String),
+    Mismatch(CallMismatch),
 
     /// A peer or the tracker sent bytes that do not follow the protocol (bad magic, bad
     /// version, oversized or malformed frame).
@@ -75,8 +78,14 @@ pub enum Error {
 
     /// Recovery cannot proceed: the data a restarted worker needs is held by no live worker,
     /// or the workers' positions cannot be reconciled. Raised on every worker.
-    #[error("recovery impossible: {0}")]
-    RecoveryImpossible(String),
+    #[error("recovery impossible: {reason}{}", lost_suffix(lost))]
+    RecoveryImpossible {
+        /// Task ids of the workers whose loss made it impossible (the restarted workers, or
+        /// every worker that kept a copy of what is now missing).
+        lost: Vec<String>,
+        /// What is missing, by rank.
+        reason: String,
+    },
 
     /// The caller used the API wrongly (root out of range, element size mismatch, ...).
     #[error("invalid argument: {0}")]
@@ -147,5 +156,71 @@ impl Error {
     /// Wraps an I/O error with what Warren was doing when it happened.
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io { context: context.into(), source }
+    }
+}
+
+fn lost_suffix(lost: &[String]) -> String {
+    if lost.is_empty() { String::new() } else { format!(" (lost task ids: {})", lost.join(", ")) }
+}
+
+/// What one rank declared about a collective call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Declaration {
+    /// The rank.
+    pub rank: usize,
+    /// The call it declared: collective, position, size in bytes, type, operator, root.
+    pub call: String,
+}
+
+/// Two ranks that declared different calls where they had to make the same one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallMismatch {
+    /// One declaration.
+    pub first: Declaration,
+    /// The declaration that disagrees with it.
+    pub second: Declaration,
+    /// Where the disagreement was found (empty if nowhere in particular): "detected by rank
+    /// 3", "replaying call #2 of version 5 after a recovery", ...
+    pub context: String,
+}
+
+impl CallMismatch {
+    /// The mismatch of `first` and `second`, found in `context`.
+    pub fn new(first: Declaration, second: Declaration, context: impl Into<String>) -> CallMismatch {
+        CallMismatch { first, second, context: context.into() }
+    }
+}
+
+impl std::fmt::Display for CallMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (a, b) = (&self.first, &self.second);
+        write!(f, "rank {} called {} but rank {} called {}", a.rank, a.call, b.rank, b.call)?;
+        if !self.context.is_empty() {
+            write!(f, " ({})", self.context)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structured_errors_display_both_declarations_and_the_lost_tasks() {
+        let m = CallMismatch::new(
+            Declaration { rank: 1, call: "allreduce(tree) #3 of 40 bytes f32 sum".into() },
+            Declaration { rank: 2, call: "allreduce(tree) #3 of 44 bytes f32 sum".into() },
+            "detected by rank 1",
+        );
+        assert_eq!(
+            Error::Mismatch(m).to_string(),
+            "collective call mismatch: rank 1 called allreduce(tree) #3 of 40 bytes f32 sum but rank 2 called \
+             allreduce(tree) #3 of 44 bytes f32 sum (detected by rank 1)"
+        );
+        let e = Error::RecoveryImpossible { lost: vec!["4".into(), "5".into()], reason: "no copy left".into() };
+        assert_eq!(e.to_string(), "recovery impossible: no copy left (lost task ids: 4, 5)");
+        let e = Error::RecoveryImpossible { lost: vec![], reason: "no copy left".into() };
+        assert_eq!(e.to_string(), "recovery impossible: no copy left");
     }
 }

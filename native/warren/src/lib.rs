@@ -3,13 +3,17 @@
 //! Layout (dependencies point downwards):
 //!
 //! - [`engine`]: the public API, [`Communicator`]: init / allreduce / broadcast /
-//!   allgather / barrier / print / finalize.
+//!   allgather / barrier / checkpoint / print / finalize; it carries out what `robust` plans.
+//! - [`robust`]: retry-one recovery: what each worker keeps, and the pure planning of a
+//!   recovery from every worker's proposal (who sends what to whom).
 //! - [`collective`]: tree and ring algorithms over a set of links (no fault tolerance), and
 //!   the call header every rank declares ([`collective::header`]).
 //! - [`transport`]: the peer links between workers: set-up, non-blocking TCP links, and the
 //!   readiness loop that drives them.
-//! - [`tracker`]: rendezvous, stable ranks, topology brokering, job log (async, tokio); its
-//!   messages in [`tracker::proto`].
+//! - [`tracker`]: rendezvous, membership views, topology brokering, job log (async, tokio);
+//!   its messages in [`tracker::proto`].
+//! - [`membership`]: views `(epoch, members by task id)` and the placement of recovery data
+//!   derived from them (pure).
 //! - [`master`]: the data master's task queue (pure state machine), its durable wrapper,
 //!   service and client; its messages in [`master::proto`].
 //! - [`wire`]: what every service connection shares (tracker, master, the parameter
@@ -19,7 +23,8 @@
 //! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
 //! - [`store`]: durable storage for any service (the master today): a log of typed records
 //!   with group commit and snapshots, in a directory or in etcd (Cargo feature `etcd`).
-//! - [`config`]: worker settings from the environment or given explicitly.
+//! - [`config`]: worker settings from the environment or given explicitly; [`mock`]: the
+//!   failure-injection points they can name.
 //! - [`recordio`]: PaddlePaddle RecordIO files (chunked, checksummed, compressed) and dmlc
 //!   `.rec` files: writer, header-only index, readers.
 //! - [`error`]: the crate's single error type.
@@ -30,6 +35,8 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod master;
+pub mod membership;
+pub mod mock;
 pub mod recordio;
 pub mod reduce;
 pub mod robust;
@@ -41,6 +48,6 @@ pub mod wire;
 
 pub use config::Config;
 pub use engine::{CallStats, Checkpoint, Communicator};
-pub use error::{Error, Result};
+pub use error::{CallMismatch, Declaration, Error, Result};
 pub use reduce::{DataType, Element, Op};
 pub use tracker::{Tracker, TrackerConfig};

@@ -82,19 +82,6 @@ pub fn tree_distance(mut a: usize, mut b: usize) -> usize {
     d
 }
 
-/// The ranks that keep the result of call `seq` when each result is kept on `replicas`
-/// workers spread evenly around the ring (`replicas` 0, or not less than `world`: every rank).
-pub fn result_holders(seq: u32, world: usize, replicas: usize) -> Vec<usize> {
-    if replicas == 0 || replicas >= world {
-        return (0..world).collect();
-    }
-    let base = seq as usize % world;
-    let mut h: Vec<usize> = (0..replicas).map(|j| (base + j * world / replicas) % world).collect();
-    h.sort_unstable();
-    h.dedup();
-    h
-}
-
 /// Splits `len` bytes into `parts` contiguous chunks whose boundaries are multiples of `align`;
 /// returns `parts + 1` offsets. Chunks differ in size by at most `align` bytes, and the
 /// remainder goes to the first chunks.
@@ -171,17 +158,6 @@ mod tests {
         assert_eq!(tree_distance(3, 4), 2);
         assert_eq!(tree_distance(7, 6), 5);
         assert_eq!(tree_distance(9, 2), 4);
-    }
-
-    #[test]
-    fn results_are_spread_evenly() {
-        assert_eq!(result_holders(5, 4, 0), vec![0, 1, 2, 3]);
-        assert_eq!(result_holders(5, 4, 9), vec![0, 1, 2, 3]);
-        assert_eq!(result_holders(0, 10, 2), vec![0, 5]);
-        assert_eq!(result_holders(13, 10, 3), vec![3, 6, 9]);
-        for seq in 0..50 {
-            assert_eq!(result_holders(seq, 7, 3).len(), 3);
-        }
     }
 
     #[test]

@@ -10,10 +10,19 @@ use std::time::{Duration, Instant};
 use common::{run_world, start_tracker, worker_config};
 use warren::{Communicator, Error, Op, Tracker, TrackerConfig};
 
+/// Every rank reports the mismatch, with the two declarations (two ranks, two different
+/// calls) as data, one of them naming `needle`.
 fn all_mismatch<T: std::fmt::Debug>(results: Vec<warren::Result<T>>, needle: &str) {
+    let world = results.len();
     for (rank, r) in results.into_iter().enumerate() {
         match r {
-            Err(Error::Mismatch(m)) => assert!(m.contains(needle), "rank {rank}: {m}"),
+            Err(Error::Mismatch(m)) => {
+                let (a, b) = (&m.first, &m.second);
+                assert!(a.rank != b.rank && a.rank < world && b.rank < world, "rank {rank}: {m:?}");
+                assert_ne!(a.call, b.call, "rank {rank}");
+                assert!(a.call.contains(needle) || b.call.contains(needle), "rank {rank}: {m}");
+                assert!(m.to_string().contains(needle), "rank {rank}: {m}");
+            }
             other => panic!("rank {rank} should report a mismatch, got {other:?}"),
         }
     }

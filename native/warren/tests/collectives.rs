@@ -258,3 +258,26 @@ fn tiny_socket_buffers_force_partial_io() {
         assert_eq!(r.unwrap_or_else(|e| panic!("{e}: all ranks: {shown:#?}")), (3.0, 6));
     }
 }
+
+/// Task ids may be sparse: tasks 5, 0 and 2 form a world of 3 whose ranks follow task-id
+/// order, and every worker holds the same view.
+#[test]
+fn sparse_task_ids_form_a_world_in_task_order() {
+    let ids = ["5", "0", "2"];
+    let results = run_world(
+        3,
+        move |thread, c| c.task_id = ids[thread].to_string(),
+        |c: &mut Communicator| {
+            let mut v = vec![c.rank() as u32 + 1];
+            c.allreduce(&mut v, Op::Sum)?;
+            Ok((c.rank(), c.view().members().to_vec(), v[0]))
+        },
+    );
+    let ranks: Vec<usize> = results.iter().map(|r| r.as_ref().unwrap().0).collect();
+    assert_eq!(ranks, vec![2, 0, 1]);
+    for r in results {
+        let (_, members, sum) = r.unwrap();
+        assert_eq!(members, ["0", "2", "5"]);
+        assert_eq!(sum, 6);
+    }
+}

@@ -18,7 +18,7 @@ use crate::reduce::ByteReducer;
 use crate::topology::Topology;
 
 use super::Scratch;
-use super::net::{HeaderIn, HeaderOut, HeaderState, Net};
+use super::net::{HeaderIn, HeaderOut, HeaderState, Net, declared};
 
 struct Child {
     rank: usize,
@@ -39,118 +39,183 @@ pub(crate) fn allreduce_tree(
     reducer: &ByteReducer,
     scratch: &mut Scratch,
 ) -> Result<CallHeader> {
-    let n = buf.len();
-    let me = topo.rank;
-    let mut children: Vec<Child> = topo
-        .children
-        .iter()
-        .map(|&c| Child { rank: c, head_in: HeaderIn::new(c), recv: 0, head_out: HeaderOut::new(), sent: 0 })
-        .collect();
-    let mut child_bufs = scratch.get(children.len(), n);
-    let mut agreed: Option<CallHeader> = None;
-    let mut up_head = HeaderOut::new();
-    let mut up_sent = 0usize;
-    let mut down_head = topo.parent.map(HeaderIn::new);
-    let mut final_hdr: Option<CallHeader> = None;
-    let mut down_recv = 0usize;
-    let mut reduced = if children.is_empty() { n } else { 0 };
-    let everyone: Vec<usize> = topo.parent.into_iter().chain(topo.children.iter().copied()).collect();
-    let child_ranks: Vec<usize> = topo.children.clone();
-
+    let mut call = TreeCall::new(topo, hdr, buf.len(), elem, scratch);
     loop {
+        let mut progressed = call.agree_children(net)?;
+        if call.agreed.is_some() {
+            progressed |= call.reduce_children(net, buf, reducer)?;
+            progressed |= call.send_up(net, buf)?;
+        }
+        progressed |= call.receive_down(net, buf)?;
+        progressed |= call.send_down(net, buf)?;
+        if let Some(h) = call.done() {
+            return Ok(h);
+        }
+        net.settle(progressed, || call.waiting_for())?;
+    }
+}
+
+/// One tree allreduce in progress on this rank: each step moves what it can and says whether
+/// anything moved.
+struct TreeCall<'s> {
+    me: usize,
+    parent: Option<usize>,
+    hdr: CallHeader,
+    n: usize,
+    elem: usize,
+    children: Vec<Child>,
+    child_bufs: Vec<&'s mut [u8]>,
+    /// The subtree's agreed header, once every child's arrived.
+    agreed: Option<CallHeader>,
+    up_head: HeaderOut,
+    up_sent: usize,
+    down_head: Option<HeaderIn>,
+    /// The whole tree's header: from the parent, or the agreed one at the root.
+    final_hdr: Option<CallHeader>,
+    down_recv: usize,
+    reduced: usize,
+    /// Parent and children: where an abort goes.
+    everyone: Vec<usize>,
+}
+
+impl<'s> TreeCall<'s> {
+    fn new(topo: &Topology, hdr: CallHeader, n: usize, elem: usize, scratch: &'s mut Scratch) -> TreeCall<'s> {
+        let children: Vec<Child> = topo
+            .children
+            .iter()
+            .map(|&c| Child { rank: c, head_in: HeaderIn::new(c), recv: 0, head_out: HeaderOut::new(), sent: 0 })
+            .collect();
+        TreeCall {
+            me: topo.rank,
+            parent: topo.parent,
+            hdr,
+            n,
+            elem,
+            child_bufs: scratch.get(children.len(), n),
+            reduced: if children.is_empty() { n } else { 0 },
+            children,
+            agreed: None,
+            up_head: HeaderOut::new(),
+            up_sent: 0,
+            down_head: topo.parent.map(HeaderIn::new),
+            final_hdr: None,
+            down_recv: 0,
+            everyone: topo.parent.into_iter().chain(topo.children.iter().copied()).collect(),
+        }
+    }
+
+    /// Children's headers, then agreement of the subtree (at the root: of the whole tree).
+    fn agree_children(&mut self, net: &mut Net) -> Result<bool> {
+        if self.agreed.is_some() {
+            return Ok(false);
+        }
         let mut progressed = false;
-
-        // Children's headers, then agreement of the subtree.
-        if agreed.is_none() {
-            let mut all = true;
-            for c in children.iter_mut() {
-                let (p, st) = c.head_in.poll(net)?;
-                progressed |= p;
-                match st {
-                    HeaderState::Pending => all = false,
-                    HeaderState::Proceed(_) => {}
-                    HeaderState::Abort(a) => return Err(net.forward_abort(&everyone, &a)),
-                }
-            }
-            if all {
-                let mut merged = hdr;
-                for c in &children {
-                    match merged.merge(&c.head_in.header().expect("received"), me, c.rank) {
-                        Ok(m) => merged = m,
-                        Err(reason) => return Err(net.abort(&everyone, true, reason)),
-                    }
-                }
-                agreed = Some(merged);
-                if topo.parent.is_some() {
-                    up_head.set(&merged);
-                } else {
-                    final_hdr = Some(merged);
-                    children.iter_mut().for_each(|c| c.head_out.set(&merged));
-                }
-                progressed = true;
+        let mut all = true;
+        for c in self.children.iter_mut() {
+            let (p, st) = c.head_in.poll(net)?;
+            progressed |= p;
+            match st {
+                HeaderState::Pending => all = false,
+                HeaderState::Proceed(_) => {}
+                HeaderState::Abort(a) => return Err(net.forward_abort(&self.everyone, &a)),
             }
         }
-
-        if agreed.is_some() {
-            // Children's data, reduced in child order as soon as every child has it.
-            for (c, cb) in children.iter_mut().zip(child_bufs.iter_mut()) {
-                if c.recv < n {
-                    let got = net.link(c.rank)?.read_some(&mut cb[c.recv..n])?;
-                    c.recv += got;
-                    progressed |= got > 0;
-                }
-            }
-            if !children.is_empty() {
-                let ready = children.iter().map(|c| c.recv).min().unwrap_or(n);
-                let ready = ready - ready % elem;
-                if ready > reduced {
-                    for cb in child_bufs.iter() {
-                        reducer(&mut buf[reduced..ready], &cb[reduced..ready]);
-                    }
-                    reduced = ready;
-                    progressed = true;
-                }
-            }
-            // Up to the parent: header, then what is reduced.
-            if let Some(parent) = topo.parent {
-                if !up_head.done() || up_sent < reduced {
-                    let (h, d) = net.send2(parent, up_head.rest(), &buf[up_sent..reduced])?;
-                    up_head.advance(h);
-                    up_sent += d;
-                    progressed |= h + d > 0;
-                }
+        if !all {
+            return Ok(progressed);
+        }
+        let mut merged = self.hdr;
+        for c in &self.children {
+            let theirs = c.head_in.header().expect("received");
+            match merged.merge(&theirs, self.me, c.rank) {
+                Ok(m) => merged = m,
+                Err(_) => return Err(net.abort_mismatch(&self.everyone, declared(self.me, &merged, c.rank, &theirs))),
             }
         }
+        self.agreed = Some(merged);
+        if self.parent.is_some() {
+            self.up_head.set(&merged);
+        } else {
+            self.decided(merged);
+        }
+        Ok(true)
+    }
 
-        // The parent's verdict, then the result.
-        if let (Some(parent), Some(dh)) = (topo.parent, down_head.as_mut()) {
-            if final_hdr.is_none() {
-                let (p, st) = dh.poll(net)?;
-                progressed |= p;
-                match st {
-                    HeaderState::Pending => {}
-                    HeaderState::Abort(a) => return Err(net.forward_abort(&child_ranks, &a)),
-                    HeaderState::Proceed(h) => {
-                        let mine = agreed.unwrap_or(hdr);
-                        let h = match mine.merge(&h, me, parent) {
-                            Ok(h) => h,
-                            Err(reason) => return Err(net.abort(&everyone, true, reason)),
-                        };
-                        final_hdr = Some(h);
-                        children.iter_mut().for_each(|c| c.head_out.set(&h));
-                    }
-                }
-            }
-            if final_hdr.is_some() && down_recv < up_sent {
-                let got = net.link(parent)?.read_some(&mut buf[down_recv..up_sent])?;
-                down_recv += got;
+    /// The whole tree's header is known: it goes down to the children first.
+    fn decided(&mut self, h: CallHeader) {
+        self.final_hdr = Some(h);
+        self.children.iter_mut().for_each(|c| c.head_out.set(&h));
+    }
+
+    /// Children's data, reduced in child order as soon as every child has it.
+    fn reduce_children(&mut self, net: &mut Net, buf: &mut [u8], reducer: &ByteReducer) -> Result<bool> {
+        let (n, mut progressed) = (self.n, false);
+        for (c, cb) in self.children.iter_mut().zip(self.child_bufs.iter_mut()) {
+            if c.recv < n {
+                let got = net.link(c.rank)?.read_some(&mut cb[c.recv..n])?;
+                c.recv += got;
                 progressed |= got > 0;
             }
         }
+        if !self.children.is_empty() {
+            let ready = self.children.iter().map(|c| c.recv).min().unwrap_or(n);
+            let ready = ready - ready % self.elem;
+            if ready > self.reduced {
+                for cb in self.child_bufs.iter() {
+                    reducer(&mut buf[self.reduced..ready], &cb[self.reduced..ready]);
+                }
+                self.reduced = ready;
+                progressed = true;
+            }
+        }
+        Ok(progressed)
+    }
 
-        // Down to the children: header, then the result as far as it is known.
-        let result_upto = if topo.parent.is_some() { down_recv } else { reduced };
-        for c in children.iter_mut() {
+    /// Up to the parent: the header, then what is reduced.
+    fn send_up(&mut self, net: &mut Net, buf: &[u8]) -> Result<bool> {
+        let Some(parent) = self.parent else { return Ok(false) };
+        if self.up_head.done() && self.up_sent >= self.reduced {
+            return Ok(false);
+        }
+        let (h, d) = net.send2(parent, self.up_head.rest(), &buf[self.up_sent..self.reduced])?;
+        self.up_head.advance(h);
+        self.up_sent += d;
+        Ok(h + d > 0)
+    }
+
+    /// The parent's verdict, then the result.
+    fn receive_down(&mut self, net: &mut Net, buf: &mut [u8]) -> Result<bool> {
+        let (Some(parent), Some(dh)) = (self.parent, self.down_head.as_mut()) else { return Ok(false) };
+        let mut progressed = false;
+        if self.final_hdr.is_none() {
+            let (p, st) = dh.poll(net)?;
+            progressed |= p;
+            match st {
+                HeaderState::Pending => {}
+                HeaderState::Abort(a) => return Err(net.forward_abort(&self.children_ranks(), &a)),
+                HeaderState::Proceed(h) => {
+                    let mine = self.agreed.unwrap_or(self.hdr);
+                    match mine.merge(&h, self.me, parent) {
+                        Ok(h) => self.decided(h),
+                        Err(_) => {
+                            return Err(net.abort_mismatch(&self.everyone, declared(self.me, &mine, parent, &h)));
+                        }
+                    }
+                }
+            }
+        }
+        if self.final_hdr.is_some() && self.down_recv < self.up_sent {
+            let got = net.link(parent)?.read_some(&mut buf[self.down_recv..self.up_sent])?;
+            self.down_recv += got;
+            progressed |= got > 0;
+        }
+        Ok(progressed)
+    }
+
+    /// Down to the children: the header, then the result as far as it is known.
+    fn send_down(&mut self, net: &mut Net, buf: &[u8]) -> Result<bool> {
+        let result_upto = if self.parent.is_some() { self.down_recv } else { self.reduced };
+        let mut progressed = false;
+        for c in self.children.iter_mut() {
             if c.head_out.is_set() && (!c.head_out.done() || c.sent < result_upto) {
                 let (h, d) = net.send2(c.rank, c.head_out.rest(), &buf[c.sent..result_upto])?;
                 c.head_out.advance(h);
@@ -158,25 +223,32 @@ pub(crate) fn allreduce_tree(
                 progressed |= h + d > 0;
             }
         }
+        Ok(progressed)
+    }
 
-        let done = final_hdr.is_some()
-            && reduced == n
-            && (topo.parent.is_none() || (up_head.done() && up_sent == n && down_recv == n))
-            && children.iter().all(|c| c.head_out.done() && c.sent == n);
-        if done {
-            return Ok(final_hdr.expect("set when done"));
+    fn children_ranks(&self) -> Vec<usize> {
+        self.children.iter().map(|c| c.rank).collect()
+    }
+
+    /// The agreed header, once everything has moved.
+    fn done(&self) -> Option<CallHeader> {
+        let n = self.n;
+        let up_done = self.parent.is_none() || (self.up_head.done() && self.up_sent == n && self.down_recv == n);
+        let down_done = self.children.iter().all(|c| c.head_out.done() && c.sent == n);
+        (self.reduced == n && up_done && down_done).then_some(self.final_hdr).flatten()
+    }
+
+    /// What this rank waits for, for a timeout's message.
+    fn waiting_for(&self) -> String {
+        let mut waiting = Vec::new();
+        for c in &self.children {
+            if c.head_in.header().is_none() || c.recv < self.n {
+                waiting.push(format!("child rank {}", c.rank));
+            }
         }
-        net.settle(progressed, || {
-            let mut waiting = Vec::new();
-            for c in &children {
-                if c.head_in.header().is_none() || c.recv < n {
-                    waiting.push(format!("child rank {}", c.rank));
-                }
-            }
-            if let Some(p) = topo.parent {
-                waiting.push(format!("parent rank {p}"));
-            }
-            format!("{} on rank {me}: {}", hdr.describe(), waiting.join(", "))
-        })?;
+        if let Some(p) = self.parent {
+            waiting.push(format!("parent rank {p}"));
+        }
+        format!("{} on rank {}: {}", self.hdr.describe(), self.me, waiting.join(", "))
     }
 }

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::header::{self, CallHeader, HEADER_LEN, HeaderMsg};
-use crate::error::{Error, Result};
+use crate::error::{CallMismatch, Declaration, Error, Result};
 use crate::transport::{Link, Waiter};
 
 /// Abort codes carried in an abort header (byte 1).
@@ -62,25 +62,40 @@ impl Net<'_> {
         }
     }
 
-    /// Raises an abort here: tells `to` and returns the error for this rank.
-    pub(crate) fn abort(&mut self, to: &[usize], mismatch: bool, reason: String) -> Error {
-        let mut bytes = header::encode_abort(self.me, &reason);
-        bytes[1] = if mismatch { ABORT_MISMATCH } else { ABORT_OTHER };
-        self.flush_to(to, &bytes);
-        if mismatch { Error::Mismatch(reason) } else { Error::Aborted { rank: self.me, reason } }
+    /// Raises a mismatch here (two ranks declared different calls): tells `to` and returns
+    /// the error for this rank. The declarations travel as data (JSON in the abort's reason).
+    pub(crate) fn abort_mismatch(&mut self, to: &[usize], mismatch: CallMismatch) -> Error {
+        let reason = serde_json::to_string(&mismatch).expect("a mismatch always serializes");
+        self.send_abort(to, self.me, ABORT_MISMATCH, &reason);
+        Error::Mismatch(mismatch)
     }
 
     /// Passes on an abort received from elsewhere and returns the error for this rank.
     pub(crate) fn forward_abort(&mut self, to: &[usize], a: &AbortInfo) -> Error {
-        let mut bytes = header::encode_abort(a.origin, &a.reason);
-        bytes[1] = if a.mismatch { ABORT_MISMATCH } else { ABORT_OTHER };
-        self.flush_to(to, &bytes);
-        if a.mismatch {
-            Error::Mismatch(format!("{} (detected by rank {})", a.reason, a.origin))
-        } else {
-            Error::Aborted { rank: a.origin, reason: a.reason.clone() }
+        self.send_abort(to, a.origin, if a.mismatch { ABORT_MISMATCH } else { ABORT_OTHER }, &a.reason);
+        if !a.mismatch {
+            return Error::Aborted { rank: a.origin, reason: a.reason.clone() };
+        }
+        match serde_json::from_str::<CallMismatch>(&a.reason) {
+            Ok(mut m) => {
+                m.context = format!("detected by rank {}", a.origin);
+                Error::Mismatch(m)
+            }
+            Err(e) => Error::Protocol(format!("rank {} reported a malformed mismatch ({e}): {}", a.origin, a.reason)),
         }
     }
+
+    fn send_abort(&mut self, to: &[usize], origin: usize, code: u8, reason: &str) {
+        let mut bytes = header::encode_abort(origin, reason);
+        bytes[1] = code;
+        self.flush_to(to, &bytes);
+    }
+}
+
+/// The mismatch of this rank's declaration `mine` with `peer`'s declaration `theirs`.
+pub(crate) fn declared(me: usize, mine: &CallHeader, peer: usize, theirs: &CallHeader) -> CallMismatch {
+    let first = Declaration { rank: me, call: mine.describe() };
+    CallMismatch::new(first, Declaration { rank: peer, call: theirs.describe() }, "")
 }
 
 /// An abort received from a peer.

@@ -1,12 +1,19 @@
-//! Checkpoint values and the optional durable copy on disk (for the fail-all strategy).
+//! Checkpoints: committing one in two phases (local models move to the workers that keep
+//! their replicas, then an acknowledgement), and loading the latest one.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::time::Instant;
 
-use crate::config::Config;
+use log::info;
+
+use super::recovery::Round;
+use super::{Communicator, LOG, durable, recoverable};
+use crate::collective;
+use crate::collective::header::{CallHeader, CallKind};
 use crate::error::{Error, Result};
+use crate::reduce::{self, DataType, Op};
+use crate::robust::{Prepared, Replicas, Want};
 
-/// A checkpoint as returned by [`super::Communicator::load_checkpoint`].
+/// A checkpoint as returned by [`Communicator::load_checkpoint`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Checkpoint {
     /// Number of checkpoints committed (0: fresh start, the models are empty).
@@ -17,91 +24,123 @@ pub struct Checkpoint {
     pub local: Option<Vec<u8>>,
 }
 
-/// A 32-bit digest of the global model, carried in the checkpoint header so that workers
-/// checkpointing different models are told apart.
-pub(crate) fn digest32(bytes: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for &b in bytes {
-        h ^= b as u32;
-        h = h.wrapping_mul(0x0100_0193);
+impl Communicator {
+    /// Commits a checkpoint: the global model (the same on every worker) and this worker's
+    /// local model. In robust mode both stay in memory (the local model also on the next
+    /// `WARREN_LOCAL_REPLICAS` ring successors) so that a restarted worker can load them from
+    /// the others; with `WARREN_CHECKPOINT_DIR` they are also written to disk. Two phases
+    /// (prepare, then acknowledge): a failure in between leaves every worker either before or
+    /// after it.
+    pub fn checkpoint(&mut self, global: &[u8], local: Option<&[u8]>) -> Result<()> {
+        if self.robust.is_none() {
+            return Err(Error::InvalidArgument("checkpoints need robust mode (WARREN_ROBUST=1)".into()));
+        }
+        let started = Instant::now();
+        let tag = durable::digest32(global);
+        let prep = self.header(CallKind::Checkpoint, DataType::U8, Op::Sum, 1, 0, global.len() as u64, tag, None);
+        if !self.prepare(prep, local)? {
+            let ack = self.header(CallKind::CheckpointAck, DataType::U8, Op::Sum, 1, 0, 0, tag, None);
+            self.robust_call(ack, Want::Checkpoint, None, &mut Vec::new(), &mut |c, _: &mut Vec<u8>| {
+                c.exec(ack, |net, topo, scratch| {
+                    collective::allreduce_tree(net, topo, ack, &mut [], 1, &|_, _| {}, scratch).map(|_| ())
+                })
+            })?;
+        }
+        self.rs().state.commit(global.to_vec());
+        let version = self.rs().state.version();
+        durable::write_durable(&self.cfg, self.topo.rank, version, global, local)?;
+        self.stats.record(CallKind::Checkpoint, started.elapsed());
+        Ok(())
     }
-    h
-}
 
-fn file(dir: &std::path::Path, rank: usize, version: u32) -> PathBuf {
-    dir.join(format!("warren-ckpt-rank{rank}-v{version}.bin"))
-}
+    /// The prepare phase: local models move along the ring, each worker receiving those it
+    /// keeps replicas of. Returns whether the checkpoint was committed meanwhile (others had
+    /// committed it already). A worker served this phase instead of running it has no
+    /// replicas of this checkpoint; it gets them in a recovery round before the job goes on.
+    fn prepare(&mut self, prep: CallHeader, local: Option<&[u8]>) -> Result<bool> {
+        let (me, world) = (self.topo.rank, self.topo.world);
+        let kept = self.rs().state.kept().to_vec();
+        let mine = local.unwrap_or(&[]);
+        let mut received: Option<Prepared> = None;
+        let committed =
+            self.robust_call(prep, Want::Checkpoint, None, &mut Vec::new(), &mut |c, _: &mut Vec<u8>| {
+                c.exec(prep, |net, topo, scratch| {
+                    let mut sizes = vec![0u64; world];
+                    sizes[me] = mine.len() as u64;
+                    let reducer = reduce::typed_reducer::<u64>(Op::Sum)?;
+                    let sizes_bytes = bytemuck::cast_slice_mut(&mut sizes);
+                    collective::allreduce_tree(net, topo, prep, sizes_bytes, 8, &reducer, scratch)?;
+                    // Step j passes on what step j-1 brought: the model of the (j+1)-th predecessor.
+                    let mut replicas = Replicas::new();
+                    let mut block = mine.to_vec();
+                    for &owner in &kept {
+                        let got = collective::ring_shift(
+                            net,
+                            topo,
+                            &block,
+                            sizes[owner] as usize,
+                            scratch,
+                            &prep.describe(),
+                        )?;
+                        replicas.insert(owner, got.clone());
+                        block = got;
+                    }
+                    received = Some(Prepared { replicas, sizes });
+                    Ok(())
+                })
+            })?;
+        self.rs().state.prepared(local.map(<[u8]>::to_vec), received);
+        Ok(committed)
+    }
 
-/// Writes the checkpoint of `rank` atomically (temporary file, fsync, rename) if a directory
-/// is configured, and removes the one two versions older (the previous one is kept, since a
-/// failure during a checkpoint can leave other workers one version behind). Layout: version
-/// u32, global length u64, global, local flag u8, local.
-pub(crate) fn write_durable(
-    cfg: &Config,
-    rank: usize,
-    version: u32,
-    global: &[u8],
-    local: Option<&[u8]>,
-) -> Result<()> {
-    let Some(dir) = &cfg.checkpoint_dir else { return Ok(()) };
-    if version % cfg.durable_every != 0 {
-        return Ok(());
+    /// The latest checkpoint: version 0 and empty models on a fresh start. A restarted worker
+    /// gets the checkpoint from the others (its local model from a worker that kept a replica
+    /// of it, and the replicas it keeps itself from their holders); with
+    /// `WARREN_CHECKPOINT_DIR` and no live copy (the fail-all strategy), it is read from disk.
+    pub fn load_checkpoint(&mut self) -> Result<Checkpoint> {
+        self.check_failed()?;
+        let Some(r) = self.robust.as_ref() else {
+            return Err(Error::InvalidArgument("checkpoints need robust mode (WARREN_ROBUST=1)".into()));
+        };
+        if !r.consensus {
+            if r.state.version() == 0 && self.cfg.checkpoint_dir.is_some() {
+                return self.load_durable();
+            }
+            return Ok(self.current_checkpoint());
+        }
+        let hdr = self.header(CallKind::Checkpoint, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
+        loop {
+            match self.recovery_round(&hdr, Want::LoadCheckpoint, None) {
+                Ok(Round::Loaded) => return Ok(self.current_checkpoint()),
+                Ok(_) => continue,
+                Err(e) if recoverable(&e) => self.relink(&e)?,
+                Err(e) => return Err(self.poison(e)),
+            }
+        }
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let path = file(dir, rank, version);
-    let tmp = path.with_extension("tmp");
-    let mut bytes = Vec::with_capacity(16 + global.len() + local.map_or(0, <[u8]>::len));
-    bytes.extend_from_slice(&version.to_le_bytes());
-    bytes.extend_from_slice(&(global.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(global);
-    bytes.push(u8::from(local.is_some()));
-    bytes.extend_from_slice(local.unwrap_or(&[]));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
-    f.write_all(&bytes).and_then(|_| f.sync_all()).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))?;
-    let every = cfg.durable_every;
-    if version > 2 * every {
-        let _ = std::fs::remove_file(file(dir, rank, version - 2 * every));
-    }
-    Ok(())
-}
 
-/// The newest durable checkpoint version of `rank` (0 if none).
-pub(crate) fn latest_durable(cfg: &Config, rank: usize) -> Result<u32> {
-    let Some(dir) = &cfg.checkpoint_dir else { return Ok(0) };
-    let prefix = format!("warren-ckpt-rank{rank}-v");
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(Error::io(format!("listing {}", dir.display()), e)),
-    };
-    Ok(entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix(&prefix)?.strip_suffix(".bin")?.parse::<u32>().ok())
-        .max()
-        .unwrap_or(0))
-}
+    fn current_checkpoint(&mut self) -> Checkpoint {
+        let (version, global, local) = self.rs().state.checkpoint();
+        Checkpoint { version, global: global.to_vec(), local: local.map(<[u8]>::to_vec) }
+    }
 
-/// Reads version `version` of the durable checkpoint of `rank`, if present.
-pub(crate) fn read_durable(cfg: &Config, rank: usize, version: u32) -> Result<Option<Checkpoint>> {
-    let Some(dir) = &cfg.checkpoint_dir else { return Ok(None) };
-    let path = file(dir, rank, version);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-    };
-    let bad = || Error::Protocol(format!("checkpoint file {} is truncated or corrupt", path.display()));
-    if bytes.len() < 12 {
-        return Err(bad());
+    /// A fresh start with a checkpoint directory (the fail-all strategy): every worker reads
+    /// its latest durable checkpoint, and all agree on the newest version every one of them
+    /// has (a failure during a checkpoint can leave some one version ahead).
+    fn load_durable(&mut self) -> Result<Checkpoint> {
+        let me = self.topo.rank;
+        let mine = durable::latest_durable(&self.cfg, me)?;
+        let all = self.gather(&[mine as u64]).map_err(|e| self.poison(e))?;
+        let agreed = all.iter().map(|v| v[0]).min().unwrap_or(0) as u32;
+        if agreed == 0 {
+            return Ok(Checkpoint::default());
+        }
+        let c = durable::read_durable(&self.cfg, me, agreed)?.ok_or_else(|| Error::RecoveryImpossible {
+            lost: vec![self.cfg.task_id.clone()],
+            reason: format!("rank {me} has no durable checkpoint of version {agreed}, which every worker has"),
+        })?;
+        info!(target: LOG, "rank {me}: loaded durable checkpoint version {agreed}");
+        self.rs().state.load(c.version, c.global.clone(), c.local.clone());
+        Ok(c)
     }
-    let stored = u32::from_le_bytes(bytes[..4].try_into().unwrap());
-    let glen = usize::try_from(u64::from_le_bytes(bytes[4..12].try_into().unwrap())).map_err(|_| bad())?;
-    let rest = &bytes[12..];
-    if stored != version || rest.len() < glen + 1 {
-        return Err(bad());
-    }
-    let global = rest[..glen].to_vec();
-    let local = (rest[glen] == 1).then(|| rest[glen + 1..].to_vec());
-    Ok(Some(Checkpoint { version, global, local }))
 }

@@ -51,17 +51,11 @@ impl BootstrapCache {
     }
 
     /// Stores a result. A second result under the same key is a collision: refused with a
-    /// description of both calls.
-    pub fn insert(&mut self, key: &BootstrapKey, header: CallHeader, data: Vec<u8>) -> Result<(), String> {
+    /// description of both calls (the cached one first).
+    pub fn insert(&mut self, key: &BootstrapKey, header: CallHeader, data: Vec<u8>) -> Result<(), [String; 2]> {
         if let Some((name, h, _)) = self.entries.get(&key.hash) {
             if name != &key.name || h.count != header.count || h.dtype != header.dtype {
-                return Err(format!(
-                    "bootstrap key collision: {} ({}) and {} ({})",
-                    name,
-                    h.describe(),
-                    key.name,
-                    header.describe()
-                ));
+                return Err([format!("{name} ({})", h.describe()), format!("{} ({})", key.name, header.describe())]);
             }
             return Ok(());
         }
@@ -122,8 +116,9 @@ mod tests {
         let k = BootstrapKey::new("x", 0);
         c.insert(&k, hdr(8), vec![1; 8]).unwrap();
         c.insert(&k, hdr(8), vec![1; 8]).unwrap();
-        let e = c.insert(&k, hdr(16), vec![1; 16]).unwrap_err();
-        assert!(e.contains("collision") && e.contains("16 bytes"), "{e}");
+        let [cached, new] = c.insert(&k, hdr(16), vec![1; 16]).unwrap_err();
+        assert!(cached.contains("x#0") && cached.contains("8 bytes"), "{cached}");
+        assert!(new.contains("16 bytes"), "{new}");
         let forged = BootstrapKey { name: "y#0".into(), hash: k.hash };
         assert!(c.insert(&forged, hdr(8), vec![]).is_err());
         assert_eq!(c.get(k.hash).unwrap().2, &[1; 8]);

@@ -54,16 +54,15 @@ pub enum ToTracker {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum FromTracker {
-    /// The worker's rank and everyone's addresses. `epoch` counts (re-)registrations.
+    /// The membership view (the worker's rank is its task id's position in it) and everyone's
+    /// addresses.
     Assignment {
-        /// The worker's rank.
-        rank: usize,
-        /// Number of workers.
-        world: usize,
+        /// The members of the job.
+        view: crate::membership::View,
         /// Addresses of every rank, indexed by rank.
         peers: Vec<PeerAddr>,
-        /// Registrations so far (grows with every recovery).
-        epoch: u64,
+        /// Re-link rounds completed so far (this one included).
+        round: u64,
         /// Whether this registration is a recovery (the task id had a rank already).
         recovered: bool,
     },

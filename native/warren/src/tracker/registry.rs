@@ -1,9 +1,11 @@
-//! Who is in the job: task ids, ranks, addresses, and who finished or was lost. A pure state
-//! machine, no I/O: the server feeds it events and acts on what it returns.
+//! Who is in the job: task ids, their addresses, the membership [`View`] once everyone has
+//! arrived, and who finished or was lost. A pure state machine, no I/O: the server feeds it
+//! events and acts on what it returns.
 
 use std::collections::BTreeMap;
 
 use super::proto::PeerAddr;
+use crate::membership::{View, task_order};
 
 /// The state of one worker as the tracker sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +22,6 @@ pub enum WorkerState {
 struct Entry {
     host: String,
     port: u16,
-    rank: Option<usize>,
     state: WorkerState,
 }
 
@@ -32,17 +33,17 @@ pub enum Registered {
         /// Distinct task ids registered so far.
         arrived: usize,
     },
-    /// Everyone is here: these task ids got these ranks (all of them, to be told now).
-    Assigned(Vec<(String, usize)>),
-    /// After ranks were assigned, a known task id (re-)joined a re-link round: a restarted
-    /// worker registering again, or a survivor asking to re-link. It keeps its rank.
+    /// Everyone is here: the first view, to be told to every member now.
+    Assigned(View),
+    /// After the view was made, a member (re-)joined a re-link round: a restarted worker
+    /// registering again, or a survivor asking to re-link. It keeps its rank.
     RoundJoined {
         /// Its rank.
         rank: usize,
         /// Whether this registration opened the round (the others should be told).
         opened: bool,
-        /// Set when everyone is now in the round: every task id and rank, to be told now.
-        complete: Option<Vec<(String, usize)>>,
+        /// Set when every member is now in the round: the view, to be told to all of them now.
+        complete: Option<View>,
     },
     /// The registration is refused.
     Rejected(String),
@@ -52,29 +53,21 @@ pub enum Registered {
     Busy(String),
 }
 
-/// Rank assignment and worker bookkeeping for a job of `world` workers.
+/// Membership and worker bookkeeping for a job of `world` workers.
 #[derive(Debug, Clone)]
 pub struct Registry {
     world: usize,
     workers: BTreeMap<String, Entry>,
-    assigned: bool,
-    epoch: u64,
+    view: Option<View>,
+    rounds: u64,
     recoveries: u64,
     round: Option<std::collections::BTreeSet<String>>,
-}
-
-/// Orders task ids numerically when both are numbers, otherwise as strings.
-pub fn task_order(a: &str, b: &str) -> std::cmp::Ordering {
-    match (a.parse::<u64>(), b.parse::<u64>()) {
-        (Ok(x), Ok(y)) => x.cmp(&y),
-        _ => a.cmp(b),
-    }
 }
 
 impl Registry {
     /// A registry for `world` workers.
     pub fn new(world: usize) -> Registry {
-        Registry { world, workers: BTreeMap::new(), assigned: false, epoch: 0, recoveries: 0, round: None }
+        Registry { world, workers: BTreeMap::new(), view: None, rounds: 0, recoveries: 0, round: None }
     }
 
     /// Number of workers expected.
@@ -82,14 +75,19 @@ impl Registry {
         self.world
     }
 
-    /// Whether ranks have been assigned.
+    /// Whether the view has been made (every worker arrived once).
     pub fn assigned(&self) -> bool {
-        self.assigned
+        self.view.is_some()
     }
 
-    /// Registrations so far (grows with every recovery).
-    pub fn epoch(&self) -> u64 {
-        self.epoch
+    /// The current view, once every worker has arrived.
+    pub fn view(&self) -> Option<&View> {
+        self.view.as_ref()
+    }
+
+    /// Re-link rounds completed so far.
+    pub fn rounds(&self) -> u64 {
+        self.rounds
     }
 
     /// Number of recoveries so far.
@@ -102,7 +100,8 @@ impl Registry {
         if task_id.is_empty() {
             return Registered::Rejected("empty task id".into());
         }
-        if self.assigned && self.workers.contains_key(task_id) {
+        let assigned = self.assigned();
+        if assigned && self.workers.contains_key(task_id) {
             if let Some(refusal) = self.finished_refusal() {
                 return refusal;
             }
@@ -116,18 +115,13 @@ impl Registry {
             e.host = host.to_string();
             e.port = port;
             e.state = WorkerState::Running;
-            return match e.rank {
-                Some(_) => {
-                    self.recoveries += 1;
-                    self.join_round(task_id)
-                }
-                None => {
-                    self.epoch += 1;
-                    Registered::Waiting { arrived: self.workers.len() }
-                }
-            };
+            if !assigned {
+                return Registered::Waiting { arrived: self.workers.len() };
+            }
+            self.recoveries += 1;
+            return self.join_round(task_id);
         }
-        if self.assigned || self.workers.len() == self.world {
+        if assigned || self.workers.len() == self.world {
             let mut known: Vec<&String> = self.workers.keys().collect();
             known.sort_by(|a, b| task_order(a, b));
             return Registered::Rejected(format!(
@@ -135,27 +129,20 @@ impl Registry {
                 self.world
             ));
         }
-        self.epoch += 1;
-        self.workers.insert(
-            task_id.to_string(),
-            Entry { host: host.to_string(), port, rank: None, state: WorkerState::Running },
-        );
+        self.workers.insert(task_id.to_string(), Entry { host: host.to_string(), port, state: WorkerState::Running });
         if self.workers.len() < self.world {
             return Registered::Waiting { arrived: self.workers.len() };
         }
-        let mut ids: Vec<String> = self.workers.keys().cloned().collect();
-        ids.sort_by(|a, b| task_order(a, b));
-        for (rank, id) in ids.iter().enumerate() {
-            self.workers.get_mut(id).expect("present").rank = Some(rank);
-        }
-        self.assigned = true;
-        Registered::Assigned(ids.into_iter().enumerate().map(|(r, id)| (id, r)).collect())
+        let view = View::new(0, self.workers.keys().cloned());
+        self.view = Some(view.clone());
+        Registered::Assigned(view)
     }
 
     /// A surviving worker asks to re-link (its links broke) at a new or the same address.
     pub fn rejoin(&mut self, task_id: &str, host: &str, port: u16) -> Registered {
+        let member = self.rank_of(task_id).is_some();
         match self.workers.get_mut(task_id) {
-            Some(e) if e.rank.is_some() => {
+            Some(e) if member => {
                 if e.state == WorkerState::Finished {
                     return Registered::Rejected(format!("task {task_id} has already finished the job"));
                 }
@@ -170,16 +157,16 @@ impl Registry {
 
     /// The refusal of any re-link once some worker has finished the job (it cannot re-link).
     fn finished_refusal(&self) -> Option<Registered> {
-        self.workers.iter().find(|(_, e)| e.state == WorkerState::Finished).map(|(done, e)| {
+        self.workers.iter().find(|(_, e)| e.state == WorkerState::Finished).map(|(done, _)| {
+            let rank = self.rank_of(done).expect("finished workers are members");
             Registered::Rejected(format!(
-                "re-linking is impossible: rank {} (task {done}) has already finished the job",
-                e.rank.expect("assigned")
+                "re-linking is impossible: rank {rank} (task {done}) has already finished the job"
             ))
         })
     }
 
     fn join_round(&mut self, task_id: &str) -> Registered {
-        let rank = self.workers[task_id].rank.expect("joined tasks have ranks");
+        let rank = self.rank_of(task_id).expect("only members join rounds");
         if let Some(refusal) = self.finished_refusal() {
             return refusal;
         }
@@ -188,11 +175,8 @@ impl Registry {
         round.insert(task_id.to_string());
         let complete = if round.len() == self.world {
             self.round = None;
-            self.epoch += 1;
-            let mut all: Vec<(String, usize)> =
-                self.workers.iter().map(|(id, e)| (id.clone(), e.rank.expect("assigned"))).collect();
-            all.sort_by_key(|(_, r)| *r);
-            Some(all)
+            self.rounds += 1;
+            self.view.clone()
         } else {
             None
         };
@@ -209,22 +193,22 @@ impl Registry {
         self.round.iter().flatten().cloned().collect()
     }
 
-    /// Every worker's address, indexed by rank (only once assigned).
+    /// Every member's address, indexed by rank (empty until the view is made).
     pub fn peers(&self) -> Vec<PeerAddr> {
-        let mut v: Vec<PeerAddr> = self
-            .workers
+        let Some(view) = &self.view else { return Vec::new() };
+        view.members()
             .iter()
-            .filter_map(|(id, e)| {
-                e.rank.map(|rank| PeerAddr { rank, task_id: id.clone(), host: e.host.clone(), port: e.port })
+            .enumerate()
+            .map(|(rank, id)| {
+                let e = &self.workers[id];
+                PeerAddr { rank, task_id: id.clone(), host: e.host.clone(), port: e.port }
             })
-            .collect();
-        v.sort_by_key(|p| p.rank);
-        v
+            .collect()
     }
 
-    /// Rank of a task id, if assigned.
+    /// Rank of a task id in the current view.
     pub fn rank_of(&self, task_id: &str) -> Option<usize> {
-        self.workers.get(task_id).and_then(|e| e.rank)
+        self.view.as_ref().and_then(|v| v.rank_of(task_id))
     }
 
     /// State of a task id.
@@ -259,7 +243,7 @@ impl Registry {
 
     /// Whether every worker has finished.
     pub fn job_finished(&self) -> bool {
-        self.assigned && self.workers.values().all(|e| e.state == WorkerState::Finished)
+        self.assigned() && self.workers.values().all(|e| e.state == WorkerState::Finished)
     }
 
     /// Task ids in a given state, in rank (task id) order.
@@ -295,7 +279,9 @@ mod tests {
         assert_eq!(r.register("10", "h", 1), Registered::Waiting { arrived: 1 });
         assert_eq!(r.register("2", "h", 2), Registered::Waiting { arrived: 2 });
         let out = r.register("9", "h", 3);
-        assert_eq!(out, Registered::Assigned(vec![("2".into(), 0), ("9".into(), 1), ("10".into(), 2)]));
+        assert_eq!(out, Registered::Assigned(View::new(0, ["2", "9", "10"])));
+        assert_eq!(r.view().unwrap().members(), ["2", "9", "10"]);
+        assert_eq!(r.rank_of("10"), Some(2));
         assert_eq!(r.peers().iter().map(|p| p.port).collect::<Vec<_>>(), vec![2, 3, 1]);
     }
 
@@ -307,7 +293,6 @@ mod tests {
         assert!(matches!(r.register("1", "c", 9), Registered::Busy(_)), "a live task id is not taken over");
         r.lost("1");
         assert_eq!(r.state_of("1"), Some(WorkerState::Lost));
-        let e = r.epoch();
         assert_eq!(r.register("1", "c", 9), Registered::RoundJoined { rank: 1, opened: true, complete: None });
         assert_eq!(r.round_members(), vec!["1".to_string()]);
         assert_eq!(r.recoveries(), 1);
@@ -315,9 +300,9 @@ mod tests {
         assert_eq!(r.state_of("1"), Some(WorkerState::Running));
         // The survivor re-links: the round is complete and everyone is told.
         let done = r.rejoin("0", "a", 3);
-        let all = Some(vec![("0".to_string(), 0), ("1".to_string(), 1)]);
-        assert_eq!(done, Registered::RoundJoined { rank: 0, opened: false, complete: all });
-        assert_eq!(r.epoch(), e + 1);
+        let view = Some(View::new(0, ["0", "1"]));
+        assert_eq!(done, Registered::RoundJoined { rank: 0, opened: false, complete: view });
+        assert_eq!(r.rounds(), 1);
         assert!(r.round_members().is_empty());
         assert_eq!(r.peers()[0].port, 3);
     }

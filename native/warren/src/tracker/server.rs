@@ -14,6 +14,7 @@ use super::proto::{FromTracker, ToTracker};
 use super::registry::{Registered, Registry, WorkerState};
 use super::{JobOutcome, JobReport};
 use crate::error::Error;
+use crate::membership::View;
 use crate::wire::auth::Purpose;
 use crate::wire::{self, FrameReader};
 
@@ -119,8 +120,20 @@ async fn connection(stream: TcpStream, state: SharedState) {
     let _ = writer.await;
 }
 
+/// Sends every member of `view` its assignment: the view and everyone's addresses.
+fn assign(s: &Shared, view: &View) {
+    let peers = s.registry.peers();
+    let round = s.registry.rounds();
+    for tid in view.members() {
+        if let Some((_, t)) = s.conns.get(tid) {
+            let recovered = s.restarted.contains(tid);
+            let _ = t.send(FromTracker::Assignment { view: view.clone(), peers: peers.clone(), round, recovered });
+        }
+    }
+}
+
 /// Tells the others that a round opened, and everyone the new addresses once it is complete.
-fn announce_round(s: &mut Shared, task_id: &str, rank: usize, opened: bool, complete: Option<Vec<(String, usize)>>) {
+fn announce_round(s: &mut Shared, task_id: &str, rank: usize, opened: bool, complete: Option<View>) {
     if opened {
         for (tid, (_, t)) in s.conns.iter() {
             if tid != task_id {
@@ -128,22 +141,9 @@ fn announce_round(s: &mut Shared, task_id: &str, rank: usize, opened: bool, comp
             }
         }
     }
-    if let Some(all) = complete {
-        let peers = s.registry.peers();
-        let epoch = s.registry.epoch();
-        info!("tracker: re-link round complete (epoch {epoch}); {} workers re-linking", all.len());
-        for (tid, r) in all {
-            if let Some((_, t)) = s.conns.get(&tid) {
-                let recovered = s.restarted.contains(&tid);
-                let _ = t.send(FromTracker::Assignment {
-                    rank: r,
-                    world: peers.len(),
-                    peers: peers.clone(),
-                    epoch,
-                    recovered,
-                });
-            }
-        }
+    if let Some(view) = complete {
+        info!("tracker: re-link round {} complete; {} workers re-linking", s.registry.rounds(), view.world());
+        assign(s, &view);
         s.restarted.clear();
     }
 }
@@ -159,82 +159,15 @@ fn handle(
     let s = &mut *s;
     match msg {
         ToTracker::Register { task_id, host, port, attempt } => {
-            if s.outcome.as_ref().is_some_and(|o| o.is_err()) {
-                let message =
-                    format!("the job has already failed: {}", s.outcome.as_ref().unwrap().as_ref().unwrap_err());
-                let _ = tx.send(FromTracker::Error { message: message.clone() });
-                return Err(message);
+            if let Some(conn_id) = register(s, tx, &task_id, &host, port, attempt)? {
+                *me = Some((task_id, conn_id));
             }
-            let outcome = s.registry.register(&task_id, &host, port);
-            s.next_conn += 1;
-            let conn_id = s.next_conn;
-            match outcome {
-                Registered::Busy(message) => {
-                    info!("tracker: task {task_id}: {message}; asked to retry");
-                    let _ = tx.send(FromTracker::Retry { message });
-                    return Ok(());
-                }
-                Registered::Rejected(message) => {
-                    warn!("tracker: refused task {task_id}: {message}");
-                    let _ = tx.send(FromTracker::Error { message: message.clone() });
-                    return Err(message);
-                }
-                Registered::Waiting { arrived } => {
-                    info!(
-                        "tracker: task {task_id} registered (attempt {attempt}), {arrived}/{} arrived",
-                        s.registry.world()
-                    );
-                    s.conns.insert(task_id.clone(), (conn_id, tx.clone()));
-                }
-                Registered::Assigned(ranks) => {
-                    s.conns.insert(task_id.clone(), (conn_id, tx.clone()));
-                    let peers = s.registry.peers();
-                    let epoch = s.registry.epoch();
-                    info!(
-                        "tracker: all {} workers arrived in {:.2?}; ranks assigned",
-                        ranks.len(),
-                        s.started.elapsed()
-                    );
-                    for (tid, rank) in ranks {
-                        if let Some((_, t)) = s.conns.get(&tid) {
-                            let _ = t.send(FromTracker::Assignment {
-                                rank,
-                                world: peers.len(),
-                                peers: peers.clone(),
-                                epoch,
-                                recovered: false,
-                            });
-                        }
-                    }
-                }
-                Registered::RoundJoined { rank, opened, complete } => {
-                    info!("tracker: task {task_id} (rank {rank}) registered again (attempt {attempt}): re-link round");
-                    s.conns.insert(task_id.clone(), (conn_id, tx.clone()));
-                    s.restarted.insert(task_id.clone());
-                    announce_round(s, &task_id, rank, opened, complete);
-                }
-            }
-            *me = Some((task_id, conn_id));
         }
         ToTracker::Rejoin { host, port } => {
-            let Some((task_id, _)) = me.clone() else {
+            let Some((task_id, _)) = me.as_ref() else {
                 return Err("rejoin before registering".into());
             };
-            match s.registry.rejoin(&task_id, &host, port) {
-                Registered::RoundJoined { rank, opened, complete } => {
-                    info!("tracker: rank {rank} (task {task_id}) asks to re-link");
-                    announce_round(s, &task_id, rank, opened, complete);
-                }
-                other => {
-                    let message = match other {
-                        Registered::Rejected(m) => m,
-                        o => format!("cannot re-link task {task_id}: {o:?}"),
-                    };
-                    warn!("tracker: rank re-link refused: {message}");
-                    let _ = tx.send(FromTracker::Error { message: message.clone() });
-                    return Err(message);
-                }
-            }
+            rejoin(s, tx, task_id, &host, port)?;
         }
         ToTracker::Print { msg } => {
             let who = me.as_ref().map(|(t, _)| match s.registry.rank_of(t) {
@@ -248,36 +181,7 @@ fn handle(
             let Some((task_id, _)) = me.as_ref() else {
                 return Err("shutdown before registering".into());
             };
-            let all = s.registry.finished(task_id);
-            let stranded = s.registry.abort_round();
-            if !stranded.is_empty() {
-                let rank = s.registry.rank_of(task_id).map(|r| r.to_string()).unwrap_or_default();
-                let message =
-                    format!("re-linking is impossible: rank {rank} (task {task_id}) has already finished the job");
-                warn!("tracker: {message}; failing the re-link of tasks {stranded:?}");
-                for t in stranded {
-                    if let Some((_, c)) = s.conns.get(&t) {
-                        let _ = c.send(FromTracker::Error { message: message.clone() });
-                    }
-                }
-            }
-            info!(
-                "tracker: worker rank {} (task {task_id}) finished",
-                s.registry.rank_of(task_id).map(|r| r.to_string()).unwrap_or_default()
-            );
-            let _ = tx.send(FromTracker::Ack);
-            if all {
-                let report = JobReport {
-                    world: s.registry.world(),
-                    recoveries: s.registry.recoveries(),
-                    elapsed: s.started.elapsed(),
-                };
-                info!(
-                    "tracker: all {} workers finished in {:.2?} ({} recoveries)",
-                    report.world, report.elapsed, report.recoveries
-                );
-                set_outcome(state, s, Ok(report));
-            }
+            shutdown(state, s, tx, task_id);
         }
         ToTracker::Status => {
             let _ = tx.send(FromTracker::Status {
@@ -289,4 +193,111 @@ fn handle(
         }
     }
     Ok(())
+}
+
+/// Refuses with `message`: tells the worker, and ends its connection.
+fn refuse(tx: &UnboundedSender<FromTracker>, message: String) -> Result<(), String> {
+    let _ = tx.send(FromTracker::Error { message: message.clone() });
+    Err(message)
+}
+
+/// A registration: returns the id of this connection if it now stands for the task (`None`
+/// when the worker is asked to retry).
+fn register(
+    s: &mut Shared,
+    tx: &UnboundedSender<FromTracker>,
+    task_id: &str,
+    host: &str,
+    port: u16,
+    attempt: u32,
+) -> Result<Option<u64>, String> {
+    if let Some(Err(failure)) = &s.outcome {
+        return refuse(tx, format!("the job has already failed: {failure}")).map(|_| None);
+    }
+    let outcome = s.registry.register(task_id, host, port);
+    s.next_conn += 1;
+    let conn_id = s.next_conn;
+    match outcome {
+        Registered::Busy(message) => {
+            info!("tracker: task {task_id}: {message}; asked to retry");
+            let _ = tx.send(FromTracker::Retry { message });
+            return Ok(None);
+        }
+        Registered::Rejected(message) => {
+            warn!("tracker: refused task {task_id}: {message}");
+            return refuse(tx, message).map(|_| None);
+        }
+        Registered::Waiting { arrived } => {
+            let world = s.registry.world();
+            info!("tracker: task {task_id} registered (attempt {attempt}), {arrived}/{world} arrived");
+            s.conns.insert(task_id.to_string(), (conn_id, tx.clone()));
+        }
+        Registered::Assigned(view) => {
+            s.conns.insert(task_id.to_string(), (conn_id, tx.clone()));
+            let (world, elapsed) = (view.world(), s.started.elapsed());
+            info!("tracker: all {world} workers arrived in {elapsed:.2?}; ranks assigned");
+            assign(s, &view);
+        }
+        Registered::RoundJoined { rank, opened, complete } => {
+            info!("tracker: task {task_id} (rank {rank}) registered again (attempt {attempt}): re-link round");
+            s.conns.insert(task_id.to_string(), (conn_id, tx.clone()));
+            s.restarted.insert(task_id.to_string());
+            announce_round(s, task_id, rank, opened, complete);
+        }
+    }
+    Ok(Some(conn_id))
+}
+
+/// A surviving worker asks to re-link.
+fn rejoin(
+    s: &mut Shared,
+    tx: &UnboundedSender<FromTracker>,
+    task_id: &str,
+    host: &str,
+    port: u16,
+) -> Result<(), String> {
+    match s.registry.rejoin(task_id, host, port) {
+        Registered::RoundJoined { rank, opened, complete } => {
+            info!("tracker: rank {rank} (task {task_id}) asks to re-link");
+            announce_round(s, task_id, rank, opened, complete);
+            Ok(())
+        }
+        other => {
+            let message = match other {
+                Registered::Rejected(m) => m,
+                o => format!("cannot re-link task {task_id}: {o:?}"),
+            };
+            warn!("tracker: rank re-link refused: {message}");
+            refuse(tx, message)
+        }
+    }
+}
+
+/// A worker finished: workers waiting to re-link can no longer do so, and the job is done
+/// when every worker is (said after the acknowledgement, which must reach the worker before
+/// whoever waits for the job stops the tracker).
+fn shutdown(state: &SharedState, s: &mut Shared, tx: &UnboundedSender<FromTracker>, task_id: &str) {
+    let all = s.registry.finished(task_id);
+    let rank = s.registry.rank_of(task_id).map(|r| r.to_string()).unwrap_or_default();
+    let stranded = s.registry.abort_round();
+    if !stranded.is_empty() {
+        let message = format!("re-linking is impossible: rank {rank} (task {task_id}) has already finished the job");
+        warn!("tracker: {message}; failing the re-link of tasks {stranded:?}");
+        for t in stranded {
+            if let Some((_, c)) = s.conns.get(&t) {
+                let _ = c.send(FromTracker::Error { message: message.clone() });
+            }
+        }
+    }
+    info!("tracker: worker rank {rank} (task {task_id}) finished");
+    let _ = tx.send(FromTracker::Ack);
+    if all {
+        let report =
+            JobReport { world: s.registry.world(), recoveries: s.registry.recoveries(), elapsed: s.started.elapsed() };
+        info!(
+            "tracker: all {} workers finished in {:.2?} ({} recoveries)",
+            report.world, report.elapsed, report.recoveries
+        );
+        set_outcome(state, s, Ok(report));
+    }
 }

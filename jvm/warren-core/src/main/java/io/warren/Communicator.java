@@ -410,8 +410,8 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * A bootstrap allreduce: like {@link #allreduce(float[], Op)}, for a call made once before
-   * the first checkpoint (a feature count, say). With {@code WARREN_BOOTSTRAP_CACHE=1} its
-   * result is kept for the whole job and served to a restarted worker by key. The key is the
+   * the first checkpoint (a feature count, say). Its result is kept for the whole job and
+   * served to a restarted worker by key (unless {@code WARREN_BOOTSTRAP_CACHE=0}). The key is the
    * caller's call site (class, method and line, from the stack) plus a per-site count, so it is
    * the same in every JVM running the same code; use {@link #allreduceBootstrap(float[], Op,
    * String)} where the call site is not distinctive (a helper called from several places).

@@ -19,7 +19,7 @@ import org.junit.jupiter.api._
   * Losses are thrown exceptions or halted executor JVMs at the start of an iteration (the
   * example's hooks), or `WARREN_MOCK` points, where the native library `_exit`s the executor
   * JVM inside a given collective call (per iteration: call 0 the gradient allreduce, 1 and 2
-  * the checkpoint's two phases; bootstrap calls are 1000000 and up).
+  * the checkpoint's two phases; `rank,bootstrap:n,attempt` the n-th bootstrap call).
   */
 @TestInstance(Lifecycle.PER_CLASS)
 @TestMethodOrder(classOf[MethodOrderer.MethodName])
@@ -95,7 +95,7 @@ class RecoveryClusterTest {
   @Test
   def d_aLossDuringTheBootstrapCalls(): Unit = {
     // Rank 3's executor exits in the second bootstrap call (the seed broadcast).
-    recovered("a loss during the bootstrap calls", params.copy(conf = mocked("3,0,1000001,0")), 1)
+    recovered("a loss during the bootstrap calls", params.copy(conf = mocked("3,bootstrap:1,0")), 1)
   }
 
   @Test

@@ -115,7 +115,7 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * | `spark.warren.checkpointDirTimeout` | 60 | fail-all, remote `checkpointDir`: seconds the driver may take to create (and remove) the run's directory |
   * | `spark.warren.timeout` | 1800 | seconds one collective call may take (`WARREN_TIMEOUT_S`) |
   * | `spark.warren.connectTimeout` | 300 | seconds to join and re-link (`WARREN_CONNECT_TIMEOUT_S`) |
-  * | `spark.warren.bootstrapCache` | false | keep bootstrap results for the whole job (`WARREN_BOOTSTRAP_CACHE`) |
+  * | `spark.warren.bootstrapCache` | true | keep bootstrap results for the whole job (`WARREN_BOOTSTRAP_CACHE`) |
   * | `spark.warren.localReplicas` | 2 | ring successors keeping each local model (`WARREN_LOCAL_REPLICAS`) |
   * | `spark.warren.trackerHost` | `spark.driver.host` | address the tracker binds and advertises |
   * | `spark.warren.rendezvousTimeout` | 600 | seconds all workers have to arrive (fail-all re-runs: bounded by `connectTimeout`) |

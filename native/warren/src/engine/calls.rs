@@ -1,0 +1,259 @@
+//! The collectives: each one a call header and an algorithm over the links, run plainly (a
+//! lost peer fails the call) or robustly (see `robust_call`).
+
+use std::time::{Duration, Instant};
+
+use log::info;
+
+use super::{CallBuf, Communicator, LOG};
+use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind};
+use crate::collective::{self, Net, Scratch};
+use crate::error::{Error, Result};
+use crate::reduce::{self, DataType, Element, Op};
+use crate::robust::{BootstrapKey, Want};
+use crate::topology::Topology;
+use crate::tracker::proto::ToTracker;
+
+impl Communicator {
+    /// Reduces `buf` element-wise across all workers with `op`; every worker ends with the
+    /// same bits. Payloads of `ring_threshold` bytes or more use the ring algorithm.
+    pub fn allreduce<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
+        let reducer = reduce::typed_reducer::<T>(op)?;
+        self.allreduce_raw(bytemuck::cast_slice_mut(buf), T::DTYPE, op, T::DTYPE.size(), 0, &reducer, None)
+    }
+
+    /// A bootstrap allreduce: made once before the first checkpoint; with the bootstrap cache
+    /// on, its result is kept for the whole job and served to a restarted worker by key (this
+    /// call site and how many times it was called).
+    #[track_caller]
+    pub fn allreduce_bootstrap<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
+        let key = self.bootstrap_key();
+        let reducer = reduce::typed_reducer::<T>(op)?;
+        self.allreduce_raw(bytemuck::cast_slice_mut(buf), T::DTYPE, op, T::DTYPE.size(), 0, &reducer, key)
+    }
+
+    /// Like [`Communicator::allreduce`] for a byte buffer whose element type is known at run
+    /// time (the JVM and the benchmark use this). `buf` must be aligned to the element type.
+    /// `bootstrap_key`, if given, makes it a bootstrap call with that explicit key.
+    pub fn allreduce_dyn(&mut self, buf: &mut [u8], dtype: DataType, op: Op) -> Result<()> {
+        self.allreduce_dyn_inner(buf, dtype, op, 0, None)
+    }
+
+    /// [`Communicator::allreduce_dyn`] with a `tag` that every rank must pass alike (a
+    /// mismatch error otherwise). A caller that reduces a large buffer as several calls on
+    /// its pieces (the JVM binding does) puts the whole buffer's length in the tag, so that
+    /// ranks splitting buffers of different lengths are told so instead of pairing pieces of
+    /// different calls.
+    pub fn allreduce_dyn_tagged(&mut self, buf: &mut [u8], dtype: DataType, op: Op, tag: u32) -> Result<()> {
+        self.allreduce_dyn_inner(buf, dtype, op, tag, None)
+    }
+
+    /// [`Communicator::allreduce_dyn`] as a bootstrap call under an explicit key (foreign
+    /// callers pass their own call-site description).
+    pub fn allreduce_dyn_keyed(&mut self, buf: &mut [u8], dtype: DataType, op: Op, bootstrap_key: &str) -> Result<()> {
+        let key = self.explicit_key(bootstrap_key);
+        self.allreduce_dyn_inner(buf, dtype, op, 0, key)
+    }
+
+    fn allreduce_dyn_inner(
+        &mut self,
+        buf: &mut [u8],
+        dtype: DataType,
+        op: Op,
+        tag: u32,
+        key: Option<BootstrapKey>,
+    ) -> Result<()> {
+        if dtype == DataType::User || !op.supports(dtype) || op == Op::User {
+            return Err(Error::InvalidArgument(format!("operator {} is not defined for {}", op.name(), dtype.name())));
+        }
+        let size = dtype.size();
+        if buf.len() % size != 0 || (buf.as_ptr() as usize) % size != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "a {} buffer must be aligned to and a multiple of {size} bytes (got {} bytes)",
+                dtype.name(),
+                buf.len()
+            )));
+        }
+        let reducer = move |a: &mut [u8], b: &[u8]| reduce::reduce_dyn(dtype, op, a, b);
+        self.allreduce_raw(buf, dtype, op, size, tag, &reducer, key)
+    }
+
+    /// Allreduce with a user reducer over raw bytes: `reducer(acc, other)` combines `other`
+    /// into `acc`; both hold whole elements of `elem_size` bytes. It must be deterministic.
+    /// `tag` identifies the reducer: ranks calling with different tags get a mismatch error.
+    pub fn allreduce_with(
+        &mut self,
+        buf: &mut [u8],
+        elem_size: usize,
+        tag: u32,
+        reducer: impl Fn(&mut [u8], &[u8]),
+    ) -> Result<()> {
+        if elem_size == 0 || elem_size > u16::MAX as usize || buf.len() % elem_size != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "buffer of {} bytes is not a whole number of {elem_size}-byte elements",
+                buf.len()
+            )));
+        }
+        self.allreduce_raw(buf, DataType::User, Op::User, elem_size, tag, &reducer, None)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn allreduce_raw(
+        &mut self,
+        buf: &mut [u8],
+        dtype: DataType,
+        op: Op,
+        elem: usize,
+        tag: u32,
+        reducer: &reduce::ByteReducer,
+        key: Option<BootstrapKey>,
+    ) -> Result<()> {
+        let kind = if buf.len() >= self.cfg.ring_threshold && self.topo.world > 1 {
+            CallKind::AllreduceRing
+        } else {
+            CallKind::AllreduceTree
+        };
+        let hdr = self.header(kind, dtype, op, elem, 0, buf.len() as u64, tag, key.as_ref());
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, data: &mut [u8]| match kind {
+            CallKind::AllreduceRing => collective::allreduce_ring(net, topo, hdr, data, elem, reducer, scratch),
+            _ => collective::allreduce_tree(net, topo, hdr, data, elem, reducer, scratch).map(|_| ()),
+        };
+        self.call(hdr, key.as_ref(), buf, algorithm)
+    }
+
+    /// Broadcasts `data` from `root`: on return every worker's `data` equals the root's
+    /// (other workers' vectors are resized to the root's length).
+    pub fn broadcast(&mut self, data: &mut Vec<u8>, root: usize) -> Result<()> {
+        self.broadcast_inner(data, root, None)
+    }
+
+    /// A bootstrap broadcast (see [`Communicator::allreduce_bootstrap`]).
+    #[track_caller]
+    pub fn broadcast_bootstrap(&mut self, data: &mut Vec<u8>, root: usize) -> Result<()> {
+        let key = self.bootstrap_key();
+        self.broadcast_inner(data, root, key)
+    }
+
+    /// A bootstrap broadcast under an explicit key (foreign callers pass their call site).
+    pub fn broadcast_keyed(&mut self, data: &mut Vec<u8>, root: usize, bootstrap_key: &str) -> Result<()> {
+        let key = self.explicit_key(bootstrap_key);
+        self.broadcast_inner(data, root, key)
+    }
+
+    fn broadcast_inner(&mut self, data: &mut Vec<u8>, root: usize, key: Option<BootstrapKey>) -> Result<()> {
+        self.check_root(root)?;
+        let count = if self.topo.rank == root { data.len() as u64 } else { COUNT_UNKNOWN };
+        let hdr = self.header(CallKind::Broadcast, DataType::U8, Op::Sum, 1, root, count, 0, key.as_ref());
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, data: &mut Vec<u8>| {
+            let agreed = collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch)?;
+            let len = usize::try_from(agreed.count).map_err(|_| Error::Protocol("broadcast size overflows".into()))?;
+            data.resize(len, 0);
+            collective::broadcast_tree(net, topo, root, data, &hdr.describe())
+        };
+        self.call(hdr, key.as_ref(), data, algorithm)
+    }
+
+    /// Broadcasts a fixed-size buffer from `root`; every worker must pass the same length.
+    pub fn broadcast_slice(&mut self, data: &mut [u8], root: usize) -> Result<()> {
+        self.check_root(root)?;
+        let hdr = self.header(CallKind::Broadcast, DataType::U8, Op::Sum, 1, root, data.len() as u64, 1, None);
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, data: &mut [u8]| {
+            collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch)?;
+            collective::broadcast_tree(net, topo, root, data, &hdr.describe())
+        };
+        self.call(hdr, None, data, algorithm)
+    }
+
+    /// Gathers every worker's `mine` (sizes may differ) on every worker, in rank order.
+    pub fn allgather(&mut self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let (flat, offsets) = self.allgather_flat(mine)?;
+        Ok(offsets.windows(2).map(|w| flat[w[0]..w[1]].to_vec()).collect())
+    }
+
+    /// Like [`Communicator::allgather`], returning one buffer and the `world + 1` offsets of
+    /// the blocks in it.
+    pub fn allgather_flat(&mut self, mine: &[u8]) -> Result<(Vec<u8>, Vec<usize>)> {
+        let world = self.topo.world;
+        let me = self.topo.rank;
+        let hdr = self.header(CallKind::Allgather, DataType::U64, Op::Sum, 8, 0, (8 * world) as u64, 0, None);
+        // The result travels as: the world + 1 offsets (u64 each), then the blocks.
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, out: &mut Vec<u8>| {
+            let mut sizes = vec![0u64; world];
+            sizes[me] = mine.len() as u64;
+            let reducer = reduce::typed_reducer::<u64>(Op::Sum)?;
+            collective::allreduce_tree(net, topo, hdr, bytemuck::cast_slice_mut(&mut sizes), 8, &reducer, scratch)?;
+            let mut offsets = vec![0usize];
+            for s in &sizes {
+                let s = usize::try_from(*s).map_err(|_| Error::Protocol("allgather size overflows".into()))?;
+                offsets.push(offsets.last().unwrap() + s);
+            }
+            let mut flat = vec![0u8; *offsets.last().unwrap()];
+            flat[offsets[me]..offsets[me + 1]].copy_from_slice(mine);
+            let blocks: Vec<std::ops::Range<usize>> = offsets.windows(2).map(|w| w[0]..w[1]).collect();
+            collective::allgather_ring(net, topo, &mut flat, &blocks, scratch, &hdr.describe())?;
+            out.clear();
+            offsets.iter().for_each(|o| out.extend_from_slice(&(*o as u64).to_le_bytes()));
+            out.extend_from_slice(&flat);
+            Ok(())
+        };
+        let mut packed = Vec::new();
+        self.call(hdr, None, &mut packed, algorithm)?;
+        let n = 8 * (world + 1);
+        let offsets: Vec<usize> =
+            packed[..n].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap()) as usize).collect();
+        Ok((packed.split_off(n), offsets))
+    }
+
+    /// Returns once every worker has called `barrier`.
+    pub fn barrier(&mut self) -> Result<()> {
+        let hdr = self.header(CallKind::Barrier, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch| {
+            collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch).map(|_| ())
+        };
+        self.call(hdr, None, &mut Vec::new(), |net, topo, scratch, _| algorithm(net, topo, scratch))
+    }
+
+    /// Writes `msg` to the tracker's log, prefixed with this worker's rank (to the local log
+    /// for a world of one).
+    pub fn print(&mut self, msg: &str) -> Result<()> {
+        match self.tracker.as_mut() {
+            Some(t) => {
+                let deadline = Instant::now() + self.cfg.connect_timeout.min(Duration::from_secs(30));
+                t.request(&ToTracker::Print { msg: msg.to_string() }, deadline).map(|_| ())
+            }
+            None => {
+                info!(target: LOG, "[rank 0] {msg}");
+                Ok(())
+            }
+        }
+    }
+
+    /// Leaves the job: tells the tracker this worker finished cleanly and closes the links.
+    pub fn finalize(mut self) -> Result<()> {
+        self.close_links();
+        if let Some(t) = self.tracker.as_mut() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            t.request(&ToTracker::Shutdown, deadline)?;
+        }
+        Ok(())
+    }
+
+    /// Runs a call plainly, or robustly (retried after a re-link, served when replayed):
+    /// `algorithm` over the caller's `buf`. `key` makes it a bootstrap call.
+    fn call<B: CallBuf + ?Sized>(
+        &mut self,
+        hdr: CallHeader,
+        key: Option<&BootstrapKey>,
+        buf: &mut B,
+        mut algorithm: impl FnMut(&mut Net, &Topology, &mut Scratch, &mut B) -> Result<()>,
+    ) -> Result<()> {
+        if self.robust.is_none() {
+            return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, buf));
+        }
+        let want = if key.is_some() { Want::Bootstrap } else { Want::Execute };
+        self.robust_call(hdr, want, key, buf, &mut |c, b| {
+            c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, b))
+        })
+        .map(|_| ())
+    }
+}

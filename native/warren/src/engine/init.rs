@@ -1,0 +1,216 @@
+//! Joining a job (registration with the tracker, the membership view, peer links) and
+//! re-linking after a lost peer.
+
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+
+use super::{CallStats, Communicator, LOG, Robust, recoverable};
+use crate::collective::Scratch;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::membership::{Placement, View};
+use crate::mock::Point as MockPoint;
+use crate::robust::RecoveryState;
+use crate::tracker::TrackerClient;
+use crate::tracker::proto::{FromTracker, PeerAddr, ToTracker};
+use crate::transport::{LinkSetup, PeerListener, Waiter, connect_peers};
+
+/// What the tracker assigned a registering worker.
+struct Assigned {
+    view: View,
+    peers: Vec<PeerAddr>,
+    round: u64,
+    recovered: bool,
+}
+
+impl Communicator {
+    /// Joins the job described by `cfg`: registers with the tracker (none for a world of
+    /// one), gets the membership view (its rank is its task id's place in it), and links to
+    /// the neighbours in the tree and the ring. A worker whose task id already had a rank (a
+    /// restarted worker) re-joins in recovery: its first calls are served by the others until
+    /// it has caught up.
+    pub fn init(cfg: Config) -> Result<Communicator> {
+        cfg.validate()?;
+        let waiter = Waiter::new(cfg.spin)?;
+        let Some(uri) = cfg.tracker_uri.clone() else {
+            let view = View::solo(&cfg.task_id);
+            return Communicator::assemble(cfg, view, waiter, None, None);
+        };
+        let deadline = Instant::now() + cfg.connect_timeout;
+        let mut tracker = TrackerClient::connect(&uri, cfg.secret.as_bytes(), deadline)?;
+        let host = match &cfg.host {
+            Some(h) => h.clone(),
+            None => tracker.local_ip()?.to_string(),
+        };
+        let listener = PeerListener::bind(&host)?;
+        let a = register(&mut tracker, &cfg, &listener, deadline)?;
+        let mut comm = Communicator::assemble(cfg, a.view, waiter, Some(tracker), Some(listener))?;
+        comm.maybe_mock(MockPoint::Linking);
+        match comm.install_links(&a.peers, deadline) {
+            Err(e) if recoverable(&e) && comm.robust.is_some() => comm.relink(&e)?,
+            r => r?,
+        }
+        let rank = comm.topo.rank;
+        if a.recovered {
+            let task = &comm.cfg.task_id;
+            info!(target: LOG, "task {task} re-joined as rank {rank} (round {}); catching up from the other workers", a.round);
+            if let Some(r) = comm.robust.as_mut() {
+                r.consensus = true;
+            }
+        }
+        debug!(target: LOG, "rank {rank}/{}: linked to {:?}", comm.topo.world, comm.topo.neighbours());
+        Ok(comm)
+    }
+
+    /// A communicator with no links yet: its rank, topology and recovery placement derive
+    /// from `view`.
+    fn assemble(
+        cfg: Config,
+        view: View,
+        waiter: Waiter,
+        tracker: Option<TrackerClient>,
+        listener: Option<PeerListener>,
+    ) -> Result<Communicator> {
+        let rank = view.rank_of(&cfg.task_id).ok_or_else(|| {
+            Error::Protocol(format!("the tracker's view {:?} does not include task {}", view.members(), cfg.task_id))
+        })?;
+        let topo = view.topology(rank);
+        let robust = cfg.robust.then(|| {
+            let placement = Placement::new(view.world(), cfg.result_replicas, cfg.local_replicas);
+            Robust {
+                state: RecoveryState::new(rank, placement),
+                consensus: false,
+                recoveries: 0,
+                boot_calls: 0,
+                backup: Vec::new(),
+            }
+        });
+        Ok(Communicator {
+            links: (0..topo.world).map(|_| None).collect(),
+            view,
+            topo,
+            waiter,
+            tracker,
+            listener,
+            calls: 0,
+            failed: None,
+            scratch: Scratch::default(),
+            stats: CallStats::default(),
+            robust,
+            cfg,
+        })
+    }
+
+    fn install_links(&mut self, peers: &[PeerAddr], deadline: Instant) -> Result<()> {
+        let listener = self.listener.as_ref().expect("a tracker-joined communicator has a listener");
+        let neighbours = self.topo.neighbours();
+        let me = self.topo.rank;
+        let tracker = &mut self.tracker;
+        let mut cancel = || -> Result<()> {
+            let started = match tracker.as_mut() {
+                Some(t) => t.round_started()?,
+                None => false,
+            };
+            if started {
+                return Err(Error::RelinkSuperseded(format!(
+                    "rank {me}: a worker failed again while the others linked"
+                )));
+            }
+            Ok(())
+        };
+        let setup =
+            LinkSetup { me, secret: self.cfg.secret.as_bytes(), deadline, socket_buffer: self.cfg.socket_buffer };
+        let linked = connect_peers(listener, &setup, peers, &neighbours, &mut cancel)?;
+        for mut l in linked {
+            self.waiter.register(&mut l)?;
+            let p = l.peer;
+            self.links[p] = Some(l);
+        }
+        Ok(())
+    }
+
+    /// Re-links after a lost peer: closes every link (so the neighbours learn at once), joins
+    /// the tracker's re-link round, and links to the new addresses. Retries until
+    /// `connect_timeout` if a worker fails again meanwhile.
+    pub(super) fn relink(&mut self, cause: &Error) -> Result<()> {
+        let deadline = Instant::now() + self.cfg.connect_timeout;
+        warn!(target: LOG, "rank {}: {cause}; re-linking", self.topo.rank);
+        loop {
+            self.close_links();
+            let a = self.rejoin(deadline)?;
+            match self.install_links(&a.peers, deadline) {
+                Ok(()) => {
+                    let r = self.robust.as_mut().expect("only robust communicators re-link");
+                    r.consensus = true;
+                    r.recoveries += 1;
+                    info!(target: LOG, "rank {}: re-linked (round {})", self.topo.rank, a.round);
+                    return Ok(());
+                }
+                Err(e) if Instant::now() < deadline => {
+                    warn!(target: LOG, "rank {}: re-linking failed ({e}); trying again", self.topo.rank)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Joins the tracker's re-link round; returns the new addresses once it is complete.
+    fn rejoin(&mut self, deadline: Instant) -> Result<Assigned> {
+        let port = self.listener.as_ref().map(|l| l.port).unwrap_or(0);
+        let host = self.listener.as_ref().map(|l| l.host.clone()).unwrap_or_default();
+        let tracker = self.tracker.as_mut().ok_or_else(|| Error::Tracker("no tracker to re-link through".into()))?;
+        tracker.send(&ToTracker::Rejoin { host, port }, deadline)?;
+        let reply = tracker.recv(deadline)?;
+        // Rounds announced before our assignment are the one we just joined.
+        tracker.take_notifications();
+        let a = assigned(reply, "a re-link")?;
+        if a.view != self.view {
+            return Err(Error::Protocol(format!(
+                "the membership changed during a re-link (from {:?} to {:?}), which this version does not support",
+                self.view.members(),
+                a.view.members()
+            )));
+        }
+        Ok(a)
+    }
+}
+
+/// Registers with the tracker (again while it says the task id is still held by a live
+/// worker) and returns the assignment.
+fn register(tracker: &mut TrackerClient, cfg: &Config, listener: &PeerListener, deadline: Instant) -> Result<Assigned> {
+    let register = ToTracker::Register {
+        task_id: cfg.task_id.clone(),
+        host: listener.host.clone(),
+        port: listener.port,
+        attempt: cfg.attempt,
+    };
+    let reply = loop {
+        match tracker.request(&register, deadline)? {
+            FromTracker::Retry { message } if Instant::now() < deadline => {
+                debug!(target: LOG, "task {}: {message}; registering again", cfg.task_id);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            FromTracker::Retry { message } => return Err(Error::Tracker(message)),
+            other => break other,
+        }
+    };
+    let a = assigned(reply, "registration")?;
+    tracker.take_notifications();
+    if a.view.world() != cfg.num_workers {
+        return Err(Error::Config(format!(
+            "{} is {} but the tracker runs a job of {} workers",
+            crate::config::keys::NUM_WORKERS,
+            cfg.num_workers,
+            a.view.world()
+        )));
+    }
+    Ok(a)
+}
+
+fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
+    match reply {
+        FromTracker::Assignment { view, peers, round, recovered } => Ok(Assigned { view, peers, round, recovered }),
+        other => Err(Error::Protocol(format!("tracker answered {what} with {other:?}"))),
+    }
+}

@@ -1,0 +1,275 @@
+//! The public API: a [`Communicator`] joins a job through the tracker, links to its
+//! neighbours, and runs collectives over them.
+//!
+//! ```no_run
+//! # fn main() -> warren::Result<()> {
+//! let mut comm = warren::Communicator::init(warren::Config::from_env()?)?;
+//! let mut grad = vec![1.0f32; 1024];
+//! comm.allreduce(&mut grad, warren::Op::Sum)?;
+//! comm.finalize()?;
+//! # Ok(()) }
+//! ```
+//!
+//! A communicator is one worker's handle; it is not a process-wide singleton, so several can
+//! live in one process (Spark runs several tasks in one executor JVM). After a failed call the
+//! communicator is unusable (every later call fails with the first error), and its links are
+//! closed so that its peers fail promptly too instead of waiting for their deadline.
+//!
+//! The engine does I/O only; what to do in a recovery is planned by [`crate::robust`], and
+//! where recovery data lives is the view's [`crate::membership::Placement`]. Its parts:
+//! - `init`: joining (registration, the view, links) and re-linking after a loss;
+//! - `calls`: the collectives, each a call header and an algorithm, run plainly or robustly;
+//! - `robust_call`: one call in robust mode (failure injection, retry after a re-link);
+//! - `recovery`: one recovery round: gather proposals, plan, carry the plan's transfers out;
+//! - `checkpoint`: checkpoints and loading them; `durable`: their files on disk (fail-all);
+//! - `stats`: latency histograms.
+
+use std::time::Instant;
+
+use crate::collective::header::{CallHeader, CallKind};
+use crate::collective::{Net, Scratch};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::membership::View;
+use crate::reduce::{DataType, Op};
+use crate::robust::{BootstrapKey, RecoveryState};
+use crate::topology::Topology;
+use crate::tracker::TrackerClient;
+use crate::transport::{Link, PeerListener, Waiter};
+
+mod calls;
+mod checkpoint;
+mod durable;
+mod init;
+mod recovery;
+mod robust_call;
+mod stats;
+
+pub use checkpoint::Checkpoint;
+pub use stats::CallStats;
+
+/// The log target of every engine record, whichever file it comes from: the logger
+/// `io.warren.native.warren.engine` on the JVM, `WARREN_LOG=warren::engine=debug` natively.
+const LOG: &str = "warren::engine";
+
+/// A robust communicator's recovery state ([`RecoveryState`], pure) and the engine's
+/// bookkeeping around it.
+#[derive(Debug)]
+struct Robust {
+    state: RecoveryState,
+    /// Set after a re-link until every worker is at the same call again.
+    consensus: bool,
+    recoveries: u64,
+    /// Bootstrap calls made (for failure injection: [`crate::mock::Point::Bootstrap`]).
+    boot_calls: u32,
+    /// A copy of the current call's input, to retry it after a re-link (reused).
+    backup: Vec<u8>,
+}
+
+/// A caller's buffer as a robust call sees it: read the output, overwrite with served data.
+trait CallBuf {
+    fn bytes(&self) -> &[u8];
+    fn set(&mut self, data: &[u8]);
+}
+
+impl CallBuf for [u8] {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn set(&mut self, data: &[u8]) {
+        self.copy_from_slice(data);
+    }
+}
+
+impl CallBuf for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn set(&mut self, data: &[u8]) {
+        self.clear();
+        self.extend_from_slice(data);
+    }
+}
+
+/// One worker's membership in a job.
+pub struct Communicator {
+    cfg: Config,
+    /// The members of the job; the topology and the placement of recovery data derive from it.
+    view: View,
+    topo: Topology,
+    links: Vec<Option<Link>>,
+    waiter: Waiter,
+    tracker: Option<TrackerClient>,
+    listener: Option<PeerListener>,
+    calls: u64,
+    failed: Option<String>,
+    scratch: Scratch,
+    stats: CallStats,
+    robust: Option<Robust>,
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Communicator")
+            .field("rank", &self.topo.rank)
+            .field("world", &self.topo.world)
+            .field("calls", &self.calls)
+            .finish()
+    }
+}
+
+/// Whether a failed call can be recovered by re-linking (a peer went away).
+fn recoverable(e: &Error) -> bool {
+    matches!(e, Error::PeerLost { .. } | Error::RelinkSuperseded(_))
+}
+
+impl Communicator {
+    /// This worker's rank, `0..world_size()`.
+    pub fn rank(&self) -> usize {
+        self.topo.rank
+    }
+
+    /// Number of workers.
+    pub fn world_size(&self) -> usize {
+        self.topo.world
+    }
+
+    /// The members of the job, in rank order.
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// The settings this communicator was created with.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Number of collective calls made so far.
+    pub fn seq(&self) -> u64 {
+        self.calls
+    }
+
+    /// Latency histograms of the calls made so far (see [`CallStats`] for what is timed).
+    pub fn stats(&self) -> &CallStats {
+        &self.stats
+    }
+
+    /// Checkpoint version (number of checkpoints committed; 0 before the first).
+    pub fn version(&self) -> u32 {
+        self.robust.as_ref().map_or(0, |r| r.state.version())
+    }
+
+    /// Number of times this worker re-linked after losing a peer.
+    pub fn recoveries(&self) -> u64 {
+        self.robust.as_ref().map_or(0, |r| r.recoveries)
+    }
+
+    fn rs(&mut self) -> &mut Robust {
+        self.robust.as_mut().expect("robust mode")
+    }
+
+    fn check_root(&self, root: usize) -> Result<()> {
+        if root >= self.topo.world {
+            return Err(Error::InvalidArgument(format!(
+                "root {root} is out of range for a world of {}",
+                self.topo.world
+            )));
+        }
+        Ok(())
+    }
+
+    /// The header of the next call; in robust mode `seq` carries the position (or the
+    /// bootstrap key), so that workers at different calls are told apart.
+    #[allow(clippy::too_many_arguments)]
+    fn header(
+        &self,
+        kind: CallKind,
+        dtype: DataType,
+        op: Op,
+        elem: usize,
+        root: usize,
+        count: u64,
+        tag: u32,
+        key: Option<&BootstrapKey>,
+    ) -> CallHeader {
+        let seq = match (&self.robust, key) {
+            (_, Some(k)) => k.hash,
+            (Some(r), None) => {
+                let (version, seq) = r.state.point();
+                ((version as u64) << 32) | seq as u64
+            }
+            (None, None) => self.calls,
+        };
+        CallHeader { seq, kind, dtype, op, elem_size: elem as u16, root: root as u32, count, tag }
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        match &self.failed {
+            Some(first) => Err(Error::Aborted {
+                rank: self.topo.rank,
+                reason: format!("communicator unusable after an earlier failure: {first}"),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the communicator failed; closes the links (unless every rank already knows, as
+    /// after a mismatch) so that peers learn at once.
+    fn poison(&mut self, e: Error) -> Error {
+        self.failed = Some(e.to_string());
+        if !matches!(e, Error::Mismatch(_) | Error::Aborted { .. }) {
+            self.close_links();
+        }
+        e
+    }
+
+    /// Runs one call in plain mode: a failure poisons the communicator.
+    fn plain(
+        &mut self,
+        hdr: CallHeader,
+        body: impl FnOnce(&mut Net, &Topology, &mut Scratch) -> Result<()>,
+    ) -> Result<()> {
+        self.check_failed()?;
+        let r = self.exec(hdr, body);
+        self.calls += 1;
+        r.map_err(|e| self.poison(e))
+    }
+
+    /// Runs one collective over the current links with the call deadline. In plain mode it
+    /// records the call's latency; in robust mode `robust_call` records the whole call instead
+    /// (waiting for a replacement, consensus and replay included).
+    fn exec(
+        &mut self,
+        hdr: CallHeader,
+        body: impl FnOnce(&mut Net, &Topology, &mut Scratch) -> Result<()>,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let mut net = Net {
+            me: self.topo.rank,
+            links: &mut self.links,
+            waiter: &mut self.waiter,
+            started,
+            deadline: started + self.cfg.timeout,
+        };
+        let result = body(&mut net, &self.topo, &mut self.scratch);
+        if result.is_ok() && self.robust.is_none() {
+            self.stats.record(hdr.kind, started.elapsed());
+        }
+        result
+    }
+
+    fn close_links(&mut self) {
+        for slot in self.links.iter_mut() {
+            if let Some(mut l) = slot.take() {
+                self.waiter.deregister(&mut l);
+                l.close();
+            }
+        }
+    }
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        self.close_links();
+    }
+}

@@ -1,0 +1,113 @@
+//! One call in robust mode: failure injection, the recovery rounds while in consensus mode, a
+//! retry after a re-link, and keeping the call's result for workers that may replay it.
+
+use std::time::Instant;
+
+use super::recovery::Round;
+use super::{CallBuf, Communicator, recoverable};
+use crate::collective::header::{CallHeader, CallKind};
+use crate::error::Result;
+use crate::mock::{Mock, Point as MockPoint};
+use crate::robust::{BootstrapKey, Want};
+
+impl Communicator {
+    /// One call in robust mode. `exec` runs the call collectively on the caller's `buf` (its
+    /// input is kept to run it again after a re-link); a result served by another worker is
+    /// written into `buf` instead. Returns `true` if the call was a checkpoint phase that ended
+    /// by committing (see [`crate::robust::Plan::Commit`]).
+    pub(super) fn robust_call<B: CallBuf + ?Sized>(
+        &mut self,
+        hdr: CallHeader,
+        want: Want,
+        key: Option<&BootstrapKey>,
+        buf: &mut B,
+        exec: &mut dyn FnMut(&mut Communicator, &mut B) -> Result<()>,
+    ) -> Result<bool> {
+        self.check_failed()?;
+        let started = Instant::now();
+        self.inject_failure(key.is_some());
+        let mut backup = std::mem::take(&mut self.rs().backup);
+        backup.clear();
+        backup.extend_from_slice(buf.bytes());
+        let outcome = loop {
+            if self.rs().consensus {
+                match self.recovery_round(&hdr, want, key) {
+                    Ok(Round::Execute) => self.rs().consensus = false,
+                    Ok(Round::Served(data)) => {
+                        buf.set(&data);
+                        self.rs().state.record(hdr, key, &data)?;
+                        break Ok(false);
+                    }
+                    Ok(Round::Committed) => break Ok(true),
+                    Ok(Round::Loaded | Round::Continue) => continue,
+                    Err(e) if recoverable(&e) => {
+                        self.relink(&e).map_err(|e| self.poison(e))?;
+                        continue;
+                    }
+                    Err(e) => break Err(self.poison(e)),
+                }
+            }
+            match exec(self, buf) {
+                Ok(()) => {
+                    self.calls += 1;
+                    self.rs().state.record(hdr, key, buf.bytes())?;
+                    break Ok(false);
+                }
+                Err(e) if recoverable(&e) && self.tracker.is_some() => {
+                    buf.set(&backup);
+                    self.relink(&e).map_err(|e| self.poison(e))?;
+                }
+                Err(e) => break Err(self.poison(e)),
+            }
+        };
+        self.rs().backup = backup;
+        // A checkpoint's two phases are timed together, by `checkpoint`.
+        if outcome.is_ok() && !matches!(hdr.kind, CallKind::Checkpoint | CallKind::CheckpointAck) {
+            self.stats.record(hdr.kind, started.elapsed());
+        }
+        outcome
+    }
+
+    /// Exits at the start of this call if `WARREN_MOCK` names it (an ordinary call by its
+    /// position, a bootstrap call by its count).
+    fn inject_failure(&mut self, bootstrap: bool) {
+        let point = if bootstrap {
+            let r = self.rs();
+            r.boot_calls += 1;
+            MockPoint::Bootstrap(r.boot_calls - 1)
+        } else {
+            let (version, seq) = self.rs().state.point();
+            MockPoint::Call { version, seq }
+        };
+        self.maybe_mock(point);
+    }
+
+    /// Exits abruptly if `WARREN_MOCK` names this worker at this point (failure injection).
+    pub(super) fn maybe_mock(&self, point: MockPoint) {
+        let me = Mock { rank: self.topo.rank, point, attempt: self.cfg.attempt };
+        if self.cfg.mock.contains(&me) {
+            eprintln!("WARREN_MOCK: rank {} exits at {me}", me.rank);
+            // SAFETY: _exit ends the process at once, like a crash; nothing runs after it.
+            unsafe { libc::_exit(86) }
+        }
+    }
+
+    /// The key of a bootstrap call from the caller's location (`#[track_caller]`); `None`
+    /// when the bootstrap cache is off (the call is then an ordinary call).
+    #[track_caller]
+    pub(super) fn bootstrap_key(&mut self) -> Option<BootstrapKey> {
+        let loc = std::panic::Location::caller();
+        self.site_key(&format!("{}:{}:{}", loc.file(), loc.line(), loc.column()))
+    }
+
+    /// The key of a bootstrap call under an explicit key from a foreign caller.
+    pub(super) fn explicit_key(&mut self, key: &str) -> Option<BootstrapKey> {
+        self.site_key(&format!("key:{key}"))
+    }
+
+    fn site_key(&mut self, site: &str) -> Option<BootstrapKey> {
+        let on = self.cfg.bootstrap_cache;
+        let r = self.robust.as_mut()?;
+        on.then(|| r.state.next_bootstrap_key(site))
+    }
+}

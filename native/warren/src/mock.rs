@@ -1,0 +1,106 @@
+//! Failure injection for tests and demos: `WARREN_MOCK` names the points where a worker exits
+//! abruptly (`_exit`, like a crash), by rank, point and attempt.
+//!
+//! `WARREN_MOCK=entry[;entry...]`, each entry one of
+//! - `rank,version,seq,attempt`: at the start of ordinary call `seq` (counted from 0 after
+//!   each checkpoint; a checkpoint is two calls, its prepare and its ack) after checkpoint
+//!   `version`;
+//! - `rank,bootstrap:n,attempt`: at the start of the worker's `n`-th bootstrap call (from 0);
+//! - `rank,linking,attempt`: after registering with the tracker, before linking to the peers.
+
+use crate::error::{Error, Result};
+
+/// A point in a worker's life where it can be made to fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Point {
+    /// The start of ordinary call `seq` after checkpoint `version`.
+    Call {
+        /// Checkpoints committed before the call.
+        version: u32,
+        /// Calls since the last checkpoint.
+        seq: u32,
+    },
+    /// The start of the worker's `n`-th bootstrap call (from 0).
+    Bootstrap(u32),
+    /// Registered with the tracker, not yet linked to the peers.
+    Linking,
+}
+
+/// One injected failure: the worker of `rank` fails at `point` in attempt `attempt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mock {
+    /// Rank of the worker.
+    pub rank: usize,
+    /// Where it fails.
+    pub point: Point,
+    /// Which attempt of its task fails (0: the first run).
+    pub attempt: u32,
+}
+
+impl std::fmt::Display for Mock {
+    /// The entry as written in `WARREN_MOCK`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Mock { rank, point, attempt } = self;
+        match point {
+            Point::Call { version, seq } => write!(f, "{rank},{version},{seq},{attempt}"),
+            Point::Bootstrap(n) => write!(f, "{rank},bootstrap:{n},{attempt}"),
+            Point::Linking => write!(f, "{rank},linking,{attempt}"),
+        }
+    }
+}
+
+/// Parses a `WARREN_MOCK` value (see the module documentation).
+pub fn parse(spec: &str) -> Result<Vec<Mock>> {
+    spec.split(';').map(str::trim).filter(|e| !e.is_empty()).map(parse_entry).collect()
+}
+
+fn parse_entry(entry: &str) -> Result<Mock> {
+    let bad = || {
+        Error::Config(format!(
+            "{}: {entry:?} is none of rank,version,seq,attempt / rank,bootstrap:n,attempt / rank,linking,attempt",
+            crate::config::keys::MOCK
+        ))
+    };
+    let f: Vec<&str> = entry.split(',').map(str::trim).collect();
+    let num = |s: &str| s.parse::<u32>().map_err(|_| bad());
+    let (rank, point, attempt) = match f.as_slice() {
+        [rank, version, seq, attempt] => (rank, Point::Call { version: num(version)?, seq: num(seq)? }, attempt),
+        [rank, "linking", attempt] => (rank, Point::Linking, attempt),
+        [rank, boot, attempt] => {
+            let n = boot.strip_prefix("bootstrap:").ok_or_else(bad)?;
+            (rank, Point::Bootstrap(num(n.trim())?), attempt)
+        }
+        _ => return Err(bad()),
+    };
+    Ok(Mock { rank: rank.parse().map_err(|_| bad())?, point, attempt: num(attempt)? })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_of_entry_parses_and_prints_back() {
+        let spec = "0,1,2,0; 4,bootstrap:1,0 ;1,linking,1;";
+        let m = parse(spec).unwrap();
+        assert_eq!(
+            m,
+            vec![
+                Mock { rank: 0, point: Point::Call { version: 1, seq: 2 }, attempt: 0 },
+                Mock { rank: 4, point: Point::Bootstrap(1), attempt: 0 },
+                Mock { rank: 1, point: Point::Linking, attempt: 1 },
+            ]
+        );
+        let printed: Vec<String> = m.iter().map(Mock::to_string).collect();
+        assert_eq!(printed.join(";"), "0,1,2,0;4,bootstrap:1,0;1,linking,1");
+        assert_eq!(parse("").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn malformed_entries_name_the_syntax() {
+        for bad in ["1,2,3", "1,boot:2,0", "x,1,2,0", "1,linking", "1,bootstrap:-1,0", "1,2,3,4,5"] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("WARREN_MOCK") && e.contains("rank,bootstrap:n,attempt"), "{bad}: {e}");
+        }
+    }
+}
