@@ -189,9 +189,9 @@ mod tests {
         http[..4].copy_from_slice(b"HTTP");
         assert!(matches!(answer(&http, SECRET, Purpose::Master, "m"), Err(Error::Protocol(m)) if m.contains("magic")));
         let mut v2 = c;
-        v2[4] = 2;
+        v2[4] = 7;
         assert!(
-            matches!(answer(&v2, SECRET, Purpose::Master, "m"), Err(Error::Protocol(m)) if m.contains("version 2"))
+            matches!(answer(&v2, SECRET, Purpose::Master, "m"), Err(Error::Protocol(m)) if m.contains("version 7"))
         );
     }
 

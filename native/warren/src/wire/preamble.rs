@@ -6,8 +6,9 @@ use crate::error::{Error, Result};
 
 /// First four bytes of every Warren connection ("WRN1" little-endian).
 pub const MAGIC: u32 = 0x314E_5257;
-/// Protocol version; both ends must agree.
-pub const VERSION: u32 = 1;
+/// Protocol version; both ends must agree. Bumped whenever a message changes shape (2: the
+/// tracker's assignment carries a membership view, recovery proposals carry the call header).
+pub const VERSION: u32 = 2;
 /// Byte length of the preamble.
 pub const PREAMBLE_LEN: usize = 8;
 
@@ -38,7 +39,7 @@ mod tests {
 
     #[test]
     fn the_preamble_is_magic_then_version_little_endian() {
-        assert_eq!(&preamble(), b"WRN1\x01\0\0\0");
+        assert_eq!(&preamble(), b"WRN1\x02\0\0\0");
         assert!(check_preamble(&preamble(), "x").is_ok());
     }
 
@@ -57,6 +58,6 @@ mod tests {
         let mut q = preamble();
         q[4] = 9;
         let e = check_preamble(&q, "x").unwrap_err();
-        assert!(matches!(&e, Error::Protocol(m) if m.contains("version 9") && m.contains("speaks 1")), "{e}");
+        assert!(matches!(&e, Error::Protocol(m) if m.contains("version 9") && m.contains("speaks 2")), "{e}");
     }
 }
