@@ -218,13 +218,14 @@ fn stand_alone_tracker_serves_workers_started_by_hand() {
                 .envs(env.iter().cloned())
                 .env("WARREN_TASK_ID", t.to_string())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
     for w in workers {
-        assert!(w.wait_with_output().unwrap().status.success());
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success(), "a worker failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     let done = lines.next().expect("job done line").unwrap();
     assert!(done.starts_with("WARREN_JOB_DONE"), "{done}");

@@ -23,6 +23,10 @@ use crate::config::keys;
 use crate::error::{Error, Result};
 use crate::wire;
 
+/// How long a stopping tracker waits for queued replies to reach workers that are still
+/// connected once the job has an outcome.
+const REPLY_DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
 /// How a finished job went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobReport {
@@ -153,7 +157,24 @@ impl Tracker {
 
     fn shutdown(&mut self) {
         if let Some(rt) = self.runtime.take() {
+            self.let_replies_drain(REPLY_DRAIN_LIMIT);
             rt.shutdown_background();
+        }
+    }
+
+    /// Once the job has an outcome, waits (up to `limit`) for every connection to end, so the
+    /// last worker's shutdown acknowledgement, or the error telling workers the job failed, is
+    /// written before the runtime stops (workers close their connection once answered).
+    fn let_replies_drain(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        let (lock, cv) = &*self.state;
+        let mut s = lock.lock().unwrap();
+        while s.outcome.is_some() && s.open_connections > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            s = cv.wait_timeout(s, left).unwrap().0;
         }
     }
 }

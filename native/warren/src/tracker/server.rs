@@ -27,6 +27,8 @@ pub(crate) struct Shared {
     started: Instant,
     /// Task ids that registered again in the current round (restarted, not survivors).
     restarted: std::collections::HashSet<String>,
+    /// Connections whose writer has not finished yet (replies may still be queued).
+    pub(crate) open_connections: usize,
 }
 
 pub(crate) type SharedState = Arc<(Mutex<Shared>, Condvar)>;
@@ -40,6 +42,7 @@ pub(crate) fn new_state(world: usize) -> SharedState {
             outcome: None,
             started: Instant::now(),
             restarted: Default::default(),
+            open_connections: 0,
         }),
         Condvar::new(),
     ))
@@ -73,6 +76,7 @@ pub(crate) async fn rendezvous_deadline(state: SharedState, after: Duration) {
 
 async fn connection(stream: TcpStream, state: SharedState) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    state.0.lock().unwrap().open_connections += 1;
     let (rd, mut wr) = stream.into_split();
     let (tx, mut rx) = unbounded_channel::<FromTracker>();
     let writer = tokio::spawn(async move {
@@ -118,6 +122,8 @@ async fn connection(stream: TcpStream, state: SharedState) {
     }
     drop(tx);
     let _ = writer.await;
+    state.0.lock().unwrap().open_connections -= 1;
+    state.1.notify_all();
 }
 
 /// Sends every member of `view` its assignment: the view and everyone's addresses.
