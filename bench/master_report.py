@@ -11,8 +11,14 @@ import glob
 import json
 import sys
 
-COLUMNS = ["file", "ref", "etcd", "etcd-ref", "etcd-2-flushes", "file-combined", "etcd-combined", "snapshot"]
-RATIOS = [("file", "ref"), ("etcd", "etcd-ref"), ("etcd-2-flushes", "etcd"), ("etcd-combined", "etcd")]
+COLUMNS = [
+    "file", "file-durable-hand-outs", "ref", "etcd", "etcd-durable-hand-outs", "etcd-ref", "etcd-2-flushes",
+    "file-combined", "etcd-combined", "snapshot",
+]
+RATIOS = [
+    ("file", "ref"), ("file", "file-durable-hand-outs"), ("etcd", "etcd-ref"), ("etcd", "etcd-durable-hand-outs"),
+    ("etcd-2-flushes", "etcd"), ("etcd-combined", "etcd"),
+]
 
 
 def main():

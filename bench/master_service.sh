@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The data master through its network service (`warren bench master`): file store, separate
+# (hand-outs answered at once, the default, and with --durable-hand-outs)
 # and combined calls, against the snapshot-on-every-change store, and the etcd store (one and two
 # flushes in flight, separate and combined calls; a real
 # etcd started here on free ports with a temporary data directory, stopped at the end), with
@@ -57,11 +58,13 @@ etcd_spec() { echo "etcd:127.0.0.1:$CPORT/bench/$(date +%s%N)"; }  # a fresh pre
 
 for c in $CLIENTS; do
   run file "$B" --clients "$c"
+  run file-durable-hand-outs "$B" --clients "$c" --durable-hand-outs
   [ -n "${WARREN_REF:-}" ] && run ref "$WARREN_REF" --clients "$c"
   if [ -n "$ETCD_PID" ]; then
     run etcd "$B" --clients "$c" --store "$(etcd_spec)"
     [ -n "${WARREN_REF:-}" ] && run etcd-ref "$WARREN_REF" --clients "$c" --store "$(etcd_spec)"
     run etcd-2-flushes "$B" --clients "$c" --store "$(etcd_spec)" --etcd-flushes-in-flight 2
+    run etcd-durable-hand-outs "$B" --clients "$c" --store "$(etcd_spec)" --durable-hand-outs
   fi
   run file-combined "$B" --clients "$c" --mode combined
   [ -n "$ETCD_PID" ] && run etcd-combined "$B" --clients "$c" --mode combined --store "$(etcd_spec)"

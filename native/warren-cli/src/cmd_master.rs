@@ -48,6 +48,11 @@ pub struct MasterArgs {
     /// Failures or timeouts of a task in one pass before it is discarded.
     #[arg(long, default_value_t = 3)]
     max_failures: u32,
+    /// Answer a task hand-out only once it is durable. By default it is answered at once and
+    /// made durable with the next group commit; a crash may then forget hand-outs nobody has
+    /// reported on, and their tasks are handed out again (at-least-once, as after a timeout).
+    #[arg(long)]
+    durable_hand_outs: bool,
     #[command(flatten)]
     etcd: EtcdArgs,
 }
@@ -118,6 +123,7 @@ pub fn run(a: MasterArgs) -> warren::Result<u8> {
     cfg.host = a.host;
     cfg.port = a.port;
     cfg.progress_interval = Duration::from_secs_f64(a.progress_s.max(0.1));
+    cfg.durable_hand_outs = a.durable_hand_outs;
     cfg.settings = QueueSettings {
         initial_timeout_ms: (a.initial_timeout_s * 1000.0) as u64,
         min_timeout_ms: (a.min_timeout_s * 1000.0) as u64,
@@ -160,13 +166,17 @@ pub struct BenchMasterArgs {
     /// `file:DIR`, `snapshot:DIR` or `etcd:HOST:PORT[/PREFIX]` (default: a file store in a temporary directory).
     #[arg(long)]
     store: Option<String>,
-    /// `separate`: get_task then task_finished (two durable calls per completion);
+    /// `separate`: get_task then task_finished (two calls per completion; only the second
+    /// waits for durability unless --durable-hand-outs);
     /// `combined`: finish_and_get_task (one).
     #[arg(long, default_value = "separate")]
     mode: String,
     /// Stop after this many completions (for slow stores; the rate is then extrapolated).
     #[arg(long)]
     max_completions: Option<u64>,
+    /// As `warren master --durable-hand-outs`: a get_task waits for durability too.
+    #[arg(long)]
+    durable_hand_outs: bool,
     #[command(flatten)]
     etcd: EtcdArgs,
 }
@@ -202,6 +212,7 @@ fn bench_in(a: &BenchMasterArgs, combined: bool, tmp: &std::path::Path) -> warre
     let mut cfg = MasterConfig::new(secret.clone());
     cfg.dataset = Some((vec![data.display().to_string()], 1));
     cfg.progress_interval = Duration::from_secs(3600);
+    cfg.durable_hand_outs = a.durable_hand_outs;
     let master = MasterService::start(cfg, store)?;
     let limit = a.max_completions.unwrap_or(u64::MAX);
     let done = Arc::new(AtomicU64::new(0));

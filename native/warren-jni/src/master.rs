@@ -88,6 +88,7 @@ fn master_config(patterns: Vec<String>, keys: &[String], values: &[String]) -> J
             "minTimeoutMs" => cfg.settings.min_timeout_ms = parse(k, v)?,
             "retryFailedNextPass" => cfg.settings.retry_failed_next_pass = parse(k, v)?,
             "seed" => cfg.settings.seed = parse(k, v)?,
+            "durableHandOuts" => cfg.durable_hand_outs = parse(k, v)?,
             _ => return Err(JniError::Warren(warren::Error::Config(format!("unknown master setting {k:?}")))),
         }
     }

@@ -94,7 +94,9 @@ impl<S: Store<QueueCodec>> DurableQueue<S> {
 
     /// The first half of [`run`](Self::run): runs `op` and submits its changes, without
     /// waiting for them to be durable. The reply must not be shown to anyone before
-    /// [`wait_durable`](Self::wait_durable) returned for the ticket. Meant for callers
+    /// [`wait_durable`](Self::wait_durable) returned for the ticket, unless forgetting the
+    /// change in a crash is harmless (the service's hand-outs: see
+    /// [`MasterConfig::durable_hand_outs`](super::MasterConfig::durable_hand_outs)). Meant for callers
     /// that wait without blocking a thread (the network service); it blocks only as long
     /// as the store's [`Store::submit`] does.
     pub fn submit<R>(&self, op: impl FnOnce(&mut Queue) -> Result<Output<R>>) -> Result<(R, Ticket)> {

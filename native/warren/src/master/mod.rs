@@ -9,7 +9,8 @@
 //!   what the queue logs ([`Change`]s) and snapshots ([`Snapshot`]s).
 //! - [`proto`]: the wire protocol (requests, replies, errors), pure.
 //! - [`MasterService`] (in `service.rs`): the tokio network service: authentication,
-//!   requests answered once durable, timeouts driven by its clock, progress in its log.
+//!   requests answered once durable (hand-outs at once unless configured otherwise),
+//!   timeouts driven by its clock, progress in its log.
 //! - [`MasterClient`] (in `client.rs`): the blocking, reconnecting client.
 //! - [`TaskReader`] (in `reader.rs`): a worker's iterator over the records of its tasks.
 //! - `dataset.rs`: glob patterns to the chunks of the dataset.

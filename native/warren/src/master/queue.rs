@@ -14,6 +14,11 @@
 //! caller makes them durable (see [`crate::store`]) *before* it answers the trainer. The
 //! same changes fed to [`Queue::apply`] on a [`Snapshot`] rebuild exactly the same state:
 //! the live calls themselves go through `apply`, so there is one code path for both.
+//! (The network service makes one exception by default: a plain hand-out is answered
+//! before it is durable. A crash that forgets it puts the task back in todo, and its epoch
+//! may be handed out again; a report under that epoch then stands for the new hand-out,
+//! which is right either way, since both hold the same data: delivery stays at-least-once.
+//! See `MasterConfig::durable_hand_outs`.)
 //!
 //! Time is whatever the caller passes as `now` in milliseconds ([`Millis`]). Deadlines are
 //! stored as absolute times on that clock, so a service that wants deadlines to survive a

@@ -1,5 +1,6 @@
 //! The master as a network service (tokio): authenticated connections carrying
-//! [`Request`]s, answered from a [`DurableQueue`] once the change is durable, plus a clock
+//! [`Request`]s, answered from a [`DurableQueue`] once the change is durable (a plain
+//! hand-out at once, see [`MasterConfig::durable_hand_outs`]), plus a clock
 //! that expires overdue tasks and logs progress.
 //!
 //! A request is carried out on the connection's task: the queue's lock is held only to
@@ -50,6 +51,16 @@ pub struct MasterConfig {
     /// A dataset to set at start-up, as if a first worker had sent it: glob patterns and
     /// chunks per task.
     pub dataset: Option<(Vec<String>, u32)>,
+    /// Whether a `get_task` reply waits until its hand-out is durable (default `false`).
+    ///
+    /// By default a hand-out is answered at once and made durable with the next group
+    /// commit: the client's next durable call (its `task_finished`) is logged after it, so
+    /// it covers the hand-out, and a crash can forget only hand-outs whose task nobody has
+    /// reported on yet. Such a task is back in todo after the restart and is handed out
+    /// again: at-least-once delivery, as after a timeout or a lost reply. That halves the
+    /// durable round trips of a get/finish pair (docs/benchmarks-master.md). `true` keeps
+    /// the seed's behaviour: no hand-out is ever forgotten.
+    pub durable_hand_outs: bool,
 }
 
 impl MasterConfig {
@@ -63,6 +74,7 @@ impl MasterConfig {
             tick_interval: Duration::from_secs(1),
             progress_interval: Duration::from_secs(10),
             dataset: None,
+            durable_hand_outs: false,
         }
     }
 }
@@ -106,14 +118,21 @@ pub(crate) struct Shared {
     dataset: Mutex<Option<(Vec<String>, u32)>>,
     failure: Mutex<Option<String>>,
     syncer: Syncer,
+    /// See [`MasterConfig::durable_hand_outs`].
+    durable_hand_outs: bool,
 }
 
 impl Shared {
-    pub(crate) fn open(settings: QueueSettings, store: Box<dyn Store<QueueCodec>>) -> Result<Shared> {
+    pub(crate) fn open(
+        settings: QueueSettings,
+        store: Box<dyn Store<QueueCodec>>,
+        durable_hand_outs: bool,
+    ) -> Result<Shared> {
         Ok(Shared {
             queue: DurableQueue::open(settings, store, now_ms())?,
             dataset: Mutex::new(None),
             failure: Mutex::new(None),
+            durable_hand_outs,
             syncer: Syncer {
                 request: Mutex::new(SyncRequest::default()),
                 wake: Condvar::new(),
@@ -124,18 +143,47 @@ impl Shared {
 
     /// Carries out one request (blocking until its changes are durable).
     pub(crate) fn handle(&self, req: Request, now: Millis) -> Reply {
-        let result = self.submit(req, now).and_then(|(reply, ticket)| self.queue.wait_durable(ticket).map(|()| reply));
+        let answer_at_once = self.answers_before_durable(&req);
+        let result = self.submit(req, now).and_then(|(reply, ticket)| {
+            if answer_at_once {
+                self.ask_syncer(ticket);
+                Ok(reply)
+            } else {
+                self.queue.wait_durable(ticket).map(|()| reply)
+            }
+        });
         self.reply(result)
     }
 
     /// Carries out one request that does not block (not `SetDataset`), awaiting the syncer
     /// for durability.
     async fn handle_async(&self, req: Request, now: Millis) -> Reply {
+        let answer_at_once = self.answers_before_durable(&req);
         let result = match self.submit(req, now) {
+            Ok((reply, ticket)) if answer_at_once => {
+                self.ask_syncer(ticket);
+                Ok(reply)
+            }
             Ok((reply, ticket)) => self.durable(ticket).await.map(|()| reply),
             Err(e) => Err(e),
         };
         self.reply(result)
+    }
+
+    /// Whether `req` is answered before its change is durable: a plain hand-out, unless
+    /// [`MasterConfig::durable_hand_outs`].
+    fn answers_before_durable(&self, req: &Request) -> bool {
+        !self.durable_hand_outs && matches!(req, Request::GetTask { .. })
+    }
+
+    /// Asks the syncer to make everything up to `ticket` durable, without waiting.
+    fn ask_syncer(&self, ticket: Ticket) {
+        let mut r = self.syncer.request.lock().unwrap_or_else(|p| p.into_inner());
+        if ticket.0 > r.wanted {
+            r.wanted = ticket.0;
+            drop(r);
+            self.syncer.wake.notify_one();
+        }
     }
 
     /// Whether `req` must run on a blocking thread.
@@ -191,11 +239,7 @@ impl Shared {
         if rx.borrow().seq >= ticket.0 {
             return Ok(());
         }
-        {
-            let mut r = self.syncer.request.lock().unwrap_or_else(|p| p.into_inner());
-            r.wanted = r.wanted.max(ticket.0);
-        }
-        self.syncer.wake.notify_one();
+        self.ask_syncer(ticket);
         let seen =
             tokio::time::timeout(DURABLE_TIMEOUT, rx.wait_for(|d| d.seq >= ticket.0 || d.failed.is_some())).await;
         match seen {
@@ -314,7 +358,7 @@ impl MasterService {
             return Err(Error::Config("a master needs a non-empty job secret".into()));
         }
         cfg.settings.validate()?;
-        let shared = Arc::new(Shared::open(cfg.settings.clone(), store)?);
+        let shared = Arc::new(Shared::open(cfg.settings.clone(), store, cfg.durable_hand_outs)?);
         if let Some((patterns, k)) = &cfg.dataset {
             shared.set_dataset(patterns.clone(), *k)?;
         }
@@ -474,7 +518,82 @@ mod tests {
     }
 
     fn shared(dir: &TestDir) -> Shared {
-        Shared::open(QueueSettings::default(), Box::new(FileStore::open(dir.path().join("store")).unwrap())).unwrap()
+        Shared::open(QueueSettings::default(), Box::new(FileStore::open(dir.path().join("store")).unwrap()), false)
+            .unwrap()
+    }
+
+    /// A file store that remembers the highest ticket anyone waited for.
+    struct Watched {
+        inner: FileStore<QueueCodec>,
+        waited: std::sync::atomic::AtomicU64,
+    }
+
+    impl Store<QueueCodec> for Watched {
+        fn submit(&self, records: &[crate::master::Change]) -> Result<Ticket> {
+            self.inner.submit(records)
+        }
+        fn wait_durable(&self, ticket: Ticket) -> Result<()> {
+            self.inner.wait_durable(ticket)?;
+            self.waited.fetch_max(ticket.0, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+        fn load(&self) -> Result<crate::store::Loaded<QueueCodec>> {
+            self.inner.load()
+        }
+        fn compact(&self, snapshot: &crate::master::Snapshot) -> Result<()> {
+            self.inner.compact(snapshot)
+        }
+    }
+
+    fn watched(dir: &TestDir) -> Arc<Watched> {
+        let inner = FileStore::open(dir.path().join("store")).unwrap();
+        Arc::new(Watched { inner, waited: Default::default() })
+    }
+
+    /// The queue's last change, read without waiting for it to be durable.
+    fn last_change(s: &Shared) -> u64 {
+        s.queue.submit(|q| Ok(Output { reply: q.seq(), changes: Vec::new() })).unwrap().0
+    }
+
+    fn waited(w: &Watched) -> u64 {
+        w.waited.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_hand_out_is_answered_before_it_is_durable_unless_asked_and_a_finish_never_is() {
+        for durable_hand_outs in [false, true] {
+            let dir = TestDir::new("svc-hand-outs");
+            let pat = dataset(&dir, 2);
+            let store = watched(&dir);
+            let s = Shared::open(QueueSettings::default(), Box::new(store.clone()), durable_hand_outs).unwrap();
+            s.handle(Request::SetDataset { patterns: vec![pat], chunks_per_task: 1 }, 0);
+            let before = waited(&store);
+            let Reply::Task { task: GetTask::Task(t) } = s.handle(Request::GetTask { pass: 0 }, 1) else { panic!() };
+            let hand_out = last_change(&s);
+            assert!(hand_out > before, "the hand-out is a change");
+            assert_eq!(waited(&store) >= hand_out, durable_hand_outs, "durable_hand_outs = {durable_hand_outs}");
+            s.handle(Request::TaskFinished { id: t.id, epoch: t.epoch }, 2);
+            let finish = last_change(&s);
+            assert!(waited(&store) >= finish, "a finish is answered only once durable, with the hand-out before it");
+        }
+    }
+
+    #[test]
+    fn a_hand_out_nobody_reports_on_still_becomes_durable_promptly() {
+        let dir = TestDir::new("svc-lone-hand-out");
+        let pat = dataset(&dir, 2);
+        let store = watched(&dir);
+        let mut cfg = MasterConfig::new("s");
+        cfg.dataset = Some((vec![pat], 1));
+        let master = MasterService::start(cfg, Box::new(store.clone())).unwrap();
+        let mut client = crate::master::MasterClient::connect(master.uri(), "s", Default::default()).unwrap();
+        assert!(matches!(client.get_task(0).unwrap(), GetTask::Task(_)));
+        let hand_out = last_change(&master.shared);
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while waited(&store) < hand_out {
+            assert!(std::time::Instant::now() < until, "the syncer never made the hand-out durable");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     #[test]

@@ -152,6 +152,21 @@ public final class Master implements AutoCloseable {
       return set("initialTimeoutMs", Long.toString(initialMillis));
     }
 
+    /**
+     * Whether a task hand-out is answered only once it is durable (default false). By
+     * default a hand-out is answered at once and made durable with the next group commit
+     * (the worker's report on it comes after it in the log); a master crash may then forget
+     * hand-outs nobody has reported on, whose tasks are handed out again (at-least-once, as
+     * after a timeout). True keeps every hand-out across a crash, at twice the durable round
+     * trips per task.
+     *
+     * @param durable whether hand-outs wait for durability
+     * @return this builder
+     */
+    public Builder durableHandOuts(boolean durable) {
+      return set("durableHandOuts", Boolean.toString(durable));
+    }
+
     private Builder set(String key, String value) {
       settings.put(key, value);
       return this;
