@@ -47,8 +47,10 @@ if [ "${ETCD:-1}" != 0 ]; then
     --initial-cluster "bench=http://127.0.0.1:$PPORT" --max-request-bytes 33554432 \
     >"$ETCD_DIR/etcd.log" 2>&1 &
   ETCD_PID=$!
+  # Healthy (GET /health), not just listening: etcd accepts connections before it has a leader.
   for _ in $(seq 300); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$CPORT") 2>/dev/null && break
+    (exec 3<>"/dev/tcp/127.0.0.1/$CPORT" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && grep -q '"health":"true"' <&3) \
+      2>/dev/null && break
     kill -0 "$ETCD_PID" 2>/dev/null || { cat "$ETCD_DIR/etcd.log" >&2; exit 1; }
     sleep 0.1
   done

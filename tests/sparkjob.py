@@ -303,13 +303,16 @@ def etcd(tmp_path: Path):
     endpoint = client.removeprefix("http://")
     try:
         deadline = time.monotonic() + 30
+        # Healthy, not just listening: etcd accepts connections before it has elected itself.
         while True:
             try:
-                socket.create_connection(endpoint.split(":"), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "etcd.log").read_text()
-                time.sleep(0.1)
+                with urllib.request.urlopen(f"{client}/health", timeout=2) as r:
+                    if json.load(r).get("health") == "true":
+                        break
+            except (OSError, ValueError):
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "etcd.log").read_text()
+            time.sleep(0.1)
         yield endpoint
     finally:
         proc.terminate()

@@ -1,6 +1,7 @@
 //! A real etcd server for tests: the `etcd` binary (Debian package `etcd-server`) started on
 //! 127.0.0.1 with free ports and a temporary data directory, killed on drop.
 
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -33,8 +34,8 @@ fn etcd_binary() -> PathBuf {
 }
 
 impl Etcd {
-    /// Starts etcd (accepting requests up to 32 MiB) and waits (at most 30 s) until its
-    /// client port accepts connections.
+    /// Starts etcd (accepting requests up to 32 MiB) and waits (at most 30 s) until it
+    /// reports itself healthy.
     pub fn start(tag: &str) -> Etcd {
         // The change that sets a dataset lists every chunk.
         Etcd::start_with_request_limit(tag, 32 << 20)
@@ -65,7 +66,9 @@ impl Etcd {
         let endpoint = format!("127.0.0.1:{client}");
         let mut etcd = Etcd { child, dir, endpoint };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(&etcd.endpoint).is_err() {
+        // An open port is not enough: under load etcd accepted connections and then reset the
+        // first gRPC call (a lease grant) while it was still electing itself leader.
+        while !etcd.healthy() {
             if Instant::now() > deadline || etcd.child.try_wait().unwrap().is_some() {
                 let log = std::fs::read_to_string(etcd.dir.join("etcd.log")).unwrap_or_default();
                 panic!("etcd did not start; its log:\n{log}");
@@ -77,6 +80,17 @@ impl Etcd {
 }
 
 impl Etcd {
+    /// Whether etcd answers `GET /health` with `"health":"true"` (it has a leader and serves).
+    fn healthy(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(&self.endpoint) else { return false };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let request = format!("GET /health HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", self.endpoint);
+        let mut reply = String::new();
+        stream.write_all(request.as_bytes()).is_ok()
+            && stream.read_to_string(&mut reply).is_ok()
+            && reply.contains("\"health\":\"true\"")
+    }
+
     /// The etcd process id (to stop and continue it).
     #[allow(dead_code)] // not every test file that includes this module pauses etcd
     pub fn pid(&self) -> u32 {
