@@ -2,14 +2,18 @@
 //!
 //! [`run`] upgrades the JNI environment, catches panics, and turns an error into a pending
 //! Java exception chosen by the error *variant* ([`exception_class`]), never by message text.
+//! Variants with fields a caller acts on (the lost peer's rank, the two declarations of a
+//! mismatch, the lost task ids, the aborting rank) are constructed with those fields
+//! ([`structured`]), so Java code reads them from accessors instead of parsing the message.
 //! An export's body returns `Result<T, JniError>` and may use `?` freely: nothing escapes the
 //! `extern "system"` function.
 
 use std::any::Any;
 
 use jni::errors::ErrorPolicy;
+use jni::objects::{JObject, JThrowable, JValue};
 use jni::strings::JNIString;
-use jni::{Env, EnvUnowned};
+use jni::{Env, EnvUnowned, jni_sig};
 
 /// Base class of every exception Warren throws.
 pub const WARREN_EXCEPTION: &str = "io/warren/WarrenException";
@@ -106,10 +110,95 @@ pub fn throw(env: &mut Env<'_>, err: &JniError) {
         return;
     }
     let (class, msg) = exception_for(err);
-    let _ = env.throw_new(JNIString::from(class), JNIString::from(msg.as_str()));
+    let built = match err {
+        JniError::Warren(e) => structured(env, class, &msg, e),
+        _ => Ok(None),
+    };
+    match built {
+        Ok(Some(t)) => {
+            let _ = env.throw(&t);
+        }
+        // The structured constructor failed (a pending exception from it is replaced, so the
+        // caller sees Warren's error, with its class, rather than a JNI failure).
+        _ => {
+            if env.exception_check() {
+                env.exception_clear();
+            }
+            let _ = env.throw_new(JNIString::from(class), JNIString::from(msg.as_str()));
+        }
+    }
     if !env.exception_check() {
         let _ = env.throw(format!("{class}: {msg}"));
     }
+}
+
+/// Builds the exception of `e` with its fields, for the variants that carry some a caller acts
+/// on; `None` for the others (thrown with the message only). Each class has a constructor
+/// `(String message, <fields>)`.
+pub fn structured<'l>(
+    env: &mut Env<'l>,
+    class: &str,
+    msg: &str,
+    e: &warren::Error,
+) -> jni::errors::Result<Option<JThrowable<'l>>> {
+    use warren::Error::*;
+    let class = JNIString::from(class);
+    let m = JObject::from(env.new_string(msg)?);
+    let obj = match e {
+        PeerLost { rank, task, reason } => {
+            let task = optional_string(env, task.as_deref())?;
+            let reason = JObject::from(env.new_string(reason)?);
+            let sig = jni_sig!("(Ljava/lang/String;ILjava/lang/String;Ljava/lang/String;)V");
+            let args =
+                [JValue::Object(&m), JValue::Int(rank_arg(*rank)), JValue::Object(&task), JValue::Object(&reason)];
+            env.new_object(class, sig, &args)?
+        }
+        Mismatch(mm) => {
+            let first = JObject::from(env.new_string(&mm.first.call)?);
+            let second = JObject::from(env.new_string(&mm.second.call)?);
+            let context = JObject::from(env.new_string(&mm.context)?);
+            let sig = jni_sig!("(Ljava/lang/String;ILjava/lang/String;ILjava/lang/String;Ljava/lang/String;)V");
+            let args = [
+                JValue::Object(&m),
+                JValue::Int(rank_arg(mm.first.rank)),
+                JValue::Object(&first),
+                JValue::Int(rank_arg(mm.second.rank)),
+                JValue::Object(&second),
+                JValue::Object(&context),
+            ];
+            env.new_object(class, sig, &args)?
+        }
+        RecoveryImpossible { lost, reason } => {
+            let ids = env.new_object_array(lost.len() as i32, jni::jni_str!("java/lang/String"), JObject::null())?;
+            for (i, id) in lost.iter().enumerate() {
+                let s = env.new_string(id)?;
+                ids.set_element(env, i, &s)?;
+            }
+            let ids = JObject::from(ids);
+            let reason = JObject::from(env.new_string(reason)?);
+            let sig = jni_sig!("(Ljava/lang/String;[Ljava/lang/String;Ljava/lang/String;)V");
+            env.new_object(class, sig, &[JValue::Object(&m), JValue::Object(&ids), JValue::Object(&reason)])?
+        }
+        Aborted { rank, reason } => {
+            let reason = JObject::from(env.new_string(reason)?);
+            let sig = jni_sig!("(Ljava/lang/String;ILjava/lang/String;)V");
+            env.new_object(class, sig, &[JValue::Object(&m), JValue::Int(rank_arg(*rank)), JValue::Object(&reason)])?
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(env.cast_local::<JThrowable>(obj)?))
+}
+
+/// A rank as a Java `int` (ranks are far below `i32::MAX`; a larger one shows as -1).
+fn rank_arg(rank: usize) -> i32 {
+    i32::try_from(rank).unwrap_or(-1)
+}
+
+fn optional_string<'l>(env: &mut Env<'l>, s: Option<&str>) -> jni::errors::Result<JObject<'l>> {
+    Ok(match s {
+        Some(s) => JObject::from(env.new_string(s)?),
+        None => JObject::null(),
+    })
 }
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {

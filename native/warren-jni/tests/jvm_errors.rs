@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use jni::objects::{JClass, JThrowable};
+use jni::objects::{JClass, JObject, JThrowable};
 use jni::strings::JNIString;
 use jni::vm::{InitArgsBuilder, JavaVM};
 use jni::{Env, EnvUnowned};
@@ -51,7 +51,7 @@ fn samples() -> Vec<Error> {
         Error::Config("WARREN_NUM_WORKERS=\"four\"".into()),
         Error::io("binding tracker", std::io::Error::new(std::io::ErrorKind::AddrInUse, "in use")),
         Error::Timeout { what: "peer rank 1".into(), after: std::time::Duration::from_secs(2) },
-        Error::PeerLost { rank: 3, reason: "connection reset".into() },
+        Error::PeerLost { rank: 3, task: Some("3".into()), reason: "connection reset".into() },
         Error::Mismatch(warren::CallMismatch::new(
             warren::Declaration { rank: 0, call: "allreduce(tree) #3 of 40 bytes f32 sum".into() },
             warren::Declaration { rank: 2, call: "allreduce(tree) #3 of 44 bytes f32 sum".into() },
@@ -83,7 +83,10 @@ fn compile_exceptions(out: &Path) {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&src)
         .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
         .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with("Exception.java"))
+        .filter(|p| {
+            let name = p.to_string_lossy();
+            name.ends_with("Exception.java") || name.ends_with("/CallDeclaration.java")
+        })
         .collect();
     files.sort();
     assert!(files.len() > VARIANTS, "exception sources missing in {}", src.display());
@@ -121,6 +124,73 @@ fn message(env: &mut Env<'_>, t: &JThrowable<'_>) -> String {
     m.try_to_string(env).unwrap()
 }
 
+fn int_method(env: &mut Env<'_>, o: &JObject<'_>, name: &'static str) -> i32 {
+    env.call_method(o, JNIString::from(name), jni::jni_sig!("()I"), &[]).unwrap().i().unwrap()
+}
+
+fn object_method<'l, 's, 'a>(
+    env: &mut Env<'l>,
+    o: &JObject<'_>,
+    name: &'static str,
+    sig: jni::signature::MethodSignature<'s, 'a>,
+) -> JObject<'l> {
+    env.call_method(o, JNIString::from(name), sig, &[]).unwrap().l().unwrap()
+}
+
+/// `o.name()` for a method returning a `String` (`None` for `null`).
+fn string_method(env: &mut Env<'_>, o: &JObject<'_>, name: &'static str) -> Option<String> {
+    let s = object_method(env, o, name, jni::jni_sig!("()Ljava/lang/String;"));
+    if s.is_null() {
+        return None;
+    }
+    let s = env.cast_local::<jni::objects::JString>(s).unwrap();
+    Some(s.try_to_string(env).unwrap())
+}
+
+/// Throws `err` and returns the pending exception, cleared.
+fn throwable<'l>(env: &mut Env<'l>, err: Error) -> JThrowable<'l> {
+    errors::throw(env, &JniError::Warren(err));
+    let t = env.exception_occurred().expect("an exception is pending");
+    env.exception_clear();
+    t
+}
+
+/// The structured variants are built with their fields, read back through the accessors.
+fn check_fields(env: &mut Env<'_>) {
+    let t = throwable(env, Error::PeerLost { rank: 3, task: Some("7".into()), reason: "reset".into() });
+    assert_eq!(int_method(env, &t, "rank"), 3);
+    assert_eq!(string_method(env, &t, "taskId").as_deref(), Some("7"));
+    assert_eq!(string_method(env, &t, "reason").as_deref(), Some("reset"));
+    let t = throwable(env, Error::PeerLost { rank: 1, task: None, reason: "reset".into() });
+    assert_eq!(int_method(env, &t, "rank"), 1);
+    assert_eq!(string_method(env, &t, "taskId"), None);
+
+    let t = throwable(
+        env,
+        Error::Mismatch(warren::CallMismatch::new(
+            warren::Declaration { rank: 0, call: "allreduce(tree) #3 of 40 bytes f32 sum".into() },
+            warren::Declaration { rank: 2, call: "allreduce(tree) #3 of 44 bytes f32 sum".into() },
+            "detected by rank 0",
+        )),
+    );
+    let first = object_method(env, &t, "first", jni::jni_sig!("()Lio/warren/CallDeclaration;"));
+    let second = object_method(env, &t, "second", jni::jni_sig!("()Lio/warren/CallDeclaration;"));
+    assert_eq!(int_method(env, &first, "rank"), 0);
+    assert_eq!(string_method(env, &first, "call").unwrap(), "allreduce(tree) #3 of 40 bytes f32 sum");
+    assert_eq!(int_method(env, &second, "rank"), 2);
+    assert_eq!(string_method(env, &second, "call").unwrap(), "allreduce(tree) #3 of 44 bytes f32 sum");
+    assert_eq!(string_method(env, &t, "context").unwrap(), "detected by rank 0");
+
+    let t = throwable(env, Error::RecoveryImpossible { lost: vec!["9".into(), "0".into()], reason: "gone".into() });
+    let ids = object_method(env, &t, "lostTaskIds", jni::jni_sig!("()Ljava/util/List;"));
+    assert_eq!(string_method(env, &ids, "toString").unwrap(), "[9, 0]");
+    assert_eq!(string_method(env, &t, "reason").unwrap(), "gone");
+
+    let t = throwable(env, Error::Aborted { rank: 2, reason: "earlier failure".into() });
+    assert_eq!(int_method(env, &t, "rank"), 2);
+    assert_eq!(string_method(env, &t, "reason").unwrap(), "earlier failure");
+}
+
 /// Throws `err` through the mapping and returns (class name, message, is a WarrenException).
 fn thrown(env: &mut Env<'_>, err: &JniError) -> (String, String, bool) {
     errors::throw(env, err);
@@ -154,6 +224,7 @@ fn inner(classes: &Path) {
             assert!(classes.insert(class.clone()), "{class} is used twice");
         }
         assert!(seen.iter().all(|s| *s), "add a sample of every variant: {seen:?}");
+        check_fields(env);
 
         let (class, msg, _) = thrown(env, &JniError::Closed("Communicator"));
         assert_eq!(class, "java.lang.IllegalStateException");
@@ -165,7 +236,7 @@ fn inner(classes: &Path) {
         // SAFETY: `env` is this thread's valid attachment; the helper does not outlive it.
         let mut unowned = unsafe { EnvUnowned::from_raw(env.get_raw()) };
         let v: i32 = errors::run(&mut unowned, |_| -> JniResult<i32> {
-            Err(Error::PeerLost { rank: 1, reason: "reset".into() }.into())
+            Err(Error::PeerLost { rank: 1, task: None, reason: "reset".into() }.into())
         });
         assert_eq!(v, 0);
         let t = env.exception_occurred().expect("pending");

@@ -39,10 +39,13 @@ pub enum Error {
     },
 
     /// A link to a peer broke (connection reset, closed, or an I/O error on it).
-    #[error("link to peer rank {rank} lost: {reason}")]
+    #[error("link to peer rank {rank}{} lost: {reason}", task_suffix(task))]
     PeerLost {
         /// Rank of the peer at the other end.
         rank: usize,
+        /// Task id of that peer, if known where the error surfaced (the communicator fills it
+        /// in from its membership view before returning the error to the caller).
+        task: Option<String>,
         /// What the operating system or the protocol said.
         reason: String,
     },
@@ -159,6 +162,10 @@ impl Error {
     }
 }
 
+fn task_suffix(task: &Option<String>) -> String {
+    task.as_ref().map(|t| format!(" (task id {t})")).unwrap_or_default()
+}
+
 fn lost_suffix(lost: &[String]) -> String {
     if lost.is_empty() { String::new() } else { format!(" (lost task ids: {})", lost.join(", ")) }
 }
@@ -222,5 +229,9 @@ mod tests {
         assert_eq!(e.to_string(), "recovery impossible: no copy left (lost task ids: 4, 5)");
         let e = Error::RecoveryImpossible { lost: vec![], reason: "no copy left".into() };
         assert_eq!(e.to_string(), "recovery impossible: no copy left");
+        let e = Error::PeerLost { rank: 2, task: Some("7".into()), reason: "reset".into() };
+        assert_eq!(e.to_string(), "link to peer rank 2 (task id 7) lost: reset");
+        let e = Error::PeerLost { rank: 2, task: None, reason: "reset".into() };
+        assert_eq!(e.to_string(), "link to peer rank 2 lost: reset");
     }
 }

@@ -22,10 +22,11 @@ pub(crate) struct Net<'a> {
 
 impl Net<'_> {
     pub(crate) fn link(&mut self, rank: usize) -> Result<&mut Link> {
-        self.links
-            .get_mut(rank)
-            .and_then(|l| l.as_mut())
-            .ok_or_else(|| Error::PeerLost { rank, reason: "no link to this peer".into() })
+        self.links.get_mut(rank).and_then(|l| l.as_mut()).ok_or_else(|| Error::PeerLost {
+            rank,
+            task: None,
+            reason: "no link to this peer".into(),
+        })
     }
 
     /// Records whether a round moved data, and if not waits for readiness.

@@ -216,11 +216,22 @@ impl Communicator {
     /// Marks the communicator failed; closes the links (unless every rank already knows, as
     /// after a mismatch) so that peers learn at once.
     fn poison(&mut self, e: Error) -> Error {
+        let e = self.named(e);
         self.failed = Some(e.to_string());
         if !matches!(e, Error::Mismatch(_) | Error::Aborted { .. }) {
             self.close_links();
         }
         e
+    }
+
+    /// Names the task of a lost peer from the membership view (the links know only ranks).
+    fn named(&self, e: Error) -> Error {
+        match e {
+            Error::PeerLost { rank, task: None, reason } => {
+                Error::PeerLost { rank, task: self.view.task_of(rank).map(str::to_string), reason }
+            }
+            e => e,
+        }
     }
 
     /// Runs one call in plain mode: a failure poisons the communicator.

@@ -61,7 +61,7 @@ impl Link {
     }
 
     fn lost(&self, reason: &str) -> Error {
-        Error::PeerLost { rank: self.peer, reason: reason.to_string() }
+        Error::PeerLost { rank: self.peer, task: None, reason: reason.to_string() }
     }
 }
 
