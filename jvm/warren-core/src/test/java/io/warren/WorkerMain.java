@@ -119,6 +119,30 @@ public final class WorkerMain {
             }
             break;
           }
+        case "call-before-load":
+          {
+            // call-before-load [hang]: a plain (not bootstrap) allreduce, then with "hang" a
+            // checkpoint and a wait to be killed. A replacement run without "hang" makes the
+            // plain call again without loading the checkpoint, which no worker can replay:
+            // recovery is impossible (see StructuredErrorsTest).
+            Communicator comm = Communicator.create(settings);
+            try {
+              comm.allreduce(new float[] {1f}, Op.SUM);
+              if (args.length > 1 && args[1].equals("hang")) {
+                comm.checkpoint(new byte[] {1}, null);
+                System.out.println("WORKER_READY rank=" + comm.rank());
+                System.out.flush();
+                Thread.sleep(600_000);
+              }
+              System.out.println("WORKER_OK rank=" + comm.rank());
+              comm.close();
+            } catch (RecoveryImpossibleException e) {
+              System.out.println("LOST_TASK_IDS " + e.lostTaskIds());
+              comm.abort();
+              throw e;
+            }
+            break;
+          }
         case "master-read":
           // Reads pass 0 from the master named by WARREN_MASTER_URI (see MasterTest): one
           // line REC <record as UTF-8> per record.
