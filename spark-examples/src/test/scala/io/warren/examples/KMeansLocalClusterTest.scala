@@ -11,7 +11,7 @@ import org.apache.logging.log4j.{Level, LogManager}
 import org.apache.logging.log4j.core.{LogEvent, LoggerContext}
 import org.apache.logging.log4j.core.appender.AbstractAppender
 import org.apache.logging.log4j.core.config.{Configurator, Property}
-import org.apache.spark.SparkContext
+import org.apache.spark.{SparkContext, WarrenSlots}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertTrue, fail}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
@@ -136,11 +136,26 @@ class KMeansLocalClusterTest {
   }
 
   @Test
-  def d_aBadProgressIntervalIsRefusedClearly(): Unit = {
-    val e = Assertions.assertThrows(
-      classOf[WarrenSparkException],
-      () => KMeans.run(sc, params.copy(conf = Map("progressInterval" -> "soon")))
-    )
-    assertTrue(e.getMessage.contains("spark.warren.progressInterval") && e.getMessage.contains("'soon'"), e.getMessage)
+  def d_aBadSettingFailsBeforeAnyTaskStarts(): Unit = {
+    val counts = new TaskCounts
+    sc.addSparkListener(counts)
+    try {
+      counts.reset(sc, params.workers)
+      val cases = Seq(
+        "progressInterval" -> "soon" -> """spark.warren.progressInterval = "soon": expected a number of seconds in 0..86400""",
+        "timeout" -> "ten" -> """spark.warren.timeout = "ten": expected a number of seconds > 0 and <= 86400""",
+        "localReplicas" -> "-1" -> """spark.warren.localReplicas = "-1": expected an integer in 0..1000""",
+        "timout" -> "10" -> "spark.warren.timout is not a Warren setting (did you mean spark.warren.timeout?"
+      )
+      for ((setting, expected) <- cases) {
+        val e = Assertions.assertThrows(
+          classOf[WarrenSparkException],
+          () => KMeans.run(sc, params.copy(conf = params.conf + setting))
+        )
+        assertTrue(e.getMessage.startsWith(expected), e.getMessage)
+      }
+      WarrenSlots.drainListeners(sc, 5000)
+      assertEquals(0, counts.started.get(), "no task started")
+    } finally sc.removeSparkListener(counts)
   }
 }

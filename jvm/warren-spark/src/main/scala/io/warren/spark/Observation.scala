@@ -47,34 +47,16 @@ private[spark] object Observation {
   /** Default seconds between progress lines (`spark.warren.progressInterval`). */
   val DefaultProgressIntervalS = 10.0
 
-  /** The progress interval from the settings.
-    *
-    * @param settings `spark.warren.*` settings without the prefix
-    * @return seconds, 0 for no progress lines
-    * @throws WarrenSparkException if the setting is not a non-negative number
-    */
-  def progressInterval(settings: Map[String, String]): Double = settings.get("progressInterval") match {
-    case None => DefaultProgressIntervalS
-    case Some(v) =>
-      v.trim.toDoubleOption.filter(x => x >= 0 && !x.isInfinite).getOrElse {
-        throw new WarrenSparkException(
-          s"spark.warren.progressInterval must be a number of seconds (0 turns the progress lines off), got '$v'",
-          null
-        )
-      }
-  }
-
   /** Runs `body` (which submits the job's stage) with the job's label set as the local
     * property [[WarrenListener.JobProperty]].
     *
     * @param sc the context
     * @param numWorkers the job's workers (for the log line)
-    * @param settings `spark.warren.*` settings without the prefix
+    * @param interval seconds between rank 0's progress lines (`spark.warren.progressInterval`), 0 for none
     * @param body submits the stage, shipping the probe to its tasks
     * @return what `body` returns
     */
-  def around[R](sc: SparkContext, numWorkers: Int, settings: Map[String, String])(body: TaskProbe => R): R = {
-    val interval = progressInterval(settings)
+  def around[R](sc: SparkContext, numWorkers: Int, interval: Double)(body: TaskProbe => R): R = {
     WarrenListener.of(sc)
     val label = jobs.incrementAndGet().toString
     val acc = sc.longAccumulator(WarrenListener.RecoveriesAccumulator)

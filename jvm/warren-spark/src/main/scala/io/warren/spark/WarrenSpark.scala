@@ -107,21 +107,11 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   *    bit-identical recovery matters).
   *
   * ==Settings (`spark.warren.*` in the Spark conf, or in `conf` with or without the prefix)==
-  * | key | default | meaning |
-  * |---|---|---|
-  * | `spark.warren.recovery` | `retry-one` | `retry-one` (re-run only a failed task) or `fail-all` (re-run all from the durable checkpoint) |
-  * | `spark.warren.checkpointDir` | | fail-all: directory for the durable checkpoints (required): a local path or `file:` URI, or any Hadoop file system URI (`hdfs://nn:8020/dir`, `s3a://bucket/dir`) |
-  * | `spark.warren.durableEvery` | 1 | fail-all: make every k-th checkpoint durable (`WARREN_DURABLE_EVERY`) |
-  * | `spark.warren.checkpointDirTimeout` | 60 | fail-all, remote `checkpointDir`: seconds the driver may take to create (and remove) the run's directory |
-  * | `spark.warren.timeout` | 1800 | seconds one collective call may take (`WARREN_TIMEOUT_S`) |
-  * | `spark.warren.connectTimeout` | 300 | seconds to join and re-link (`WARREN_CONNECT_TIMEOUT_S`) |
-  * | `spark.warren.bootstrapCache` | true | keep bootstrap results for the whole job (`WARREN_BOOTSTRAP_CACHE`) |
-  * | `spark.warren.localReplicas` | 2 | ring successors keeping each local model (`WARREN_LOCAL_REPLICAS`) |
-  * | `spark.warren.trackerHost` | `spark.driver.host` | address the tracker binds and advertises |
-  * | `spark.warren.rendezvousTimeout` | 600 | seconds all workers have to arrive (fail-all re-runs: bounded by `connectTimeout`) |
-  * | `spark.warren.slotWaitTimeout` | 0 | seconds to wait for enough free slots (executors registering) before failing |
-  * | `spark.warren.progressInterval` | 10 | seconds between rank 0's progress lines in the driver log (0: none) |
-  * | `spark.warren.setting.WARREN_X` | | passed to every worker as `WARREN_X` |
+  * Declared, with their types, accepted values, defaults and doc lines, in [[WarrenSettings]]
+  * (the table in jvm/README.md is rendered from it). [[train]] parses and validates them all
+  * on the driver before anything starts: an invalid value or an unknown `spark.warren.*` key
+  * fails with a [[WarrenSparkException]] naming the setting, the value and what it accepts
+  * (`spark.warren.timeout = "ten": expected a number of seconds > 0 and <= 86400`).
   *
   * ==Observability==
   * While the job runs, rank 0 sends a progress line every `progressInterval` seconds (and one
@@ -134,13 +124,7 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
 object WarrenSpark {
 
   /** Prefix of the Spark settings read by [[train]]. */
-  val ConfPrefix = "spark.warren."
-
-  private val WorkerKeys = Map(
-    "timeout" -> "WARREN_TIMEOUT_S",
-    "connectTimeout" -> "WARREN_CONNECT_TIMEOUT_S",
-    "localReplicas" -> "WARREN_LOCAL_REPLICAS"
-  )
+  val ConfPrefix: String = WarrenSettings.Prefix
 
   /** Runs `f` in `numWorkers` Spark tasks, one per partition of `rdd` (coalesced or
     * repartitioned to `numWorkers`), each with a [[io.warren.Communicator]] joined to a tracker
@@ -160,8 +144,9 @@ object WarrenSpark {
   ): Seq[R] = {
     require(numWorkers >= 1, s"numWorkers must be at least 1, got $numWorkers")
     val sc = rdd.sparkContext
-    val settings = merged(sc, conf)
-    val recovery = Recovery.parse(settings.get("recovery"))
+    // Every setting is parsed and checked here, before anything starts.
+    val settings = WarrenSettings.parse(merged(sc, conf))
+    val recovery = settings.recovery
     if (sc.getConf.getBoolean("spark.speculation", defaultValue = false)) {
       throw new WarrenSparkException(
         "Warren needs spark.speculation=false: a speculative copy of a worker task would " +
@@ -177,22 +162,20 @@ object WarrenSpark {
       )
     }
     val failAll = recovery == Recovery.FailAll
-    val ckptDir = if (failAll) Some(Recovery.runDirectory(settings.get("checkpointDir"), sc.applicationId)) else None
+    val ckptDir = if (failAll) Some(Recovery.runDirectory(settings.checkpointDir, sc.applicationId)) else None
     // Written by the native library itself (a local path), or staged by each task (remote).
     val localCkptDir = ckptDir.filter(HadoopCheckpoints.isLocal)
     val remoteCkptDir = ckptDir.filterNot(HadoopCheckpoints.isLocal)
-    val durableEvery =
-      if (failAll) parseDurableEvery(settings.get("durableEvery").orElse(settings.get("setting.WARREN_DURABLE_EVERY")))
-      else 1
-    checkSlots(sc, numWorkers, settings.get("slotWaitTimeout").map(_.toDouble).getOrElse(0.0))
+    val durableEvery = if (failAll) settings.durableEvery else 1
+    checkSlots(sc, numWorkers, settings.slotWaitTimeout)
     val input =
       if (rdd.getNumPartitions == numWorkers) rdd
       // A barrier stage may not coalesce (Spark refuses the RDD chain): fail-all shuffles.
       else if (rdd.getNumPartitions > numWorkers && recovery == Recovery.RetryOne) {
         rdd.coalesce(numWorkers, shuffle = false)
       } else rdd.repartition(numWorkers)
-    val host = settings.getOrElse("trackerHost", sc.getConf.get("spark.driver.host", "127.0.0.1"))
-    val rendezvous = Duration.ofSeconds(settings.get("rendezvousTimeout").map(_.toLong).getOrElse(600L))
+    val host = settings.trackerHost.getOrElse(sc.getConf.get("spark.driver.host", "127.0.0.1"))
+    val rendezvous = Duration.ofMillis((settings.rendezvousTimeout * 1000).toLong)
     // Fail-all: one tracker per attempt of the barrier stage (a tracker keeps ranks and the
     // finished/lost state of the task ids, so a whole new set of workers cannot join the
     // previous attempt's). They start now because a task can only learn an address from its
@@ -208,8 +191,8 @@ object WarrenSpark {
       // before any task starts, if it cannot be), and the driver's Hadoop configuration
       // shipped to the tasks, which stage their checkpoints locally and copy them over.
       val remote = remoteCkptDir.map { dir =>
-        val timeoutS = seconds(settings, "checkpointDirTimeout", HadoopCheckpoints.DefaultDriverTimeoutS)
-        remoteRun = Some(HadoopCheckpoints.create(settings("checkpointDir"), dir, sc.hadoopConfiguration, timeoutS))
+        val timeoutS = settings.checkpointDirTimeout
+        remoteRun = Some(HadoopCheckpoints.create(settings.checkpointDir.get, dir, sc.hadoopConfiguration, timeoutS))
         hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
         RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
       }
@@ -221,7 +204,7 @@ object WarrenSpark {
       val durable = localCkptDir.map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
         (if (failAll) Map("WARREN_DURABLE_EVERY" -> durableEvery.toString) else Map.empty)
       val bases = trackers.map(t => workerSettings(t, settings) ++ durable)
-      Observation.around(sc, numWorkers, settings) { probe =>
+      Observation.around(sc, numWorkers, settings.progressInterval) { probe =>
         val workers = {
           val body = (rows: Iterator[T]) => Iterator.single(runWorker(bases, failAll, remote, rows, probe.wrap(f)))
           if (failAll) input.barrier().mapPartitions(body) else input.mapPartitions(body)
@@ -258,25 +241,6 @@ object WarrenSpark {
       hadoopConf: Broadcast[SerializableWritable[Configuration]],
       durableEvery: Int
   )
-
-  /** A setting in seconds: a positive number. */
-  private def seconds(settings: Map[String, String], key: String, default: Double): Double =
-    settings.get(key).map(_.trim) match {
-      case None => default
-      case Some(x) =>
-        x.toDoubleOption.filter(v => v > 0 && !v.isInfinite).getOrElse {
-          throw new WarrenSparkException(s"spark.warren.$key=$x: must be a positive number of seconds", null)
-        }
-    }
-
-  /** `spark.warren.durableEvery`: a whole number, 0 taken as 1 (as the native library does). */
-  private def parseDurableEvery(v: Option[String]): Int = v.map(_.trim) match {
-    case None => 1
-    case Some(x) =>
-      x.toIntOption.filter(_ >= 0).map(_.max(1)).getOrElse {
-        throw new WarrenSparkException(s"spark.warren.durableEvery=$x: must be a positive whole number", null)
-      }
-  }
 
   /** The rendezvous deadline of the trackers of fail-all re-attempts (started with the job). */
   private val SpareRendezvous = Duration.ofDays(30)
@@ -365,13 +329,8 @@ object WarrenSpark {
     fromSpark ++ conf.map { case (k, v) => k.stripPrefix(ConfPrefix) -> v }
   }
 
-  private def workerSettings(tracker: Tracker, s: Map[String, String]): Map[String, String] = {
-    val base = tracker.workerSettings().asScala.toMap - "WARREN_TASK_ID"
-    val mapped = WorkerKeys.flatMap { case (k, env) => s.get(k).map(env -> _) }
-    val cache = s.get("bootstrapCache").map(v => "WARREN_BOOTSTRAP_CACHE" -> (if (v.toBoolean) "1" else "0"))
-    val raw = s.collect { case (k, v) if k.startsWith("setting.") => k.stripPrefix("setting.") -> v }
-    base ++ mapped ++ cache ++ raw
-  }
+  private def workerSettings(tracker: Tracker, s: WarrenSettings): Map[String, String] =
+    (tracker.workerSettings().asScala.toMap - "WARREN_TASK_ID") ++ s.workerSettings
 
   /** The body of one task: join (the tracker of this stage attempt in fail-all mode), run,
     * close on success, abort on failure. Returns the result with the task id.
