@@ -154,18 +154,13 @@ pub fn structured<'l>(
             env.new_object(class, sig, &args)?
         }
         Mismatch(mm) => {
-            let first = JObject::from(env.new_string(&mm.first.call)?);
-            let second = JObject::from(env.new_string(&mm.second.call)?);
+            let first = declaration(env, &mm.first)?;
+            let second = declaration(env, &mm.second)?;
             let context = JObject::from(env.new_string(&mm.context)?);
-            let sig = jni_sig!("(Ljava/lang/String;ILjava/lang/String;ILjava/lang/String;Ljava/lang/String;)V");
-            let args = [
-                JValue::Object(&m),
-                JValue::Int(rank_arg(mm.first.rank)),
-                JValue::Object(&first),
-                JValue::Int(rank_arg(mm.second.rank)),
-                JValue::Object(&second),
-                JValue::Object(&context),
-            ];
+            let sig = jni_sig!(
+                "(Ljava/lang/String;Lio/warren/CallDeclaration;Lio/warren/CallDeclaration;Ljava/lang/String;)V"
+            );
+            let args = [JValue::Object(&m), JValue::Object(&first), JValue::Object(&second), JValue::Object(&context)];
             env.new_object(class, sig, &args)?
         }
         RecoveryImpossible { lost, reason } => {
@@ -187,6 +182,37 @@ pub fn structured<'l>(
         _ => return Ok(None),
     };
     Ok(Some(env.cast_local::<JThrowable>(obj)?))
+}
+
+/// The `io.warren.CallDeclaration` of `d`, with its fields where the error has them.
+fn declaration<'l>(env: &mut Env<'l>, d: &warren::Declaration) -> jni::errors::Result<JObject<'l>> {
+    const CLASS: &str = "io/warren/CallDeclaration";
+    let call = JObject::from(env.new_string(&d.call)?);
+    let rank = JValue::Int(rank_arg(d.rank));
+    let Some(a) = &d.args else {
+        let sig = jni_sig!("(ILjava/lang/String;)V");
+        return env.new_object(JNIString::from(CLASS), sig, &[rank, JValue::Object(&call)]);
+    };
+    let collective = JObject::from(env.new_string(&a.collective)?);
+    let dtype = JObject::from(env.new_string(&a.dtype)?);
+    let op = JObject::from(env.new_string(&a.op)?);
+    let key = optional_string(env, a.key.as_deref())?;
+    let sig =
+        jni_sig!("(ILjava/lang/String;Ljava/lang/String;JJLjava/lang/String;Ljava/lang/String;IJLjava/lang/String;)V");
+    let args = [
+        rank,
+        JValue::Object(&call),
+        JValue::Object(&collective),
+        // The position is an unsigned 64-bit value; Java reads the same bits as a long.
+        JValue::Long(a.seq as i64),
+        JValue::Long(a.bytes.and_then(|b| i64::try_from(b).ok()).unwrap_or(-1)),
+        JValue::Object(&dtype),
+        JValue::Object(&op),
+        JValue::Int(a.root.and_then(|r| i32::try_from(r).ok()).unwrap_or(-1)),
+        JValue::Long(a.tag.map_or(-1, i64::from)),
+        JValue::Object(&key),
+    ];
+    env.new_object(JNIString::from(CLASS), sig, &args)
 }
 
 /// A rank as a Java `int` (ranks are far below `i32::MAX`; a larger one shows as -1).

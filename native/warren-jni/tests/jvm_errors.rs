@@ -53,8 +53,8 @@ fn samples() -> Vec<Error> {
         Error::Timeout { what: "peer rank 1".into(), after: std::time::Duration::from_secs(2) },
         Error::PeerLost { rank: 3, task: Some("3".into()), reason: "connection reset".into() },
         Error::Mismatch(warren::CallMismatch::new(
-            warren::Declaration { rank: 0, call: "allreduce(tree) #3 of 40 bytes f32 sum".into() },
-            warren::Declaration { rank: 2, call: "allreduce(tree) #3 of 44 bytes f32 sum".into() },
+            warren::Declaration::described(0, "allreduce(tree) #3 of 40 bytes f32 sum"),
+            warren::Declaration::described(2, "allreduce(tree) #3 of 44 bytes f32 sum"),
             "",
         )),
         Error::Protocol("bad magic".into()),
@@ -128,6 +128,10 @@ fn int_method(env: &mut Env<'_>, o: &JObject<'_>, name: &'static str) -> i32 {
     env.call_method(o, JNIString::from(name), jni::jni_sig!("()I"), &[]).unwrap().i().unwrap()
 }
 
+fn long_method(env: &mut Env<'_>, o: &JObject<'_>, name: &'static str) -> i64 {
+    env.call_method(o, JNIString::from(name), jni::jni_sig!("()J"), &[]).unwrap().j().unwrap()
+}
+
 fn object_method<'l, 's, 'a>(
     env: &mut Env<'l>,
     o: &JObject<'_>,
@@ -165,11 +169,23 @@ fn check_fields(env: &mut Env<'_>) {
     assert_eq!(int_method(env, &t, "rank"), 1);
     assert_eq!(string_method(env, &t, "taskId"), None);
 
+    let args = warren::CallArgs {
+        collective: "broadcast".into(),
+        seq: u64::MAX - 1,
+        bytes: Some(44),
+        dtype: "u8".into(),
+        op: "none".into(),
+        root: Some(1),
+        tag: None,
+        key: Some("src/main.rs:42:9#0".into()),
+    };
+    let with_args =
+        warren::Declaration { rank: 2, call: "allreduce(tree) #3 of 44 bytes f32 sum".into(), args: Some(args) };
     let t = throwable(
         env,
         Error::Mismatch(warren::CallMismatch::new(
-            warren::Declaration { rank: 0, call: "allreduce(tree) #3 of 40 bytes f32 sum".into() },
-            warren::Declaration { rank: 2, call: "allreduce(tree) #3 of 44 bytes f32 sum".into() },
+            warren::Declaration::described(0, "allreduce(tree) #3 of 40 bytes f32 sum"),
+            with_args,
             "detected by rank 0",
         )),
     );
@@ -180,6 +196,17 @@ fn check_fields(env: &mut Env<'_>) {
     assert_eq!(int_method(env, &second, "rank"), 2);
     assert_eq!(string_method(env, &second, "call").unwrap(), "allreduce(tree) #3 of 44 bytes f32 sum");
     assert_eq!(string_method(env, &t, "context").unwrap(), "detected by rank 0");
+    // Fields: unknown on the described one, set on the other.
+    assert_eq!(string_method(env, &first, "collective"), None);
+    assert_eq!(long_method(env, &first, "bytes"), -1);
+    assert_eq!(string_method(env, &second, "collective").as_deref(), Some("broadcast"));
+    assert_eq!(long_method(env, &second, "seq"), -2);
+    assert_eq!(long_method(env, &second, "bytes"), 44);
+    assert_eq!(string_method(env, &second, "dataType").as_deref(), Some("u8"));
+    assert_eq!(string_method(env, &second, "op").as_deref(), Some("none"));
+    assert_eq!(int_method(env, &second, "root"), 1);
+    assert_eq!(long_method(env, &second, "tag"), -1);
+    assert_eq!(string_method(env, &second, "key").as_deref(), Some("src/main.rs:42:9#0"));
 
     let t = throwable(env, Error::RecoveryImpossible { lost: vec!["9".into(), "0".into()], reason: "gone".into() });
     let ids = object_method(env, &t, "lostTaskIds", jni::jni_sig!("()Ljava/util/List;"));

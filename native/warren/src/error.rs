@@ -177,6 +177,39 @@ pub struct Declaration {
     pub rank: usize,
     /// The call it declared: collective, position, size in bytes, type, operator, root.
     pub call: String,
+    /// The same, field by field (`None` where only the description is known).
+    #[serde(default)]
+    pub args: Option<CallArgs>,
+}
+
+impl Declaration {
+    /// A declaration known only by its description.
+    pub fn described(rank: usize, call: impl Into<String>) -> Declaration {
+        Declaration { rank, call: call.into(), args: None }
+    }
+}
+
+/// The arguments of a declared collective call, field by field, for programs that act on a
+/// mismatch (what [`Declaration::call`] describes).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CallArgs {
+    /// The collective, with its algorithm where it has one: `allreduce(tree)`, `broadcast`, ...
+    pub collective: String,
+    /// The call's position: the call number (in robust mode the checkpoint version in the high
+    /// 32 bits and the call number since it in the low ones; a bootstrap call's key hash).
+    pub seq: u64,
+    /// Size in bytes; `None` where the rank did not know it (a broadcast receiver).
+    pub bytes: Option<u64>,
+    /// Element type: `u8`, `i32`, `f32`, `f64`, ...
+    pub dtype: String,
+    /// Reduction operator: `sum`, `max`, ..., `user` (`none` for calls that do not reduce).
+    pub op: String,
+    /// The root of a broadcast.
+    pub root: Option<u32>,
+    /// The tag of a user-defined reducer.
+    pub tag: Option<u32>,
+    /// The bootstrap key of a bootstrap call, where known.
+    pub key: Option<String>,
 }
 
 /// Two ranks that declared different calls where they had to make the same one.
@@ -216,8 +249,8 @@ mod tests {
     #[test]
     fn structured_errors_display_both_declarations_and_the_lost_tasks() {
         let m = CallMismatch::new(
-            Declaration { rank: 1, call: "allreduce(tree) #3 of 40 bytes f32 sum".into() },
-            Declaration { rank: 2, call: "allreduce(tree) #3 of 44 bytes f32 sum".into() },
+            Declaration::described(1, "allreduce(tree) #3 of 40 bytes f32 sum"),
+            Declaration::described(2, "allreduce(tree) #3 of 44 bytes f32 sum"),
             "detected by rank 1",
         );
         assert_eq!(

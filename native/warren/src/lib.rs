@@ -48,6 +48,6 @@ pub mod wire;
 
 pub use config::Config;
 pub use engine::{CallStats, Checkpoint, Communicator};
-pub use error::{CallMismatch, Declaration, Error, Result};
+pub use error::{CallArgs, CallMismatch, Declaration, Error, Result};
 pub use reduce::{DataType, Element, Op};
 pub use tracker::{Tracker, TrackerConfig};

@@ -4,7 +4,7 @@
 //!
 //! Encoding and decoding are pure and tested on byte slices.
 
-use crate::error::{Error, Result};
+use crate::error::{CallArgs, Declaration, Error, Result};
 use crate::reduce::{DataType, Op};
 
 /// Which collective a call is.
@@ -113,6 +113,26 @@ impl CallHeader {
             s += &format!(" (user reducer tag {}, element size {})", self.tag, self.elem_size);
         }
         s
+    }
+
+    /// This header as `rank`'s declaration in an error: its description and its fields
+    /// (`key`: the bootstrap key's name, if it is a bootstrap call and the name is known).
+    pub fn declaration(&self, rank: usize, key: Option<&str>) -> Declaration {
+        let args = CallArgs {
+            collective: self.kind.name().to_string(),
+            seq: self.seq,
+            bytes: (self.count != COUNT_UNKNOWN).then_some(self.count),
+            dtype: self.dtype.name().to_string(),
+            op: self.op.name().to_string(),
+            root: (self.kind == CallKind::Broadcast).then_some(self.root),
+            tag: (self.op == Op::User).then_some(self.tag),
+            key: key.map(str::to_string),
+        };
+        let call = match key {
+            Some(k) => format!("{k} ({})", self.describe()),
+            None => self.describe(),
+        };
+        Declaration { rank, call, args: Some(args) }
     }
 
     /// Merges a peer's declaration into ours: `Ok(merged)` if they agree (an unknown count

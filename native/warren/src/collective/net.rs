@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::header::{self, CallHeader, HEADER_LEN, HeaderMsg};
-use crate::error::{CallMismatch, Declaration, Error, Result};
+use crate::error::{CallMismatch, Error, Result};
 use crate::transport::{Link, Waiter};
 
 /// Abort codes carried in an abort header (byte 1).
@@ -95,8 +95,7 @@ impl Net<'_> {
 
 /// The mismatch of this rank's declaration `mine` with `peer`'s declaration `theirs`.
 pub(crate) fn declared(me: usize, mine: &CallHeader, peer: usize, theirs: &CallHeader) -> CallMismatch {
-    let first = Declaration { rank: me, call: mine.describe() };
-    CallMismatch::new(first, Declaration { rank: peer, call: theirs.describe() }, "")
+    CallMismatch::new(mine.declaration(me, None), theirs.declaration(peer, None), "")
 }
 
 /// An abort received from a peer.

@@ -50,12 +50,17 @@ impl BootstrapCache {
         key
     }
 
-    /// Stores a result. A second result under the same key is a collision: refused with a
-    /// description of both calls (the cached one first).
-    pub fn insert(&mut self, key: &BootstrapKey, header: CallHeader, data: Vec<u8>) -> Result<(), [String; 2]> {
+    /// Stores a result. A second result under the same key is a collision: refused with the
+    /// key name and header of both calls (the cached one first).
+    pub fn insert(
+        &mut self,
+        key: &BootstrapKey,
+        header: CallHeader,
+        data: Vec<u8>,
+    ) -> Result<(), [(String, CallHeader); 2]> {
         if let Some((name, h, _)) = self.entries.get(&key.hash) {
             if name != &key.name || h.count != header.count || h.dtype != header.dtype {
-                return Err([format!("{name} ({})", h.describe()), format!("{} ({})", key.name, header.describe())]);
+                return Err([(name.clone(), *h), (key.name.clone(), header)]);
             }
             return Ok(());
         }
@@ -116,7 +121,8 @@ mod tests {
         let k = BootstrapKey::new("x", 0);
         c.insert(&k, hdr(8), vec![1; 8]).unwrap();
         c.insert(&k, hdr(8), vec![1; 8]).unwrap();
-        let [cached, new] = c.insert(&k, hdr(16), vec![1; 16]).unwrap_err();
+        let [(cached_key, cached), (_, new)] = c.insert(&k, hdr(16), vec![1; 16]).unwrap_err();
+        let (cached, new) = (cached.declaration(0, Some(&cached_key)).call, new.declaration(0, None).call);
         assert!(cached.contains("x#0") && cached.contains("8 bytes"), "{cached}");
         assert!(new.contains("16 bytes"), "{new}");
         let forged = BootstrapKey { name: "y#0".into(), hash: k.hash };

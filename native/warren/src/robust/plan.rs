@@ -17,7 +17,7 @@
 //! 7. everyone runs the call.
 
 use super::{Point, Proposal, Want};
-use crate::error::{CallMismatch, Declaration};
+use crate::error::CallMismatch;
 use crate::membership::{Placed, Placement};
 use crate::topology::tree_distance;
 
@@ -339,7 +339,7 @@ fn disagreement(props: &[Proposal]) -> Option<CallMismatch> {
         .enumerate()
         .skip(1)
         .find(|(r, p)| p.want != first.want || p.key != first.key || first.call.merge(&p.call, 0, *r).is_err())?;
-    let declared = |rank: usize, p: &Proposal| Declaration { rank, call: p.call.describe() };
+    let declared = |rank: usize, p: &Proposal| p.call.declaration(rank, None);
     let context = format!("after a recovery, at call #{} of version {}", first.point.1, first.point.0);
     Some(CallMismatch::new(declared(0, first), declared(r, other), context))
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use super::plan::Item;
 use super::{BootstrapCache, BootstrapKey, Point, Proposal, ResultBuffer, Want};
 use crate::collective::header::{COUNT_UNKNOWN, CallHeader, HEADER_LEN, HeaderMsg, decode_header};
-use crate::error::{CallMismatch, Declaration, Error, Result};
+use crate::error::{CallMismatch, Error, Result};
 use crate::membership::{Placed, Placement};
 
 /// Local models of other workers, by owner rank.
@@ -237,9 +237,9 @@ impl RecoveryState {
             self.seq += 1;
             return Ok(());
         };
-        self.boot.insert(k, hdr, data.to_vec()).map_err(|[cached, new]| {
+        self.boot.insert(k, hdr, data.to_vec()).map_err(|[(cached_key, cached), (new_key, new)]| {
             let (first, second) =
-                (Declaration { rank: self.me, call: cached }, Declaration { rank: self.me, call: new });
+                (cached.declaration(self.me, Some(&cached_key)), new.declaration(self.me, Some(&new_key)));
             Error::Mismatch(CallMismatch::new(first, second, "bootstrap key collision"))
         })
     }
@@ -280,8 +280,8 @@ pub fn check_served(
     };
     for &r in to {
         if props[r].call.merge(&stored, r, from).is_err() {
-            let replay = Declaration { rank: r, call: props[r].call.describe() };
-            let original = Declaration { rank: from, call: stored.describe() };
+            let replay = props[r].call.declaration(r, None);
+            let original = stored.declaration(from, None);
             return Err(Error::Mismatch(CallMismatch::new(replay, original, format!("rank {r} replays {what}"))));
         }
     }

@@ -38,17 +38,15 @@ public class CollectiveMismatchException extends WarrenException {
    * Creates the exception with both declarations (as the native library does).
    *
    * @param message the full message
-   * @param firstRank the rank of the first declaration
-   * @param firstCall the call it declared
-   * @param secondRank the rank of the declaration that disagrees with it
-   * @param secondCall the call that rank declared
+   * @param first the first declaration
+   * @param second the declaration that disagrees with it
    * @param context where the disagreement was found (empty if nowhere in particular)
    */
   public CollectiveMismatchException(
-      String message, int firstRank, String firstCall, int secondRank, String secondCall, String context) {
+      String message, CallDeclaration first, CallDeclaration second, String context) {
     super(message);
-    this.first = new CallDeclaration(firstRank, firstCall);
-    this.second = new CallDeclaration(secondRank, secondCall);
+    this.first = first;
+    this.second = second;
     this.context = context == null ? "" : context;
   }
 

@@ -94,6 +94,18 @@ class StructuredErrorsTest {
       assertTrue(zero.call().contains("800 bytes f64 sum"), zero.call());
       assertTrue(one.call().contains("808 bytes f64 sum"), one.call());
       assertTrue(e.getMessage().contains(a.call()) && e.getMessage().contains(b.call()), e.getMessage());
+      // The same field by field, set by the native library.
+      assertEquals(800, zero.bytes(), zero.toString());
+      assertEquals(808, one.bytes(), one.toString());
+      for (CallDeclaration d : List.of(zero, one)) {
+        assertTrue(d.collective().startsWith("allreduce"), d.collective());
+        assertEquals("f64", d.dataType());
+        assertEquals("sum", d.op());
+        assertEquals(0, d.seq());
+        assertEquals(-1, d.root());
+        assertEquals(-1, d.tag());
+        assertEquals(null, d.key());
+      }
     }
   }
 
