@@ -179,8 +179,11 @@ fn check_fields(env: &mut Env<'_>) {
         tag: None,
         key: Some("src/main.rs:42:9#0".into()),
     };
-    let with_args =
-        warren::Declaration { rank: 2, call: "allreduce(tree) #3 of 44 bytes f32 sum".into(), args: Some(args) };
+    let with_args = warren::Declaration {
+        rank: 2,
+        call: "allreduce(tree) #3 of 44 bytes f32 sum".into(),
+        args: Some(Box::new(args)),
+    };
     let t = throwable(
         env,
         Error::Mismatch(warren::CallMismatch::new(

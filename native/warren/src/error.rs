@@ -177,9 +177,10 @@ pub struct Declaration {
     pub rank: usize,
     /// The call it declared: collective, position, size in bytes, type, operator, root.
     pub call: String,
-    /// The same, field by field (`None` where only the description is known).
+    /// The same, field by field (`None` where only the description is known). Boxed: it is
+    /// rarely there, and [`Error`] stays small on the success path of every call.
     #[serde(default)]
-    pub args: Option<CallArgs>,
+    pub args: Option<Box<CallArgs>>,
 }
 
 impl Declaration {

@@ -132,7 +132,7 @@ impl CallHeader {
             Some(k) => format!("{k} ({})", self.describe()),
             None => self.describe(),
         };
-        Declaration { rank, call, args: Some(args) }
+        Declaration { rank, call, args: Some(Box::new(args)) }
     }
 
     /// Merges a peer's declaration into ours: `Ok(merged)` if they agree (an unknown count
