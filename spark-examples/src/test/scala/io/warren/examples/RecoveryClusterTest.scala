@@ -234,7 +234,7 @@ class RecoveryClusterTest {
       classOf[WarrenSparkException],
       () => WarrenSpark.train(rdd, workers, Map("recovery" -> "failall"))((c, _) => c.rank())
     )
-    assertTrue(typo.getMessage.contains("must be retry-one or fail-all"), typo.getMessage)
+    assertEquals("""spark.warren.recovery = "failall": expected one of retry-one, fail-all""", typo.getMessage)
     assertFalse(counts.failed.get() > 0, "no task ran")
   }
 }
