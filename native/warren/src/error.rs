@@ -65,10 +65,12 @@ pub enum Error {
     #[error("authentication failed: {0}")]
     Auth(String),
 
-    /// The collective was aborted because another rank failed; carries that rank's reason.
-    #[error("collective aborted by rank {rank}: {reason}")]
+    /// The collective was aborted because another rank failed, or because this worker was
+    /// cancelled ([`crate::CancelHandle`]); carries that rank's reason.
+    #[error("collective aborted by {}: {reason}", aborter(*rank))]
     Aborted {
-        /// The rank that aborted first.
+        /// The rank that aborted first ([`crate::cancel::NO_RANK`] for a worker cancelled
+        /// before it had a rank).
         rank: usize,
         /// Its reason.
         reason: String,
@@ -164,6 +166,10 @@ impl Error {
 
 fn task_suffix(task: &Option<String>) -> String {
     task.as_ref().map(|t| format!(" (task id {t})")).unwrap_or_default()
+}
+
+fn aborter(rank: usize) -> String {
+    if rank == crate::cancel::NO_RANK { "a worker that had not joined yet".into() } else { format!("rank {rank}") }
 }
 
 fn lost_suffix(lost: &[String]) -> String {

@@ -8,6 +8,8 @@
 //!   recovery from every worker's proposal (who sends what to whom).
 //! - [`collective`]: tree and ring algorithms over a set of links (no fault tolerance), and
 //!   the call header every rank declares ([`collective::header`]).
+//! - [`cancel`]: [`CancelHandle`], which cancels a communicator's calls from another thread
+//!   (wakes its waits, shuts its tracker socket).
 //! - [`transport`]: the peer links between workers: set-up, non-blocking TCP links, and the
 //!   readiness loop that drives them.
 //! - [`tracker`]: rendezvous, membership views, topology brokering, job log (async, tokio);
@@ -30,6 +32,7 @@
 //! - [`error`]: the crate's single error type.
 #![deny(missing_docs)]
 
+pub mod cancel;
 pub mod collective;
 pub mod config;
 pub mod engine;
@@ -46,6 +49,7 @@ pub mod tracker;
 pub mod transport;
 pub mod wire;
 
+pub use cancel::CancelHandle;
 pub use config::Config;
 pub use engine::{CallStats, Checkpoint, Communicator};
 pub use error::{CallArgs, CallMismatch, Declaration, Error, Result};

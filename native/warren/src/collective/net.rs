@@ -32,8 +32,8 @@ impl Net<'_> {
     /// Records whether a round moved data, and if not waits for readiness.
     pub(crate) fn settle(&mut self, progressed: bool, waiting_for: impl Fn() -> String) -> Result<()> {
         if progressed {
-            self.waiter.progressed();
-            Ok(())
+            // A transfer that always moves data never waits: notice a cancellation here too.
+            self.waiter.progressed()
         } else {
             self.waiter.wait(self.deadline, self.started, waiting_for)
         }

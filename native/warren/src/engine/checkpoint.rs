@@ -113,7 +113,7 @@ impl Communicator {
             match self.recovery_round(&hdr, Want::LoadCheckpoint, None) {
                 Ok(Round::Loaded) => return Ok(self.current_checkpoint()),
                 Ok(_) => continue,
-                Err(e) if recoverable(&e) => self.relink(&e)?,
+                Err(e) if recoverable(&e) => self.relink(&e).map_err(|e| self.poison(e))?,
                 Err(e) => return Err(self.poison(e)),
             }
         }

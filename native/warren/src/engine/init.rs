@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 
 use super::{CallStats, Communicator, LOG, Robust, recoverable};
+use crate::cancel::CancelHandle;
 use crate::collective::Scratch;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -31,24 +32,37 @@ impl Communicator {
     /// restarted worker) re-joins in recovery: its first calls are served by the others until
     /// it has caught up.
     pub fn init(cfg: Config) -> Result<Communicator> {
+        Communicator::init_cancellable(cfg, &CancelHandle::new())
+    }
+
+    /// [`Communicator::init`] that `cancel` can end from another thread (it fails with
+    /// [`Error::Aborted`]: while waiting for the other workers to register, or to link); the
+    /// communicator keeps `cancel` as its [`Communicator::cancel_handle`].
+    pub fn init_cancellable(cfg: Config, cancel: &CancelHandle) -> Result<Communicator> {
+        Communicator::join(cfg, cancel).map_err(|e| cancel.explain(e))
+    }
+
+    fn join(cfg: Config, cancel: &CancelHandle) -> Result<Communicator> {
         cfg.validate()?;
-        let waiter = Waiter::new(cfg.spin)?;
+        cancel.check()?;
+        let waiter = Waiter::new(cfg.spin, cancel)?;
         let Some(uri) = cfg.tracker_uri.clone() else {
             let view = View::solo(&cfg.task_id);
-            return Communicator::assemble(cfg, view, waiter, None, None);
+            return Communicator::assemble(cfg, view, waiter, None, None, cancel);
         };
         let deadline = Instant::now() + cfg.connect_timeout;
         let mut tracker = TrackerClient::connect(&uri, cfg.secret.as_bytes(), deadline)?;
+        cancel.watch_tracker(tracker.socket());
         let host = match &cfg.host {
             Some(h) => h.clone(),
             None => tracker.local_ip()?.to_string(),
         };
         let listener = PeerListener::bind(&host)?;
         let a = register(&mut tracker, &cfg, &listener, deadline)?;
-        let mut comm = Communicator::assemble(cfg, a.view, waiter, Some(tracker), Some(listener))?;
+        let mut comm = Communicator::assemble(cfg, a.view, waiter, Some(tracker), Some(listener), cancel)?;
         comm.maybe_mock(MockPoint::Linking);
         match comm.install_links(&a.peers, deadline) {
-            Err(e) if recoverable(&e) && comm.robust.is_some() => comm.relink(&e)?,
+            Err(e) if recoverable(&e) && comm.robust.is_some() && !cancel.is_cancelled() => comm.relink(&e)?,
             r => r?,
         }
         let rank = comm.topo.rank;
@@ -71,10 +85,12 @@ impl Communicator {
         waiter: Waiter,
         tracker: Option<TrackerClient>,
         listener: Option<PeerListener>,
+        cancel: &CancelHandle,
     ) -> Result<Communicator> {
         let rank = view.rank_of(&cfg.task_id).ok_or_else(|| {
             Error::Protocol(format!("the tracker's view {:?} does not include task {}", view.members(), cfg.task_id))
         })?;
+        cancel.set_rank(rank);
         let topo = view.topology(rank);
         let robust = cfg.robust.then(|| {
             let placement = Placement::new(view.world(), cfg.result_replicas, cfg.local_replicas);
@@ -98,6 +114,7 @@ impl Communicator {
             scratch: Scratch::default(),
             stats: CallStats::default(),
             robust,
+            cancel: cancel.clone(),
             cfg,
         })
     }
@@ -107,7 +124,9 @@ impl Communicator {
         let neighbours = self.topo.neighbours();
         let me = self.topo.rank;
         let tracker = &mut self.tracker;
+        let cancelled = &self.cancel;
         let mut cancel = || -> Result<()> {
+            cancelled.check()?;
             let started = match tracker.as_mut() {
                 Some(t) => t.round_started()?,
                 None => false,
@@ -138,6 +157,7 @@ impl Communicator {
         warn!(target: LOG, "rank {}: {cause}; re-linking", self.topo.rank);
         loop {
             self.close_links();
+            self.cancel.check()?;
             let a = self.rejoin(deadline)?;
             match self.install_links(&a.peers, deadline) {
                 Ok(()) => {
@@ -147,7 +167,7 @@ impl Communicator {
                     info!(target: LOG, "rank {}: re-linked (round {})", self.topo.rank, a.round);
                     return Ok(());
                 }
-                Err(e) if Instant::now() < deadline => {
+                Err(e) if Instant::now() < deadline && !self.cancel.is_cancelled() => {
                     warn!(target: LOG, "rank {}: re-linking failed ({e}); trying again", self.topo.rank)
                 }
                 Err(e) => return Err(e),

@@ -26,6 +26,7 @@
 
 use std::time::Instant;
 
+use crate::cancel::CancelHandle;
 use crate::collective::header::{CallHeader, CallKind};
 use crate::collective::{Net, Scratch};
 use crate::config::Config;
@@ -106,6 +107,8 @@ pub struct Communicator {
     scratch: Scratch,
     stats: CallStats,
     robust: Option<Robust>,
+    /// Cancels the calls from another thread (its `Waiter` and tracker socket are woken).
+    cancel: CancelHandle,
 }
 
 impl std::fmt::Debug for Communicator {
@@ -164,6 +167,13 @@ impl Communicator {
         self.robust.as_ref().map_or(0, |r| r.recoveries)
     }
 
+    /// A handle that cancels this communicator from another thread: the running call returns
+    /// [`Error::Aborted`] within milliseconds, and so does every later call; the links close,
+    /// so the peers fail as for a lost peer (or, in robust mode, wait for a replacement).
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.cancel.clone()
+    }
+
     fn rs(&mut self) -> &mut Robust {
         self.robust.as_mut().expect("robust mode")
     }
@@ -203,22 +213,25 @@ impl Communicator {
         CallHeader { seq, kind, dtype, op, elem_size: elem as u16, root: root as u32, count, tag }
     }
 
-    fn check_failed(&self) -> Result<()> {
+    /// Fails if an earlier call failed, or (poisoning the communicator) if it was cancelled.
+    fn check_failed(&mut self) -> Result<()> {
         match &self.failed {
             Some(first) => Err(Error::Aborted {
                 rank: self.topo.rank,
                 reason: format!("communicator unusable after an earlier failure: {first}"),
             }),
-            None => Ok(()),
+            None => self.cancel.check().map_err(|e| self.poison(e)),
         }
     }
 
     /// Marks the communicator failed; closes the links (unless every rank already knows, as
-    /// after a mismatch) so that peers learn at once.
+    /// after a mismatch) so that peers learn at once. A call that failed because it was
+    /// cancelled fails with the cancellation, whatever it was waiting for.
     fn poison(&mut self, e: Error) -> Error {
-        let e = self.named(e);
+        let cancelled = self.cancel.is_cancelled();
+        let e = self.named(self.cancel.explain(e));
         self.failed = Some(e.to_string());
-        if !matches!(e, Error::Mismatch(_) | Error::Aborted { .. }) {
+        if cancelled || !matches!(e, Error::Mismatch(_) | Error::Aborted { .. }) {
             self.close_links();
         }
         e

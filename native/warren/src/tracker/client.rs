@@ -39,6 +39,11 @@ impl TrackerClient {
         Ok(self.conn.stream().local_addr().map_err(|e| Error::io("reading local address", e))?.ip())
     }
 
+    /// The connection's socket (for cancellation, which shuts it down).
+    pub fn socket(&self) -> &std::net::TcpStream {
+        self.conn.stream()
+    }
+
     /// Sends one message.
     pub fn send(&mut self, msg: &ToTracker, deadline: Instant) -> Result<()> {
         self.conn.send(msg, deadline)

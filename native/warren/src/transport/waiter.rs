@@ -10,7 +10,11 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 
 use super::Link;
+use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
+
+/// The token of the cancellation waker (link tokens are peer ranks).
+const CANCEL: Token = Token(usize::MAX);
 
 /// Waits for readiness of a set of links with a spin-then-block strategy.
 pub struct Waiter {
@@ -18,6 +22,7 @@ pub struct Waiter {
     events: Events,
     spin: Duration,
     idle_since: Option<Instant>,
+    cancel: CancelHandle,
 }
 
 impl std::fmt::Debug for Waiter {
@@ -27,14 +32,13 @@ impl std::fmt::Debug for Waiter {
 }
 
 impl Waiter {
-    /// A waiter that spins for `spin` before blocking.
-    pub fn new(spin: Duration) -> Result<Waiter> {
-        Ok(Waiter {
-            poll: Poll::new().map_err(|e| Error::io("creating epoll instance", e))?,
-            events: Events::with_capacity(64),
-            spin,
-            idle_since: None,
-        })
+    /// A waiter that spins for `spin` before blocking, and whose waits `cancel` ends (the
+    /// wait in progress is woken; this and every later wait fail with [`Error::Aborted`]).
+    pub fn new(spin: Duration, cancel: &CancelHandle) -> Result<Waiter> {
+        let poll = Poll::new().map_err(|e| Error::io("creating epoll instance", e))?;
+        let waker = mio::Waker::new(poll.registry(), CANCEL).map_err(|e| Error::io("creating a waker", e))?;
+        cancel.attach_waker(waker);
+        Ok(Waiter { poll, events: Events::with_capacity(64), spin, idle_since: None, cancel: cancel.clone() })
     }
 
     /// Registers a link (its token is its peer rank).
@@ -51,14 +55,18 @@ impl Waiter {
         let _ = self.poll.registry().deregister(link.source());
     }
 
-    /// Tells the waiter that the last round of I/O moved data (resets the spin budget).
-    pub fn progressed(&mut self) {
+    /// Tells the waiter that the last round of I/O moved data (resets the spin budget). Fails
+    /// with [`Error::Aborted`] once cancelled (one relaxed atomic load).
+    pub fn progressed(&mut self) -> Result<()> {
         self.idle_since = None;
+        self.cancel.check()
     }
 
     /// Called after a round of I/O that moved nothing: spins or blocks until something may be
-    /// ready. Fails with a timeout naming `waiting_for()` once `deadline` has passed.
+    /// ready. Fails with a timeout naming `waiting_for()` once `deadline` has passed, and
+    /// with [`Error::Aborted`] once cancelled.
     pub fn wait(&mut self, deadline: Instant, started: Instant, waiting_for: impl Fn() -> String) -> Result<()> {
+        self.cancel.check()?;
         let now = Instant::now();
         if now >= deadline {
             return Err(Error::Timeout { what: waiting_for(), after: now - started });

@@ -1,0 +1,178 @@
+//! Cancelling a communicator from another thread, through real sockets: the running call
+//! returns `Aborted` within 100 ms, later calls at once, and the peers fail (plain mode) or
+//! wait for a replacement of the cancelled worker (robust mode).
+
+mod common;
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{start_tracker, worker_config};
+use warren::{CancelHandle, Communicator, Config, Error, Op};
+
+/// How long the cancelled call may take to return after `cancel`.
+const PROMPT: Duration = Duration::from_millis(100);
+
+fn plain(mut cfg: Config) -> Config {
+    cfg.robust = false;
+    cfg
+}
+
+/// Cancels `handle` after `delay`; returns when it did.
+fn cancel_after(handle: CancelHandle, delay: Duration) -> thread::JoinHandle<Instant> {
+    thread::spawn(move || {
+        thread::sleep(delay);
+        let at = Instant::now();
+        handle.cancel("test cancel");
+        at
+    })
+}
+
+fn assert_cancelled(e: &Error, rank: usize) {
+    match e {
+        Error::Aborted { rank: r, reason } => {
+            assert_eq!(*r, rank, "{e}");
+            assert!(reason.contains("test cancel"), "{e}");
+        }
+        other => panic!("expected Aborted by rank {rank}, got {other}"),
+    }
+}
+
+#[test]
+fn cancel_mid_allreduce_returns_within_100ms_and_the_peers_fail_promptly() {
+    // Two workers run large ring allreduces back to back, so data is in flight when rank 0 is
+    // cancelled.
+    let tracker = start_tracker(2);
+    let (tx, rx) = mpsc::channel();
+    let (handle_tx, handle_rx) = mpsc::channel();
+    for task in 0..2 {
+        let mut cfg = plain(worker_config(&tracker, task));
+        cfg.ring_threshold = 1;
+        let (tx, handle_tx) = (tx.clone(), handle_tx.clone());
+        thread::spawn(move || {
+            let mut c = Communicator::init(cfg).expect("joins");
+            handle_tx.send((c.rank(), c.cancel_handle())).unwrap();
+            let mut buf = vec![1.0f32; 4 << 20];
+            let mut calls = 0;
+            let r = loop {
+                if let Err(e) = c.allreduce(&mut buf, Op::Sum) {
+                    break e;
+                }
+                calls += 1;
+            };
+            let returned = Instant::now();
+            let again = c.allreduce(&mut buf, Op::Sum);
+            tx.send((c.rank(), r, returned, again, returned.elapsed(), calls)).unwrap();
+        });
+    }
+    let handles: Vec<(usize, CancelHandle)> =
+        (0..2).map(|_| handle_rx.recv_timeout(Duration::from_secs(30)).unwrap()).collect();
+    let h0 = handles.iter().find(|(r, _)| *r == 0).map(|(_, h)| h.clone()).expect("rank 0");
+    let cancelled_at = cancel_after(h0, Duration::from_millis(500)).join().unwrap();
+
+    let mut by_rank: Vec<_> = (0..2).map(|_| rx.recv_timeout(Duration::from_secs(30)).expect("both return")).collect();
+    by_rank.sort_by_key(|r| r.0);
+    let (_, e0, ret0, again0, again_took, calls) = &by_rank[0];
+    let took = ret0.saturating_duration_since(cancelled_at);
+    println!("rank 0 returned {took:?} after cancel (after {calls} calls); a later call took {again_took:?}");
+    assert!(*calls > 0, "no call completed before the cancel");
+    assert_cancelled(e0, 0);
+    assert!(took < PROMPT, "rank 0 returned {took:?} after cancel");
+    assert_cancelled(again0.as_ref().unwrap_err(), 0);
+    assert!(*again_took < Duration::from_millis(10), "a later call took {again_took:?}");
+
+    let (_, e1, ret1, _, _, _) = &by_rank[1];
+    let peer_took = ret1.saturating_duration_since(cancelled_at);
+    println!("rank 1 failed {peer_took:?} after rank 0 was cancelled: {e1}");
+    assert!(matches!(e1, Error::PeerLost { rank: 0, .. }), "rank 1: {e1}");
+    assert!(peer_took < Duration::from_secs(1), "rank 1 failed {peer_took:?} after the cancel");
+}
+
+#[test]
+fn cancel_while_joining_a_job_whose_other_worker_never_arrives() {
+    let tracker = start_tracker(2);
+    let cfg = plain(worker_config(&tracker, 0));
+    let cancel = CancelHandle::new();
+    let cancelled_at = cancel_after(cancel.clone(), Duration::from_millis(300));
+    let started = Instant::now();
+    let r = Communicator::init_cancellable(cfg, &cancel);
+    let returned = Instant::now();
+    let at = cancelled_at.join().unwrap();
+    let took = returned.saturating_duration_since(at);
+    println!("init returned {took:?} after cancel ({:?} in all)", returned - started);
+    match r {
+        Err(Error::Aborted { rank, reason }) => {
+            assert_eq!(rank, warren::cancel::NO_RANK);
+            assert!(reason.contains("test cancel"), "{reason}");
+        }
+        other => panic!("expected Aborted, got {:?}", other.map(|_| ())),
+    }
+    assert!(took < PROMPT, "init returned {took:?} after cancel");
+}
+
+#[test]
+fn cancel_while_waiting_for_a_peer_that_never_calls() {
+    // Two workers; rank 1 joins and never calls: rank 0 waits in a small (tree) allreduce.
+    let tracker = start_tracker(2);
+    let cfgs: Vec<Config> = (0..2).map(|t| plain(worker_config(&tracker, t))).collect();
+    let mut it = cfgs.into_iter();
+    let (c0, c1) = (it.next().unwrap(), it.next().unwrap());
+    let idle = thread::spawn(move || {
+        let c = Communicator::init(c1).expect("joins");
+        thread::sleep(Duration::from_secs(2));
+        drop(c);
+    });
+    let mut c = Communicator::init(c0).expect("joins");
+    let cancelled_at = cancel_after(c.cancel_handle(), Duration::from_millis(200));
+    let mut buf = [1i64; 4];
+    let r = c.allreduce(&mut buf, Op::Sum);
+    let took = Instant::now().saturating_duration_since(cancelled_at.join().unwrap());
+    println!("the waiting call returned {took:?} after cancel");
+    assert_cancelled(&r.unwrap_err(), c.rank());
+    assert!(took < PROMPT, "returned {took:?} after cancel");
+    idle.join().unwrap();
+}
+
+#[test]
+fn robust_peers_wait_for_a_replacement_of_the_cancelled_worker() {
+    // Robust mode: rank 1 is cancelled in its second call; rank 0 waits in that call, and a
+    // replacement of task 1 (attempt 1) catches up: rank 0 gets the right result.
+    let tracker = start_tracker(2);
+    let mut cfgs: Vec<Config> = (0..2).map(|t| worker_config(&tracker, t)).collect();
+    let mut replacement = worker_config(&tracker, 1);
+    replacement.attempt = 1;
+    let c1 = cfgs.pop().unwrap();
+    let c0 = cfgs.pop().unwrap();
+    let survivor = thread::spawn(move || -> warren::Result<Vec<f64>> {
+        let mut c = Communicator::init(c0)?;
+        let mut out = Vec::new();
+        for i in 0..3 {
+            let mut buf = [i as f64 + c.rank() as f64];
+            c.allreduce(&mut buf, Op::Sum)?;
+            out.push(buf[0]);
+        }
+        c.finalize()?;
+        Ok(out)
+    });
+    let mut c = Communicator::init(c1).expect("joins");
+    let mut buf = [1.0f64];
+    c.allreduce(&mut buf, Op::Sum).expect("first call");
+    // The survivor is now in call #1, waiting for this worker.
+    thread::sleep(Duration::from_millis(200));
+    c.cancel_handle().cancel("test cancel");
+    let mut buf = [2.0f64];
+    assert_cancelled(&c.allreduce(&mut buf, Op::Sum).unwrap_err(), 1);
+    drop(c);
+    let mut c = Communicator::init(replacement).expect("the replacement joins");
+    let mut got = Vec::new();
+    for i in 0..3 {
+        let mut buf = [i as f64 + 1.0];
+        c.allreduce(&mut buf, Op::Sum).expect("replayed and new calls");
+        got.push(buf[0]);
+    }
+    c.finalize().expect("finalize");
+    let survived = survivor.join().unwrap().expect("the survivor recovers");
+    assert_eq!(survived, vec![1.0, 3.0, 5.0]);
+    assert_eq!(got, survived);
+}
