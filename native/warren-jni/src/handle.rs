@@ -10,8 +10,10 @@
 //! 2. the Java object zeroes its copy of the handle before passing it to the release export,
 //!    and never passes it again, so a handle is released once and not used after;
 //! 3. calls that take the object exclusively ([`exclusive`]) are serialised by the Java object
-//!    (synchronized methods), and calls that share it ([`shared`]; `Tracker`, `Master`, whose
-//!    native types are thread-safe) finish before the release (a read-write lock in Java).
+//!    (synchronized methods), and calls that share it ([`shared`]; `Tracker`, `Master`, and a
+//!    `Communicator`'s cancel handle, whose native types are thread-safe) finish before the
+//!    release (a read-write lock in Java; for the cancel handle, a lock that `cancel` and
+//!    `cancelFree` both take).
 
 use jni::sys::jlong;
 

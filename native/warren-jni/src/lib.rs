@@ -161,16 +161,53 @@ pub extern "system" fn Java_io_warren_Native_version<'l>(mut env: EnvUnowned<'l>
     run(&mut env, |env| Ok(env.new_string(env!("CARGO_PKG_VERSION"))?))
 }
 
+/// A new cancel handle ([`warren::CancelHandle`]), released by `cancelFree`. The Java
+/// `Communicator` makes one before joining, so that joining and every call can be cancelled.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_cancelCreate<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>) -> jlong {
+    run(&mut env, |_| Ok(handle::into_handle(warren::CancelHandle::new())))
+}
+
+/// Cancels the communicator of cancel handle `ch` with `reason`: its running call (on another
+/// thread) fails with `CollectiveAbortedException` within milliseconds, and so does every later
+/// call. Never blocks (takes the cancel handle shared, not the communicator).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_cancel<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    ch: jlong,
+    reason: JString<'l>,
+) {
+    run(&mut env, |env| {
+        let cancel = handle::shared::<warren::CancelHandle>(ch, "Communicator")?;
+        let reason = if reason.is_null() { "cancelled".to_string() } else { reason.try_to_string(env)? };
+        cancel.cancel(&reason);
+        Ok(())
+    })
+}
+
+/// Releases a cancel handle (the communicator keeps its own clone).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_cancelFree<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, ch: jlong) {
+    run(&mut env, |_| {
+        drop(handle::release::<warren::CancelHandle>(ch));
+        Ok(())
+    })
+}
+
 /// Joins a job: `keys[i] = values[i]` are the worker settings (`WARREN_*`). Blocks until the
-/// rendezvous is done. Returns the communicator handle.
+/// rendezvous is done; cancel handle `ch` (from `cancelCreate`) cancels the join and, later,
+/// the communicator's calls. Returns the communicator handle.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_commCreate<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     keys: JObjectArray<'l, JString<'l>>,
     values: JObjectArray<'l, JString<'l>>,
+    ch: jlong,
 ) -> jlong {
     run(&mut env, |env| {
+        let cancel = handle::shared::<warren::CancelHandle>(ch, "Communicator")?.clone();
         let n = keys.len(env)?;
         if values.len(env)? != n {
             return Err(JniError::Argument("keys and values differ in length".into()));
@@ -204,7 +241,7 @@ pub extern "system" fn Java_io_warren_Native_commCreate<'l>(
             })?,
         };
         let cfg = warren::Config::from_map(&map)?;
-        let comm = Communicator::init(cfg)?;
+        let comm = Communicator::init_cancellable(cfg, &cancel)?;
         Ok(handle::into_handle(CommHandle { comm, scratch: Vec::new(), always_critical, segment_bytes }))
     })
 }

@@ -14,9 +14,26 @@ import java.util.Objects;
  * another thread waits for a running call. Every collective must be called by every worker in
  * the same order with matching arguments, or all of them get a {@link
  * CollectiveMismatchException}. After a failed call the communicator is unusable (later calls
- * throw {@link CollectiveAbortedException}); close it. A call blocked in a collective is not
- * interrupted by {@link Thread#interrupt()}: it returns when its peers arrive, when a peer is
- * lost, or at {@code WARREN_TIMEOUT_S} (default 1800 s) at the latest.
+ * throw {@link CollectiveAbortedException}); close it.
+ *
+ * <p><b>Cancellation.</b> A call blocked in a collective returns when its peers arrive, when a
+ * peer is lost, at {@code WARREN_TIMEOUT_S} (default 1800 s) at the latest, or when it is
+ * cancelled, in two ways:
+ *
+ * <ul>
+ *   <li>{@link #abort()} from another thread cancels the running call without waiting for the
+ *       communicator's lock: the call throws {@link CollectiveAbortedException} within
+ *       milliseconds, then {@code abort} frees the native resources;
+ *   <li>{@link Thread#interrupt() interrupting} the thread inside a call (or joining in {@link
+ *       #create(Map)}, or entering a call with its interrupt flag set) cancels it within about
+ *       {@value InterruptWatcher#POLL_MS} ms: the call throws {@link
+ *       CollectiveInterruptedException} with the thread's interrupt flag set. This is how
+ *       Spark's task kill ({@code interruptOnCancel}) and Flink's task cancel stop a worker
+ *       blocked in a collective.
+ * </ul>
+ *
+ * <p>Either way the communicator is unusable afterwards (abort it), and its peers fail as for a
+ * lost worker (in robust mode they wait for a new attempt of the same task instead).
  *
  * <pre>{@code
  * try (Communicator comm = Communicator.create(settings)) {
@@ -31,7 +48,34 @@ import java.util.Objects;
  * no copy.
  */
 public final class Communicator implements AutoCloseable {
+  /** The reason a call interrupted through {@link Thread#interrupt()} gives. */
+  private static final String INTERRUPTED = "the calling thread was interrupted";
+
   private long handle;
+  /**
+   * The native cancel handle: cancels the running call without the object's lock. Guarded by
+   * {@link #cancelLock} (taken by {@link #cancel} and by its release), not by {@code this}.
+   */
+  private long cancelHandle;
+
+  private final Object cancelLock = new Object();
+  /** The thread inside a native call, for the {@link InterruptWatcher}; null between calls. */
+  private volatile Thread caller;
+  /** Set once a call was cancelled because its thread was interrupted. */
+  private volatile boolean interruptCancelled;
+  /** What the {@link InterruptWatcher} watches while this communicator is open. */
+  private final InterruptWatcher.Target watched =
+      new InterruptWatcher.Target() {
+        @Override
+        public Thread caller() {
+          return caller;
+        }
+
+        @Override
+        public void interrupted(Thread thread) {
+          cancelForInterrupt();
+        }
+      };
   /** Set by {@link #close()}; read without the lock by rank(), worldSize(), isClosed(). */
   private volatile boolean closed;
   private final int rank;
@@ -39,10 +83,12 @@ public final class Communicator implements AutoCloseable {
   /** Told of each committed checkpoint; null for none. */
   private volatile CheckpointListener checkpointListener;
 
-  private Communicator(long handle) {
+  private Communicator(long handle, long cancelHandle) {
     this.handle = handle;
+    this.cancelHandle = cancelHandle;
     this.rank = Native.commRank(handle);
     this.worldSize = Native.commWorldSize(handle);
+    InterruptWatcher.add(watched);
   }
 
   /**
@@ -73,7 +119,106 @@ public final class Communicator implements AutoCloseable {
       values[i] = Objects.requireNonNull(e.getValue(), () -> "the value of " + e.getKey());
       i++;
     }
-    return new Communicator(Native.commCreate(keys, values));
+    long cancel = Native.cancelCreate();
+    long h;
+    Thread me = Thread.currentThread();
+    try (InterruptWatcher.Call watch =
+        new InterruptWatcher.Call(me, () -> Native.cancel(cancel, INTERRUPTED))) {
+      if (me.isInterrupted()) {
+        watch.interrupted(me);
+      }
+      try {
+        h = Native.commCreate(keys, values, cancel);
+      } catch (CollectiveAbortedException e) {
+        if (watch.fired()) {
+          throw interrupted("joining the job", e);
+        }
+        throw e;
+      }
+    } catch (RuntimeException | Error e) {
+      Native.cancelFree(cancel); // no watch uses it any more (closed above)
+      throw e;
+    }
+    return new Communicator(h, cancel);
+  }
+
+  /** A native call on the live handle. */
+  @FunctionalInterface
+  private interface NativeCall<T> {
+    T apply(long handle);
+  }
+
+  /** A native call on the live handle that returns nothing. */
+  @FunctionalInterface
+  private interface NativeRun {
+    void apply(long handle);
+  }
+
+  private void run(NativeRun body) {
+    call(
+        h -> {
+          body.apply(h);
+          return null;
+        });
+  }
+
+  /**
+   * Runs one native call that may block on the peers (every collective goes through here; the
+   * caller holds the object's lock). The {@link InterruptWatcher} sees the calling thread for
+   * the length of the call: an interrupt cancels it, as does an interrupt already pending when
+   * it starts, and the abort is thrown as a {@link CollectiveInterruptedException}.
+   */
+  private <T> T call(NativeCall<T> body) {
+    long h = live();
+    Thread me = Thread.currentThread();
+    caller = me;
+    try {
+      if (me.isInterrupted()) {
+        cancelForInterrupt();
+      }
+      return body.apply(h);
+    } catch (CollectiveAbortedException e) {
+      if (interruptCancelled) {
+        throw interrupted("the collective call", e);
+      }
+      throw e;
+    } finally {
+      caller = null;
+    }
+  }
+
+  /** The exception of a call aborted by an interrupt; sets the interrupt flag again. */
+  private static CollectiveInterruptedException interrupted(String what, Throwable cause) {
+    Thread.currentThread().interrupt();
+    return new CollectiveInterruptedException(
+        what + " was aborted because the calling thread was interrupted", cause);
+  }
+
+  /** Cancels the running call, whose thread was interrupted (never blocks). */
+  private void cancelForInterrupt() {
+    interruptCancelled = true;
+    cancel(INTERRUPTED);
+  }
+
+  /** Cancels the running and later calls; never waits for the object's lock. */
+  private void cancel(String reason) {
+    synchronized (cancelLock) {
+      if (cancelHandle != 0) {
+        Native.cancel(cancelHandle, reason);
+      }
+    }
+  }
+
+  /** Frees the native cancel handle (once the communicator is released). */
+  private void freeCancel() {
+    InterruptWatcher.remove(watched);
+    synchronized (cancelLock) {
+      long ch = cancelHandle;
+      cancelHandle = 0;
+      if (ch != 0) {
+        Native.cancelFree(ch);
+      }
+    }
   }
 
   /**
@@ -160,7 +305,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized float[] allreduce(float[] data, Op op) {
     Objects.requireNonNull(data, "data");
-    Native.commAllreduceF32(live(), data, opCode(op));
+    run(p -> Native.commAllreduceF32(p, data, opCode(op)));
     return data;
   }
 
@@ -175,7 +320,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized double[] allreduce(double[] data, Op op) {
     Objects.requireNonNull(data, "data");
-    Native.commAllreduceF64(live(), data, opCode(op));
+    run(p -> Native.commAllreduceF64(p, data, opCode(op)));
     return data;
   }
 
@@ -191,7 +336,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized int[] allreduce(int[] data, Op op) {
     Objects.requireNonNull(data, "data");
-    Native.commAllreduceI32(live(), data, opCode(op));
+    run(p -> Native.commAllreduceI32(p, data, opCode(op)));
     return data;
   }
 
@@ -207,7 +352,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized long[] allreduce(long[] data, Op op) {
     Objects.requireNonNull(data, "data");
-    Native.commAllreduceI64(live(), data, opCode(op));
+    run(p -> Native.commAllreduceI64(p, data, opCode(op)));
     return data;
   }
 
@@ -236,8 +381,14 @@ public final class Communicator implements AutoCloseable {
               + ": call buffer.order(ByteOrder.nativeOrder())");
     }
     Objects.requireNonNull(type, "type");
-    Native.commAllreduceDirect(
-        live(), buffer, buffer.position(), buffer.remaining(), type.code(), opCode(op));
+    run(
+        p ->
+            Native.commAllreduceDirect(
+                p,
+                buffer,                 buffer.position(),
+                buffer.remaining(),
+                type.code(),
+                opCode(op)));
   }
 
   /**
@@ -254,7 +405,7 @@ public final class Communicator implements AutoCloseable {
     if (root == rank) {
       Objects.requireNonNull(data, "data (on the root)");
     }
-    return Native.commBroadcast(h, data, root);
+    return call(p -> Native.commBroadcast(p, data, root));
   }
 
   /**
@@ -270,7 +421,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized void broadcast(ByteBuffer buffer, int root) {
     checkDirect(buffer);
-    Native.commBroadcastDirect(live(), buffer, buffer.position(), buffer.remaining(), root);
+    run(p -> Native.commBroadcastDirect(p, buffer, buffer.position(), buffer.remaining(), root));
   }
 
   /**
@@ -282,7 +433,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized byte[][] allgather(byte[] mine) {
     Objects.requireNonNull(mine, "mine");
-    return Native.commAllgather(live(), mine);
+    return call(p -> Native.commAllgather(p, mine));
   }
 
   /**
@@ -291,7 +442,7 @@ public final class Communicator implements AutoCloseable {
    * @throws WarrenException (a subclass) if the collective fails
    */
   public synchronized void barrier() {
-    Native.commBarrier(live());
+    run(p -> Native.commBarrier(p));
   }
 
   /**
@@ -303,7 +454,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized void print(String message) {
     Objects.requireNonNull(message, "message");
-    Native.commPrint(live(), message);
+    run(p -> Native.commPrint(p, message));
   }
 
   /**
@@ -342,7 +493,7 @@ public final class Communicator implements AutoCloseable {
     CheckpointListener listener;
     synchronized (this) {
       long h = live();
-      Native.commCheckpoint(h, global, local);
+      run(p -> Native.commCheckpoint(p, global, local));
       listener = checkpointListener;
       if (listener != null) {
         version = Native.commVersion(h);
@@ -386,7 +537,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized Checkpoint loadCheckpoint() {
     long h = live();
-    byte[][] models = Native.commLoadCheckpoint(h);
+    byte[][] models = call(Native::commLoadCheckpoint);
     return new Checkpoint(Native.commVersion(h), models[0], models[1]);
   }
 
@@ -434,7 +585,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized void allreduceBootstrap(float[] data, Op op, String key) {
     Objects.requireNonNull(data, "data");
-    Native.commAllreduceBootstrapF32(live(), data, opCode(op), Objects.requireNonNull(key, "key"));
+    run(p -> Native.commAllreduceBootstrapF32(p, data, opCode(op), Objects.requireNonNull(key, "key")));
   }
 
   /**
@@ -458,7 +609,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized void allreduceBootstrap(double[] data, Op op, String key) {
     Objects.requireNonNull(data, "data");
-    Native.commAllreduceBootstrapF64(live(), data, opCode(op), Objects.requireNonNull(key, "key"));
+    run(p -> Native.commAllreduceBootstrapF64(p, data, opCode(op), Objects.requireNonNull(key, "key")));
   }
 
   /**
@@ -482,7 +633,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized void allreduceBootstrap(int[] data, Op op, String key) {
     Objects.requireNonNull(data, "data");
-    Native.commAllreduceBootstrapI32(live(), data, opCode(op), Objects.requireNonNull(key, "key"));
+    run(p -> Native.commAllreduceBootstrapI32(p, data, opCode(op), Objects.requireNonNull(key, "key")));
   }
 
   /**
@@ -506,7 +657,7 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized void allreduceBootstrap(long[] data, Op op, String key) {
     Objects.requireNonNull(data, "data");
-    Native.commAllreduceBootstrapI64(live(), data, opCode(op), Objects.requireNonNull(key, "key"));
+    run(p -> Native.commAllreduceBootstrapI64(p, data, opCode(op), Objects.requireNonNull(key, "key")));
   }
 
   /**
@@ -536,7 +687,8 @@ public final class Communicator implements AutoCloseable {
     if (root == rank) {
       Objects.requireNonNull(data, "data (on the root)");
     }
-    return Native.commBroadcastBootstrap(h, data, root, Objects.requireNonNull(key, "key"));
+    Objects.requireNonNull(key, "key");
+    return call(p -> Native.commBroadcastBootstrap(p, data, root, key));
   }
 
   /**
@@ -561,15 +713,24 @@ public final class Communicator implements AutoCloseable {
    * join. Use it on a task's failure path (in place of {@link #close()}, which would mark the
    * worker finished and make the tracker refuse the replacement). Idempotent; a no-op after
    * {@link #close()}; never throws a {@link WarrenException}.
+   *
+   * <p>Safe to call from any thread while another thread is inside a call: it cancels that call
+   * first, without waiting for the communicator's lock (the call then fails with a {@link
+   * CollectiveAbortedException} within milliseconds, and its peers see this worker leave), then
+   * frees the native resources once the call has returned.
    */
-  public synchronized void abort() {
-    long h = handle;
-    if (h == 0) {
-      return;
+  public void abort() {
+    cancel("Communicator.abort() was called");
+    synchronized (this) {
+      long h = handle;
+      if (h == 0) {
+        return;
+      }
+      handle = 0;
+      closed = true;
+      freeCancel();
+      Native.commAbort(h);
     }
-    handle = 0;
-    closed = true;
-    Native.commAbort(h);
   }
 
   /**
@@ -595,7 +756,11 @@ public final class Communicator implements AutoCloseable {
     }
     handle = 0;
     closed = true;
-    Native.commClose(h);
+    try {
+      Native.commClose(h);
+    } finally {
+      freeCancel();
+    }
   }
 
   @Override

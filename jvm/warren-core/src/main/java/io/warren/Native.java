@@ -17,7 +17,15 @@ final class Native {
 
   static native String version();
 
-  static native long commCreate(String[] keys, String[] values);
+  /** A cancel handle for {@link #commCreate}; released by {@link #cancelFree}. */
+  static native long cancelCreate();
+
+  /** Cancels the communicator of a cancel handle; never blocks. */
+  static native void cancel(long cancelHandle, String reason);
+
+  static native void cancelFree(long cancelHandle);
+
+  static native long commCreate(String[] keys, String[] values, long cancelHandle);
 
   static native int commRank(long handle);
 

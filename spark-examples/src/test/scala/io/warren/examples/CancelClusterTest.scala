@@ -1,0 +1,107 @@
+package io.warren.examples
+
+import java.util.concurrent.{ConcurrentHashMap, CountDownLatch, TimeUnit}
+import java.util.concurrent.atomic.AtomicReference
+
+import scala.jdk.CollectionConverters._
+
+import io.warren.Op
+import io.warren.spark.WarrenSpark
+import org.apache.spark.scheduler.{SparkListener, SparkListenerTaskEnd, SparkListenerTaskStart}
+import org.apache.spark.{SparkContext, SparkEnv, WarrenSlots}
+import org.junit.jupiter.api.Assertions.{assertEquals, assertTrue}
+import org.junit.jupiter.api.TestInstance.Lifecycle
+import org.junit.jupiter.api._
+
+/** Cancelling a Warren job on `local-cluster[3,1,1024]` while its workers wait in a collective:
+  * `sc.cancelJobGroup` (with `interruptOnCancel`) interrupts the task threads, which abort
+  * their calls (`Communicator`'s interrupt watcher); every task must end within 10 s, and no
+  * executor may keep a Warren thread (a thread inside the native library or the watcher).
+  */
+@TestInstance(Lifecycle.PER_CLASS)
+@Timeout(value = 240, unit = TimeUnit.SECONDS)
+class CancelClusterTest {
+  private val workers = 3
+  private var sc: SparkContext = _
+
+  @BeforeAll
+  def start(): Unit = {
+    sc = LocalCluster.start(workers, "warren-cancel-cluster-test")
+    assertTrue(WarrenSpark.awaitSlots(sc, workers, 90) >= workers, "the executors did not register")
+  }
+
+  @AfterAll
+  def stop(): Unit = if (sc != null) sc.stop()
+
+  @Test
+  def aCancelledJobGroupEndsTasksBlockedInAnAllreduceAndLeavesNoThread(): Unit = {
+    val started = new CountDownLatch(workers)
+    val ended = new ConcurrentHashMap[Long, java.lang.Long]()
+    val listener = new SparkListener {
+      override def onTaskStart(e: SparkListenerTaskStart): Unit = started.countDown()
+      override def onTaskEnd(e: SparkListenerTaskEnd): Unit =
+        ended.put(e.taskInfo.taskId, System.nanoTime())
+    }
+    sc.addSparkListener(listener)
+    val outcome = new AtomicReference[Throwable]()
+    val driver = new Thread(() => {
+      sc.setJobGroup("warren-cancel", "a Warren job to cancel", interruptOnCancel = true)
+      try {
+        // Ranks 0 and 1 wait in an allreduce that rank 2 never joins (it sleeps).
+        WarrenSpark.train(sc.parallelize(0 until workers, workers), workers) { (c, _) =>
+          if (c.rank() == 2) Thread.sleep(600000)
+          else c.allreduce(new Array[Float](1024), Op.SUM)
+          c.rank()
+        }
+      } catch { case t: Throwable => outcome.set(t) }
+      finally sc.clearJobGroup()
+    }, "cancelled-job-driver")
+    driver.start()
+    assertTrue(started.await(120, TimeUnit.SECONDS), "the tasks did not start")
+    Thread.sleep(3000) // every worker joined; ranks 0 and 1 wait in the allreduce
+    assertEquals(0, ended.size(), "a task ended before the cancel")
+    val cancelled = System.nanoTime()
+    sc.cancelJobGroup("warren-cancel")
+    driver.join(30000)
+    assertTrue(!driver.isAlive, "the driver's job did not end")
+    WarrenSlots.drainListeners(sc, 5000)
+    sc.removeSparkListener(listener)
+    assertTrue(outcome.get() != null, "the cancelled job returned a result")
+    assertEquals(workers, ended.size(), s"tasks ended: ${ended.size()}")
+    val lastMs = ended.values().asScala.map(t => TimeUnit.NANOSECONDS.toMillis(t - cancelled)).max
+    println(s"cancelJobGroup: every task ended within $lastMs ms; the job failed with: ${outcome.get()}")
+    assertTrue(lastMs < 10000, s"the last task ended $lastMs ms after cancelJobGroup")
+
+    // A follow-up job (one task per executor) lists each executor's Warren threads.
+    val threads = sc
+      .parallelize(0 until workers, workers)
+      .map { _ =>
+        Thread.sleep(1000) // hold the slot so that each executor runs one task
+        val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5)
+        var found = CancelClusterTest.warrenThreads()
+        while (found.nonEmpty && System.nanoTime() < deadline) {
+          Thread.sleep(100)
+          found = CancelClusterTest.warrenThreads()
+        }
+        (SparkEnv.get.executorId, found)
+      }
+      .collect()
+    println(s"Warren threads per executor after the cancel: ${threads.mkString(", ")}")
+    assertEquals(workers, threads.map(_._1).distinct.length, s"not every executor answered: ${threads.mkString}")
+    threads.foreach { case (executor, found) =>
+      assertTrue(found.isEmpty, s"executor $executor keeps Warren threads: ${found.mkString("; ")}")
+    }
+  }
+}
+
+object CancelClusterTest {
+
+  /** The threads of this JVM inside Warren's native library or its interrupt watcher. */
+  def warrenThreads(): Seq[String] =
+    Thread.getAllStackTraces.asScala.collect {
+      case (t, stack)
+          if t.getName.startsWith("warren-") ||
+            stack.exists(f => f.getClassName == "io.warren.Native" || f.getClassName == "io.warren.Communicator") =>
+        s"${t.getName}: ${stack.take(3).mkString(" < ")}"
+    }.toSeq
+}
