@@ -44,11 +44,14 @@ class CancelClusterTest {
     }
     sc.addSparkListener(listener)
     val outcome = new AtomicReference[Throwable]()
+    // local-cluster runs on this machine: each worker marks here that it is about to wait.
+    val marks = java.nio.file.Files.createTempDirectory("warren-cancel").toString
     val driver = new Thread(() => {
       sc.setJobGroup("warren-cancel", "a Warren job to cancel", interruptOnCancel = true)
       try {
         // Ranks 0 and 1 wait in an allreduce that rank 2 never joins (it sleeps).
         WarrenSpark.train(sc.parallelize(0 until workers, workers), workers) { (c, _) =>
+          java.nio.file.Files.createFile(java.nio.file.Paths.get(marks, s"rank-${c.rank()}"))
           if (c.rank() == 2) Thread.sleep(600000)
           else c.allreduce(new Array[Float](1024), Op.SUM)
           c.rank()
@@ -58,12 +61,18 @@ class CancelClusterTest {
     }, "cancelled-job-driver")
     driver.start()
     assertTrue(started.await(120, TimeUnit.SECONDS), "the tasks did not start")
-    Thread.sleep(3000) // every worker joined; ranks 0 and 1 wait in the allreduce
+    val joinBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(120)
+    while (new java.io.File(marks).list().length < workers && System.nanoTime() < joinBy) Thread.sleep(50)
+    assertEquals(workers, new java.io.File(marks).list().length, "the workers did not all join")
+    Thread.sleep(500) // ranks 0 and 1 now wait in the allreduce, rank 2 in its sleep
     assertEquals(0, ended.size(), "a task ended before the cancel")
     val cancelled = System.nanoTime()
     sc.cancelJobGroup("warren-cancel")
     driver.join(30000)
     assertTrue(!driver.isAlive, "the driver's job did not end")
+    // The job fails at once; the executors report their killed tasks a little later.
+    val endBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(30)
+    while (ended.size() < workers && System.nanoTime() < endBy) Thread.sleep(50)
     WarrenSlots.drainListeners(sc, 5000)
     sc.removeSparkListener(listener)
     assertTrue(outcome.get() != null, "the cancelled job returned a result")
