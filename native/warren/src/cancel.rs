@@ -61,7 +61,8 @@ impl std::fmt::Debug for CancelHandle {
 
 impl CancelHandle {
     /// A handle that is not cancelled, attached to no communicator yet: pass it to
-    /// [`crate::Communicator::init_cancellable`] to be able to cancel the join too.
+    /// [`crate::Communicator::init_cancellable`] to be able to cancel the join too. One
+    /// handle serves one communicator.
     pub fn new() -> CancelHandle {
         let shared = Shared {
             cancelled: AtomicBool::new(false),
@@ -134,6 +135,14 @@ impl CancelHandle {
             return;
         }
         w.tracker = Some(dup);
+    }
+
+    /// Lets go of the waker and the tracker socket (the communicator is gone): a clone of
+    /// this handle that outlives it must not keep its tracker connection open.
+    pub(crate) fn detach(&self) {
+        let mut w = self.lock();
+        w.waker = None;
+        w.tracker = None;
     }
 
     fn lock(&self) -> MutexGuard<'_, Wake> {

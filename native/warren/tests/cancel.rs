@@ -176,3 +176,41 @@ fn robust_peers_wait_for_a_replacement_of_the_cancelled_worker() {
     assert_eq!(survived, vec![1.0, 3.0, 5.0]);
     assert_eq!(got, survived);
 }
+
+#[test]
+fn a_kept_handle_does_not_hold_the_tracker_connection_and_a_cancelled_worker_does_not_finish() {
+    // Robust mode. Task 1's first attempt is dropped (a crash, as the JVM's abort does) while
+    // the test keeps a clone of its cancel handle: the tracker must still see it leave. Its
+    // second attempt is cancelled, then finalized: it must leave as lost, not finished. A third
+    // attempt then joins and the survivor's call completes with it.
+    let tracker = start_tracker(2);
+    let c0 = worker_config(&tracker, 0);
+    let attempts: Vec<Config> = (0..3)
+        .map(|a| {
+            let mut c = worker_config(&tracker, 1);
+            c.attempt = a;
+            c
+        })
+        .collect();
+    let survivor = thread::spawn(move || -> warren::Result<f64> {
+        let mut c = Communicator::init(c0)?;
+        let mut buf = [1.0f64];
+        c.allreduce(&mut buf, Op::Sum)?;
+        c.finalize()?;
+        Ok(buf[0])
+    });
+    let mut attempts = attempts.into_iter();
+    let first = Communicator::init(attempts.next().unwrap()).expect("joins");
+    let kept = first.cancel_handle();
+    drop(first);
+    let second = Communicator::init(attempts.next().unwrap()).expect("a replacement of a dropped worker joins");
+    second.cancel_handle().cancel("test cancel");
+    assert_cancelled(&second.finalize().unwrap_err(), 1);
+    let mut third = Communicator::init(attempts.next().unwrap()).expect("a replacement of a cancelled worker joins");
+    let mut buf = [2.0f64];
+    third.allreduce(&mut buf, Op::Sum).expect("the replacement's call");
+    third.finalize().expect("finalize");
+    assert_eq!(survivor.join().unwrap().expect("the survivor"), 3.0);
+    assert_eq!(buf[0], 3.0);
+    assert!(!kept.is_cancelled());
+}

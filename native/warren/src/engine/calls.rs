@@ -229,11 +229,14 @@ impl Communicator {
     }
 
     /// Leaves the job: tells the tracker this worker finished cleanly and closes the links.
+    /// A cancelled communicator does not finish: it leaves as lost (so that, in robust mode,
+    /// a replacement may take over) and this returns [`Error::Aborted`].
     pub fn finalize(mut self) -> Result<()> {
         self.close_links();
+        self.cancel.check()?;
         if let Some(t) = self.tracker.as_mut() {
             let deadline = Instant::now() + Duration::from_secs(30);
-            t.request(&ToTracker::Shutdown, deadline)?;
+            t.request(&ToTracker::Shutdown, deadline).map_err(|e| self.cancel.explain(e))?;
         }
         Ok(())
     }

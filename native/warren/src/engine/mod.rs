@@ -295,5 +295,6 @@ impl Communicator {
 impl Drop for Communicator {
     fn drop(&mut self) {
         self.close_links();
+        self.cancel.detach();
     }
 }
