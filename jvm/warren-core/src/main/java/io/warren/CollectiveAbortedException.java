@@ -47,6 +47,20 @@ public class CollectiveAbortedException extends WarrenException {
   }
 
   /**
+   * Creates the exception with its fields and a cause.
+   *
+   * @param message the full message
+   * @param rank the rank that aborted first, or -1
+   * @param reason that rank's reason
+   * @param cause the underlying error
+   */
+  protected CollectiveAbortedException(String message, int rank, String reason, Throwable cause) {
+    super(message, cause);
+    this.rank = rank;
+    this.reason = reason;
+  }
+
+  /**
    * The rank that aborted first.
    *
    * @return the rank, or -1 if this exception was created without one

@@ -10,12 +10,12 @@ public class CollectiveInterruptedException extends CollectiveAbortedException {
   private static final long serialVersionUID = 1L;
 
   /**
-   * Creates the exception.
+   * Creates the exception; {@link #rank()} and {@link #reason()} are those of {@code cause}.
    *
    * @param message what was interrupted
-   * @param cause the native abort it caused, or null
+   * @param cause the native abort it caused
    */
-  public CollectiveInterruptedException(String message, Throwable cause) {
-    super(message, cause);
+  public CollectiveInterruptedException(String message, CollectiveAbortedException cause) {
+    super(message, cause.rank(), cause.reason(), cause);
   }
 }

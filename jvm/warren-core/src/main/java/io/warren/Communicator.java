@@ -188,7 +188,8 @@ public final class Communicator implements AutoCloseable {
   }
 
   /** The exception of a call aborted by an interrupt; sets the interrupt flag again. */
-  private static CollectiveInterruptedException interrupted(String what, Throwable cause) {
+  private static CollectiveInterruptedException interrupted(
+      String what, CollectiveAbortedException cause) {
     Thread.currentThread().interrupt();
     return new CollectiveInterruptedException(
         what + " was aborted because the calling thread was interrupted", cause);

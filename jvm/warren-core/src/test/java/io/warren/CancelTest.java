@@ -1,5 +1,6 @@
 package io.warren;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -77,6 +78,7 @@ class CancelTest {
         assertInstanceOf(CollectiveAbortedException.class, t, String.valueOf(t));
         assertFalse(t instanceof CollectiveInterruptedException, String.valueOf(t));
         assertTrue(t.getMessage().contains("abort()"), t.getMessage());
+        assertEquals(0, ((CollectiveAbortedException) t).rank(), "the cancelled worker's rank");
         assertTrue(abortMs < PROMPT_MS, "abort() took " + abortMs + " ms");
         assertTrue(callMs < PROMPT_MS, "the call returned " + callMs + " ms after abort()");
         assertTrue(zero.comm.get().isClosed());
@@ -109,6 +111,9 @@ class CancelTest {
         System.out.printf("the interrupted call returned in %d ms%n", callMs);
         assertInstanceOf(CollectiveInterruptedException.class, t, String.valueOf(t));
         assertTrue(t.getMessage().contains("interrupted"), t.getMessage());
+        CollectiveInterruptedException ie = (CollectiveInterruptedException) t;
+        assertEquals(0, ie.rank());
+        assertTrue(ie.reason().contains("interrupted"), ie.reason());
         assertTrue(zero.interruptedAfter.get(), "the interrupt flag is set again");
         assertTrue(callMs < PROMPT_MS, "the call returned " + callMs + " ms after the interrupt");
         // Unusable afterwards, as after any failure; abort() frees it.
@@ -147,6 +152,7 @@ class CancelTest {
       long ms = TimeUnit.NANOSECONDS.toMillis(returned.get() - started);
       System.out.printf("create() returned %d ms after the interrupt%n", ms);
       assertInstanceOf(CollectiveInterruptedException.class, e, String.valueOf(e));
+      assertEquals(-1, ((CollectiveInterruptedException) e).rank(), "no rank yet while joining");
       assertTrue(flag.get(), "the interrupt flag is set again");
       assertTrue(ms < PROMPT_MS, "create() returned " + ms + " ms after the interrupt");
     }
