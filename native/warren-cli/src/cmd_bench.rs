@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use warren::{Communicator, Config, DataType, Error, Op};
+use warren::{CallOptions, Communicator, Config, DataType, Error, Op};
 
 use super::launcher::{LaunchSpec, launch};
 
@@ -111,8 +111,8 @@ fn worker(name: &str, a: &BenchArgs, dtype: DataType, op: Op) -> warren::Result<
     let buf = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut store)[..bytes];
     let call = |comm: &mut Communicator, buf: &mut [u8]| -> warren::Result<()> {
         match name {
-            "allreduce" => comm.allreduce_dyn(buf, dtype, op),
-            _ => comm.broadcast_slice(buf, 0),
+            "allreduce" => comm.allreduce_bytes(buf, dtype, op, &CallOptions::new()),
+            _ => comm.broadcast(buf, 0),
         }
     };
     for _ in 0..a.warmup {

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 use sha2::{Digest, Sha256};
-use warren::{Communicator, Config, Element, Error, Op};
+use warren::{CallOptions, Communicator, Config, Element, Error, Op};
 
 /// The examples.
 #[derive(Subcommand)]
@@ -64,9 +64,9 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
     // Bootstrap calls, made once before the first checkpoint: the feature count (max over
     // workers) and a seed chosen by rank 0.
     let mut cols = [64u64 + rank];
-    comm.allreduce_bootstrap(&mut cols, Op::Max)?;
+    comm.allreduce_with(&mut cols, Op::Max, &CallOptions::new().bootstrap())?;
     let mut seed = if rank == 0 { 0x5eed_u64.to_le_bytes().to_vec() } else { Vec::new() };
-    comm.broadcast_bootstrap(&mut seed, 0)?;
+    comm.broadcast_with(&mut seed, 0, &CallOptions::new().bootstrap())?;
     let seed =
         u64::from_le_bytes(seed.as_slice().try_into().map_err(|_| Error::Protocol("seed of wrong size".into()))?);
     let n = (a.model_bytes / 4).max(1);

@@ -52,7 +52,7 @@ use jni::objects::{
 };
 use jni::sys::{jint, jlong};
 use jni::{Env, EnvUnowned};
-use warren::{Communicator, DataType, Element, Op, Tracker, TrackerConfig};
+use warren::{CallOptions, Communicator, DataType, Element, Op, Tracker, TrackerConfig};
 
 use errors::{JniError, JniResult, run};
 
@@ -318,7 +318,7 @@ where
         array.get_region(env, 0, buf)?;
         match key {
             None => handle.comm.allreduce::<T>(buf, op)?,
-            Some(k) => handle.comm.allreduce_dyn_keyed(bytemuck::cast_slice_mut(buf), T::DTYPE, op, k)?,
+            Some(k) => handle.comm.allreduce_with::<T>(buf, op, &CallOptions::new().bootstrap_key(k.to_string()))?,
         }
         array.set_region(env, 0, buf)?;
         return Ok(());
@@ -331,7 +331,7 @@ where
         let piece = &mut buf[..segment.min(len - start)];
         let at = start as jni::sys::jsize; // a Java array's length fits a jsize
         array.get_region(env, at, piece)?;
-        handle.comm.allreduce_dyn_tagged(bytemuck::cast_slice_mut(piece), T::DTYPE, op, tag)?;
+        handle.comm.allreduce_with::<T>(piece, op, &CallOptions::new().tag(tag))?;
         array.set_region(env, at, piece)?;
     }
     Ok(())
@@ -474,7 +474,7 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceDirect<'l>(
         let handle = comm(h)?;
         let (dtype, op) = (dtype_from(dtype)?, op_from(op)?);
         let bytes = direct_slice(env, &buf, offset, len)?;
-        handle.comm.allreduce_dyn(bytes, dtype, op)?;
+        handle.comm.allreduce_bytes(bytes, dtype, op, &CallOptions::new())?;
         Ok(())
     })
 }
@@ -501,7 +501,7 @@ fn broadcast_array<'l>(
     };
     match key {
         None => handle.comm.broadcast(&mut bytes, root)?,
-        Some(k) => handle.comm.broadcast_keyed(&mut bytes, root, k)?,
+        Some(k) => handle.comm.broadcast_with(&mut bytes, root, &CallOptions::new().bootstrap_key(k.to_string()))?,
     }
     if is_root {
         return Ok(data);
@@ -552,7 +552,7 @@ pub extern "system" fn Java_io_warren_Native_commBroadcastDirect<'l>(
         let handle = comm(h)?;
         let root = root_from(root)?;
         let bytes = direct_slice(env, &buf, offset, len)?;
-        handle.comm.broadcast_slice(bytes, root)?;
+        handle.comm.broadcast(bytes, root)?;
         Ok(())
     })
 }

@@ -213,7 +213,8 @@ pub struct CallArgs {
     pub op: String,
     /// The root of a broadcast.
     pub root: Option<u32>,
-    /// The tag of a user-defined reducer.
+    /// The call's tag (`CallOptions::tag`): set for a user-defined reducer and for a call
+    /// with a non-zero tag.
     pub tag: Option<u32>,
     /// The bootstrap key of a bootstrap call, where known.
     pub key: Option<String>,

@@ -8,7 +8,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::{run_world, start_tracker, worker_config};
-use warren::{Communicator, Error, Op, Tracker, TrackerConfig};
+use warren::robust::BootstrapKey;
+use warren::{CallOptions, Communicator, Error, Op, Tracker, TrackerConfig};
 
 /// Every rank reports the mismatch, with the two declarations (two ranks, two different
 /// calls) as data, one of them naming `needle`.
@@ -95,6 +96,56 @@ fn mismatched_call_order_and_broadcast_root() {
 }
 
 #[test]
+fn mismatched_call_options_are_reported_on_every_rank() {
+    // A tag is part of the declaration, for typed, byte-buffer and broadcast calls alike.
+    let results = run_world(
+        3,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let opts = CallOptions::new().tag(if c.rank() == 1 { 7 } else { 8 });
+            c.allreduce_with(&mut [1.0f32; 4], Op::Sum, &opts)
+        },
+    );
+    all_mismatch(results, "tag 7");
+    let results = run_world(
+        2,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let opts = CallOptions::new().tag(c.rank() as u32);
+            c.allreduce_bytes(&mut [0u8; 8], warren::DataType::U32, Op::Max, &opts)
+        },
+    );
+    all_mismatch(results, "tag 1");
+    let results = run_world(
+        2,
+        |_, _| {},
+        |c: &mut Communicator| c.broadcast_with(&mut vec![1u8; 3], 0, &CallOptions::new().tag(5 + c.rank() as u32)),
+    );
+    all_mismatch(results, "tag 6");
+    // Bootstrap calls under different keys (or a bootstrap call against an ordinary one) are
+    // different calls: the key's hash is the call's number.
+    let other = BootstrapKey::new("key:b", 0).hash;
+    let results = run_world(
+        3,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let opts = CallOptions::new().bootstrap_key(if c.rank() == 2 { "b" } else { "a" });
+            c.allreduce_with(&mut [1u64; 2], Op::Max, &opts)
+        },
+    );
+    all_mismatch(results, &format!("#{other} "));
+    let results = run_world(
+        2,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let opts = if c.rank() == 0 { CallOptions::new().bootstrap_key("b") } else { CallOptions::new() };
+            c.broadcast_with(&mut vec![1u8; 3], 0, &opts)
+        },
+    );
+    all_mismatch(results, &format!("#{other} "));
+}
+
+#[test]
 fn communicator_is_unusable_after_a_failure() {
     let results = run_world(
         2,
@@ -117,7 +168,10 @@ fn invalid_arguments_are_refused_locally() {
     let mut c = Communicator::init(warren::Config::default()).unwrap();
     assert!(matches!(c.allreduce(&mut [1.0f32], Op::BitAnd), Err(Error::InvalidArgument(_))));
     assert!(matches!(c.broadcast(&mut vec![1], 1), Err(Error::InvalidArgument(_))));
-    assert!(matches!(c.allreduce_with(&mut [0u8; 5], 2, 0, |_, _| {}), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        c.allreduce_custom(&mut [0u8; 5], 2, &CallOptions::new(), |_, _| {}),
+        Err(Error::InvalidArgument(_))
+    ));
     // A world of one works with no tracker.
     let mut v = vec![3i64, 4];
     c.allreduce(&mut v, Op::Prod).unwrap();

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Rng, run_world};
-use warren::{Communicator, Element, Op};
+use warren::{CallOptions, Communicator, Element, Op};
 
 /// Input of rank `r` for element `i`: small integers, so that float sums and products are
 /// exact in any order and a serial reduction is the exact expected value.
@@ -124,7 +124,7 @@ fn user_reducer_over_raw_bytes() {
             let r = c.rank() as u32;
             let mut buf: Vec<u8> =
                 (0..3u32).flat_map(|i| [(r + i).to_le_bytes(), (r * 10 + i).to_le_bytes()].concat()).collect();
-            c.allreduce_with(&mut buf, 8, 42, |acc, other| {
+            c.allreduce_custom(&mut buf, 8, &CallOptions::new().tag(42), |acc, other| {
                 for (a, b) in acc.chunks_exact_mut(8).zip(other.chunks_exact(8)) {
                     let s =
                         u32::from_le_bytes(a[..4].try_into().unwrap()) + u32::from_le_bytes(b[..4].try_into().unwrap());
@@ -183,7 +183,7 @@ fn large_broadcast_and_fixed_size_broadcast() {
             if c.rank() == 2 {
                 data.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 253) as u8);
             }
-            c.broadcast_slice(&mut data, 2)?;
+            c.broadcast(&mut data[..], 2)?;
             Ok(data)
         },
     );
@@ -279,5 +279,46 @@ fn sparse_task_ids_form_a_world_in_task_order() {
         let (_, members, sum) = r.unwrap();
         assert_eq!(members, ["0", "2", "5"]);
         assert_eq!(sum, 6);
+    }
+}
+
+#[test]
+fn calls_with_options_give_the_plain_results() {
+    // Bootstrap calls (by call site and by key) and tagged calls, of every shape, compute
+    // what the plain calls compute; a site called in a loop gets one key per call.
+    let results = run_world(
+        3,
+        |_, _| {},
+        |c: &mut Communicator| {
+            let r = c.rank() as u64;
+            let mut out = Vec::new();
+            for i in 0..2u64 {
+                let mut v = [r + i, 10 * r];
+                c.allreduce_with(&mut v, Op::Max, &CallOptions::new().bootstrap())?;
+                out.extend(v);
+            }
+            let mut f = [1.5f32 + r as f32; 3];
+            c.allreduce_with(&mut f, Op::Sum, &CallOptions::new().tag(3))?;
+            out.push(f[0] as u64);
+            let mut bytes = 7u32.to_le_bytes();
+            let keyed = CallOptions::new().bootstrap_key("bytes").tag(1);
+            c.allreduce_bytes(&mut bytes, warren::DataType::U32, Op::Sum, &keyed)?;
+            out.push(u32::from_le_bytes(bytes) as u64);
+            let mut seed = if r == 1 { vec![4u8, 2] } else { Vec::new() };
+            c.broadcast_with(&mut seed, 1, &CallOptions::new().bootstrap())?;
+            out.extend(seed.iter().map(|b| *b as u64));
+            let mut fixed = [r as u8; 2];
+            c.broadcast_with(&mut fixed[..], 2, &CallOptions::new().bootstrap_key("fixed"))?;
+            out.extend(fixed.iter().map(|b| *b as u64));
+            let mut raw = (r as u16).to_le_bytes();
+            c.allreduce_custom(&mut raw, 2, &CallOptions::new().bootstrap_key("raw").tag(9), |a, b| {
+                a[0] = a[0].max(b[0]);
+            })?;
+            out.push(raw[0] as u64);
+            Ok(out)
+        },
+    );
+    for r in results {
+        assert_eq!(r.unwrap(), vec![2, 20, 3, 20, 7, 21, 4, 2, 2, 2, 2]);
     }
 }

@@ -96,7 +96,8 @@ pub struct CallHeader {
     pub root: u32,
     /// Payload length in bytes, or [`COUNT_UNKNOWN`].
     pub count: u64,
-    /// Kind-specific value that must also match (a user reducer's tag).
+    /// The caller's tag (`CallOptions::tag`), which must also match: a user reducer's
+    /// identity, a split buffer's whole length.
     pub tag: u32,
 }
 
@@ -111,6 +112,8 @@ impl CallHeader {
         }
         if self.op == Op::User {
             s += &format!(" (user reducer tag {}, element size {})", self.tag, self.elem_size);
+        } else if self.tag != 0 {
+            s += &format!(" tag {}", self.tag);
         }
         s
     }
@@ -125,7 +128,7 @@ impl CallHeader {
             dtype: self.dtype.name().to_string(),
             op: self.op.name().to_string(),
             root: (self.kind == CallKind::Broadcast).then_some(self.root),
-            tag: (self.op == Op::User).then_some(self.tag),
+            tag: (self.op == Op::User || self.tag != 0).then_some(self.tag),
             key: key.map(str::to_string),
         };
         let call = match key {

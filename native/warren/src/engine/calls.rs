@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use log::info;
 
-use super::{CallBuf, Communicator, LOG};
-use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind};
+use super::{BroadcastBuf, CallBuf, CallOptions, Communicator, LOG};
+use crate::collective::header::{CallHeader, CallKind};
 use crate::collective::{self, Net, Scratch};
 use crate::error::{Error, Result};
 use crate::reduce::{self, DataType, Element, Op};
@@ -18,51 +18,22 @@ impl Communicator {
     /// Reduces `buf` element-wise across all workers with `op`; every worker ends with the
     /// same bits. Payloads of `ring_threshold` bytes or more use the ring algorithm.
     pub fn allreduce<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
+        self.allreduce_with(buf, op, &CallOptions::new())
+    }
+
+    /// [`Communicator::allreduce`] with call options: a bootstrap call
+    /// (`&CallOptions::new().bootstrap()`), a tag every rank must pass alike.
+    pub fn allreduce_with<T: Element>(&mut self, buf: &mut [T], op: Op, opts: &CallOptions) -> Result<()> {
         let reducer = reduce::typed_reducer::<T>(op)?;
-        self.allreduce_raw(bytemuck::cast_slice_mut(buf), T::DTYPE, op, T::DTYPE.size(), 0, &reducer, None)
+        let key = self.key_for(opts);
+        let bytes = bytemuck::cast_slice_mut(buf);
+        self.allreduce_raw(bytes, T::DTYPE, op, T::DTYPE.size(), opts.tag_value(), &reducer, key)
     }
 
-    /// A bootstrap allreduce: made once before the first checkpoint; with the bootstrap cache
-    /// on, its result is kept for the whole job and served to a restarted worker by key (this
-    /// call site and how many times it was called).
-    #[track_caller]
-    pub fn allreduce_bootstrap<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
-        let key = self.bootstrap_key();
-        let reducer = reduce::typed_reducer::<T>(op)?;
-        self.allreduce_raw(bytemuck::cast_slice_mut(buf), T::DTYPE, op, T::DTYPE.size(), 0, &reducer, key)
-    }
-
-    /// Like [`Communicator::allreduce`] for a byte buffer whose element type is known at run
-    /// time (the JVM and the benchmark use this). `buf` must be aligned to the element type.
-    /// `bootstrap_key`, if given, makes it a bootstrap call with that explicit key.
-    pub fn allreduce_dyn(&mut self, buf: &mut [u8], dtype: DataType, op: Op) -> Result<()> {
-        self.allreduce_dyn_inner(buf, dtype, op, 0, None)
-    }
-
-    /// [`Communicator::allreduce_dyn`] with a `tag` that every rank must pass alike (a
-    /// mismatch error otherwise). A caller that reduces a large buffer as several calls on
-    /// its pieces (the JVM binding does) puts the whole buffer's length in the tag, so that
-    /// ranks splitting buffers of different lengths are told so instead of pairing pieces of
-    /// different calls.
-    pub fn allreduce_dyn_tagged(&mut self, buf: &mut [u8], dtype: DataType, op: Op, tag: u32) -> Result<()> {
-        self.allreduce_dyn_inner(buf, dtype, op, tag, None)
-    }
-
-    /// [`Communicator::allreduce_dyn`] as a bootstrap call under an explicit key (foreign
-    /// callers pass their own call-site description).
-    pub fn allreduce_dyn_keyed(&mut self, buf: &mut [u8], dtype: DataType, op: Op, bootstrap_key: &str) -> Result<()> {
-        let key = self.explicit_key(bootstrap_key);
-        self.allreduce_dyn_inner(buf, dtype, op, 0, key)
-    }
-
-    fn allreduce_dyn_inner(
-        &mut self,
-        buf: &mut [u8],
-        dtype: DataType,
-        op: Op,
-        tag: u32,
-        key: Option<BootstrapKey>,
-    ) -> Result<()> {
+    /// Like [`Communicator::allreduce_with`] for a byte buffer whose element type `dtype` is
+    /// known at run time (the JVM binding and the benchmark use this). `buf` must be aligned
+    /// to the element type and hold whole elements of it.
+    pub fn allreduce_bytes(&mut self, buf: &mut [u8], dtype: DataType, op: Op, opts: &CallOptions) -> Result<()> {
         if dtype == DataType::User || !op.supports(dtype) || op == Op::User {
             return Err(Error::InvalidArgument(format!("operator {} is not defined for {}", op.name(), dtype.name())));
         }
@@ -75,17 +46,19 @@ impl Communicator {
             )));
         }
         let reducer = move |a: &mut [u8], b: &[u8]| reduce::reduce_dyn(dtype, op, a, b);
-        self.allreduce_raw(buf, dtype, op, size, tag, &reducer, key)
+        let key = self.key_for(opts);
+        self.allreduce_raw(buf, dtype, op, size, opts.tag_value(), &reducer, key)
     }
 
     /// Allreduce with a user reducer over raw bytes: `reducer(acc, other)` combines `other`
     /// into `acc`; both hold whole elements of `elem_size` bytes. It must be deterministic.
-    /// `tag` identifies the reducer: ranks calling with different tags get a mismatch error.
-    pub fn allreduce_with(
+    /// Give the reducer an identity in the options' tag (`CallOptions::new().tag(42)`): ranks
+    /// calling with different tags get a mismatch error instead of mixing two reducers.
+    pub fn allreduce_custom(
         &mut self,
         buf: &mut [u8],
         elem_size: usize,
-        tag: u32,
+        opts: &CallOptions,
         reducer: impl Fn(&mut [u8], &[u8]),
     ) -> Result<()> {
         if elem_size == 0 || elem_size > u16::MAX as usize || buf.len() % elem_size != 0 {
@@ -94,7 +67,8 @@ impl Communicator {
                 buf.len()
             )));
         }
-        self.allreduce_raw(buf, DataType::User, Op::User, elem_size, tag, &reducer, None)
+        let key = self.key_for(opts);
+        self.allreduce_raw(buf, DataType::User, Op::User, elem_size, opts.tag_value(), &reducer, key)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -121,47 +95,31 @@ impl Communicator {
         self.call(hdr, key.as_ref(), buf, algorithm)
     }
 
-    /// Broadcasts `data` from `root`: on return every worker's `data` equals the root's
-    /// (other workers' vectors are resized to the root's length).
-    pub fn broadcast(&mut self, data: &mut Vec<u8>, root: usize) -> Result<()> {
-        self.broadcast_inner(data, root, None)
+    /// Broadcasts `data` from `root`: on return every worker's `data` equals the root's. A
+    /// `Vec<u8>` is resized to the root's length (only the root needs to know it); a `[u8]`
+    /// keeps its length, which must be the same on every worker.
+    pub fn broadcast<B: BroadcastBuf + ?Sized>(&mut self, data: &mut B, root: usize) -> Result<()> {
+        self.broadcast_with(data, root, &CallOptions::new())
     }
 
-    /// A bootstrap broadcast (see [`Communicator::allreduce_bootstrap`]).
-    #[track_caller]
-    pub fn broadcast_bootstrap(&mut self, data: &mut Vec<u8>, root: usize) -> Result<()> {
-        let key = self.bootstrap_key();
-        self.broadcast_inner(data, root, key)
-    }
-
-    /// A bootstrap broadcast under an explicit key (foreign callers pass their call site).
-    pub fn broadcast_keyed(&mut self, data: &mut Vec<u8>, root: usize, bootstrap_key: &str) -> Result<()> {
-        let key = self.explicit_key(bootstrap_key);
-        self.broadcast_inner(data, root, key)
-    }
-
-    fn broadcast_inner(&mut self, data: &mut Vec<u8>, root: usize, key: Option<BootstrapKey>) -> Result<()> {
+    /// [`Communicator::broadcast`] with call options (a bootstrap call, a tag).
+    pub fn broadcast_with<B: BroadcastBuf + ?Sized>(
+        &mut self,
+        data: &mut B,
+        root: usize,
+        opts: &CallOptions,
+    ) -> Result<()> {
         self.check_root(root)?;
-        let count = if self.topo.rank == root { data.len() as u64 } else { COUNT_UNKNOWN };
-        let hdr = self.header(CallKind::Broadcast, DataType::U8, Op::Sum, 1, root, count, 0, key.as_ref());
-        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, data: &mut Vec<u8>| {
+        let key = self.key_for(opts);
+        let count = data.declared_count(self.topo.rank == root);
+        let hdr =
+            self.header(CallKind::Broadcast, DataType::U8, Op::Sum, 1, root, count, opts.tag_value(), key.as_ref());
+        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, data: &mut B| {
             let agreed = collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch)?;
             let len = usize::try_from(agreed.count).map_err(|_| Error::Protocol("broadcast size overflows".into()))?;
-            data.resize(len, 0);
-            collective::broadcast_tree(net, topo, root, data, &hdr.describe())
+            collective::broadcast_tree(net, topo, root, data.fit(len)?, &hdr.describe())
         };
         self.call(hdr, key.as_ref(), data, algorithm)
-    }
-
-    /// Broadcasts a fixed-size buffer from `root`; every worker must pass the same length.
-    pub fn broadcast_slice(&mut self, data: &mut [u8], root: usize) -> Result<()> {
-        self.check_root(root)?;
-        let hdr = self.header(CallKind::Broadcast, DataType::U8, Op::Sum, 1, root, data.len() as u64, 1, None);
-        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, data: &mut [u8]| {
-            collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch)?;
-            collective::broadcast_tree(net, topo, root, data, &hdr.describe())
-        };
-        self.call(hdr, None, data, algorithm)
     }
 
     /// Gathers every worker's `mine` (sizes may differ) on every worker, in rank order.

@@ -19,6 +19,8 @@
 //! where recovery data lives is the view's [`crate::membership::Placement`]. Its parts:
 //! - `init`: joining (registration, the view, links) and re-linking after a loss;
 //! - `calls`: the collectives, each a call header and an algorithm, run plainly or robustly;
+//! - `options`: what a call can say besides its data ([`CallOptions`]: bootstrap key, tag);
+//! - `buffers`: the caller buffers a call runs on ([`BroadcastBuf`]);
 //! - `robust_call`: one call in robust mode (failure injection, retry after a re-link);
 //! - `recovery`: one recovery round: gather proposals, plan, carry the plan's transfers out;
 //! - `checkpoint`: checkpoints and loading them; `durable`: their files on disk (fail-all);
@@ -38,15 +40,20 @@ use crate::topology::Topology;
 use crate::tracker::TrackerClient;
 use crate::transport::{Link, PeerListener, Waiter};
 
+mod buffers;
 mod calls;
 mod checkpoint;
 mod durable;
 mod init;
+mod options;
 mod recovery;
 mod robust_call;
 mod stats;
 
+pub use buffers::BroadcastBuf;
+use buffers::sealed::CallBuf;
 pub use checkpoint::Checkpoint;
+pub use options::{BootstrapSite, CallOptions};
 pub use stats::CallStats;
 
 /// The log target of every engine record, whichever file it comes from: the logger
@@ -65,31 +72,6 @@ struct Robust {
     boot_calls: u32,
     /// A copy of the current call's input, to retry it after a re-link (reused).
     backup: Vec<u8>,
-}
-
-/// A caller's buffer as a robust call sees it: read the output, overwrite with served data.
-trait CallBuf {
-    fn bytes(&self) -> &[u8];
-    fn set(&mut self, data: &[u8]);
-}
-
-impl CallBuf for [u8] {
-    fn bytes(&self) -> &[u8] {
-        self
-    }
-    fn set(&mut self, data: &[u8]) {
-        self.copy_from_slice(data);
-    }
-}
-
-impl CallBuf for Vec<u8> {
-    fn bytes(&self) -> &[u8] {
-        self
-    }
-    fn set(&mut self, data: &[u8]) {
-        self.clear();
-        self.extend_from_slice(data);
-    }
 }
 
 /// One worker's membership in a job.

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::recovery::Round;
-use super::{CallBuf, Communicator, recoverable};
+use super::{CallBuf, CallOptions, Communicator, recoverable};
 use crate::collective::header::{CallHeader, CallKind};
 use crate::error::Result;
 use crate::mock::{Mock, Point as MockPoint};
@@ -92,22 +92,13 @@ impl Communicator {
         }
     }
 
-    /// The key of a bootstrap call from the caller's location (`#[track_caller]`); `None`
-    /// when the bootstrap cache is off (the call is then an ordinary call).
-    #[track_caller]
-    pub(super) fn bootstrap_key(&mut self) -> Option<BootstrapKey> {
-        let loc = std::panic::Location::caller();
-        self.site_key(&format!("{}:{}:{}", loc.file(), loc.line(), loc.column()))
-    }
-
-    /// The key of a bootstrap call under an explicit key from a foreign caller.
-    pub(super) fn explicit_key(&mut self, key: &str) -> Option<BootstrapKey> {
-        self.site_key(&format!("key:{key}"))
-    }
-
-    fn site_key(&mut self, site: &str) -> Option<BootstrapKey> {
+    /// The key of a call made with `opts`: `None` for an ordinary call, and when the
+    /// bootstrap cache is off (a bootstrap call is then an ordinary call).
+    pub(super) fn key_for(&mut self, opts: &CallOptions) -> Option<BootstrapKey> {
+        // The plain path: no allocation, no lookup.
+        let site = opts.bootstrap_site()?;
         let on = self.cfg.bootstrap_cache;
         let r = self.robust.as_mut()?;
-        on.then(|| r.state.next_bootstrap_key(site))
+        on.then(|| r.state.next_bootstrap_key(&site.name()))
     }
 }
