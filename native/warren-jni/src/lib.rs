@@ -66,11 +66,13 @@ pub const ARRAY_SEGMENT_KEY: &str = "WARREN_JNI_ARRAY_SEGMENT_BYTES";
 /// Default piece size of a copied Java array: 1 MiB.
 pub const DEFAULT_SEGMENT_BYTES: usize = 1 << 20;
 
-/// The tag of every piece of a segmented allreduce of `total_bytes`: non-zero (unsegmented
-/// calls have tag 0) and different for different lengths, so ranks whose arrays differ in
-/// length get a mismatch error instead of pairing pieces of different calls.
-fn segment_tag(total_bytes: usize) -> u32 {
-    let h = (total_bytes as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// The tag of every piece of a segmented allreduce of `total_bytes` under the caller's `tag`:
+/// non-zero (unsegmented calls without a tag have tag 0) and different for different lengths,
+/// so ranks whose arrays differ in length get a mismatch error instead of pairing pieces of
+/// different calls (and, with the caller's tag mixed in, ranks passing different tags too).
+fn segment_tag(total_bytes: usize, tag: u32) -> u32 {
+    let h =
+        (total_bytes as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(tag).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     ((h >> 32) as u32) | 1
 }
 
@@ -266,26 +268,29 @@ pub extern "system" fn Java_io_warren_Native_commWorldSize<'l>(
     run(&mut env, |_| Ok(comm(h)?.comm.world_size() as jint))
 }
 
-/// The bootstrap key of a `*Bootstrap` export: a non-null, non-empty Java string.
-fn key_from(env: &mut Env<'_>, key: &JString<'_>) -> JniResult<String> {
+/// The call options of an export: `key` null for an ordinary call, else a bootstrap call under
+/// that key (non-empty; the Java side passes the call site for `CallOptions.bootstrap()`), and
+/// the caller's `tag` (its bits; 0 for none). The plain path allocates nothing.
+fn options_from(env: &mut Env<'_>, key: &JString<'_>, tag: jint) -> JniResult<CallOptions> {
+    let opts = CallOptions::new().tag(tag as u32);
     if key.is_null() {
-        return Err(JniError::Argument("bootstrap key is null".into()));
+        return Ok(opts);
     }
     let k = key.try_to_string(env)?;
     if k.is_empty() {
         return Err(JniError::Argument("bootstrap key is empty".into()));
     }
-    Ok(k)
+    Ok(opts.bootstrap_key(k))
 }
 
-/// Allreduce of a Java array in place; with `key`, a bootstrap call under that key (always
-/// through the copy buffer).
+/// Allreduce of a Java array in place with `opts`; a bootstrap call always goes whole
+/// through the copy buffer (its result is kept whole).
 fn allreduce_array<'l, T>(
     env: &mut Env<'l>,
     h: jlong,
     array: &JPrimitiveArray<'l, T>,
     op: jint,
-    key: Option<&str>,
+    opts: &CallOptions,
 ) -> JniResult<()>
 where
     T: TypeArray + Element,
@@ -295,14 +300,15 @@ where
     if array.is_null() {
         return Err(JniError::Argument("array is null".into()));
     }
-    if key.is_none() && (handle.always_critical || handle.comm.world_size() == 1) {
+    let bootstrap = opts.is_bootstrap();
+    if !bootstrap && (handle.always_critical || handle.comm.world_size() == 1) {
         // No peer to wait for (or the caller asked for it): the region is short.
         let comm = &mut handle.comm;
         return logging::deferred(|| {
             // SAFETY: no JNI call is made while `elems` lives (log records are deferred), the
             // array is not aliased, and the Java side does not touch it during the call.
             let mut elems = unsafe { array.get_elements_critical(env, ReleaseMode::CopyBack)? };
-            let result = comm.allreduce::<T>(&mut elems, op);
+            let result = comm.allreduce_with::<T>(&mut elems, op, opts);
             if result.is_err() {
                 elems.discard();
             } else {
@@ -313,25 +319,22 @@ where
     }
     let len = array.len(env)?;
     let segment = (handle.segment_bytes / size_of::<T>()).max(1);
-    if key.is_some() || len <= segment {
+    if bootstrap || len <= segment {
         let buf = scratch::<T>(&mut handle.scratch, len);
         array.get_region(env, 0, buf)?;
-        match key {
-            None => handle.comm.allreduce::<T>(buf, op)?,
-            Some(k) => handle.comm.allreduce_with::<T>(buf, op, &CallOptions::new().bootstrap_key(k.to_string()))?,
-        }
+        handle.comm.allreduce_with::<T>(buf, op, opts)?;
         array.set_region(env, 0, buf)?;
         return Ok(());
     }
     // Piece by piece: each piece is copied in, reduced and copied out while it is still in
     // the CPU cache (see "Arrays" above).
-    let tag = segment_tag(len * size_of::<T>());
+    let pieces = CallOptions::new().tag(segment_tag(len * size_of::<T>(), opts.tag_value()));
     let buf = scratch::<T>(&mut handle.scratch, segment);
     for start in (0..len).step_by(segment) {
         let piece = &mut buf[..segment.min(len - start)];
         let at = start as jni::sys::jsize; // a Java array's length fits a jsize
         array.get_region(env, at, piece)?;
-        handle.comm.allreduce_with::<T>(piece, op, &CallOptions::new().tag(tag))?;
+        handle.comm.allreduce_with::<T>(piece, op, &pieces)?;
         array.set_region(env, at, piece)?;
     }
     Ok(())
@@ -346,7 +349,8 @@ fn scratch<T: Element>(words: &mut Vec<u64>, len: usize) -> &mut [T] {
     &mut bytemuck::cast_slice_mut(&mut words[..n])[..len]
 }
 
-/// Allreduce of a `float[]` in place.
+/// Allreduce of a `float[]` in place, with the call options `key` (null: not a bootstrap call)
+/// and `tag`.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_commAllreduceF32<'l>(
     mut env: EnvUnowned<'l>,
@@ -354,11 +358,17 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceF32<'l>(
     h: jlong,
     array: JFloatArray<'l>,
     op: jint,
+    key: JString<'l>,
+    tag: jint,
 ) {
-    run(&mut env, |env| allreduce_array(env, h, &array, op, None))
+    run(&mut env, |env| {
+        let opts = options_from(env, &key, tag)?;
+        allreduce_array(env, h, &array, op, &opts)
+    })
 }
 
-/// Allreduce of a `double[]` in place.
+/// Allreduce of a `double[]` in place, with the call options `key` (null: not a bootstrap call)
+/// and `tag`.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_commAllreduceF64<'l>(
     mut env: EnvUnowned<'l>,
@@ -366,11 +376,17 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceF64<'l>(
     h: jlong,
     array: JDoubleArray<'l>,
     op: jint,
+    key: JString<'l>,
+    tag: jint,
 ) {
-    run(&mut env, |env| allreduce_array(env, h, &array, op, None))
+    run(&mut env, |env| {
+        let opts = options_from(env, &key, tag)?;
+        allreduce_array(env, h, &array, op, &opts)
+    })
 }
 
-/// Allreduce of an `int[]` in place.
+/// Allreduce of an `int[]` in place, with the call options `key` (null: not a bootstrap call)
+/// and `tag`.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_commAllreduceI32<'l>(
     mut env: EnvUnowned<'l>,
@@ -378,11 +394,17 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceI32<'l>(
     h: jlong,
     array: JIntArray<'l>,
     op: jint,
+    key: JString<'l>,
+    tag: jint,
 ) {
-    run(&mut env, |env| allreduce_array(env, h, &array, op, None))
+    run(&mut env, |env| {
+        let opts = options_from(env, &key, tag)?;
+        allreduce_array(env, h, &array, op, &opts)
+    })
 }
 
-/// Allreduce of a `long[]` in place.
+/// Allreduce of a `long[]` in place, with the call options `key` (null: not a bootstrap call)
+/// and `tag`.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_commAllreduceI64<'l>(
     mut env: EnvUnowned<'l>,
@@ -390,76 +412,19 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceI64<'l>(
     h: jlong,
     array: JLongArray<'l>,
     op: jint,
-) {
-    run(&mut env, |env| allreduce_array(env, h, &array, op, None))
-}
-
-/// Bootstrap allreduce of a `float[]` in place under the caller's `key` (call site).
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_Native_commAllreduceBootstrapF32<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-    array: JFloatArray<'l>,
-    op: jint,
     key: JString<'l>,
+    tag: jint,
 ) {
     run(&mut env, |env| {
-        let key = key_from(env, &key)?;
-        allreduce_array(env, h, &array, op, Some(&key))
+        let opts = options_from(env, &key, tag)?;
+        allreduce_array(env, h, &array, op, &opts)
     })
 }
 
-/// Bootstrap allreduce of a `double[]` in place under the caller's `key` (call site).
+/// Allreduce of `len` bytes of a direct buffer from `offset`, holding elements of `dtype`, with
+/// the call options `key` (null: not a bootstrap call) and `tag`.
 #[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_Native_commAllreduceBootstrapF64<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-    array: JDoubleArray<'l>,
-    op: jint,
-    key: JString<'l>,
-) {
-    run(&mut env, |env| {
-        let key = key_from(env, &key)?;
-        allreduce_array(env, h, &array, op, Some(&key))
-    })
-}
-
-/// Bootstrap allreduce of a `int[]` in place under the caller's `key` (call site).
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_Native_commAllreduceBootstrapI32<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-    array: JIntArray<'l>,
-    op: jint,
-    key: JString<'l>,
-) {
-    run(&mut env, |env| {
-        let key = key_from(env, &key)?;
-        allreduce_array(env, h, &array, op, Some(&key))
-    })
-}
-
-/// Bootstrap allreduce of a `long[]` in place under the caller's `key` (call site).
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_Native_commAllreduceBootstrapI64<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-    array: JLongArray<'l>,
-    op: jint,
-    key: JString<'l>,
-) {
-    run(&mut env, |env| {
-        let key = key_from(env, &key)?;
-        allreduce_array(env, h, &array, op, Some(&key))
-    })
-}
-
-/// Allreduce of `len` bytes of a direct buffer from `offset`, holding elements of `dtype`.
-#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_Native_commAllreduceDirect<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
@@ -469,24 +434,27 @@ pub extern "system" fn Java_io_warren_Native_commAllreduceDirect<'l>(
     len: jlong,
     dtype: jint,
     op: jint,
+    key: JString<'l>,
+    tag: jint,
 ) {
     run(&mut env, |env| {
         let handle = comm(h)?;
         let (dtype, op) = (dtype_from(dtype)?, op_from(op)?);
+        let opts = options_from(env, &key, tag)?;
         let bytes = direct_slice(env, &buf, offset, len)?;
-        handle.comm.allreduce_bytes(bytes, dtype, op, &CallOptions::new())?;
+        handle.comm.allreduce_bytes(bytes, dtype, op, &opts)?;
         Ok(())
     })
 }
 
-/// Broadcast of a `byte[]` from `root`, as a bootstrap call under `key` when it is not null;
-/// returns the root's bytes (on the root: `data` itself).
+/// Broadcast of a `byte[]` from `root` with `opts`; returns the root's bytes (on the root:
+/// `data` itself).
 fn broadcast_array<'l>(
     env: &mut Env<'l>,
     h: jlong,
     data: JByteArray<'l>,
     root: jint,
-    key: Option<&str>,
+    opts: &CallOptions,
 ) -> JniResult<JByteArray<'l>> {
     let handle = comm(h)?;
     let root = root_from(root)?;
@@ -499,17 +467,15 @@ fn broadcast_array<'l>(
     } else {
         Vec::new()
     };
-    match key {
-        None => handle.comm.broadcast(&mut bytes, root)?,
-        Some(k) => handle.comm.broadcast_with(&mut bytes, root, &CallOptions::new().bootstrap_key(k.to_string()))?,
-    }
+    handle.comm.broadcast_with(&mut bytes, root, opts)?;
     if is_root {
         return Ok(data);
     }
     Ok(env.byte_array_from_slice(&bytes)?)
 }
 
-/// Broadcast of a `byte[]` from `root`; returns the root's bytes (on the root: `data` itself).
+/// Broadcast of a `byte[]` from `root`, with the call options `key` (null: not a bootstrap
+/// call) and `tag`; returns the root's bytes (on the root: `data` itself).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_commBroadcast<'l>(
     mut env: EnvUnowned<'l>,
@@ -517,28 +483,19 @@ pub extern "system" fn Java_io_warren_Native_commBroadcast<'l>(
     h: jlong,
     data: JByteArray<'l>,
     root: jint,
-) -> JByteArray<'l> {
-    run(&mut env, |env| broadcast_array(env, h, data, root, None))
-}
-
-/// Bootstrap broadcast of a `byte[]` from `root` under the caller's `key` (call site).
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_Native_commBroadcastBootstrap<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-    data: JByteArray<'l>,
-    root: jint,
     key: JString<'l>,
+    tag: jint,
 ) -> JByteArray<'l> {
     run(&mut env, |env| {
-        let key = key_from(env, &key)?;
-        broadcast_array(env, h, data, root, Some(&key))
+        let opts = options_from(env, &key, tag)?;
+        broadcast_array(env, h, data, root, &opts)
     })
 }
 
-/// Broadcast of `len` bytes of a direct buffer from `offset`; every rank passes the same length.
+/// Broadcast of `len` bytes of a direct buffer from `offset` (every rank passes the same
+/// length), with the call options `key` (null: not a bootstrap call) and `tag`.
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_Native_commBroadcastDirect<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
@@ -547,12 +504,15 @@ pub extern "system" fn Java_io_warren_Native_commBroadcastDirect<'l>(
     offset: jlong,
     len: jlong,
     root: jint,
+    key: JString<'l>,
+    tag: jint,
 ) {
     run(&mut env, |env| {
         let handle = comm(h)?;
         let root = root_from(root)?;
+        let opts = options_from(env, &key, tag)?;
         let bytes = direct_slice(env, &buf, offset, len)?;
-        handle.comm.broadcast(bytes, root)?;
+        handle.comm.broadcast_with(bytes, root, &opts)?;
         Ok(())
     })
 }

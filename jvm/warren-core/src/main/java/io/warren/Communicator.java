@@ -42,6 +42,10 @@ import java.util.Objects;
  * }
  * }</pre>
  *
+ * <p>Every collective has a form with {@link CallOptions}: a bootstrap call, whose result a
+ * restarted worker is served ({@code comm.allreduce(dims, Op.MAX, CallOptions.bootstrap())}),
+ * or a tag every worker must pass alike.
+ *
  * <p>Java arrays are copied into a buffer the communicator reuses while the collective runs
  * (holding a JNI critical region across a network wait would stall the garbage collector), in
  * pieces of 1 MiB that stay in the CPU cache; direct {@link ByteBuffer}s are used in place with
@@ -296,7 +300,7 @@ public final class Communicator implements AutoCloseable {
    * Reduces {@code data} element-wise across all workers with {@code op}, in place; every
    * worker ends with the same bits. Arrays over 1 MiB are reduced in pieces of 1 MiB (setting
    * {@code WARREN_JNI_ARRAY_SEGMENT_BYTES}), so on failure some pieces may already hold the
-   * result.
+   * result (a bootstrap call is always made whole).
    *
    * @param data this worker's values; replaced by the result
    * @param op a reduction operator (not bitwise: floats have none)
@@ -304,9 +308,25 @@ public final class Communicator implements AutoCloseable {
    * @throws WarrenException (a subclass) if the collective fails
    * @throws IllegalStateException if the communicator is closed
    */
-  public synchronized float[] allreduce(float[] data, Op op) {
+  public float[] allreduce(float[] data, Op op) {
+    return allreduce(data, op, CallOptions.defaults());
+  }
+
+  /**
+   * {@link #allreduce(float[], Op)} with call options (a bootstrap call, a tag).
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator (not bitwise: floats have none)
+   * @param options the call options
+   * @return {@code data}, now holding the result
+   * @throws WarrenException (a subclass) if the collective fails
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public synchronized float[] allreduce(float[] data, Op op, CallOptions options) {
     Objects.requireNonNull(data, "data");
-    run(p -> Native.commAllreduceF32(p, data, opCode(op)));
+    int code = opCode(op);
+    Objects.requireNonNull(options, "options");
+    run(p -> Native.commAllreduceF32(p, data, code, options.key(), options.tag()));
     return data;
   }
 
@@ -319,9 +339,25 @@ public final class Communicator implements AutoCloseable {
    * @throws WarrenException (a subclass) if the collective fails
    * @throws IllegalStateException if the communicator is closed
    */
-  public synchronized double[] allreduce(double[] data, Op op) {
+  public double[] allreduce(double[] data, Op op) {
+    return allreduce(data, op, CallOptions.defaults());
+  }
+
+  /**
+   * {@link #allreduce(double[], Op)} with call options (a bootstrap call, a tag).
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator (not bitwise)
+   * @param options the call options
+   * @return {@code data}, now holding the result
+   * @throws WarrenException (a subclass) if the collective fails
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public synchronized double[] allreduce(double[] data, Op op, CallOptions options) {
     Objects.requireNonNull(data, "data");
-    run(p -> Native.commAllreduceF64(p, data, opCode(op)));
+    int code = opCode(op);
+    Objects.requireNonNull(options, "options");
+    run(p -> Native.commAllreduceF64(p, data, code, options.key(), options.tag()));
     return data;
   }
 
@@ -335,9 +371,25 @@ public final class Communicator implements AutoCloseable {
    * @throws WarrenException (a subclass) if the collective fails
    * @throws IllegalStateException if the communicator is closed
    */
-  public synchronized int[] allreduce(int[] data, Op op) {
+  public int[] allreduce(int[] data, Op op) {
+    return allreduce(data, op, CallOptions.defaults());
+  }
+
+  /**
+   * {@link #allreduce(int[], Op)} with call options (a bootstrap call, a tag).
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @param options the call options
+   * @return {@code data}, now holding the result
+   * @throws WarrenException (a subclass) if the collective fails
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public synchronized int[] allreduce(int[] data, Op op, CallOptions options) {
     Objects.requireNonNull(data, "data");
-    run(p -> Native.commAllreduceI32(p, data, opCode(op)));
+    int code = opCode(op);
+    Objects.requireNonNull(options, "options");
+    run(p -> Native.commAllreduceI32(p, data, code, options.key(), options.tag()));
     return data;
   }
 
@@ -351,9 +403,25 @@ public final class Communicator implements AutoCloseable {
    * @throws WarrenException (a subclass) if the collective fails
    * @throws IllegalStateException if the communicator is closed
    */
-  public synchronized long[] allreduce(long[] data, Op op) {
+  public long[] allreduce(long[] data, Op op) {
+    return allreduce(data, op, CallOptions.defaults());
+  }
+
+  /**
+   * {@link #allreduce(long[], Op)} with call options (a bootstrap call, a tag).
+   *
+   * @param data this worker's values; replaced by the result
+   * @param op a reduction operator
+   * @param options the call options
+   * @return {@code data}, now holding the result
+   * @throws WarrenException (a subclass) if the collective fails
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public synchronized long[] allreduce(long[] data, Op op, CallOptions options) {
     Objects.requireNonNull(data, "data");
-    run(p -> Native.commAllreduceI64(p, data, opCode(op)));
+    int code = opCode(op);
+    Objects.requireNonNull(options, "options");
+    run(p -> Native.commAllreduceI64(p, data, code, options.key(), options.tag()));
     return data;
   }
 
@@ -371,7 +439,22 @@ public final class Communicator implements AutoCloseable {
    * @throws WarrenArgumentException if the bytes are misaligned or not whole elements
    * @throws WarrenException (a subclass) if the collective fails
    */
-  public synchronized void allreduce(ByteBuffer buffer, DataType type, Op op) {
+  public void allreduce(ByteBuffer buffer, DataType type, Op op) {
+    allreduce(buffer, type, op, CallOptions.defaults());
+  }
+
+  /**
+   * {@link #allreduce(ByteBuffer, DataType, Op)} with call options (a bootstrap call, a tag).
+   *
+   * @param buffer a direct buffer ({@link ByteBuffer#allocateDirect}) in native byte order
+   * @param type the element type
+   * @param op a reduction operator defined for {@code type}
+   * @param options the call options
+   * @throws IllegalArgumentException if the buffer is not direct or not in native order
+   * @throws WarrenArgumentException if the bytes are misaligned or not whole elements
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized void allreduce(ByteBuffer buffer, DataType type, Op op, CallOptions options) {
     checkDirect(buffer);
     if (buffer.order() != ByteOrder.nativeOrder()) {
       throw new IllegalArgumentException(
@@ -382,14 +465,19 @@ public final class Communicator implements AutoCloseable {
               + ": call buffer.order(ByteOrder.nativeOrder())");
     }
     Objects.requireNonNull(type, "type");
+    int code = opCode(op);
+    Objects.requireNonNull(options, "options");
     run(
         p ->
             Native.commAllreduceDirect(
                 p,
-                buffer,                 buffer.position(),
+                buffer,
+                buffer.position(),
                 buffer.remaining(),
                 type.code(),
-                opCode(op)));
+                code,
+                options.key(),
+                options.tag()));
   }
 
   /**
@@ -401,12 +489,27 @@ public final class Communicator implements AutoCloseable {
    * @return the root's bytes: on the root, {@code data} itself; elsewhere a new array
    * @throws WarrenException (a subclass) if the collective fails
    */
-  public synchronized byte[] broadcast(byte[] data, int root) {
+  public byte[] broadcast(byte[] data, int root) {
+    return broadcast(data, root, CallOptions.defaults());
+  }
+
+  /**
+   * {@link #broadcast(byte[], int)} with call options (a bootstrap call: a seed chosen by one
+   * worker, say; a tag).
+   *
+   * @param data the bytes to send on the root; ignored (may be null) on other workers
+   * @param root the rank that sends
+   * @param options the call options
+   * @return the root's bytes: on the root, {@code data} itself; elsewhere a new array
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized byte[] broadcast(byte[] data, int root, CallOptions options) {
     long h = live();
     if (root == rank) {
       Objects.requireNonNull(data, "data (on the root)");
     }
-    return call(p -> Native.commBroadcast(p, data, root));
+    Objects.requireNonNull(options, "options");
+    return call(p -> Native.commBroadcast(p, data, root, options.key(), options.tag()));
   }
 
   /**
@@ -420,9 +523,27 @@ public final class Communicator implements AutoCloseable {
    * @throws CollectiveMismatchException if the workers' lengths differ
    * @throws WarrenException (a subclass) if the collective fails
    */
-  public synchronized void broadcast(ByteBuffer buffer, int root) {
+  public void broadcast(ByteBuffer buffer, int root) {
+    broadcast(buffer, root, CallOptions.defaults());
+  }
+
+  /**
+   * {@link #broadcast(ByteBuffer, int)} with call options (a bootstrap call, a tag).
+   *
+   * @param buffer a direct buffer: the data on the root, overwritten elsewhere
+   * @param root the rank that sends
+   * @param options the call options
+   * @throws IllegalArgumentException if the buffer is not direct
+   * @throws CollectiveMismatchException if the workers' lengths differ
+   * @throws WarrenException (a subclass) if the collective fails
+   */
+  public synchronized void broadcast(ByteBuffer buffer, int root, CallOptions options) {
     checkDirect(buffer);
-    run(p -> Native.commBroadcastDirect(p, buffer, buffer.position(), buffer.remaining(), root));
+    Objects.requireNonNull(options, "options");
+    run(
+        p ->
+            Native.commBroadcastDirect(
+                p, buffer, buffer.position(), buffer.remaining(), root, options.key(), options.tag()));
   }
 
   /**
@@ -558,153 +679,6 @@ public final class Communicator implements AutoCloseable {
    */
   public synchronized long recoveries() {
     return Native.commRecoveries(live());
-  }
-
-  /**
-   * A bootstrap allreduce: like {@link #allreduce(float[], Op)}, for a call made once before
-   * the first checkpoint (a feature count, say). Its result is kept for the whole job and
-   * served to a restarted worker by key (unless {@code WARREN_BOOTSTRAP_CACHE=0}). The key is the
-   * caller's call site (class, method and line, from the stack) plus a per-site count, so it is
-   * the same in every JVM running the same code; use {@link #allreduceBootstrap(float[], Op,
-   * String)} where the call site is not distinctive (a helper called from several places).
-   *
-   * @param data this worker's values; replaced by the result
-   * @param op a reduction operator
-   * @throws WarrenException (a subclass) if the collective fails
-   */
-  public void allreduceBootstrap(float[] data, Op op) {
-    allreduceBootstrap(data, op, callSite());
-  }
-
-  /**
-   * {@link #allreduceBootstrap(float[], Op)} under an explicit key.
-   *
-   * @param data this worker's values; replaced by the result
-   * @param op a reduction operator
-   * @param key the bootstrap key, the same on every worker (a count is appended per key)
-   * @throws WarrenException (a subclass) if the collective fails
-   */
-  public synchronized void allreduceBootstrap(float[] data, Op op, String key) {
-    Objects.requireNonNull(data, "data");
-    run(p -> Native.commAllreduceBootstrapF32(p, data, opCode(op), Objects.requireNonNull(key, "key")));
-  }
-
-  /**
-   * A bootstrap allreduce of a {@code double[]} (see {@link #allreduceBootstrap(float[], Op)}).
-   *
-   * @param data this worker's values; replaced by the result
-   * @param op a reduction operator
-   * @throws WarrenException (a subclass) if the collective fails
-   */
-  public void allreduceBootstrap(double[] data, Op op) {
-    allreduceBootstrap(data, op, callSite());
-  }
-
-  /**
-   * {@link #allreduceBootstrap(double[], Op)} under an explicit key.
-   *
-   * @param data this worker's values; replaced by the result
-   * @param op a reduction operator
-   * @param key the bootstrap key, the same on every worker
-   * @throws WarrenException (a subclass) if the collective fails
-   */
-  public synchronized void allreduceBootstrap(double[] data, Op op, String key) {
-    Objects.requireNonNull(data, "data");
-    run(p -> Native.commAllreduceBootstrapF64(p, data, opCode(op), Objects.requireNonNull(key, "key")));
-  }
-
-  /**
-   * A bootstrap allreduce of an {@code int[]} (see {@link #allreduceBootstrap(float[], Op)}).
-   *
-   * @param data this worker's values; replaced by the result
-   * @param op a reduction operator
-   * @throws WarrenException (a subclass) if the collective fails
-   */
-  public void allreduceBootstrap(int[] data, Op op) {
-    allreduceBootstrap(data, op, callSite());
-  }
-
-  /**
-   * {@link #allreduceBootstrap(int[], Op)} under an explicit key.
-   *
-   * @param data this worker's values; replaced by the result
-   * @param op a reduction operator
-   * @param key the bootstrap key, the same on every worker
-   * @throws WarrenException (a subclass) if the collective fails
-   */
-  public synchronized void allreduceBootstrap(int[] data, Op op, String key) {
-    Objects.requireNonNull(data, "data");
-    run(p -> Native.commAllreduceBootstrapI32(p, data, opCode(op), Objects.requireNonNull(key, "key")));
-  }
-
-  /**
-   * A bootstrap allreduce of a {@code long[]} (see {@link #allreduceBootstrap(float[], Op)}).
-   *
-   * @param data this worker's values; replaced by the result
-   * @param op a reduction operator
-   * @throws WarrenException (a subclass) if the collective fails
-   */
-  public void allreduceBootstrap(long[] data, Op op) {
-    allreduceBootstrap(data, op, callSite());
-  }
-
-  /**
-   * {@link #allreduceBootstrap(long[], Op)} under an explicit key.
-   *
-   * @param data this worker's values; replaced by the result
-   * @param op a reduction operator
-   * @param key the bootstrap key, the same on every worker
-   * @throws WarrenException (a subclass) if the collective fails
-   */
-  public synchronized void allreduceBootstrap(long[] data, Op op, String key) {
-    Objects.requireNonNull(data, "data");
-    run(p -> Native.commAllreduceBootstrapI64(p, data, opCode(op), Objects.requireNonNull(key, "key")));
-  }
-
-  /**
-   * A bootstrap broadcast (a random seed, say): like {@link #broadcast(byte[], int)}, keyed by
-   * the caller's call site (see {@link #allreduceBootstrap(float[], Op)}).
-   *
-   * @param data the bytes to send on the root; ignored (may be null) elsewhere
-   * @param root the rank that sends
-   * @return the root's bytes
-   * @throws WarrenException (a subclass) if the collective fails
-   */
-  public byte[] broadcastBootstrap(byte[] data, int root) {
-    return broadcastBootstrap(data, root, callSite());
-  }
-
-  /**
-   * {@link #broadcastBootstrap(byte[], int)} under an explicit key.
-   *
-   * @param data the bytes to send on the root; ignored (may be null) elsewhere
-   * @param root the rank that sends
-   * @param key the bootstrap key, the same on every worker
-   * @return the root's bytes
-   * @throws WarrenException (a subclass) if the collective fails
-   */
-  public synchronized byte[] broadcastBootstrap(byte[] data, int root, String key) {
-    long h = live();
-    if (root == rank) {
-      Objects.requireNonNull(data, "data (on the root)");
-    }
-    Objects.requireNonNull(key, "key");
-    return call(p -> Native.commBroadcastBootstrap(p, data, root, key));
-  }
-
-  /**
-   * The first stack frame outside this class, as {@code class#method:line}: the same in every
-   * JVM running the same code.
-   */
-  private static String callSite() {
-    return StackWalker.getInstance()
-        .walk(
-            frames ->
-                frames
-                    .filter(f -> !f.getClassName().equals(Communicator.class.getName()))
-                    .findFirst()
-                    .map(f -> f.getClassName() + "#" + f.getMethodName() + ":" + f.getLineNumber())
-                    .orElse("unknown"));
   }
 
   /**

@@ -31,21 +31,24 @@ final class Native {
 
   static native int commWorldSize(long handle);
 
-  static native void commAllreduceF32(long handle, float[] data, int op);
+  // The collectives take the call options as {@code key} (null: not a bootstrap call; else the
+  // bootstrap key) and {@code tag} (0: none), see CallOptions.
 
-  static native void commAllreduceF64(long handle, double[] data, int op);
+  static native void commAllreduceF32(long handle, float[] data, int op, String key, int tag);
 
-  static native void commAllreduceI32(long handle, int[] data, int op);
+  static native void commAllreduceF64(long handle, double[] data, int op, String key, int tag);
 
-  static native void commAllreduceI64(long handle, long[] data, int op);
+  static native void commAllreduceI32(long handle, int[] data, int op, String key, int tag);
+
+  static native void commAllreduceI64(long handle, long[] data, int op, String key, int tag);
 
   static native void commAllreduceDirect(
-      long handle, ByteBuffer buf, long offset, long length, int dtype, int op);
+      long handle, ByteBuffer buf, long offset, long length, int dtype, int op, String key, int tag);
 
-  static native byte[] commBroadcast(long handle, byte[] data, int root);
+  static native byte[] commBroadcast(long handle, byte[] data, int root, String key, int tag);
 
   static native void commBroadcastDirect(
-      long handle, ByteBuffer buf, long offset, long length, int root);
+      long handle, ByteBuffer buf, long offset, long length, int root, String key, int tag);
 
   static native byte[][] commAllgather(long handle, byte[] mine);
 
@@ -57,16 +60,6 @@ final class Native {
 
   /** Benchmark diagnostic: nanoseconds for {@code iters} f32 sum allreduces run in Rust. */
   static native long commBenchAllreduceF32(long handle, int elems, int iters);
-
-  static native void commAllreduceBootstrapF32(long handle, float[] data, int op, String key);
-
-  static native void commAllreduceBootstrapF64(long handle, double[] data, int op, String key);
-
-  static native void commAllreduceBootstrapI32(long handle, int[] data, int op, String key);
-
-  static native void commAllreduceBootstrapI64(long handle, long[] data, int op, String key);
-
-  static native byte[] commBroadcastBootstrap(long handle, byte[] data, int root, String key);
 
   static native void commCheckpoint(long handle, byte[] global, byte[] local);
 

@@ -167,7 +167,8 @@ class FailuresTest {
     IllegalStateException e =
         assertThrows(IllegalStateException.class, () -> Native.commRank(0));
     assertTrue(e.getMessage().contains("Communicator is closed"), e.getMessage());
-    assertThrows(IllegalStateException.class, () -> Native.commAllreduceF32(0, new float[1], 1));
+    assertThrows(
+        IllegalStateException.class, () -> Native.commAllreduceF32(0, new float[1], 1, null, 0));
     assertThrows(IllegalStateException.class, () -> Native.trackerUri(0));
     Native.commClose(0); // a no-op, not a crash
     Native.trackerClose(0);

@@ -90,11 +90,11 @@ class RecoveryTest {
       assertEquals(2, c.local().length);
       assertEquals(0, comm.recoveries());
       int[] n = {7};
-      comm.allreduceBootstrap(n, Op.MAX);
+      comm.allreduce(n, Op.MAX, CallOptions.bootstrap());
       assertEquals(7, n[0]);
-      assertEquals(3, comm.broadcastBootstrap(new byte[] {1, 2, 3}, 0).length);
+      assertEquals(3, comm.broadcast(new byte[] {1, 2, 3}, 0, CallOptions.bootstrap()).length);
       double[] d = {1.5};
-      comm.allreduceBootstrap(d, Op.SUM, "explicit");
+      comm.allreduce(d, Op.SUM, CallOptions.defaults().withKey("explicit"));
       assertEquals(1.5, d[0]);
     }
   }

@@ -17,8 +17,8 @@ public final class WorkerMain {
    */
   static String train(Communicator comm, int iters, long sleepMs) throws Exception {
     int[] features = {8 + comm.rank()};
-    comm.allreduceBootstrap(features, Op.MAX); // 8 + world - 1
-    byte[] seed = comm.broadcastBootstrap(new byte[] {42}, 0);
+    comm.allreduce(features, Op.MAX, CallOptions.bootstrap()); // 8 + world - 1
+    byte[] seed = comm.broadcast(new byte[] {42}, 0, CallOptions.bootstrap());
     Checkpoint ckpt = comm.loadCheckpoint();
     double[] model = new double[features[0]];
     long localIters = 0;

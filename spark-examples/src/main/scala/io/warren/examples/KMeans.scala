@@ -3,7 +3,7 @@ package io.warren.examples
 import java.nio.{ByteBuffer, ByteOrder}
 import java.util.SplittableRandom
 
-import io.warren.{Communicator, Op}
+import io.warren.{CallOptions, Communicator, Op}
 import io.warren.spark.WarrenSpark
 import org.apache.spark.{SparkConf, SparkContext, TaskContext}
 
@@ -166,13 +166,14 @@ object KMeans {
     val attempt = TaskContext.get().attemptNumber()
     val (x, truth) = parts.map(generate(p, _)).toSeq.headOption.getOrElse((Array.empty[Double], Array.empty[Int]))
     val n = truth.length
-    // Bootstrap calls, made once before the first checkpoint and served from the cache to a
-    // restarted worker (WARREN_BOOTSTRAP_CACHE=1): the dimension, and rank 0's initial centers.
+    // Bootstrap calls (CallOptions.bootstrap()), made once before the first checkpoint and
+    // served from the cache to a restarted worker: the dimension, and rank 0's initial centers.
     val dims = Array(if (n > 0) p.dims else 0)
-    comm.allreduceBootstrap(dims, Op.MAX)
+    comm.allreduce(dims, Op.MAX, CallOptions.bootstrap())
     val d = dims(0)
     val k = p.k
-    val init = comm.broadcastBootstrap(if (comm.rank() == 0) toBytes(initialCenters(x, n, k, d)) else null, 0)
+    val mine = if (comm.rank() == 0) toBytes(initialCenters(x, n, k, d)) else null
+    val init = comm.broadcast(mine, 0, CallOptions.bootstrap())
     val ckpt = comm.loadCheckpoint()
     val centers = new Array[Double](k * d)
     val costs = new Array[Double](p.iters)

@@ -4,7 +4,7 @@ import java.nio.{ByteBuffer, ByteOrder}
 import java.security.MessageDigest
 import java.util.SplittableRandom
 
-import io.warren.{Communicator, Op}
+import io.warren.{CallOptions, Communicator, Op}
 import io.warren.spark.WarrenSpark
 import org.apache.spark.{SparkConf, SparkContext, TaskContext}
 
@@ -142,12 +142,12 @@ object LogisticRegression {
     // A re-run barrier stage (fail-all) numbers its task attempts from 0 again.
     val attempt = TaskContext.get().attemptNumber() + TaskContext.get().stageAttemptNumber()
     val (x, y) = parts.map(generate(p, _)).toSeq.headOption.getOrElse((Array.empty[Double], Array.empty[Double]))
-    // Bootstrap calls: made once before the first checkpoint, served from the cache to a
-    // restarted worker (WARREN_BOOTSTRAP_CACHE=1).
+    // Bootstrap calls (CallOptions.bootstrap()): made once before the first checkpoint, served
+    // from the cache to a restarted worker.
     val dims = Array(p.features + 1)
-    comm.allreduceBootstrap(dims, Op.MAX)
+    comm.allreduce(dims, Op.MAX, CallOptions.bootstrap())
     val d = dims(0)
-    val seedBytes = comm.broadcastBootstrap(ByteBuffer.allocate(8).putLong(p.seed).array(), 0)
+    val seedBytes = comm.broadcast(ByteBuffer.allocate(8).putLong(p.seed).array(), 0, CallOptions.bootstrap())
     val initSeed = ByteBuffer.wrap(seedBytes).getLong
     val ckpt = comm.loadCheckpoint()
     val losses = new Array[Double](p.iters)

@@ -66,16 +66,17 @@ package object spark {
       * @param comm the communicator
       * @param data this worker's values, replaced by the result
       * @param op the reduction operator
+      * @param options the call options (a bootstrap call, a tag)
       */
-    def allreduce(comm: Communicator, data: Array[T], op: Op): Unit
+    def allreduce(comm: Communicator, data: Array[T], op: Op, options: CallOptions): Unit
   }
 
   /** The four element types with array overloads in `Communicator`. */
   object Reducible {
-    implicit val floats: Reducible[Float] = (c, a, op) => c.allreduce(a, op)
-    implicit val doubles: Reducible[Double] = (c, a, op) => c.allreduce(a, op)
-    implicit val ints: Reducible[Int] = (c, a, op) => c.allreduce(a, op)
-    implicit val longs: Reducible[Long] = (c, a, op) => c.allreduce(a, op)
+    implicit val floats: Reducible[Float] = (c, a, op, o) => c.allreduce(a, op, o)
+    implicit val doubles: Reducible[Double] = (c, a, op, o) => c.allreduce(a, op, o)
+    implicit val ints: Reducible[Int] = (c, a, op, o) => c.allreduce(a, op, o)
+    implicit val longs: Reducible[Long] = (c, a, op, o) => c.allreduce(a, op, o)
   }
 
   /** Scala methods on a `Communicator`.
@@ -88,10 +89,13 @@ package object spark {
       *
       * @param data this worker's values
       * @param op the reduction operator, `Op.SUM` by default
+      * @param options the call options (`CallOptions.bootstrap()`, a tag), none by default
       * @return `data`, now holding the result
       */
-    def allreduceInPlace[T](data: Array[T], op: Op = Op.SUM)(implicit r: Reducible[T]): Array[T] = {
-      r.allreduce(comm, data, op)
+    def allreduceInPlace[T](data: Array[T], op: Op = Op.SUM, options: CallOptions = CallOptions.defaults())(
+        implicit r: Reducible[T]
+    ): Array[T] = {
+      r.allreduce(comm, data, op, options)
       data
     }
 
@@ -107,19 +111,26 @@ package object spark {
       *
       * @param data the bytes on the root
       * @param root the sending rank
+      * @param options the call options (`CallOptions.bootstrap()`, a tag), none by default
       * @return the root's bytes
       */
-    def broadcastFrom(data: Option[Array[Byte]], root: Int): Array[Byte] =
-      comm.broadcast(data.orNull, root)
+    def broadcastFrom(data: Option[Array[Byte]], root: Int, options: CallOptions = CallOptions.defaults()): Array[Byte] =
+      comm.broadcast(data.orNull, root, options)
 
     /** Reduces a direct buffer of `dtype` elements in place (see `Communicator.allreduce`).
       *
       * @param buffer a direct buffer in native byte order
       * @param dtype its element type
       * @param op the reduction operator
+      * @param options the call options, none by default
       */
-    def allreduceBuffer(buffer: ByteBuffer, dtype: DataType, op: Op = Op.SUM): Unit =
-      comm.allreduce(buffer, dtype, op)
+    def allreduceBuffer(
+        buffer: ByteBuffer,
+        dtype: DataType,
+        op: Op = Op.SUM,
+        options: CallOptions = CallOptions.defaults()
+    ): Unit =
+      comm.allreduce(buffer, dtype, op, options)
   }
 
   /** Scala methods on a `Tracker`.

@@ -34,12 +34,14 @@ class ReadmeScalaExampleTest {
   @Test
   @Timeout(60)
   def helpers(): Unit = {
-    import io.warren.{DataType, Op}
+    import io.warren.{CallOptions, DataType, Op}
     import scala.util.Using
     Using.resource(Warren.communicator(Map.empty)) { comm =>
       assertArrayEquals(Array(3f), comm.allreduceInPlace(Array(3f)), 0f)
       assertArrayEquals(Array(5), comm.allreduceInPlace(Array(5), Op.MAX))
       assertArrayEquals(Array(7L), comm.allreduceInPlace(Array(7L), Op.BIT_OR))
+      assertArrayEquals(Array(9), comm.allreduceInPlace(Array(9), Op.MAX, CallOptions.bootstrap()))
+      assertEquals("z", new String(comm.broadcastFrom(Some("z".getBytes), 0, CallOptions.bootstrap().withKey("z"))))
       assertEquals(Seq("x"), comm.gather("x".getBytes).map(new String(_)))
       assertEquals("y", new String(comm.broadcastFrom(Some("y".getBytes), 0)))
       val b = java.nio.ByteBuffer.allocateDirect(8).order(java.nio.ByteOrder.nativeOrder())
