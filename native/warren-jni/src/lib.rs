@@ -804,10 +804,13 @@ mod tests {
     }
 
     #[test]
-    fn piece_tags_are_nonzero_and_tell_lengths_apart() {
-        let tags: std::collections::HashSet<u32> = (1..10_000usize).map(|n| segment_tag(n * 4)).collect();
+    fn piece_tags_are_nonzero_and_tell_lengths_and_caller_tags_apart() {
+        let tags: std::collections::HashSet<u32> = (1..10_000usize).map(|n| segment_tag(n * 4, 0)).collect();
         assert_eq!(tags.len(), 9_999);
         assert!(!tags.contains(&0), "0 is the tag of unsegmented calls");
+        let by_caller: std::collections::HashSet<u32> = (0..10_000u32).map(|t| segment_tag(1 << 22, t)).collect();
+        assert_eq!(by_caller.len(), 10_000);
+        assert!(!by_caller.contains(&0));
     }
 
     #[test]
