@@ -106,6 +106,12 @@ fn mismatched_call_options_are_reported_on_every_rank() {
             c.allreduce_with(&mut [1.0f32; 4], Op::Sum, &opts)
         },
     );
+    for r in &results {
+        if let Err(Error::Mismatch(m)) = r {
+            let tags: Vec<Option<u32>> = [&m.first, &m.second].iter().map(|d| d.args.as_ref().unwrap().tag).collect();
+            assert!(tags.contains(&Some(7)) && tags.contains(&Some(8)), "{tags:?}");
+        }
+    }
     all_mismatch(results, "tag 7");
     let results = run_world(
         2,

@@ -7,7 +7,7 @@ import java.util.Objects;
  * What one worker declared about a collective call, as a {@link CollectiveMismatchException}
  * reports it: the worker's rank, the call as the native library describes it (for example
  * {@code allreduce(tree) #3 of 40 bytes f32 sum}), and the same field by field: collective,
- * position, size in bytes, element type, operator, root, user-reducer tag and bootstrap key.
+ * position, size in bytes, element type, operator, root, tag and bootstrap key.
  * Fields the native library did not know are -1 or {@code null}.
  */
 public final class CallDeclaration implements Serializable {
@@ -46,7 +46,7 @@ public final class CallDeclaration implements Serializable {
    * @param dataType the element type ({@code f32}, {@code i64}, ...), or {@code null}
    * @param op the operator ({@code sum}, {@code max}, ..., {@code user}), or {@code null}
    * @param root the root of a broadcast, or -1
-   * @param tag the tag of a user-defined reducer, or -1
+   * @param tag the call's tag ({@link CallOptions#withTag(int)}, as an unsigned value), or -1
    * @param key the bootstrap key of a bootstrap call, or {@code null}
    */
   public CallDeclaration(
@@ -148,9 +148,10 @@ public final class CallDeclaration implements Serializable {
   }
 
   /**
-   * The tag of a user-defined reducer.
+   * The call's tag ({@link CallOptions#withTag(int)}, as an unsigned 32-bit value; a native
+   * user-defined reducer's identity).
    *
-   * @return the tag, or -1 for other operators or if unknown
+   * @return the tag, or -1 for a call without one or if unknown
    */
   public long tag() {
     return tag;

@@ -115,6 +115,9 @@ class CallOptionsTest {
     for (TestSupport.Outcome<Void> o : tags) {
       assertInstanceOf(CollectiveMismatchException.class, o.error, String.valueOf(o.error));
       assertTrue(o.error.getMessage().contains("tag 1"), o.error.getMessage());
+      CollectiveMismatchException m = (CollectiveMismatchException) o.error;
+      assertEquals(
+          java.util.Set.of(-1L, 1L), java.util.Set.of(m.first().tag(), m.second().tag()), m.toString());
     }
     List<TestSupport.Outcome<Void>> keys =
         TestSupport.threads(
