@@ -8,15 +8,16 @@ import scala.jdk.CollectionConverters._
 import io.warren.Op
 import io.warren.spark.WarrenSpark
 import org.apache.spark.scheduler.{SparkListener, SparkListenerTaskEnd, SparkListenerTaskStart}
-import org.apache.spark.{SparkContext, SparkEnv, WarrenSlots}
+import org.apache.spark.{SparkContext, SparkEnv, TaskContext, TaskKilledException, WarrenSlots}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertTrue}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
 
 /** Cancelling a Warren job on `local-cluster[3,1,1024]` while its workers wait in a collective:
-  * `sc.cancelJobGroup` (with `interruptOnCancel`) interrupts the task threads, which abort
-  * their calls (`Communicator`'s interrupt watcher); every task must end within 10 s, and no
-  * executor may keep a Warren thread (a thread inside the native library or the watcher).
+  * `sc.cancelJobGroup` with `interruptOnCancel` interrupts the task threads, which abort their
+  * calls (`Communicator`'s interrupt watcher); without it Spark only marks the tasks killed, and
+  * the runner's `KillWatch` aborts their calls. Either way every task must end within 10 s, and
+  * no executor may keep a Warren thread (one inside the native library or a watcher).
   */
 @TestInstance(Lifecycle.PER_CLASS)
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
@@ -34,7 +35,14 @@ class CancelClusterTest {
   def stop(): Unit = if (sc != null) sc.stop()
 
   @Test
-  def aCancelledJobGroupEndsTasksBlockedInAnAllreduceAndLeavesNoThread(): Unit = {
+  def aCancelledJobGroupEndsTasksBlockedInAnAllreduceAndLeavesNoThread(): Unit =
+    cancelWhileBlocked(interruptOnCancel = true)
+
+  @Test
+  def aJobGroupCancelledWithoutInterruptsEndsBlockedTasksToo(): Unit =
+    cancelWhileBlocked(interruptOnCancel = false)
+
+  private def cancelWhileBlocked(interruptOnCancel: Boolean): Unit = {
     val started = new CountDownLatch(workers)
     val ended = new ConcurrentHashMap[Long, java.lang.Long]()
     val listener = new SparkListener {
@@ -47,12 +55,16 @@ class CancelClusterTest {
     // local-cluster runs on this machine: each worker marks here that it is about to wait.
     val marks = java.nio.file.Files.createTempDirectory("warren-cancel").toString
     val driver = new Thread(() => {
-      sc.setJobGroup("warren-cancel", "a Warren job to cancel", interruptOnCancel = true)
+      sc.setJobGroup("warren-cancel", "a Warren job to cancel", interruptOnCancel)
       try {
-        // Ranks 0 and 1 wait in an allreduce that rank 2 never joins (it sleeps).
+        // Ranks 0 and 1 wait in an allreduce that rank 2 never joins (it waits to be killed,
+        // as code that reads its rows would notice a kill).
         WarrenSpark.train(sc.parallelize(0 until workers, workers), workers) { (c, _) =>
           java.nio.file.Files.createFile(java.nio.file.Paths.get(marks, s"rank-${c.rank()}"))
-          if (c.rank() == 2) Thread.sleep(600000)
+          if (c.rank() == 2) {
+            while (!TaskContext.get().isInterrupted()) Thread.sleep(50)
+            throw new TaskKilledException("killed while waiting")
+          }
           else c.allreduce(new Array[Float](1024), Op.SUM)
           c.rank()
         }
@@ -78,7 +90,7 @@ class CancelClusterTest {
     assertTrue(outcome.get() != null, "the cancelled job returned a result")
     assertEquals(workers, ended.size(), s"tasks ended: ${ended.size()}")
     val lastMs = ended.values().asScala.map(t => TimeUnit.NANOSECONDS.toMillis(t - cancelled)).max
-    println(s"cancelJobGroup: every task ended within $lastMs ms; the job failed with: ${outcome.get()}")
+    println(s"cancelJobGroup (interruptOnCancel = $interruptOnCancel): every task ended within $lastMs ms; the job failed with: ${outcome.get()}")
     assertTrue(lastMs < 10000, s"the last task ended $lastMs ms after cancelJobGroup")
 
     // A follow-up job (one task per executor) lists each executor's Warren threads.

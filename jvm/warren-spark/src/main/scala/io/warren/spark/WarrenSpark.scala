@@ -367,12 +367,15 @@ object WarrenSpark {
         "WARREN_ATTEMPT" -> attempt.toString
       ) ++ staging.map(s => "WARREN_CHECKPOINT_DIR" -> s.local.toString)
       val comm = Communicator.create(settings.asJava)
+      // A kill without an interrupt (cancelJobGroup without interruptOnCancel) aborts the calls.
+      val killWatch = KillWatch.start(ctx, comm)
       try {
         staging.foreach { s =>
           s.download(comm)
           comm.setCheckpointListener(s)
         }
         val r = f(comm, rows)
+        killWatch.stop()
         comm.close()
         (ctx.partitionId(), r)
       } catch {
@@ -380,7 +383,7 @@ object WarrenSpark {
           try comm.abort()
           catch { case NonFatal(e) => t.addSuppressed(e) }
           throw t
-      }
+      } finally killWatch.stop()
     } finally staging.foreach(_.close())
   }
 
