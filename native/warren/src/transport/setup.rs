@@ -13,12 +13,16 @@ use super::Link;
 use crate::error::{Error, Result};
 use crate::tracker::proto::PeerAddr;
 use crate::wire::auth::{PROOF_LEN, Purpose};
-use crate::wire::handshake::{ACCEPTED, Challenge, REFUSED, client_handshake};
+use crate::wire::handshake::{ACCEPTED, Challenge, HandshakeFailure, REFUSED, client_handshake};
 use crate::wire::{self, Backoff, PREAMBLE_LEN, read_exact_by, write_all_by};
 
 /// Longest a single incoming connection may take to complete its handshake, so that a stray
 /// client (or garbage on the port) cannot stall the set-up for long.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a connecting worker waits for a peer's handshake before it checks whether its
+/// link round was superseded (and, if not, connects again).
+const HANDSHAKE_SLICE: Duration = Duration::from_secs(2);
 
 /// Pauses between attempts to reach a peer that is not listening yet.
 const CONNECT_BACKOFF: Backoff = Backoff { first: Duration::from_millis(5), max: Duration::from_millis(500) };
@@ -158,14 +162,27 @@ fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut(
         .map_err(|e| Error::io(format!("resolving {who}"), e))?
         .collect();
     let addr = *addrs.first().ok_or_else(|| Error::Config(format!("{who} has no address")))?;
-    let mut s = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, &mut |e| {
-        cancel()?;
-        debug!("rank {me}: connecting to {who}: {e}; retrying");
-        Ok(true)
-    })?;
-    opts.apply(&s)?;
-    client_handshake(&mut s, secret, Purpose::Peer(me as u32), deadline, &who)?;
-    Ok(s)
+    loop {
+        let mut s = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, &mut |e| {
+            cancel()?;
+            debug!("rank {me}: connecting to {who}: {e}; retrying");
+            Ok(true)
+        })?;
+        opts.apply(&s)?;
+        // The peer answers once it reaches its accept loop; until then the connection waits in
+        // its backlog. A peer that gave up this link round never answers, so the wait is cut
+        // into slices with `cancel` (which sees a new round) polled between them: waiting the
+        // whole deadline here once kept a re-link round from completing for 30 s.
+        let slice = deadline.min(Instant::now() + HANDSHAKE_SLICE);
+        match client_handshake(&mut s, secret, Purpose::Peer(me as u32), slice, &who) {
+            Ok(()) => return Ok(s),
+            Err(HandshakeFailure::Broken(Error::Timeout { .. })) if Instant::now() < deadline => {
+                cancel()?;
+                debug!("rank {me}: {who} has not answered the handshake yet; connecting again");
+            }
+            Err(f) => return Err(f.into()),
+        }
+    }
 }
 
 /// Links rank `me` to each rank in `neighbours`: connects to the lower ranks, accepts the
