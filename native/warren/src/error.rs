@@ -30,11 +30,11 @@ pub enum Error {
     },
 
     /// A wait ran past its deadline. `what` names the peer rank or task ids waited for.
-    #[error("timed out after {after:?} waiting for {what}")]
+    #[error("{}", timeout_text(what, after))]
     Timeout {
         /// What was waited for (a peer rank, the missing task ids, ...).
         what: String,
-        /// How long Warren waited.
+        /// How long Warren waited (zero: the deadline had already passed when the wait began).
         after: Duration,
     },
 
@@ -161,6 +161,14 @@ impl Error {
     /// Wraps an I/O error with what Warren was doing when it happened.
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io { context: context.into(), source }
+    }
+}
+
+fn timeout_text(what: &str, after: &Duration) -> String {
+    if after.is_zero() {
+        format!("timed out waiting for {what}: its deadline had already passed")
+    } else {
+        format!("timed out after {after:.1?} waiting for {what}")
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::auth::Purpose;
-use super::deadline::write_all_by;
+use super::deadline::{timed_out, write_all_by};
 use super::frame::{decode_frame, encode_frame};
 use super::handshake::{HandshakeFailure, client_handshake};
 use crate::error::{Error, Result};
@@ -41,11 +41,12 @@ pub fn connect_by(
     backoff: Backoff,
     again: &mut dyn FnMut(&io::Error) -> Result<bool>,
 ) -> Result<TcpStream> {
+    let started = Instant::now();
     let mut pause = backoff.first;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(Error::Timeout { what: format!("connecting to {who}"), after: Duration::ZERO });
+            return Err(timed_out(format!("connecting to {who}"), started, deadline));
         }
         match TcpStream::connect_timeout(&addr, left) {
             Ok(s) => return Ok(s),
@@ -101,13 +102,14 @@ impl Connection {
     /// connection; [`Error::Protocol`] for a malformed frame, [`Error::Timeout`] naming the
     /// other end, or [`Error::Io`].
     pub fn recv<T: for<'de> Deserialize<'de>>(&mut self, deadline: Instant) -> Result<Option<T>> {
+        let started = Instant::now();
         loop {
             if let Some(msg) = self.next_buffered()? {
                 return Ok(Some(msg));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(self.timed_out());
+                return Err(timed_out(format!("a reply from {}", self.who), started, deadline));
             }
             self.stream.set_read_timeout(Some(left)).map_err(|e| self.io("configuring socket to", e))?;
             match self.read_chunk() {
@@ -115,7 +117,7 @@ impl Connection {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                    return Err(self.timed_out());
+                    return Err(timed_out(format!("a reply from {}", self.who), started, deadline));
                 }
                 Err(e) => return Err(self.io("reading from", e)),
             }
@@ -152,10 +154,6 @@ impl Connection {
         let n = self.stream.read(&mut chunk)?;
         self.inbox.extend_from_slice(&chunk[..n]);
         Ok(n)
-    }
-
-    fn timed_out(&self) -> Error {
-        Error::Timeout { what: format!("a reply from {}", self.who), after: Duration::ZERO }
     }
 
     fn io(&self, doing: &str, e: io::Error) -> Error {

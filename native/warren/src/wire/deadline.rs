@@ -3,18 +3,26 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+
+/// The timeout of a wait for `what` that began at `started` with `deadline`: it says how long
+/// it waited, or (a zero duration) that the deadline had already passed when the wait began.
+pub(crate) fn timed_out(what: impl Into<String>, started: Instant, deadline: Instant) -> Error {
+    let after = if deadline <= started { Duration::ZERO } else { started.elapsed() };
+    Error::Timeout { what: what.into(), after }
+}
 
 /// Reads exactly `buf.len()` bytes from a blocking stream before `deadline`; `who` names the
 /// other end in errors.
 pub fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant, who: &str) -> Result<()> {
+    let started = Instant::now();
     let mut got = 0;
     while got < buf.len() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(Error::Timeout { what: who.to_string(), after: Default::default() });
+            return Err(timed_out(who, started, deadline));
         }
         stream.set_read_timeout(Some(left)).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
         match stream.read(&mut buf[got..]) {
@@ -22,7 +30,7 @@ pub fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant, 
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                return Err(Error::Timeout { what: who.to_string(), after: Default::default() });
+                return Err(timed_out(who, started, deadline));
             }
             Err(e) => return Err(Error::io(format!("reading from {who}"), e)),
         }
@@ -32,10 +40,16 @@ pub fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant, 
 
 /// Writes all of `buf` to a blocking stream before `deadline`.
 pub fn write_all_by(stream: &mut TcpStream, buf: &[u8], deadline: Instant, who: &str) -> Result<()> {
-    let left = deadline.saturating_duration_since(Instant::now());
+    let started = Instant::now();
+    let left = deadline.saturating_duration_since(started);
     if left.is_zero() {
-        return Err(Error::Timeout { what: who.to_string(), after: Default::default() });
+        return Err(timed_out(who, started, deadline));
     }
     stream.set_write_timeout(Some(left)).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
-    stream.write_all(buf).map_err(|e| Error::io(format!("writing to {who}"), e))
+    stream.write_all(buf).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            timed_out(format!("{who} to take our bytes"), started, deadline)
+        }
+        _ => Error::io(format!("writing to {who}"), e),
+    })
 }

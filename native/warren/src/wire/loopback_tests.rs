@@ -141,7 +141,13 @@ fn a_silent_service_times_out_naming_it_and_a_closed_one_is_none() {
     let started = Instant::now();
     let e = c.recv::<String>(Instant::now() + Duration::from_millis(200)).unwrap_err();
     assert!(matches!(&e, Error::Timeout { what, .. } if what.contains("echo service")), "{e}");
+    // The message says how long it waited (not "after 0ns").
+    assert!(matches!(&e, Error::Timeout { after, .. } if *after >= Duration::from_millis(150)), "{e}");
+    assert!(e.to_string().starts_with("timed out after "), "{e}");
     assert!(started.elapsed() < Duration::from_secs(5));
+    // A deadline already past when the wait begins says so.
+    let late = c.recv::<String>(Instant::now() - Duration::from_millis(1)).unwrap_err();
+    assert!(late.to_string().contains("its deadline had already passed"), "{late}");
     assert!(c.read_available().unwrap(), "nothing has arrived, the connection is open");
     tx.send(()).unwrap();
     server.join().unwrap();
