@@ -8,8 +8,9 @@ import io.warren.{CallOptions, Communicator, Op}
 import io.warren.spark.WarrenSpark
 import org.apache.spark.{SparkConf, SparkContext, TaskContext}
 
-/** Distributed logistic regression on an RDD with Warren: full-batch gradient descent, one
-  * gradient allreduce and one checkpoint per iteration, and retry-one recovery.
+/** Distributed logistic regression on an RDD with Warren: full-batch gradient descent (or
+  * L-BFGS with `--optimizer lbfgs`), one gradient allreduce and one checkpoint per iteration,
+  * and retry-one recovery.
   *
   * {{{
   * spark-submit --master 'local-cluster[3,1,1024]' --class io.warren.examples.LogisticRegression \
@@ -19,6 +20,9 @@ import org.apache.spark.{SparkConf, SparkContext, TaskContext}
   *
   * With `--recovery fail-all --checkpoint-dir DIR` the workers run as a barrier stage that
   * Spark re-runs whole after a failure, every worker resuming from the last durable checkpoint.
+  *
+  * With `--target-loss X` the training stops at the first iteration whose loss is at most `X`
+  * (every worker sees the same allreduced loss, so all stop together).
   *
   * Prints the loss per iteration, the training accuracy and `MODEL_HASH <hex>` (SHA-256 of the
   * final weights as little-endian doubles), which is the same with and without a failure.
@@ -30,8 +34,11 @@ object LogisticRegression {
     * @param workers Warren workers (Spark tasks running together)
     * @param rows rows of synthetic data in all
     * @param features features per row
-    * @param iters gradient steps
-    * @param stepSize the learning rate
+    * @param iters iterations at most (one pass over the rows and one allreduce each)
+    * @param stepSize the learning rate of gradient descent
+    * @param optimizer `gd` (gradient descent with `stepSize`) or `lbfgs` (L-BFGS, [[Lbfgs]])
+    * @param lbfgsMemory past steps L-BFGS keeps
+    * @param targetLoss stop after the first iteration whose loss is at most this (NaN: never)
     * @param seed seed of the data and of the initial weights
     * @param killTask throw in partition 1's first attempt at this iteration (-1: never)
     * @param killExecutor halt partition 1's executor JVM (first attempt) at this iteration (-1: never)
@@ -46,6 +53,9 @@ object LogisticRegression {
       features: Int = 20,
       iters: Int = 20,
       stepSize: Double = 1.0,
+      optimizer: String = "gd",
+      lbfgsMemory: Int = 10,
+      targetLoss: Double = Double.NaN,
       seed: Long = 20240601L,
       killTask: Int = -1,
       killExecutor: Int = -1,
@@ -53,6 +63,8 @@ object LogisticRegression {
       conf: Map[String, String] = Map("bootstrapCache" -> "true"),
       failures: Seq[Failure] = Nil
   ) {
+    require(Set("gd", "lbfgs").contains(optimizer), s"optimizer must be gd or lbfgs, got $optimizer")
+    require(lbfgsMemory >= 1, s"lbfgs-memory must be at least 1, got $lbfgsMemory")
 
     /** Every injected failure, `killTask` and `killExecutor` included. */
     def allFailures: Seq[Failure] =
@@ -73,7 +85,7 @@ object LogisticRegression {
   /** What a run gives back (rank 0's view; every rank has the same).
     *
     * @param weights the final weights (the last one is the intercept)
-    * @param losses the mean log loss before each step
+    * @param losses the mean log loss of each iteration's pass (as many as iterations ran)
     * @param accuracy training accuracy of the final weights
     * @param recoveries recoveries rank 0 took part in
     * @param seconds wall time of the Warren stage as the driver saw it
@@ -129,11 +141,99 @@ object LogisticRegression {
     (x, y)
   }
 
-  private def toBytes(w: Array[Double], losses: Array[Double]): Array[Byte] = {
-    val b = ByteBuffer.allocate(8 * (w.length + losses.length)).order(ByteOrder.LITTLE_ENDIAN)
-    w.foreach(b.putDouble)
+  private def toBytes(state: Array[Double], losses: Array[Double]): Array[Byte] = {
+    val b = ByteBuffer.allocate(8 * (state.length + losses.length)).order(ByteOrder.LITTLE_ENDIAN)
+    state.foreach(b.putDouble)
     losses.foreach(b.putDouble)
     b.array()
+  }
+
+  private def fromBytes(bytes: Array[Byte]): Array[Double] = {
+    val b = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN)
+    Array.fill(bytes.length / 8)(b.getDouble)
+  }
+
+  /** The optimizer's state between iterations: gradient descent's weights or L-BFGS's state. */
+  private sealed trait Optimizer {
+
+    /** The point whose loss and gradient the next pass computes. */
+    def point: Array[Double]
+
+    /** Takes the pass's mean loss and gradient (`sums(j) / total`); `last` marks the iteration
+      * that ends training.
+      */
+    def step(loss: Double, sums: Array[Double], total: Double, last: Boolean): Unit
+
+    /** The model: the weights the training ends with. */
+    def weights: Array[Double]
+
+    /** The state as doubles, for the checkpoint. */
+    def state: Array[Double]
+  }
+
+  private final class GradientDescent(w: Array[Double], stepSize: Double) extends Optimizer {
+    def point: Array[Double] = w
+    def step(loss: Double, sums: Array[Double], total: Double, last: Boolean): Unit =
+      for (j <- w.indices) w(j) -= stepSize * sums(j) / total
+    def weights: Array[Double] = w
+    def state: Array[Double] = w
+  }
+
+  private final class Quasinewton(o: Lbfgs) extends Optimizer {
+    def point: Array[Double] = o.trial
+    // The iteration that ends training (target loss reached) makes its point the model.
+    private val grad = new Array[Double](o.dim)
+    def step(loss: Double, sums: Array[Double], total: Double, last: Boolean): Unit = {
+      for (j <- grad.indices) grad(j) = sums(j) / total
+      o.observe(loss, grad, accept = last)
+    }
+    def weights: Array[Double] = o.x
+    def state: Array[Double] = o.toDoubles
+  }
+
+  /** The optimizer at checkpoint `version` (`global` its bytes), and the losses so far. */
+  private def restore(p: Params, d: Int, initSeed: Long, version: Int, global: Array[Byte]): (Optimizer, Array[Double]) = {
+    val losses = new Array[Double](p.iters)
+    val stateLen = if (p.optimizer == "gd") d else Lbfgs.doubles(d, p.lbfgsMemory)
+    val state = if (version == 0) {
+      val r = new SplittableRandom(initSeed ^ 0x5deece66dL)
+      val w = Array.fill(d)(r.nextDouble(-0.01, 0.01))
+      if (p.optimizer == "gd") w else Lbfgs.start(w, p.lbfgsMemory).toDoubles
+    } else {
+      val v = fromBytes(global)
+      System.arraycopy(v, stateLen, losses, 0, p.iters)
+      v.take(stateLen)
+    }
+    val opt = if (p.optimizer == "gd") new GradientDescent(state, p.stepSize) else new Quasinewton(Lbfgs.fromDoubles(state))
+    (opt, losses)
+  }
+
+  /** Adds partition rows' gradient sums at `w` to `buf(0 until d)`, their log-loss sum to `buf(d)`. */
+  private def accumulate(x: Array[Double], y: Array[Double], w: Array[Double], buf: Array[Double]): Unit = {
+    val d = w.length
+    val n = y.length
+    // The hot loop: plain while loops (a Scala `for` over a Range goes through a closure that
+    // the JIT does not always inline; this is the part the benchmark against MLlib times).
+    var i = 0
+    while (i < n) {
+      var z = 0.0
+      val o = i * d
+      var j = 0
+      while (j < d) {
+        z += x(o + j) * w(j)
+        j += 1
+      }
+      val prob = 1.0 / (1.0 + math.exp(-z))
+      val g = prob - y(i)
+      j = 0
+      while (j < d) {
+        buf(j) += g * x(o + j)
+        j += 1
+      }
+      // log loss, computed stably
+      buf(d) += (if (z > 0) math.log1p(math.exp(-z)) + (1 - y(i)) * z else math.log1p(math.exp(z)) - y(i) * z)
+      i += 1
+    }
   }
 
   /** One worker: bootstrap calls, then a checkpointed gradient loop from the last checkpoint. */
@@ -150,19 +250,14 @@ object LogisticRegression {
     val seedBytes = comm.broadcast(ByteBuffer.allocate(8).putLong(p.seed).array(), 0, CallOptions.bootstrap())
     val initSeed = ByteBuffer.wrap(seedBytes).getLong
     val ckpt = comm.loadCheckpoint()
-    val losses = new Array[Double](p.iters)
-    val w = new Array[Double](d)
-    if (ckpt.version == 0) {
-      val r = new SplittableRandom(initSeed ^ 0x5deece66dL)
-      for (j <- 0 until d) w(j) = r.nextDouble(-0.01, 0.01)
-    } else {
-      val b = ByteBuffer.wrap(ckpt.global).order(ByteOrder.LITTLE_ENDIAN)
-      for (j <- 0 until d) w(j) = b.getDouble
-      for (i <- 0 until p.iters) losses(i) = b.getDouble
-    }
+    val (opt, losses) = restore(p, d, initSeed, ckpt.version, ckpt.global)
     val n = y.length
     val buf = new Array[Double](d + 2)
-    for (it <- ckpt.version until p.iters) {
+    // Stop after the first iteration whose loss reached the target: decided from the losses,
+    // which the checkpoint holds, so a restored worker decides as the others did.
+    def reached(it: Int): Boolean = it > 0 && losses(it - 1) <= p.targetLoss
+    var it = ckpt.version
+    while (it < p.iters && !reached(it)) {
       for (fl <- p.allFailures if fl.partition == pid && fl.iter == it && attempt < fl.attempts) {
         if (fl.halt) {
           System.err.println(s"halting this executor at iteration $it (attempt $attempt)")
@@ -171,36 +266,17 @@ object LogisticRegression {
         throw new RuntimeException(s"injected failure of task $pid at iteration $it (attempt $attempt)")
       }
       java.util.Arrays.fill(buf, 0.0)
-      // The hot loop: plain while loops (a Scala `for` over a Range goes through a closure that
-      // the JIT does not always inline; this is the part the benchmark against MLlib times).
-      var i = 0
-      while (i < n) {
-        var z = 0.0
-        val o = i * d
-        var j = 0
-        while (j < d) {
-          z += x(o + j) * w(j)
-          j += 1
-        }
-        val prob = 1.0 / (1.0 + math.exp(-z))
-        val g = prob - y(i)
-        j = 0
-        while (j < d) {
-          buf(j) += g * x(o + j)
-          j += 1
-        }
-        // log loss, computed stably
-        buf(d) += (if (z > 0) math.log1p(math.exp(-z)) + (1 - y(i)) * z else math.log1p(math.exp(z)) - y(i) * z)
-        i += 1
-      }
+      accumulate(x, y, opt.point, buf)
       buf(d + 1) = n.toDouble
       comm.allreduce(buf, Op.SUM)
       val total = buf(d + 1)
       losses(it) = buf(d) / total
-      for (j <- 0 until d) w(j) -= p.stepSize * buf(j) / total
-      comm.checkpoint(toBytes(w, losses), null)
+      opt.step(losses(it), buf, total, last = losses(it) <= p.targetLoss)
+      comm.checkpoint(toBytes(opt.state, losses), null)
       if (p.pauseMs > 0) Thread.sleep(p.pauseMs.toLong)
+      it += 1
     }
+    val w = opt.weights
     val acc = Array(0.0, n.toDouble)
     for (i <- 0 until n) {
       var z = 0.0
@@ -208,7 +284,7 @@ object LogisticRegression {
       if ((z > 0) == (y(i) > 0.5)) acc(0) += 1
     }
     comm.allreduce(acc, Op.SUM)
-    Result(w, losses, acc(0) / acc(1), comm.recoveries(), 0.0, ckpt.version)
+    Result(w.clone(), losses.take(it), acc(0) / acc(1), comm.recoveries(), 0.0, ckpt.version)
   }
 
   /** Trains on `sc`: one partition per worker, each generating its rows deterministically.
@@ -231,6 +307,9 @@ object LogisticRegression {
     case "--features" :: v :: rest      => parse(rest, p.copy(features = v.toInt))
     case "--iters" :: v :: rest         => parse(rest, p.copy(iters = v.toInt))
     case "--step-size" :: v :: rest     => parse(rest, p.copy(stepSize = v.toDouble))
+    case "--optimizer" :: v :: rest     => parse(rest, p.copy(optimizer = v))
+    case "--lbfgs-memory" :: v :: rest  => parse(rest, p.copy(lbfgsMemory = v.toInt))
+    case "--target-loss" :: v :: rest   => parse(rest, p.copy(targetLoss = v.toDouble))
     case "--seed" :: v :: rest          => parse(rest, p.copy(seed = v.toLong))
     case "--kill-task" :: v :: rest     => parse(rest, p.copy(killTask = v.toInt))
     case "--kill-executor" :: v :: rest => parse(rest, p.copy(killExecutor = v.toInt))
@@ -240,7 +319,7 @@ object LogisticRegression {
     case other :: _ =>
       throw new IllegalArgumentException(
         s"unknown argument $other; usage: [--workers N] [--rows N] [--features N] [--iters N] " +
-          "[--step-size X] [--seed N] [--kill-task ITER] [--kill-executor ITER] [--pause-ms MS] [--recovery retry-one|fail-all] " +
+          "[--step-size X] [--optimizer gd|lbfgs] [--lbfgs-memory M] [--target-loss X] [--seed N] [--kill-task ITER] [--kill-executor ITER] [--pause-ms MS] [--recovery retry-one|fail-all] " +
           "[--checkpoint-dir DIR]"
       )
   }

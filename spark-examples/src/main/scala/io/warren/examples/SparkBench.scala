@@ -29,6 +29,10 @@ import io.warren.spark.WarrenSpark
   *    reporting the failure to launching the re-run task(s) (see [[RestartClock]]), so that the
   *    added time splits into Spark's part and the rest.
   *
+  *  - (c) time to accuracy: the wall time of the Warren example with L-BFGS (`--optimizer
+  *    lbfgs`), stopping at the first iteration whose training loss is at most the loss MLlib's
+  *    long run ended with, against that MLlib run's own wall time (median of `repeats` runs each).
+  *
   * Prints `BENCH_JSON {...}` with every figure (bench/spark.sh turns it into a table).
   */
 object SparkBench {
@@ -45,6 +49,7 @@ object SparkBench {
     * @param recoveryRepeats runs per recovery timing (median)
     * @param failAllDir checkpoint directory for the fail-all runs (None: no fail-all runs)
     * @param durableEvery fail-all: write every k-th checkpoint to disk (`spark.warren.durableEvery`)
+    * @param ttaMaxIters time to accuracy: iterations Warren's L-BFGS may take to reach MLlib's loss
     */
   case class Params(
       workers: Int = 4,
@@ -56,13 +61,15 @@ object SparkBench {
       killIter: Int = 12,
       recoveryRepeats: Int = 2,
       failAllDir: Option[String] = None,
-      durableEvery: Int = 1
+      durableEvery: Int = 1,
+      ttaMaxIters: Int = 200
   ) {
     require(workers >= 2, s"workers must be at least 2 (an executor is halted), got $workers")
     require(shortIters >= 1 && longIters > shortIters, s"need 1 <= short-iters < iters, got $shortIters, $longIters")
     require(repeats >= 1 && recoveryRepeats >= 1, "repeats must be at least 1")
     require(killIter >= 1 && killIter < longIters, s"kill-iter must be in [1, iters), got $killIter")
     require(durableEvery >= 1, s"durable-every must be at least 1, got $durableEvery")
+    require(ttaMaxIters >= 1, s"tta-max-iters must be at least 1, got $ttaMaxIters")
   }
 
   /** A JSON value written as is (an object or array made by [[json]]). */
@@ -132,10 +139,11 @@ object SparkBench {
     case "--recovery-repeats" :: v :: rest => parse(rest, p.copy(recoveryRepeats = v.toInt))
     case "--fail-all-dir" :: v :: rest     => parse(rest, p.copy(failAllDir = Some(v)))
     case "--durable-every" :: v :: rest    => parse(rest, p.copy(durableEvery = v.toInt))
+    case "--tta-max-iters" :: v :: rest    => parse(rest, p.copy(ttaMaxIters = v.toInt))
     case other :: _ =>
       throw new IllegalArgumentException(
         s"unknown argument $other; usage: [--workers N] [--rows N] [--features N] [--short-iters N] " +
-          "[--iters N] [--repeats N] [--kill-iter N] [--recovery-repeats N] [--fail-all-dir DIR] [--durable-every K]"
+          "[--iters N] [--repeats N] [--kill-iter N] [--recovery-repeats N] [--fail-all-dir DIR] [--durable-every K] [--tta-max-iters N]"
       )
   }
 
@@ -201,6 +209,14 @@ object SparkBench {
     val mlPerIter = (median(ml(p.longIters)) - median(ml(p.shortIters))) / (mlIters(p.longIters) - mlIters(p.shortIters))
     val mlAccuracy = mlLong.summary.accuracy
     val mlLoss = mlLong.summary.objectiveHistory.last
+
+    // (c) time to accuracy: Warren's L-BFGS until MLlib's final loss, against MLlib's long runs.
+    val tta = (1 to p.repeats).map { rep =>
+      val r = LogisticRegression.run(sc, lr.copy(optimizer = "lbfgs", iters = p.ttaMaxIters, targetLoss = mlLoss))
+      println(f"BENCH rep $rep time to accuracy: warren lbfgs ${r.seconds}%.3f s, ${r.losses.length} iterations, loss ${r.losses.last}%.6f (target $mlLoss%.6f)")
+      r
+    }
+    val ttaReached = tta.forall(_.losses.last <= mlLoss)
 
     // (b) recovery: failure-free vs one failure (a halted executor, a thrown task), retry-one
     // (and fail-all); the clean and failure runs alternate.
@@ -272,6 +288,14 @@ object SparkBench {
         "mllib_loss" -> mlLoss,
         "mllib_accuracy" -> mlAccuracy,
         "speedup" -> mlPerIter / warrenPerIter,
+        "tta_target_loss" -> mlLoss,
+        "tta_warren_s" -> median(tta.map(_.seconds)),
+        "tta_warren_runs" -> tta.map(r => f"${r.seconds}%.2f").mkString(","),
+        "tta_warren_iterations" -> tta.head.losses.length,
+        "tta_warren_loss" -> tta.head.losses.last,
+        "tta_warren_accuracy" -> tta.head.accuracy,
+        "tta_reached" -> ttaReached,
+        "tta_ratio" -> (if (ttaReached) median(tta.map(_.seconds)) / median(ml(p.longIters)) else Double.NaN),
         "kill_iter" -> p.killIter,
         "recovery_repeats" -> p.recoveryRepeats,
         "durable_every" -> p.durableEvery,

@@ -237,4 +237,32 @@ class RecoveryClusterTest {
     assertEquals("""spark.warren.recovery = "failall": expected one of retry-one, fail-all""", typo.getMessage)
     assertFalse(counts.failed.get() > 0, "no task ran")
   }
+
+  @Test
+  def j_lbfgsToATargetLossRecoversToTheSameModel(): Unit = {
+    // L-BFGS stops at the first iteration whose loss reaches the target; a restarted worker
+    // decides that from the checkpointed losses, as the others did.
+    val gd = clean
+    val target = 0.2
+    val lbfgs = params.copy(optimizer = "lbfgs", iters = 40, targetLoss = target)
+    val free = LogisticRegression.run(sc, lbfgs)
+    assertTrue(free.losses.last <= target, s"L-BFGS ended at loss ${free.losses.last} after ${free.losses.length} iterations")
+    assertTrue(free.losses.init.forall(_ > target), s"L-BFGS went on past the target: ${free.losses.toSeq}")
+    // Gradient descent (the same rows, step 1.0) needs more iterations to get there, if it does at all.
+    val gdIters = gd.losses.indexWhere(_ <= target) match {
+      case -1 => Int.MaxValue
+      case k  => k + 1
+    }
+    assertTrue(
+      free.losses.length < gdIters,
+      s"L-BFGS took ${free.losses.length} iterations to loss $target, gradient descent ${gd.losses.toSeq}"
+    )
+    counts.failed.set(0)
+    val r = LogisticRegression.run(sc, lbfgs.copy(failures = Seq(Failure(2, free.losses.length / 2, halt = true))))
+    WarrenSlots.drainListeners(sc, 5000)
+    println(f"LR lbfgs: ${free.losses.length} iterations to loss ${free.losses.last}%.6f; with a halted executor ${r.seconds}%.2f s")
+    assertEquals(free.modelHash, r.modelHash, "L-BFGS with a halted executor: the model differs from the failure-free run's")
+    assertEquals(free.losses.toSeq, r.losses.toSeq)
+    assertEquals(1, counts.failed.get(), "failed task attempts")
+  }
 }
