@@ -104,5 +104,5 @@ fi
 version=$(sed -n 's|^  <version>\(.*\)</version>|\1|p' "$root/jvm/pom.xml" | head -1)
 spark_home=$("$root/scripts/setup-spark.sh" | sed -n 's/^SPARK_HOME=//p')
 "$venv/bin/python" -m warren_spark_kernel.install --sys-prefix --env "SPARK_HOME=$spark_home" \
-  --env "WARREN_JARS=$root/jvm/warren-core/target/warren-core-$version.jar,$root/jvm/warren-spark/target/warren-spark_2.13-$version.jar" \
+  --env "WARREN_JARS=$root/jvm/warren-core/target/warren-core-$version.jar,$root/jvm/warren-runner/target/warren-runner-$version.jar,$root/jvm/warren-spark/target/warren-spark_2.13-$version.jar" \
   --env "WARREN_LOG4J2=$root/spark-examples/conf/log4j2-quiet.properties" >/dev/null

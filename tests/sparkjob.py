@@ -37,13 +37,15 @@ def pom_properties() -> dict[str, str]:
 
 VERSION = pom_properties()["project.version"]
 CORE_JAR = ROOT / "jvm" / "warren-core" / "target" / f"warren-core-{VERSION}.jar"
+RUNNER_JAR = ROOT / "jvm" / "warren-runner" / "target" / f"warren-runner-{VERSION}.jar"
 SPARK_JAR = ROOT / "jvm" / "warren-spark" / "target" / f"warren-spark_2.13-{VERSION}.jar"
 EXAMPLES_JAR = ROOT / "spark-examples" / "target" / f"warren-spark-examples_2.13-{VERSION}.jar"
 
 
 def built_jars() -> list[Path]:
-    """Warren's two library jars and the examples' jar; fails naming the first missing one."""
-    jars = [CORE_JAR, SPARK_JAR, EXAMPLES_JAR]
+    """Warren's three library jars (core, runner, Spark) and the examples' jar; fails naming the
+    first missing one."""
+    jars = [CORE_JAR, RUNNER_JAR, SPARK_JAR, EXAMPLES_JAR]
     for jar in jars:
         assert jar.is_file(), f"{jar} is missing: build the JVM modules first (make jvm)"
     return jars
@@ -238,7 +240,7 @@ def submit(
         **(conf or {}),
     }
     if jars is None:
-        jars = built_jars()[:2]
+        jars = built_jars()[:3]
     cmd = [str(home / "bin" / "spark-submit"), "--master", master, "--deploy-mode", deploy_mode,
            "--driver-java-options", quiet_java_options(log_dir / "spark.log"), "--class", main_class]
     for k, v in settings.items():

@@ -13,7 +13,7 @@ import org.apache.spark.{SparkConf, SparkContext, TaskContext}
   *
   * {{{
   * spark-submit --master 'local-cluster[3,1,1024]' --class io.warren.examples.KMeans \
-  *   --jars warren-core.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
+  *   --jars warren-core.jar,warren-runner.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
   *   --workers 3 --rows 90000 --dims 10 --k 5 --iters 15 --kill-executor 6
   * }}}
   *

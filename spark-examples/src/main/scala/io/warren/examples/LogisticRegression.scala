@@ -14,7 +14,7 @@ import org.apache.spark.{SparkConf, SparkContext, TaskContext}
   *
   * {{{
   * spark-submit --master 'local-cluster[3,1,1024]' --class io.warren.examples.LogisticRegression \
-  *   --jars warren-core.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
+  *   --jars warren-core.jar,warren-runner.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
   *   --workers 3 --rows 100000 --features 20 --iters 20 --kill-executor 8
   * }}}
   *

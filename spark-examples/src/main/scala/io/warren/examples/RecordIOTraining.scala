@@ -19,7 +19,7 @@ import org.apache.spark.{SparkConf, SparkContext, TaskContext}
   *
   * {{{
   * spark-submit --master 'local-cluster[3,1,1024]' --class io.warren.examples.RecordIOTraining \
-  *   --jars warren-core.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
+  *   --jars warren-core.jar,warren-runner.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
   *   --workers 3 --records 600 --passes 2 --kill-task 5
   * }}}
   *

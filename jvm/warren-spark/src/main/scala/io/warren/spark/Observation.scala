@@ -2,8 +2,6 @@ package io.warren.spark
 
 import java.util.concurrent.atomic.AtomicLong
 
-import scala.util.control.NonFatal
-
 import io.warren.Communicator
 import org.apache.spark.{SparkContext, TaskContext}
 import org.apache.spark.util.LongAccumulator
@@ -17,25 +15,15 @@ import org.slf4j.LoggerFactory
   */
 private[spark] final case class TaskProbe(label: String, recoveries: LongAccumulator, progressIntervalS: Double) {
 
-  /** `f` with progress reports (rank 0) and the accumulator: a finished task adds its attempt
-    * number (the attempts before it that failed and that it replaced). */
+  /** `f` with the accumulator: a finished task adds its attempt number (the attempts before it
+    * that failed and that it replaced). Rank 0's progress lines are `io.warren.runner.Progress`,
+    * started by the worker body (`io.warren.runner.WorkerRun`) with [[label]] and
+    * [[progressIntervalS]]. */
   def wrap[T, R](f: (Communicator, Iterator[T]) => R): (Communicator, Iterator[T]) => R = { (comm, rows) =>
-    val reporter =
-      if (comm.rank() == 0 && progressIntervalS > 0) Some(Progress.start(comm, label, progressIntervalS)) else None
-    val result =
-      try f(comm, rows)
-      finally reporter.foreach(_.stop())
-    reporter.foreach { r =>
-      try Progress.report(comm, label, "finished", r.startedAt)
-      catch { case NonFatal(e) => TaskProbe.log.warn(s"warren job $label: the last progress line was not sent: $e") }
-    }
+    val result = f(comm, rows)
     Option(TaskContext.get()).foreach(ctx => recoveries.add(ctx.attemptNumber().toLong))
     result
   }
-}
-
-private[spark] object TaskProbe {
-  private val log = LoggerFactory.getLogger(classOf[TaskProbe])
 }
 
 /** The driver side: gives each job a label, the `warren.recoveries` accumulator and the
@@ -45,7 +33,7 @@ private[spark] object Observation {
   private val jobs = new AtomicLong()
 
   /** Default seconds between progress lines (`spark.warren.progressInterval`). */
-  val DefaultProgressIntervalS = 10.0
+  val DefaultProgressIntervalS: Double = io.warren.runner.RunnerSettings.DEFAULT_PROGRESS_INTERVAL_S
 
   /** Runs `body` (which submits the job's stage) with the job's label set as the local
     * property [[WarrenListener.JobProperty]].

@@ -22,6 +22,16 @@ object Recovery {
     */
   case object FailAll extends Recovery("fail-all")
 
+  /** The Spark strategy of the runner's one.
+    *
+    * @param r the engine-neutral strategy
+    * @return the same strategy
+    */
+  def of(r: io.warren.runner.Recovery): Recovery = r match {
+    case io.warren.runner.Recovery.RETRY_ONE => RetryOne
+    case io.warren.runner.Recovery.FAIL_ALL  => FailAll
+  }
+
   /** Parses `spark.warren.recovery`.
     *
     * @param value the setting (absent: retry-one)

@@ -1,6 +1,5 @@
 package io.warren.spark
 
-import java.security.SecureRandom
 import java.time.Duration
 import java.util.UUID
 
@@ -8,7 +7,8 @@ import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
-import io.warren.{Communicator, Tracker}
+import io.warren.Communicator
+import io.warren.runner.{Trackers, WorkerRun}
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.{HashPartitioner, SerializableWritable, SparkContext, SparkException, TaskContext, WarrenSlots}
 import org.apache.spark.broadcast.Broadcast
@@ -182,8 +182,7 @@ object WarrenSpark {
     // closure; the later ones' rendezvous is bounded by the workers' connectTimeout instead.
     val attempts =
       if (recovery == Recovery.FailAll) sc.getConf.getInt("spark.stage.maxConsecutiveAttempts", 4).max(1) else 1
-    val secret = newSecret()
-    val trackers = new Array[Tracker](attempts)
+    var trackers: Trackers = null
     var remoteRun: Option[HadoopCheckpoints.RunDirectory] = None
     var hadoopConf: Option[Broadcast[SerializableWritable[Configuration]]] = None
     try {
@@ -196,24 +195,22 @@ object WarrenSpark {
         hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
         RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
       }
-      for (i <- 0 until attempts) {
-        trackers(i) = Tracker.start(numWorkers, secret, host, 0, if (i == 0) rendezvous else SpareRendezvous)
-      }
+      trackers = Trackers.start(numWorkers, host, attempts, rendezvous)
       // A remote directory's tasks set WARREN_CHECKPOINT_DIR to their staging directory; the
       // native library and the staging uploads use the same durableEvery.
       val durable = localCkptDir.map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
         (if (failAll) Map("WARREN_DURABLE_EVERY" -> durableEvery.toString) else Map.empty)
-      val bases = trackers.map(t => workerSettings(t, settings) ++ durable)
+      val bases = trackers.workerSettings((settings.workerSettings ++ durable).asJava).asScala.map(_.asScala.toMap).toArray
       Observation.around(sc, numWorkers, settings.progressInterval) { probe =>
         val workers = {
-          val body = (rows: Iterator[T]) => Iterator.single(runWorker(bases, failAll, remote, rows, probe.wrap(f)))
+          val body = (rows: Iterator[T]) => Iterator.single(runWorker(bases, failAll, remote, rows, probe, probe.wrap(f)))
           if (failAll) input.barrier().mapPartitions(body) else input.mapPartitions(body)
         }
         val watch = new JobWatch(
           UUID.randomUUID().toString,
           workers.id,
           firstPerAttempt = failAll,
-          attempt => if (failAll && attempt < trackers.length) trackers(attempt).close()
+          attempt => if (failAll) trackers.closeAttempt(attempt)
         )
         run(sc, watch, numWorkers, recovery) {
           // A failed barrier stage is re-run only if it feeds a shuffle (a failed barrier
@@ -222,7 +219,7 @@ object WarrenSpark {
         }
       }
     } finally {
-      trackers.foreach(t => if (t != null) t.close())
+      if (trackers != null) trackers.close()
       localCkptDir.foreach(Recovery.removeRunDirectory)
       remoteRun.foreach(_.close())
       hadoopConf.foreach(b => try b.destroy() catch { case NonFatal(_) => })
@@ -241,9 +238,6 @@ object WarrenSpark {
       hadoopConf: Broadcast[SerializableWritable[Configuration]],
       durableEvery: Int
   )
-
-  /** The rendezvous deadline of the trackers of fail-all re-attempts (started with the job). */
-  private val SpareRendezvous = Duration.ofDays(30)
 
   /** Runs the workers' job with `watch` listening, and turns a failure into one clear error. */
   private def run[R: ClassTag](sc: SparkContext, watch: JobWatch, numWorkers: Int, recovery: Recovery)(
@@ -329,9 +323,6 @@ object WarrenSpark {
     fromSpark ++ conf.map { case (k, v) => k.stripPrefix(ConfPrefix) -> v }
   }
 
-  private def workerSettings(tracker: Tracker, s: WarrenSettings): Map[String, String] =
-    (tracker.workerSettings().asScala.toMap - "WARREN_TASK_ID") ++ s.workerSettings
-
   /** The body of one task: join (the tracker of this stage attempt in fail-all mode), run,
     * close on success, abort on failure. Returns the result with the task id.
     */
@@ -340,6 +331,7 @@ object WarrenSpark {
       failAll: Boolean,
       remote: Option[RemoteCheckpoints],
       rows: Iterator[T],
+      probe: TaskProbe,
       f: (Communicator, Iterator[T]) => R
   ): (Int, R) = {
     val ctx = TaskContext.get()
@@ -362,35 +354,18 @@ object WarrenSpark {
       new HadoopCheckpoints.Staging(r.dir, conf, r.durableEvery, new java.io.File(WarrenSlots.localDir()))
     }
     try {
-      val settings = base ++ Map(
-        "WARREN_TASK_ID" -> ctx.partitionId().toString,
-        "WARREN_ATTEMPT" -> attempt.toString
-      ) ++ staging.map(s => "WARREN_CHECKPOINT_DIR" -> s.local.toString)
-      val comm = Communicator.create(settings.asJava)
+      val settings = WorkerRun.taskSettings(base.asJava, ctx.partitionId().toString, attempt)
+      staging.foreach(s => settings.put("WARREN_CHECKPOINT_DIR", s.local.toString))
       // A kill without an interrupt (cancelJobGroup without interruptOnCancel) aborts the calls.
-      val killWatch = KillWatch.start(ctx, comm)
-      try {
+      val setup: WorkerRun.Setup = comm =>
         staging.foreach { s =>
           s.download(comm)
           comm.setCheckpointListener(s)
         }
-        val r = f(comm, rows)
-        killWatch.stop()
-        comm.close()
-        (ctx.partitionId(), r)
-      } catch {
-        case t: Throwable =>
-          try comm.abort()
-          catch { case NonFatal(e) => t.addSuppressed(e) }
-          throw t
-      } finally killWatch.stop()
+      val options = new WorkerRun.Options(() => ctx.isInterrupted(), probe.label, probe.progressIntervalS, setup)
+      val r = WorkerRun.run[R](settings, options, comm => f(comm, rows))
+      (ctx.partitionId(), r)
     } finally staging.foreach(_.close())
-  }
-
-  private def newSecret(): String = {
-    val b = new Array[Byte](24)
-    new SecureRandom().nextBytes(b)
-    b.map(x => f"$x%02x").mkString
   }
 
   private def rootMessage(e: Throwable): String = {

@@ -1,0 +1,360 @@
+package io.warren.runner;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.TreeSet;
+import java.util.regex.Pattern;
+
+/**
+ * The settings of a Warren run, parsed and validated, and the one declaration of every setting
+ * (name, type, default, accepted values, doc line) from which {@link #parse} validates a run's
+ * settings before anything starts and {@link #markdownTable} renders the docs' tables.
+ *
+ * <p>Keys are engine-neutral ({@code timeout}); each engine shows them under its prefix ({@code
+ * spark.warren.}, {@code warren.}), which only appears in messages. Unknown keys fail: the
+ * prefix belongs to Warren, so an unknown key is a typo or a setting of another version, and
+ * ignoring it would run the job with a default the user meant to change. The error names the
+ * closest known key.
+ *
+ * @param recovery {@code recovery}
+ * @param checkpointDir {@code checkpointDir}, if set
+ * @param durableEvery {@code durableEvery} (0 taken as 1), or {@code setting.WARREN_DURABLE_EVERY}
+ * @param checkpointDirTimeout {@code checkpointDirTimeout}, seconds
+ * @param trackerHost {@code trackerHost}, if set
+ * @param rendezvousTimeout {@code rendezvousTimeout}, seconds
+ * @param slotWaitTimeout {@code slotWaitTimeout}, seconds
+ * @param progressInterval {@code progressInterval}, seconds
+ * @param workerSettings the {@code WARREN_*} settings for every worker: the mapped settings that
+ *     are set, then the {@code setting.WARREN_*} ones as given (which win)
+ */
+public record RunnerSettings(
+    Recovery recovery,
+    Optional<String> checkpointDir,
+    int durableEvery,
+    double checkpointDirTimeout,
+    Optional<String> trackerHost,
+    double rendezvousTimeout,
+    double slotWaitTimeout,
+    double progressInterval,
+    Map<String, String> workerSettings) {
+
+  /** The key prefix (after the engine's) of the settings passed to every worker as is. */
+  public static final String PASS_THROUGH = "setting.";
+
+  private static final double DAY = 86400.0;
+
+  /** Default of {@code checkpointDirTimeout}, seconds. */
+  public static final double DEFAULT_CHECKPOINT_DIR_TIMEOUT_S = 60.0;
+
+  /** Default of {@code progressInterval}, seconds. */
+  public static final double DEFAULT_PROGRESS_INTERVAL_S = 10.0;
+
+  /** {@code recovery}. */
+  public static final Setting<String> RECOVERY =
+      new Setting<>(
+          "recovery",
+          SettingType.oneOf("retry-one", "fail-all"),
+          "retry-one",
+          "`retry-one`",
+          null,
+          "`retry-one`: the engine re-runs only a failed worker, which catches up from its peers;"
+              + " `fail-all`: every worker re-runs from the durable checkpoint");
+
+  /** {@code checkpointDir}. */
+  public static final Setting<String> CHECKPOINT_DIR =
+      new Setting<>(
+          "checkpointDir",
+          SettingType.text(),
+          null,
+          "",
+          "WARREN_CHECKPOINT_DIR",
+          "fail-all (required): directory of the durable checkpoints, a local path of a shared file"
+              + " system or a Hadoop URI (`hdfs://nn:8020/dir`); a new subdirectory per run");
+
+  /** {@code durableEvery}. */
+  public static final Setting<Integer> DURABLE_EVERY =
+      new Setting<>(
+          "durableEvery",
+          SettingType.intIn(0, 1000000),
+          1,
+          "1",
+          "WARREN_DURABLE_EVERY",
+          "fail-all: make every k-th checkpoint durable (0 is taken as 1)");
+
+  /** {@code checkpointDirTimeout}. */
+  public static final Setting<Double> CHECKPOINT_DIR_TIMEOUT =
+      new Setting<>(
+          "checkpointDirTimeout",
+          SettingType.seconds(true, DAY),
+          DEFAULT_CHECKPOINT_DIR_TIMEOUT_S,
+          "60",
+          null,
+          "fail-all, remote `checkpointDir`: seconds the driver may take to create (and remove) the"
+              + " run's directory");
+
+  /** {@code timeout}. */
+  public static final Setting<Double> TIMEOUT =
+      new Setting<>(
+          "timeout",
+          SettingType.seconds(true, DAY),
+          null,
+          "1800",
+          "WARREN_TIMEOUT_S",
+          "seconds one collective call may take");
+
+  /** {@code connectTimeout}. */
+  public static final Setting<Double> CONNECT_TIMEOUT =
+      new Setting<>(
+          "connectTimeout",
+          SettingType.seconds(true, DAY),
+          null,
+          "300",
+          "WARREN_CONNECT_TIMEOUT_S",
+          "seconds to join the job and to re-link after a failure");
+
+  /** {@code bootstrapCache}. */
+  public static final Setting<Boolean> BOOTSTRAP_CACHE =
+      new Setting<>(
+          "bootstrapCache",
+          SettingType.bool(),
+          null,
+          "true",
+          "WARREN_BOOTSTRAP_CACHE",
+          "keep the results of bootstrap calls for the whole job, so that a worker restarted at any"
+              + " time can replay them");
+
+  /** {@code localReplicas}. */
+  public static final Setting<Integer> LOCAL_REPLICAS =
+      new Setting<>(
+          "localReplicas",
+          SettingType.intIn(0, 1000),
+          null,
+          "2",
+          "WARREN_LOCAL_REPLICAS",
+          "ring successors that keep a copy of each worker's local model");
+
+  /** {@code trackerHost}. */
+  public static final Setting<String> TRACKER_HOST =
+      new Setting<>(
+          "trackerHost",
+          SettingType.text(),
+          null,
+          "the driver's or client's host",
+          null,
+          "address the tracker binds and advertises to the workers");
+
+  /** {@code rendezvousTimeout}. */
+  public static final Setting<Double> RENDEZVOUS_TIMEOUT =
+      new Setting<>(
+          "rendezvousTimeout",
+          SettingType.seconds(true, DAY),
+          600.0,
+          "600",
+          null,
+          "seconds all workers have to arrive at the tracker (fail-all re-runs: bounded by"
+              + " `connectTimeout`)");
+
+  /** {@code slotWaitTimeout}. */
+  public static final Setting<Double> SLOT_WAIT_TIMEOUT =
+      new Setting<>(
+          "slotWaitTimeout",
+          SettingType.seconds(false, DAY),
+          0.0,
+          "0",
+          null,
+          "seconds the driver waits for enough free task slots (executors registering) before"
+              + " failing");
+
+  /** {@code progressInterval}. */
+  public static final Setting<Double> PROGRESS_INTERVAL =
+      new Setting<>(
+          "progressInterval",
+          SettingType.seconds(false, DAY),
+          DEFAULT_PROGRESS_INTERVAL_S,
+          "10",
+          null,
+          "seconds between rank 0's progress lines in the driver log (0: none)");
+
+  /** Every setting, in the order of the docs. */
+  public static final List<Setting<?>> ALL =
+      List.of(
+          RECOVERY,
+          CHECKPOINT_DIR,
+          DURABLE_EVERY,
+          CHECKPOINT_DIR_TIMEOUT,
+          TIMEOUT,
+          CONNECT_TIMEOUT,
+          BOOTSTRAP_CACHE,
+          LOCAL_REPLICAS,
+          TRACKER_HOST,
+          RENDEZVOUS_TIMEOUT,
+          SLOT_WAIT_TIMEOUT,
+          PROGRESS_INTERVAL);
+
+  /** Worker settings a {@code setting.} key may name. */
+  private static final Pattern WORKER_KEY = Pattern.compile("WARREN_[A-Z0-9_]+");
+
+  /**
+   * Parses and validates {@code raw} (keys without the engine's prefix): every value, every key.
+   *
+   * @param raw the run's settings, keys without the prefix
+   * @param prefix the engine's prefix ({@code spark.warren.}), for messages
+   * @return the typed settings
+   * @throws RunnerException for the first invalid value (naming the setting, the value and the
+   *     accepted values) or unknown key (naming the closest known one)
+   */
+  public static RunnerSettings parse(Map<String, String> raw, String prefix) {
+    new TreeSet<>(raw.keySet()).forEach(k -> checkKey(k, prefix));
+    Map<String, String> durableRaw = raw;
+    if (!raw.containsKey(DURABLE_EVERY.name())) {
+      String passed = raw.get(PASS_THROUGH + "WARREN_DURABLE_EVERY");
+      durableRaw = passed == null ? Map.of() : Map.of(DURABLE_EVERY.name(), passed);
+    }
+    int durable = DURABLE_EVERY.from(durableRaw, prefix).orElseThrow();
+    Map<String, String> workers = new LinkedHashMap<>();
+    for (Setting<?> s : List.of(TIMEOUT, CONNECT_TIMEOUT, LOCAL_REPLICAS)) {
+      s.from(raw, prefix).ifPresent(v -> workers.put(s.worker(), number(v)));
+    }
+    BOOTSTRAP_CACHE
+        .from(raw, prefix)
+        .ifPresent(b -> workers.put(BOOTSTRAP_CACHE.worker(), b ? "1" : "0"));
+    raw.forEach(
+        (k, v) -> {
+          if (k.startsWith(PASS_THROUGH)) {
+            workers.put(k.substring(PASS_THROUGH.length()), v);
+          }
+        });
+    return new RunnerSettings(
+        Recovery.of(RECOVERY.from(raw, prefix).orElseThrow()),
+        CHECKPOINT_DIR.from(raw, prefix),
+        Math.max(1, durable),
+        CHECKPOINT_DIR_TIMEOUT.from(raw, prefix).orElseThrow(),
+        TRACKER_HOST.from(raw, prefix),
+        RENDEZVOUS_TIMEOUT.from(raw, prefix).orElseThrow(),
+        SLOT_WAIT_TIMEOUT.from(raw, prefix).orElseThrow(),
+        PROGRESS_INTERVAL.from(raw, prefix).orElseThrow(),
+        Map.copyOf(workers));
+  }
+
+  /**
+   * The keys of {@code conf} that start with {@code prefix}, without it.
+   *
+   * @param conf settings with and without the prefix
+   * @param prefix the engine's prefix
+   * @return the prefixed ones, stripped
+   */
+  public static Map<String, String> stripped(Map<String, String> conf, String prefix) {
+    Map<String, String> out = new LinkedHashMap<>();
+    conf.forEach(
+        (k, v) -> out.put(k.startsWith(prefix) ? k.substring(prefix.length()) : k, v));
+    return out;
+  }
+
+  private static String number(Object v) {
+    if (v instanceof Double d && d == Math.floor(d) && !d.isInfinite()) {
+      return Long.toString(d.longValue());
+    }
+    return v.toString();
+  }
+
+  private static void checkKey(String name, String prefix) {
+    if (name.startsWith(PASS_THROUGH)) {
+      if (!WORKER_KEY.matcher(name.substring(PASS_THROUGH.length())).matches()) {
+        throw new RunnerException(
+            prefix
+                + name
+                + ": a worker setting must be named WARREN_ and upper-case letters, digits or _"
+                + " (such as "
+                + prefix
+                + "setting.WARREN_TIMEOUT_S)",
+            null);
+      }
+      return;
+    }
+    if (ALL.stream().anyMatch(s -> s.name().equals(name))) {
+      return;
+    }
+    String lower = name.toLowerCase(java.util.Locale.ROOT);
+    String closest =
+        ALL.stream()
+            .map(Setting::name)
+            .min(Comparator.comparingInt(k -> distance(k.toLowerCase(java.util.Locale.ROOT), lower)))
+            .orElseThrow();
+    List<String> names = new ArrayList<>();
+    ALL.forEach(s -> names.add(s.name()));
+    throw new RunnerException(
+        prefix
+            + name
+            + " is not a Warren setting (did you mean "
+            + prefix
+            + closest
+            + "? the settings are "
+            + String.join(", ", names)
+            + ", and "
+            + prefix
+            + "setting.WARREN_* for worker settings)",
+        null);
+  }
+
+  /**
+   * The Levenshtein distance of two strings.
+   *
+   * @param a one string
+   * @param b the other
+   * @return the number of edits from one to the other
+   */
+  public static int distance(String a, String b) {
+    int[] prev = new int[b.length() + 1];
+    for (int j = 0; j <= b.length(); j++) {
+      prev[j] = j;
+    }
+    for (int i = 1; i <= a.length(); i++) {
+      int[] cur = new int[b.length() + 1];
+      cur[0] = i;
+      for (int j = 1; j <= b.length(); j++) {
+        int sub = prev[j - 1] + (a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1);
+        cur[j] = Math.min(sub, Math.min(prev[j] + 1, cur[j - 1] + 1));
+      }
+      prev = cur;
+    }
+    return prev[b.length()];
+  }
+
+  /**
+   * The settings table of an engine's docs, rendered from the declarations.
+   *
+   * @param prefix the engine's prefix ({@code spark.warren.})
+   * @param header the first column's header ({@code Spark setting})
+   * @return the Markdown table, lines joined by {@code \n}
+   */
+  public static String markdownTable(String prefix, String header) {
+    List<String> lines = new ArrayList<>();
+    lines.add("| " + header + " | accepted values | default | meaning (worker setting) |");
+    lines.add("|---|---|---|---|");
+    for (Setting<?> s : ALL) {
+      String worker = s.worker() == null ? "" : " (`" + s.worker() + "`)";
+      lines.add(
+          "| `"
+              + prefix
+              + s.name()
+              + "` | "
+              + s.kind().expected()
+              + " | "
+              + s.defaultDoc()
+              + " | "
+              + s.doc()
+              + worker
+              + " |");
+    }
+    lines.add(
+        "| `"
+            + prefix
+            + "setting.WARREN_X` | any | | passed to every worker as `WARREN_X` (wins over the"
+            + " mapped settings above) |");
+    return String.join("\n", lines);
+  }
+}

@@ -1,0 +1,125 @@
+package io.warren.runner;
+
+import io.warren.Tracker;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The trackers of one run, one per attempt of the whole set of workers, on the driver (or the
+ * client): retry-one needs one (a re-run worker joins the same tracker with a higher {@code
+ * WARREN_ATTEMPT}), fail-all one per attempt (a tracker keeps ranks and the finished and lost
+ * state of the task ids, so a whole new set of workers cannot join the previous attempt's).
+ * They all start now because a task can only learn an address from its closure; the later
+ * ones' rendezvous is {@link #SPARE_RENDEZVOUS}, bounded in practice by the workers'
+ * connect timeout. They share one secret.
+ */
+public final class Trackers implements AutoCloseable {
+  /** The rendezvous deadline of the trackers of attempts after the first. */
+  public static final Duration SPARE_RENDEZVOUS = Duration.ofDays(30);
+
+  private final Tracker[] trackers;
+
+  private Trackers(Tracker[] trackers) {
+    this.trackers = trackers;
+  }
+
+  /**
+   * Starts {@code attempts} trackers (closing those already started if one fails).
+   *
+   * @param numWorkers the workers of the run
+   * @param host the address to bind and advertise
+   * @param attempts how many attempts of the run to prepare (at least 1)
+   * @param rendezvous the first attempt's rendezvous deadline
+   * @return the running trackers; close them when the run is over
+   */
+  public static Trackers start(int numWorkers, String host, int attempts, Duration rendezvous) {
+    if (attempts < 1) {
+      throw new IllegalArgumentException("attempts must be at least 1, got " + attempts);
+    }
+    String secret = newSecret();
+    Tracker[] ts = new Tracker[attempts];
+    try {
+      for (int i = 0; i < attempts; i++) {
+        ts[i] = Tracker.start(numWorkers, secret, host, 0, i == 0 ? rendezvous : SPARE_RENDEZVOUS);
+      }
+    } catch (RuntimeException e) {
+      new Trackers(ts).close();
+      throw e;
+    }
+    return new Trackers(ts);
+  }
+
+  /**
+   * How many attempts have a tracker.
+   *
+   * @return the number of trackers
+   */
+  public int attempts() {
+    return trackers.length;
+  }
+
+  /**
+   * The tracker of an attempt.
+   *
+   * @param attempt 0 for the first
+   * @return its tracker
+   */
+  public Tracker tracker(int attempt) {
+    return trackers[attempt];
+  }
+
+  /**
+   * Each attempt's worker settings without {@code WARREN_TASK_ID} (the tasks add theirs), plus
+   * {@code extra} (which wins): what the tasks' closure carries.
+   *
+   * @param extra settings for every worker of every attempt
+   * @return one serializable map per attempt
+   */
+  public List<Map<String, String>> workerSettings(Map<String, String> extra) {
+    List<Map<String, String>> out = new ArrayList<>();
+    for (Tracker t : trackers) {
+      LinkedHashMap<String, String> m = new LinkedHashMap<>(t.workerSettings());
+      m.remove("WARREN_TASK_ID");
+      m.putAll(extra);
+      out.add(m);
+    }
+    return out;
+  }
+
+  /**
+   * Closes an attempt's tracker (its workers blocked waiting for a replacement fail at once).
+   *
+   * @param attempt the attempt; ignored if it has no tracker
+   */
+  public void closeAttempt(int attempt) {
+    if (attempt >= 0 && attempt < trackers.length && trackers[attempt] != null) {
+      trackers[attempt].close();
+    }
+  }
+
+  /** Closes every tracker. Idempotent. */
+  @Override
+  public void close() {
+    for (Tracker t : trackers) {
+      if (t != null) {
+        t.close();
+      }
+    }
+  }
+
+  /**
+   * A new random job secret.
+   *
+   * @return 48 hex digits
+   */
+  public static String newSecret() {
+    byte[] b = new byte[24];
+    new SecureRandom().nextBytes(b);
+    return HexFormat.of().formatHex(b);
+  }
+}

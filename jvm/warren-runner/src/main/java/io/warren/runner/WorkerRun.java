@@ -1,0 +1,133 @@
+package io.warren.runner;
+
+import io.warren.Communicator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.function.BooleanSupplier;
+
+/**
+ * The body of one worker task, whatever the engine: joins the job with the task's identity,
+ * watches for a kill, reports progress (rank 0), runs the user's work, and leaves: with {@code
+ * close()} when it returns, with {@code abort()} when it throws (never {@code close}, which
+ * would tell the tracker the worker finished and make it refuse the replacement), so that a new
+ * attempt of the task can take over.
+ */
+public final class WorkerRun {
+  private WorkerRun() {}
+
+  /**
+   * The user's work on a joined communicator.
+   *
+   * @param <R> its result
+   */
+  @FunctionalInterface
+  public interface Body<R> {
+    /**
+     * Runs the work.
+     *
+     * @param comm the worker's communicator (do not close it)
+     * @return the worker's result
+     * @throws Exception anything; the worker then aborts its communicator
+     */
+    R apply(Communicator comm) throws Exception;
+  }
+
+  /**
+   * Something to do after joining and before the work (load staged checkpoints, install a
+   * checkpoint listener).
+   */
+  @FunctionalInterface
+  public interface Setup {
+    /**
+     * Prepares the worker.
+     *
+     * @param comm the joined communicator
+     * @throws Exception anything; the worker then aborts its communicator
+     */
+    void accept(Communicator comm) throws Exception;
+  }
+
+  /**
+   * How a task runs its worker.
+   *
+   * @param killed whether the engine killed the task without an interrupt (null: never asked)
+   * @param label the job's label in progress lines
+   * @param progressIntervalS seconds between rank 0's progress lines, 0 for none
+   * @param setup done after joining, before the work (null: nothing)
+   */
+  public record Options(BooleanSupplier killed, String label, double progressIntervalS, Setup setup) {
+    /**
+     * No kill watch, no progress lines, no setup.
+     *
+     * @return the options
+     */
+    public static Options plain() {
+      return new Options(null, "", 0, null);
+    }
+  }
+
+  /**
+   * The worker settings of one task: {@code base} (the tracker's and the run's) with the task's
+   * identity.
+   *
+   * @param base the settings every worker of the attempt shares
+   * @param taskId the task's stable id (its partition or subtask index)
+   * @param attempt how many times this task ran before ({@code WARREN_ATTEMPT})
+   * @return a new map
+   */
+  public static Map<String, String> taskSettings(Map<String, String> base, String taskId, int attempt) {
+    Map<String, String> m = new LinkedHashMap<>(base);
+    m.put("WARREN_TASK_ID", taskId);
+    m.put("WARREN_ATTEMPT", Integer.toString(attempt));
+    return m;
+  }
+
+  /**
+   * Runs one worker.
+   *
+   * @param settings the task's worker settings ({@link #taskSettings})
+   * @param options the kill watch, progress and setup
+   * @param body the user's work
+   * @param <R> the result
+   * @return what {@code body} returned
+   * @throws Exception what joining, the setup, the work or leaving threw (after aborting)
+   */
+  public static <R> R run(Map<String, String> settings, Options options, Body<R> body) throws Exception {
+    Communicator comm = Communicator.create(settings);
+    String task = settings.getOrDefault("WARREN_TASK_ID", "?");
+    KillWatch watch = options.killed() == null ? null : KillWatch.start(options.killed(), comm, task);
+    Progress progress = null;
+    try {
+      if (options.setup() != null) {
+        options.setup().accept(comm);
+      }
+      if (comm.rank() == 0 && options.progressIntervalS() > 0) {
+        progress = Progress.start(comm, options.label(), options.progressIntervalS());
+      }
+      R result = body.apply(comm);
+      if (progress != null) {
+        progress.finish();
+        progress = null;
+      }
+      if (watch != null) {
+        watch.stop();
+      }
+      comm.close();
+      return result;
+    } catch (Throwable t) {
+      if (progress != null) {
+        progress.stop();
+      }
+      try {
+        comm.abort();
+      } catch (RuntimeException e) {
+        t.addSuppressed(e);
+      }
+      throw t;
+    } finally {
+      if (watch != null) {
+        watch.stop();
+      }
+    }
+  }
+}
