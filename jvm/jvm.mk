@@ -3,7 +3,8 @@
 #
 #   make jvm        cargo build --release -p warren-jni, then the Maven build with its tests
 #                   (warren-core's suite runs twice: plainly and under -Xcheck:jni; the Spark
-#                   tests run on local-cluster with Spark 4.3 from scripts/setup-spark.sh)
+#                   tests run on local-cluster with Spark 4.3 from scripts/setup-spark.sh; the Flink
+#                   tests, warren-flink's and flink-examples', on MiniClusters in their own JVMs)
 #   make test-jvm   the Rust-side JNI test (embedded JVM, -Xcheck:jni), then `make jvm`
 #   make bench-jvm  JVM vs Rust allreduce at 16 MiB with 2 workers, and the JNI call overhead
 #                   (docs/benchmarks-jvm.md); the tables also go to bench/results/jvm.md

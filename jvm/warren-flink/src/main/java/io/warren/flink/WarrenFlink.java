@@ -1,0 +1,310 @@
+package io.warren.flink;
+
+import io.warren.runner.Recovery;
+import io.warren.runner.RunnerException;
+import io.warren.runner.RunnerSettings;
+import io.warren.runner.Trackers;
+import java.io.File;
+import java.net.URI;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Objects;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.flink.api.common.ExecutionConfig;
+import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.api.common.RuntimeExecutionMode;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.java.typeutils.GenericTypeInfo;
+import org.apache.flink.configuration.ConfigOptions;
+import org.apache.flink.configuration.ExecutionOptions;
+import org.apache.flink.configuration.ReadableConfig;
+import org.apache.flink.core.execution.JobListener;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+
+/**
+ * Runs Warren workers as the parallel subtasks of a Flink DataStream job.
+ *
+ * <pre>{@code
+ * DataStream<double[]> rows = env.fromSource(new PartitionedSource<>(4, data), ...).setParallelism(4);
+ * DataStream<double[]> models = WarrenFlink.train(rows, 4, Map.of(), (ctx, part) -> {
+ *   Communicator comm = ctx.communicator();
+ *   Checkpoint ckpt = comm.loadCheckpoint();        // after a restart: the last checkpoint
+ *   double[] w = ckpt.version() == 0 ? init() : decode(ckpt.global());
+ *   for (int it = ckpt.version(); it < iters; it++) {
+ *     double[] g = gradient(part, w); comm.allreduce(g, Op.SUM); step(w, g);
+ *     comm.checkpoint(encode(w), null);
+ *   }
+ *   return w;
+ * }, PrimitiveArrayTypeInfo.DOUBLE_PRIMITIVE_ARRAY_TYPE_INFO);
+ * models.map(...).setParallelism(4).sinkTo(...).setParallelism(4);   // forward edges only
+ * WarrenFlink.execute(env, "training");
+ * }</pre>
+ *
+ * <p>Each worker is subtask {@code i} of the workers' operator: Warren task id {@code i},
+ * attempt = Flink's attempt number of the subtask. The trackers run on the client, started by
+ * {@code train} and closed when the job ends (call {@code execute} soon after {@code train}:
+ * the first tracker's rendezvous deadline, {@code warren.rendezvousTimeout}, runs from {@code
+ * train}).
+ *
+ * <h2>Recovery</h2>
+ *
+ * <ul>
+ *   <li>{@code retry-one} (the default) through Flink's {@code region} failover: with only
+ *       forward edges at the workers' parallelism around the workers (source(N) → workers(N) →
+ *       sink(N)), each subtask chain is its own failover region, so Flink restarts only a failed
+ *       subtask; it joins again with a higher attempt number and catches up from its peers,
+ *       which wait inside their collective call. {@code train} refuses an input with a shuffle
+ *       or another parallelism upstream; consume the results with forward edges too (an
+ *       all-to-all edge after the workers, such as a parallelism-1 sink, also joins every
+ *       subtask into one region). Flink restarts nothing without a restart strategy when
+ *       checkpointing is off: set {@code restart-strategy.type: fixed-delay}.
+ *   <li>{@code fail-all} for any shape: Flink restarts every subtask (one region), each attempt
+ *       joins its own tracker and resumes from the newest durable checkpoint every rank wrote to
+ *       {@code warren.checkpointDir} (a local path of a file system every TaskManager shares).
+ * </ul>
+ *
+ * <h2>Requirements</h2>
+ *
+ * STREAMING execution mode (BATCH may run the workers in turns, and they wait for each other),
+ * no speculative execution, and a task slot for every worker: a job that cannot get them
+ * (Flink deploys the workers it has slots for, which wait for the others) is cancelled with a {@link
+ * WarrenFlinkException} from {@link #execute} when the first tracker's rendezvous deadline
+ * passes. Warren's jars in Flink's {@code lib/} (see {@code ClassLoading}).
+ */
+public final class WarrenFlink {
+  /** The prefix of the settings in {@code train}'s map (optional there). */
+  public static final String PREFIX = "warren.";
+
+  /**
+   * The first tracker's rendezvous deadline on Flink when {@code warren.rendezvousTimeout} is not
+   * set, seconds: also how long a job without enough slots waits before it is cancelled.
+   */
+  public static final double DEFAULT_RENDEZVOUS_S = 60.0;
+
+  /** How many attempts of a fail-all run get a tracker when Flink's configuration does not say. */
+  public static final int DEFAULT_FAIL_ALL_ATTEMPTS = 4;
+
+  private static final AtomicLong RUNS = new AtomicLong();
+
+  private WarrenFlink() {}
+
+  /**
+   * Runs {@code worker} in {@code numWorkers} parallel subtasks over {@code input}, with results
+   * typed by Kryo (see the overload to give their type).
+   *
+   * @param input the rows; subtask {@code i} of the workers gets what Flink sends to it
+   * @param numWorkers the workers (all must run at once)
+   * @param settings {@code warren.*} settings (the prefix is optional)
+   * @param worker the work of one worker
+   * @param <T> the rows
+   * @param <R> the results
+   * @return the workers' results, one per subtask, at parallelism {@code numWorkers}
+   * @throws WarrenFlinkException for an invalid setting or a job shape Warren cannot run
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public static <T, R> SingleOutputStreamOperator<R> train(
+      DataStream<T> input, int numWorkers, Map<String, String> settings, WarrenWorker<T, R> worker) {
+    return train(input, numWorkers, settings, worker, (TypeInformation<R>) new GenericTypeInfo(Object.class));
+  }
+
+  /**
+   * Runs {@code worker} in {@code numWorkers} parallel subtasks over {@code input}.
+   *
+   * @param input the rows; subtask {@code i} of the workers gets what Flink sends to it
+   * @param numWorkers the workers (all must run at once)
+   * @param settings {@code warren.*} settings (the prefix is optional)
+   * @param worker the work of one worker
+   * @param resultType the type of the results
+   * @param <T> the rows
+   * @param <R> the results
+   * @return the workers' results, one per subtask, at parallelism {@code numWorkers}
+   * @throws WarrenFlinkException for an invalid setting or a job shape Warren cannot run
+   */
+  public static <T, R> SingleOutputStreamOperator<R> train(
+      DataStream<T> input,
+      int numWorkers,
+      Map<String, String> settings,
+      WarrenWorker<T, R> worker,
+      TypeInformation<R> resultType) {
+    Objects.requireNonNull(worker, "worker");
+    StreamExecutionEnvironment env = input.getExecutionEnvironment();
+    RunnerSettings s = parse(settings, numWorkers);
+    if (s.recovery() == Recovery.RETRY_ONE) {
+      String bad = Shape.firstShuffle(input.getTransformation(), numWorkers, env.getParallelism());
+      if (bad != null) {
+        throw new WarrenFlinkException(
+            "warren.recovery=retry-one needs forward edges at the workers' parallelism ("
+                + numWorkers
+                + ") from the sources to the workers, so that each worker subtask is its own"
+                + " failover region, but the input has "
+                + bad
+                + ": Flink would restart every worker on any failure. Give the input"
+                + " parallelism "
+                + numWorkers
+                + " without a shuffle (PartitionedSource), or set warren.recovery=fail-all",
+            null);
+      }
+    }
+    RunConfig run = start(env, numWorkers, s);
+    return input
+        .transform("warren-workers", resultType, new WorkerOperator<>(run, worker))
+        .setParallelism(numWorkers);
+  }
+
+  /**
+   * Sets up a Warren run for a job whose own {@code RichFunction}s join it with {@link
+   * WarrenContext#of}: starts its trackers and puts what the workers need in the job's global
+   * parameters (merged with those already set).
+   *
+   * @param env the job's environment
+   * @param numWorkers the workers: the parallelism of the joining function
+   * @param settings {@code warren.*} settings (the prefix is optional)
+   * @throws WarrenFlinkException for an invalid setting
+   */
+  public static void prepare(StreamExecutionEnvironment env, int numWorkers, Map<String, String> settings) {
+    RunConfig run = start(env, numWorkers, parse(settings, numWorkers));
+    ExecutionConfig config = env.getConfig();
+    Map<String, String> params = new HashMap<>(config.getGlobalJobParameters().toMap());
+    params.putAll(run.toJobParameters());
+    config.setGlobalJobParameters(new Parameters(params));
+  }
+
+  /**
+   * {@code env.execute(jobName)}, with a clear error when Warren cancelled the job (its workers
+   * could not all start).
+   *
+   * @param env the environment
+   * @param jobName the job's name
+   * @return the job's result
+   * @throws WarrenFlinkException if Warren cancelled the job (the cause is Flink's exception)
+   * @throws Exception what {@code env.execute} throws otherwise
+   */
+  public static JobExecutionResult execute(StreamExecutionEnvironment env, String jobName) throws Exception {
+    try {
+      return env.execute(jobName);
+    } catch (Exception e) {
+      for (JobListener l : env.getJobListeners()) {
+        if (l instanceof RunListener r && r.failure() != null) {
+          throw new WarrenFlinkException(r.failure(), e);
+        }
+      }
+      throw e;
+    }
+  }
+
+  private static RunnerSettings parse(Map<String, String> settings, int numWorkers) {
+    if (numWorkers < 1) {
+      throw new IllegalArgumentException("numWorkers must be at least 1, got " + numWorkers);
+    }
+    Map<String, String> raw = RunnerSettings.stripped(settings, PREFIX);
+    raw.putIfAbsent(RunnerSettings.RENDEZVOUS_TIMEOUT.name(), Double.toString(DEFAULT_RENDEZVOUS_S));
+    try {
+      return RunnerSettings.parse(raw, PREFIX);
+    } catch (RunnerException e) {
+      throw new WarrenFlinkException(e.getMessage(), null);
+    }
+  }
+
+  /** Checks the environment, starts the trackers and registers the run's job listener. */
+  private static RunConfig start(StreamExecutionEnvironment env, int numWorkers, RunnerSettings s) {
+    ReadableConfig conf = env.getConfiguration();
+    RuntimeExecutionMode mode = conf.get(ExecutionOptions.RUNTIME_MODE);
+    if (mode != RuntimeExecutionMode.STREAMING) {
+      throw new WarrenFlinkException(
+          "Warren needs execution.runtime-mode STREAMING (it is "
+              + mode
+              + "): Flink then deploys every worker at once, while BATCH may run them in turns,"
+              + " and they wait for each other",
+          null);
+    }
+    boolean speculative =
+        conf.get(ConfigOptions.key("execution.batch.speculative.enabled").booleanType().defaultValue(false));
+    if (speculative) {
+      throw new WarrenFlinkException(
+          "Warren needs execution.batch.speculative.enabled=false: a speculative copy of a worker"
+              + " would register the same task id and hold a slot while the original runs",
+          null);
+    }
+    boolean failAll = s.recovery() == Recovery.FAIL_ALL;
+    File runDir = failAll ? runDirectory(s) : null;
+    int attempts = failAll ? failAllAttempts(conf) : 1;
+    String host = s.trackerHost().orElse("127.0.0.1");
+    Duration rendezvous = Duration.ofMillis((long) (s.rendezvousTimeout() * 1000));
+    Trackers trackers = Trackers.start(numWorkers, host, attempts, rendezvous);
+    Map<String, String> extra = new HashMap<>(s.workerSettings());
+    if (failAll) {
+      extra.put("WARREN_CHECKPOINT_DIR", runDir.getPath());
+      extra.put("WARREN_DURABLE_EVERY", Integer.toString(s.durableEvery()));
+    }
+    env.registerJobListener(new RunListener(trackers, numWorkers, runDir));
+    String label = Long.toString(RUNS.incrementAndGet());
+    return new RunConfig(numWorkers, failAll, trackers.workerSettings(extra), label, s.progressInterval());
+  }
+
+  /** Fail-all's attempts: Flink's fixed-delay restarts + 1 if the job's configuration says. */
+  private static int failAllAttempts(ReadableConfig conf) {
+    String type = conf.get(ConfigOptions.key("restart-strategy.type").stringType().defaultValue(""));
+    if (type.toLowerCase(Locale.ROOT).replace("-", "").startsWith("fixeddelay")) {
+      int restarts =
+          conf.get(ConfigOptions.key("restart-strategy.fixed-delay.attempts").intType().defaultValue(1));
+      return Math.min(1000, Math.max(1, restarts + 1));
+    }
+    return DEFAULT_FAIL_ALL_ATTEMPTS;
+  }
+
+  /** A new subdirectory of {@code warren.checkpointDir} for one fail-all run (created now). */
+  private static File runDirectory(RunnerSettings s) {
+    String raw =
+        s.checkpointDir()
+            .orElseThrow(
+                () ->
+                    new WarrenFlinkException(
+                        "warren.recovery=fail-all needs warren.checkpointDir: a directory every"
+                            + " TaskManager can read and write (a local path of a shared file"
+                            + " system), where each worker's durable checkpoints go",
+                        null));
+    File base;
+    String scheme = null;
+    try {
+      scheme = URI.create(raw).getScheme();
+    } catch (IllegalArgumentException e) {
+      // a plain path with characters a URI refuses
+    }
+    if (scheme == null || scheme.length() == 1) {
+      base = new File(raw);
+    } else if (scheme.equalsIgnoreCase("file")) {
+      base = new File(URI.create(raw).getPath());
+    } else {
+      throw new WarrenFlinkException(
+          "warren.checkpointDir=" + raw + ": on Flink, fail-all checkpoints go to a local path (of a"
+              + " file system every TaskManager shares); " + scheme + ": URIs are not supported yet",
+          null);
+    }
+    File dir = new File(base.getAbsoluteFile(), "warren-flink-" + UUID.randomUUID());
+    if (!dir.mkdirs()) {
+      throw new WarrenFlinkException(
+          "warren.checkpointDir=" + raw + ": cannot create the run directory " + dir, null);
+    }
+    return dir;
+  }
+
+  /** Global job parameters as a map. */
+  private static final class Parameters extends ExecutionConfig.GlobalJobParameters {
+    private static final long serialVersionUID = 1L;
+    private final HashMap<String, String> map;
+
+    Parameters(Map<String, String> map) {
+      this.map = new HashMap<>(map);
+    }
+
+    @Override
+    public Map<String, String> toMap() {
+      return map;
+    }
+  }
+}

@@ -1,0 +1,71 @@
+package io.warren.flink;
+
+import io.warren.runner.WorkerRun;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.apache.flink.api.common.TaskInfo;
+import org.apache.flink.runtime.execution.SuppressRestartsException;
+import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.BoundedOneInput;
+import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+
+/**
+ * The operator of {@link WarrenFlink#train}: keeps its subtask's rows and, at the end of its
+ * (bounded) input, runs the worker on them as Warren task {@code subtask index}, attempt {@code
+ * Flink's attempt number}, then emits the worker's result.
+ *
+ * <p>Cancellation: Flink cancels a task by interrupting its thread, which aborts the worker's
+ * collective call (the communicator's interrupt watcher); the worker then leaves as lost.
+ *
+ * @param <T> the rows
+ * @param <R> the result
+ */
+final class WorkerOperator<T, R> extends AbstractStreamOperator<R>
+    implements OneInputStreamOperator<T, R>, BoundedOneInput {
+  private static final long serialVersionUID = 1L;
+
+  private final RunConfig run;
+  private final WarrenWorker<T, R> worker;
+  private transient List<T> rows;
+
+  WorkerOperator(RunConfig run, WarrenWorker<T, R> worker) {
+    this.run = run;
+    this.worker = worker;
+  }
+
+  @Override
+  public void open() throws Exception {
+    super.open();
+    try {
+      ClassLoading.check(WorkerOperator.class);
+    } catch (WarrenFlinkException e) {
+      // A set-up error: restarting would fail the same way.
+      throw new SuppressRestartsException(e);
+    }
+    rows = new ArrayList<>();
+  }
+
+  @Override
+  public void processElement(StreamRecord<T> element) {
+    rows.add(element.getValue());
+  }
+
+  @Override
+  public void endInput() throws Exception {
+    TaskInfo task = getRuntimeContext().getTaskInfo();
+    int index = task.getIndexOfThisSubtask();
+    int attempt = task.getAttemptNumber();
+    Map<String, String> settings = WorkerRun.taskSettings(run.base(attempt), Integer.toString(index), attempt);
+    WorkerRun.Options options = new WorkerRun.Options(null, run.label(), run.progressIntervalS(), null);
+    List<T> mine = rows;
+    rows = null;
+    R result =
+        WorkerRun.run(
+            settings,
+            options,
+            comm -> worker.run(new WarrenContext(comm, index, attempt, run.numWorkers(), false), mine));
+    output.collect(new StreamRecord<>(result));
+  }
+}
