@@ -63,7 +63,8 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  *       all-to-all edge after the workers, such as a parallelism-1 sink, also joins every
  *       subtask into one region). Flink restarts nothing without a restart strategy when
  *       checkpointing is off: set {@code restart-strategy.type: fixed-delay}.
- *   <li>{@code fail-all} for any shape: Flink restarts every subtask (one region), each attempt
+ *   <li>{@code fail-all} for shapes with an all-to-all edge upstream of the workers (refused
+ *       without one): Flink restarts every subtask (one region), each attempt
  *       joins its own tracker and resumes from the newest durable checkpoint every rank wrote to
  *       {@code warren.checkpointDir} (a local path of a file system every TaskManager shares).
  * </ul>
@@ -134,8 +135,17 @@ public final class WarrenFlink {
     Objects.requireNonNull(worker, "worker");
     StreamExecutionEnvironment env = input.getExecutionEnvironment();
     RunnerSettings s = parse(settings, numWorkers);
+    String bad = Shape.firstShuffle(input.getTransformation(), numWorkers, env.getParallelism());
+    if (s.recovery() == Recovery.FAIL_ALL && bad == null) {
+      throw new WarrenFlinkException(
+          "warren.recovery=fail-all needs an all-to-all edge (a shuffle, a rebalance, a change of"
+              + " parallelism) upstream of the workers, so that Flink restarts every worker"
+              + " together, but the input reaches the workers through forward edges only: Flink's"
+              + " region failover would restart only a failed subtask. Use warren.recovery="
+              + "retry-one (made for this shape), or shuffle the input (partitionCustom)",
+          null);
+    }
     if (s.recovery() == Recovery.RETRY_ONE) {
-      String bad = Shape.firstShuffle(input.getTransformation(), numWorkers, env.getParallelism());
       if (bad != null) {
         throw new WarrenFlinkException(
             "warren.recovery=retry-one needs forward edges at the workers' parallelism ("

@@ -46,7 +46,7 @@ class FlinkSettingsDocTest {
     WarrenFlinkException f =
         assertThrows(
             WarrenFlinkException.class,
-            () -> WarrenFlink.train(in, 1, Map.of("recovery", "fail-all"), (ctx, rows) -> 0));
+            () -> WarrenFlink.train(in, 2, Map.of("recovery", "fail-all"), (ctx, rows) -> 0));
     assertTrue(f.getMessage().startsWith("warren.recovery=fail-all needs warren.checkpointDir"), f.getMessage());
   }
 }

@@ -247,6 +247,24 @@ class WarrenFlinkTest {
   }
 
   @Test
+  void failAllRefusesAForwardOnlyInputWhereFlinkWouldRestartOneSubtask(@TempDir Path dir) {
+    StreamExecutionEnvironment env = env();
+    DataStream<double[]> rows =
+        env.fromSource(
+                new PartitionedSource<>(WORKERS, Training::partition),
+                WatermarkStrategy.noWatermarks(),
+                "partitions",
+                ROW)
+            .setParallelism(WORKERS);
+    Map<String, String> failAll = Map.of("recovery", "fail-all", "checkpointDir", dir.toString());
+    WarrenFlinkException e =
+        assertThrows(
+            WarrenFlinkException.class,
+            () -> WarrenFlink.train(rows, WORKERS, failAll, (ctx, part) -> part.size(), Types.INT));
+    assertTrue(e.getMessage().startsWith("warren.recovery=fail-all needs an all-to-all edge"), e.getMessage());
+  }
+
+  @Test
   void aShuffleIntoTheWorkersTakesTheFailAllPathAndResumesFromTheDurableCheckpoint(@TempDir Path dir)
       throws Exception {
     String run = newRun();

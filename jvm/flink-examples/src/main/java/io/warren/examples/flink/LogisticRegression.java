@@ -25,6 +25,9 @@ import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.java.functions.KeySelector;
+import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -337,21 +340,57 @@ public final class LogisticRegression {
     }
   }
 
+  /** The partition id of a fail-all row. */
+  private static final class ByPartition implements KeySelector<Tuple2<Integer, double[]>, Integer> {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public Integer getKey(Tuple2<Integer, double[]> t) {
+      return t.f0;
+    }
+  }
+
   /**
-   * Builds the job on {@code env}: source → workers → report → discard, forward edges only.
+   * Builds the job on {@code env}: source → workers → report → discard, forward edges only
+   * (retry-one); under fail-all one source subtask and a shuffle into the workers.
    *
    * @param env the environment
    * @param p the parameters
    */
   public static void build(StreamExecutionEnvironment env, Params p) {
     Params params = p;
-    DataStream<double[]> data =
-        env.fromSource(
-                new PartitionedSource<>(p.workers, (pid, n) -> List.of(generate(params, pid))),
-                WatermarkStrategy.noWatermarks(),
-                "synthetic-partitions",
-                TypeInformation.of(double[].class))
-            .setParallelism(p.workers);
+    DataStream<double[]> data;
+    if ("fail-all".equalsIgnoreCase(p.settings.getOrDefault("recovery", "retry-one").trim())) {
+      // fail-all needs one failover region: one source subtask makes every partition, and a
+      // custom partitioning by partition id (an all-to-all edge) sends each to its worker.
+      data =
+          env.fromSource(
+                  new PartitionedSource<Tuple2<Integer, double[]>>(
+                      1,
+                      (ignored, one) -> {
+                        List<Tuple2<Integer, double[]>> all = new ArrayList<>();
+                        for (int pid = 0; pid < params.workers; pid++) {
+                          all.add(Tuple2.of(pid, generate(params, pid)));
+                        }
+                        return all;
+                      }),
+                  WatermarkStrategy.noWatermarks(),
+                  "synthetic-data",
+                  Types.TUPLE(Types.INT, TypeInformation.of(double[].class)))
+              .setParallelism(1)
+              .partitionCustom((Integer pid, int n) -> pid, new ByPartition())
+              .map(t -> t.f1)
+              .returns(TypeInformation.of(double[].class))
+              .setParallelism(p.workers);
+    } else {
+      data =
+          env.fromSource(
+                  new PartitionedSource<>(p.workers, (pid, n) -> List.of(generate(params, pid))),
+                  WatermarkStrategy.noWatermarks(),
+                  "synthetic-partitions",
+                  TypeInformation.of(double[].class))
+              .setParallelism(p.workers);
+    }
     WarrenFlink.train(
             data, p.workers, p.settings, (ctx, part) -> worker(params, ctx, part), TypeInformation.of(Result.class))
         .map(new Report())

@@ -12,6 +12,7 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.test.junit5.MiniClusterExtension;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * The Flink example on a MiniCluster of three TaskManagers of one slot each: its MODEL_HASH on
@@ -63,5 +64,17 @@ class LogisticRegressionFlinkTest {
       assertEquals(r.task == 1 ? 1 : 0, r.attempt, "task " + r.task + "'s Flink attempt number");
     }
     assertEquals(8, rs.get(1).startVersion, "task 1 resumed from its peers' checkpoint 8");
+  }
+
+  @Test
+  void failAllWithAKilledSubtaskRestartsEveryWorkerFromTheDurableCheckpoint(@TempDir Path dir) throws Exception {
+    List<LogisticRegression.Result> rs =
+        run("--kill-task", "8", "--recovery", "fail-all", "--checkpoint-dir", dir.toString());
+    assertEquals(3, rs.size());
+    for (LogisticRegression.Result r : rs) {
+      assertEquals(demo().get("hash"), r.modelHash(), "task " + r.task);
+      assertEquals(1, r.attempt, "task " + r.task + "'s Flink attempt number");
+      assertEquals(8, r.startVersion, "task " + r.task + " resumed from durable checkpoint 8");
+    }
   }
 }
