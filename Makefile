@@ -2,7 +2,7 @@
 CARGO ?= cargo
 WARREN := target/release/warren
 
-.PHONY: build test lint demo demo-local e2e notebook setup-demo setup-test setup-notebook bench bench-allreduce bench-recordio bench-master bench-spark clean
+.PHONY: build test lint demo demo-local e2e notebook setup-demo setup-test setup-notebook bench bench-allreduce bench-recordio bench-master bench-spark bench-flink clean
 
 ## setup-*: what a fresh machine lacks (Debian packages, Spark 4.3, the Python test tools in
 ## .venv), installed once by scripts/setup.sh; `make demo`, `make test` and .ci/run call it.
@@ -88,6 +88,15 @@ bench-recordio:
 bench-spark: jvm-native
 	$(MVN_PACKAGE)
 	bash bench/spark.sh
+
+## bench-flink: the Flink logistic-regression example on one MiniCluster (3 TaskManagers x 1
+## slot): a killed subtask under retry-one vs a full restart under fail-all, each against the
+## same mode without a failure, in one run (docs/benchmarks-flink.md; about 2 minutes).
+## BENCH_FLINK_ARGS: [repeats] [LogisticRegression arguments]
+BENCH_FLINK_ARGS ?= 5
+bench-flink: jvm-native
+	$(MVN_PACKAGE)
+	WARREN_MAIN=FlinkBench jvm/flink-examples/bin/run-lr $(BENCH_FLINK_ARGS) | tee bench/results/flink.md
 
 clean:
 	$(CARGO) clean
