@@ -30,6 +30,8 @@ public final class Progress {
   private final long intervalMs;
   private final long started = System.nanoTime();
   private volatile boolean stopped;
+  /** What the reporter waits on between lines; {@link #stop} wakes it. */
+  private final Object wakeUp = new Object();
   private final Thread thread;
 
   private Progress(Communicator comm, String label, long intervalMs) {
@@ -60,22 +62,33 @@ public final class Progress {
   private void loop() {
     try {
       while (!stopped) {
-        Thread.sleep(intervalMs);
+        long until = System.nanoTime() + intervalMs * 1_000_000L;
+        synchronized (wakeUp) {
+          for (long left = intervalMs; !stopped && left > 0; left = (until - System.nanoTime()) / 1_000_000L) {
+            wakeUp.wait(left);
+          }
+        }
         if (!stopped) {
           report(comm, label, "progress", started);
         }
       }
     } catch (InterruptedException e) {
-      // stopped
+      // interrupted from outside: no more lines
     } catch (RuntimeException e) {
       LOG.warn("warren job {}: progress reports stopped: {}", label, e.toString());
     }
   }
 
-  /** Stops the thread, waiting for a line being sent (up to 5 s). */
+  /**
+   * Stops the thread, waiting for a line being sent (up to 5 s). The thread is woken, never
+   * interrupted: an interrupt while it sends a line through the communicator would cancel the
+   * communicator (see {@link Communicator}), failing a worker whose work had succeeded.
+   */
   public void stop() {
     stopped = true;
-    thread.interrupt();
+    synchronized (wakeUp) {
+      wakeUp.notifyAll();
+    }
     try {
       thread.join(5000);
     } catch (InterruptedException e) {
