@@ -43,6 +43,29 @@ def progress_version(job, at_least: int, after: int = 0, timeout: float = 180) -
         after = m.end()
 
 
+def busy_executors_and_their_worker(job, timeout: float = 30) -> tuple[list[int], int]:
+    """The pids of the executor JVMs running a task and the Worker daemon of one of them. Asked
+    again until both are seen (the REST API may list no busy executor for a moment, and a
+    just-killed executor for a while, under load)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        busy = []
+        for e in job.busy_executor_ids():
+            try:
+                busy.append(executor_pid(e))
+            except AssertionError:  # gone since the REST API answered
+                pass
+        for p in busy:
+            try:
+                w = parent_pid(p)
+            except FileNotFoundError:  # gone meanwhile
+                continue
+            if WORKER_CLASS in cmdline(w):
+                return busy, w
+        assert time.monotonic() < deadline, f"no busy executor with a Worker parent in {timeout} s: {busy}"
+        time.sleep(0.5)
+
+
 def test_sigkill_an_executor_then_a_worker_recovers_the_failure_free_model(full_cluster: Cluster, spark, tmp_path):
     args, recorded = demo_job()
     # 0.6 s per iteration: time to kill twice while the workers train (the model does not change).
@@ -59,8 +82,7 @@ def test_sigkill_an_executor_then_a_worker_recovers_the_failure_free_model(full_
 
         # 2. SIGKILL a whole Worker daemon that hosts a busy executor: its executors die with it.
         m = progress_version(job, int(m.group(1)) + 1, m.end())
-        busy = [executor_pid(e) for e in job.busy_executor_ids()]
-        worker = next(parent_pid(p) for p in busy if WORKER_CLASS in cmdline(parent_pid(p)))
+        busy, worker = busy_executors_and_their_worker(job)
         orphans = [p for p in busy if parent_pid(p) == worker]
         sigkill(worker)
         # Leave the cluster as the other tests expect it, whatever happens next.
