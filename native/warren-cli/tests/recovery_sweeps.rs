@@ -109,7 +109,9 @@ fn the_default_example_survives_a_sigkill_at_any_moment() {
 /// SIGKILLs while most of the job's time goes to ring allreduces of 4 MB on 4 workers: the
 /// survivors are stopped in the middle of a ring, their predecessors' data already reduced
 /// into the result, and each one's retry must start again from its own input, intact (robust
-/// mode reduces out of place, into the buffer that keeps the result). 6 seeded kill times.
+/// mode reduces out of place, into the buffer that keeps the result). 10 seeded kill times:
+/// with the input not restored before the retry, kills in a ring give another model (seen
+/// failing at the 2nd to 3rd seed); one landing between calls cannot tell the two apart.
 #[test]
 fn sigkills_in_the_middle_of_ring_allreduces() {
     let args = ["--model-bytes", "4000000", "--iters", "24"];
@@ -118,9 +120,9 @@ fn sigkills_in_the_middle_of_ring_allreduces() {
         assert!(r.ok(), "{}", r.stderr);
         r.hash().expect("hash")
     };
-    for seed in 0..6u64 {
+    for seed in 0..10u64 {
         let mut rnd = Rng::new(2000 + seed);
-        let ms = 30 + rnd.below(300);
+        let ms = 30 + rnd.below(400);
         let victim = rnd.below(4) as usize;
         let r = launch(4, &[], &args, &[], |job| {
             job.wait_assigned();
