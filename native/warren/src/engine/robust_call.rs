@@ -10,6 +10,9 @@ use crate::error::Result;
 use crate::mock::{Mock, Point as MockPoint};
 use crate::robust::{BootstrapKey, Want};
 
+/// A collective run from `input` into `out` (of the same length).
+pub(super) type OutOfPlaceFn<'e> = dyn FnMut(&mut Communicator, &[u8], &mut [u8]) -> Result<()> + 'e;
+
 /// How a robust call runs its collective on the caller's buffer.
 pub(super) enum Exec<'e, B: ?Sized> {
     /// On the caller's buffer, in place: its input is copied first (to run the call again
@@ -18,7 +21,7 @@ pub(super) enum Exec<'e, B: ?Sized> {
     /// From the caller's buffer (read only, so its input survives a failed attempt) into a
     /// buffer of the same length that the result buffer then keeps; the result is copied once,
     /// into the caller's buffer.
-    OutOfPlace(&'e mut dyn FnMut(&mut Communicator, &[u8], &mut [u8]) -> Result<()>),
+    OutOfPlace(&'e mut OutOfPlaceFn<'e>),
 }
 
 impl Communicator {
