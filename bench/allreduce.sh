@@ -19,6 +19,8 @@
 #   REPEAT=3           whole sweeps; the report keeps, per cell, the run with the median
 #                      median (a burst of load from other users then spoils one run only)
 #   TIMEOUT=300        seconds per run
+#   IMPLS="warren xgboost mpi"   which to run; add warren-robust for Warren in robust mode
+#                      (WARREN_ROBUST=1) next to plain Warren in the same run
 #   REPORT=1           run bench/report.py at the end (0: only collect)
 #   OUT=path           results file
 #   QUIET_LOAD=x       before starting, wait (up to QUIET_WAIT=900 s) until the 1-min load
@@ -37,6 +39,7 @@ SIZES="${SIZES:-4 1024 65536 1048576 16777216 67108864}"
 ITER_SCALE="${ITER_SCALE:-1}"
 REPEAT="${REPEAT:-3}"
 TIMEOUT="${TIMEOUT:-300}"
+read -r -a impls <<<"${IMPLS:-warren xgboost mpi}"
 REPORT="${REPORT:-1}"
 mkdir -p bench/results
 OUT="${OUT:-bench/results/allreduce-$(date -u +%Y-%m-%dT%H%M%SZ).jsonl}"
@@ -137,16 +140,18 @@ PY
 make -s -C bench/tcp >/dev/null 2>"$tmp/make.err" || log "WARNING: could not build bench/tcp/tcpprobe: $(tail -1 "$tmp/make.err")"
 tcp_ceiling
 
-impls=(warren xgboost mpi)
 for rep in $(seq 1 "$REPEAT"); do
 [ "$REPEAT" -gt 1 ] && log "sweep $rep of $REPEAT"
 for n in $WORKERS; do
   i=$((rep - 1))
   for b in $SIZES; do
     k=$(iters_for "$b")
-    for j in 0 1 2; do
-      impl=${impls[$(( (i + j) % 3 ))]}
+    for j in "${!impls[@]}"; do
+      impl=${impls[$(( (i + j) % ${#impls[@]} ))]}
       case $impl in
+        warren-robust)
+          run_one warren-robust "$n" "$b" "$k" env WARREN_ROBUST=1 "$WARREN" bench allreduce -n "$n" --bytes "$b" \
+            --iters "$k" --dtype f32 --op sum ;;
         warren)
           if [ "$warren_ok" = 1 ]; then
             run_one warren "$n" "$b" "$k" "$WARREN" bench allreduce -n "$n" --bytes "$b" --iters "$k" --dtype f32 --op sum

@@ -85,15 +85,19 @@ fn random_sizes_worlds_one_to_eight() {
     }
 }
 
-/// Random floats: sums depend on order, so this checks that every rank gets the same bits and
-/// that a second run gives the same bits again.
+/// Random floats: sums depend on order, so this checks that every rank gets the same bits,
+/// that a second run gives the same bits again, and that robust mode (which reduces out of
+/// place, into the buffer it keeps) gives the bits of plain mode.
 #[test]
-fn float_results_are_bit_identical_across_ranks_and_runs() {
+fn float_results_are_bit_identical_across_ranks_runs_and_modes() {
     for threshold in [usize::MAX, 1024] {
-        let run = || {
+        let run = |robust: bool| {
             run_world(
                 5,
-                move |_, c| c.ring_threshold = threshold,
+                move |_, c| {
+                    c.ring_threshold = threshold;
+                    c.robust = robust;
+                },
                 |c: &mut Communicator| {
                     let mut rng = Rng(1 + c.rank() as u64);
                     let mut buf: Vec<f32> =
@@ -106,11 +110,55 @@ fn float_results_are_bit_identical_across_ranks_and_runs() {
             .map(|r| r.unwrap())
             .collect::<Vec<_>>()
         };
-        let first = run();
+        let first = run(true);
         for r in &first[1..] {
             assert_eq!(r, &first[0], "ranks disagree");
         }
-        assert_eq!(run(), first, "a second run gave different bits");
+        assert_eq!(run(true), first, "a second run gave different bits");
+        assert_eq!(run(false), first, "plain mode gave different bits (threshold {threshold})");
+    }
+}
+
+/// A reducer that is neither commutative nor associative (`acc = acc * 31 + other`): the ring
+/// and the tree apply it in one fixed order, the same in robust mode (out of place, the input
+/// read from the caller's buffer) as in plain mode (in place), and the same again on a second
+/// call with the same input.
+#[test]
+fn order_sensitive_reducer_gives_the_same_bits_in_both_modes() {
+    for threshold in [usize::MAX, 64] {
+        let run = |robust: bool| {
+            run_world(
+                4,
+                move |_, c| {
+                    c.ring_threshold = threshold;
+                    c.robust = robust;
+                },
+                |c: &mut Communicator| {
+                    let input: Vec<u32> = (0..3001).map(|i| (c.rank() as u32 + 1) * 7919 + i).collect();
+                    let mut buf = input.clone();
+                    let reducer = |acc: &mut [u8], other: &[u8]| {
+                        let acc: &mut [u32] = bytemuck::cast_slice_mut(acc);
+                        for (a, &b) in acc.iter_mut().zip(bytemuck::cast_slice::<u8, u32>(other)) {
+                            *a = a.wrapping_mul(31).wrapping_add(b);
+                        }
+                    };
+                    let opts = CallOptions::new().tag(31);
+                    c.allreduce_custom(bytemuck::cast_slice_mut(&mut buf), 4, &opts, reducer)?;
+                    let mut again = input.clone();
+                    c.allreduce_custom(bytemuck::cast_slice_mut(&mut again), 4, &opts, reducer)?;
+                    assert_eq!(again, buf, "the same input gave another result");
+                    Ok(buf)
+                },
+            )
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect::<Vec<_>>()
+        };
+        let robust = run(true);
+        for r in &robust[1..] {
+            assert_eq!(r, &robust[0], "ranks disagree");
+        }
+        assert_eq!(run(false), robust, "plain mode gave different bits (threshold {threshold})");
     }
 }
 

@@ -29,9 +29,10 @@ pub(crate) fn allgather_ring(
             send: blocks[(r + w - s) % w].clone(),
             recv: blocks[(r + 2 * w - s - 1) % w].clone(),
             reduce: false,
+            send_input: false,
         })
         .collect();
-    ring_pipeline(net, topo.ring_prev, topo.ring_next, out, &steps, 1, None, scratch, what)
+    ring_pipeline(net, topo.ring_prev, topo.ring_next, None, out, &steps, 1, None, scratch, what)
 }
 
 /// Sends `mine` to the ring successor and returns the ring predecessor's block, whose length
@@ -49,7 +50,8 @@ pub(crate) fn ring_shift(
     }
     let mut buf = mine.to_vec();
     buf.resize(mine.len() + prev_len, 0);
-    let steps = [Step { send: 0..mine.len(), recv: mine.len()..mine.len() + prev_len, reduce: false }];
-    ring_pipeline(net, topo.ring_prev, topo.ring_next, &mut buf, &steps, 1, None, scratch, what)?;
+    let steps =
+        [Step { send: 0..mine.len(), recv: mine.len()..mine.len() + prev_len, reduce: false, send_input: false }];
+    ring_pipeline(net, topo.ring_prev, topo.ring_next, None, &mut buf, &steps, 1, None, scratch, what)?;
     Ok(buf.split_off(mine.len()))
 }

@@ -11,11 +11,15 @@ use crate::topology::{Topology, chunk_offsets};
 use super::ring::{Step, ring_pipeline};
 use super::{Net, Scratch, allreduce_tree};
 
-/// Runs the ring allreduce of `buf`, after a tree pass that checks the call header.
+/// Runs the ring allreduce of `buf`, after a tree pass that checks the call header. With
+/// `input`, the input is read from there (left intact) and `buf` receives the result: the same
+/// bits as in place.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn allreduce_ring(
     net: &mut Net,
     topo: &Topology,
     hdr: CallHeader,
+    input: Option<&[u8]>,
     buf: &mut [u8],
     elem: usize,
     reducer: &ByteReducer,
@@ -24,6 +28,9 @@ pub(crate) fn allreduce_ring(
     allreduce_tree(net, topo, hdr, &mut [], 1, reducer, scratch)?;
     let w = topo.world;
     if w == 1 || buf.is_empty() {
+        if let Some(input) = input {
+            buf.copy_from_slice(input);
+        }
         return Ok(());
     }
     let offs = chunk_offsets(buf.len(), w, elem);
@@ -31,10 +38,21 @@ pub(crate) fn allreduce_ring(
     let r = topo.rank;
     let mut steps = Vec::with_capacity(2 * (w - 1));
     for s in 0..w - 1 {
-        steps.push(Step { send: chunk(r + w - s), recv: chunk(r + 2 * w - s - 1), reduce: true });
+        steps.push(Step { send: chunk(r + w - s), recv: chunk(r + 2 * w - s - 1), reduce: true, send_input: s == 0 });
     }
     for j in 0..w - 1 {
-        steps.push(Step { send: chunk(r + 1 + w - j), recv: chunk(r + w - j), reduce: false });
+        steps.push(Step { send: chunk(r + 1 + w - j), recv: chunk(r + w - j), reduce: false, send_input: false });
     }
-    ring_pipeline(net, topo.ring_prev, topo.ring_next, buf, &steps, elem, Some(reducer), scratch, &hdr.describe())
+    ring_pipeline(
+        net,
+        topo.ring_prev,
+        topo.ring_next,
+        input,
+        buf,
+        &steps,
+        elem,
+        Some(reducer),
+        scratch,
+        &hdr.describe(),
+    )
 }

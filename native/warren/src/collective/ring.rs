@@ -2,6 +2,11 @@
 //! sending one range of the buffer to the next rank while receiving one range from the
 //! previous rank (reduced into the buffer, or copied). A step's send may start as soon as the
 //! bytes it forwards have been received, so steps overlap byte by byte.
+//!
+//! The pipeline runs in place (the buffer holds this rank's input and ends with the result) or
+//! out of place: this rank's input is read from a separate slice, left intact, and the buffer
+//! only receives: a robust call keeps its input (to run again after a re-link) and its result
+//! (to serve a restarted worker), so out of place it copies neither before or after the call.
 
 use std::ops::Range;
 
@@ -20,14 +25,21 @@ pub(crate) struct Step {
     pub(crate) send: Range<usize>,
     pub(crate) recv: Range<usize>,
     pub(crate) reduce: bool,
+    /// The send range holds this rank's own input, not yet written into the buffer (read from
+    /// the separate input when running out of place).
+    pub(crate) send_input: bool,
 }
 
-/// Runs `steps` between `prev` and `next` over `buf`.
+/// Runs `steps` between `prev` and `next` over `buf`. With `input` (as long as `buf`), this
+/// rank's own data is read from `input` (steps marked `send_input`, and the local operand of
+/// every reduction) and `buf` is only written: each reduce step's range becomes `input`'s
+/// range reduced with the received one, in the same operand order as in place.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn ring_pipeline(
     net: &mut Net,
     prev: usize,
     next: usize,
+    input: Option<&[u8]>,
     buf: &mut [u8],
     steps: &[Step],
     elem: usize,
@@ -66,7 +78,8 @@ pub(crate) fn ring_pipeline(
                 0
             };
             if so < limit {
-                let n = net.link(next)?.write_some(&buf[s.send.start + so..s.send.start + limit])?;
+                let src: &[u8] = if s.send_input { input.unwrap_or(&*buf) } else { &*buf };
+                let n = net.link(next)?.write_some(&src[s.send.start + so..s.send.start + limit])?;
                 so += n;
                 progressed |= n > 0;
             }
@@ -85,6 +98,10 @@ pub(crate) fn ring_pipeline(
                 let whole = have - have % elem;
                 if whole > 0 {
                     let at = r.recv.start + rdone;
+                    if let Some(input) = input {
+                        // Chunk by chunk, so the reduction reads the copy back from the cache.
+                        buf[at..at + whole].copy_from_slice(&input[at..at + whole]);
+                    }
                     (reducer.expect("reduce step needs a reducer"))(&mut buf[at..at + whole], &stage[..whole]);
                     stage.copy_within(whole..have, 0);
                     rdone += whole;

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use log::info;
 
+use super::robust_call::Exec;
 use super::{BroadcastBuf, CallBuf, CallOptions, Communicator, LOG};
 use crate::collective::header::{CallHeader, CallKind};
 use crate::collective::{self, Net, Scratch};
@@ -88,11 +89,27 @@ impl Communicator {
             CallKind::AllreduceTree
         };
         let hdr = self.header(kind, dtype, op, elem, 0, buf.len() as u64, tag, key.as_ref());
-        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch, data: &mut [u8]| match kind {
-            CallKind::AllreduceRing => collective::allreduce_ring(net, topo, hdr, data, elem, reducer, scratch),
-            _ => collective::allreduce_tree(net, topo, hdr, data, elem, reducer, scratch).map(|_| ()),
+        // `input`: the input when it is not in `data` (a robust call keeps it intact).
+        let algorithm =
+            |net: &mut Net, topo: &Topology, scratch: &mut Scratch, input: Option<&[u8]>, data: &mut [u8]| match kind {
+                CallKind::AllreduceRing => {
+                    collective::allreduce_ring(net, topo, hdr, input, data, elem, reducer, scratch)
+                }
+                _ => {
+                    if let Some(input) = input {
+                        data.copy_from_slice(input);
+                    }
+                    collective::allreduce_tree(net, topo, hdr, data, elem, reducer, scratch).map(|_| ())
+                }
+            };
+        if self.robust.is_none() {
+            return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, None, buf));
+        }
+        let want = if key.is_some() { Want::Bootstrap } else { Want::Execute };
+        let mut exec = |c: &mut Communicator, input: &[u8], out: &mut [u8]| {
+            c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, Some(input), out))
         };
-        self.call(hdr, key.as_ref(), buf, algorithm)
+        self.robust_call_with(hdr, want, key.as_ref(), buf, Exec::OutOfPlace(&mut exec)).map(|_| ())
     }
 
     /// Broadcasts `data` from `root`: on return every worker's `data` equals the root's. A

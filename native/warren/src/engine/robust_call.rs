@@ -10,6 +10,20 @@ use crate::error::Result;
 use crate::mock::{Mock, Point as MockPoint};
 use crate::robust::{BootstrapKey, Want};
 
+/// A collective run from `input` into `out` (of the same length).
+pub(super) type OutOfPlaceFn<'e> = dyn FnMut(&mut Communicator, &[u8], &mut [u8]) -> Result<()> + 'e;
+
+/// How a robust call runs its collective on the caller's buffer.
+pub(super) enum Exec<'e, B: ?Sized> {
+    /// On the caller's buffer, in place: its input is copied first (to run the call again
+    /// after a re-link) and its result copied into the result buffer afterwards.
+    InPlace(&'e mut dyn FnMut(&mut Communicator, &mut B) -> Result<()>),
+    /// From the caller's buffer (read only, so its input survives a failed attempt) into a
+    /// buffer of the same length that the result buffer then keeps; the result is copied once,
+    /// into the caller's buffer.
+    OutOfPlace(&'e mut OutOfPlaceFn<'e>),
+}
+
 impl Communicator {
     /// One call in robust mode. `exec` runs the call collectively on the caller's `buf` (its
     /// input is kept to run it again after a re-link); a result served by another worker is
@@ -23,12 +37,26 @@ impl Communicator {
         buf: &mut B,
         exec: &mut dyn FnMut(&mut Communicator, &mut B) -> Result<()>,
     ) -> Result<bool> {
+        self.robust_call_with(hdr, want, key, buf, Exec::InPlace(exec))
+    }
+
+    /// [`Communicator::robust_call`] with the way the collective runs on `buf` given by `exec`.
+    pub(super) fn robust_call_with<B: CallBuf + ?Sized>(
+        &mut self,
+        hdr: CallHeader,
+        want: Want,
+        key: Option<&BootstrapKey>,
+        buf: &mut B,
+        mut exec: Exec<'_, B>,
+    ) -> Result<bool> {
         self.check_failed()?;
         let started = Instant::now();
         self.inject_failure(key.is_some());
         let mut backup = std::mem::take(&mut self.rs().backup);
         backup.clear();
-        backup.extend_from_slice(buf.bytes());
+        if matches!(exec, Exec::InPlace(_)) {
+            backup.extend_from_slice(buf.bytes());
+        }
         let outcome = loop {
             if self.rs().consensus {
                 match self.recovery_round(&hdr, want, key) {
@@ -47,14 +75,12 @@ impl Communicator {
                     Err(e) => break Err(self.poison(e)),
                 }
             }
-            match exec(self, buf) {
-                Ok(()) => {
-                    self.calls += 1;
-                    self.rs().state.record(hdr, key, buf.bytes())?;
-                    break Ok(false);
-                }
+            match self.attempt(hdr, key, buf, &mut exec) {
+                Ok(()) => break Ok(false),
                 Err(e) if recoverable(&e) && self.tracker.is_some() => {
-                    buf.set(&backup);
+                    if matches!(exec, Exec::InPlace(_)) {
+                        buf.set(&backup);
+                    }
                     self.relink(&e).map_err(|e| self.poison(e))?;
                 }
                 Err(e) => break Err(self.poison(e)),
@@ -66,6 +92,34 @@ impl Communicator {
             self.stats.record(hdr.kind, started.elapsed());
         }
         outcome
+    }
+
+    /// Runs the call collectively once; on success `buf` holds the result and it is recorded.
+    /// A failure leaves `buf` as it was only when running out of place.
+    fn attempt<B: CallBuf + ?Sized>(
+        &mut self,
+        hdr: CallHeader,
+        key: Option<&BootstrapKey>,
+        buf: &mut B,
+        exec: &mut Exec<'_, B>,
+    ) -> Result<()> {
+        match exec {
+            Exec::InPlace(f) => {
+                f(self, buf)?;
+                self.calls += 1;
+                self.rs().state.record(hdr, key, buf.bytes())
+            }
+            Exec::OutOfPlace(f) => {
+                let mut out = self.rs().state.spare(buf.bytes().len());
+                if let Err(e) = f(self, buf.bytes(), &mut out) {
+                    self.rs().state.recycle(out);
+                    return Err(e);
+                }
+                self.calls += 1;
+                buf.set(&out);
+                self.rs().state.record_owned(hdr, key, out)
+            }
+        }
     }
 
     /// Exits at the start of this call if `WARREN_MOCK` names it (an ordinary call by its

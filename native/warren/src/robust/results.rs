@@ -31,20 +31,53 @@ impl ResultBuffer {
     /// Records call `seq` (calls are recorded in order, each once); its result is kept only if
     /// `keep` (this worker is one of the call's holders).
     pub fn push(&mut self, seq: u32, header: CallHeader, data: &[u8], keep: bool) {
+        if !keep {
+            return self.push_owned(seq, header, Vec::new(), false);
+        }
+        let mut buf = self.take_free(data.len());
+        buf.clear();
+        buf.extend_from_slice(data);
+        self.push_owned(seq, header, buf, true);
+    }
+
+    /// Like [`ResultBuffer::push`] for a result already in a buffer of its own (from
+    /// [`ResultBuffer::spare`]): kept without a copy, or reused later if not `keep`.
+    pub fn push_owned(&mut self, seq: u32, header: CallHeader, data: Vec<u8>, keep: bool) {
         assert_eq!(seq as usize, self.results.len(), "results are stored in call order");
         if !keep {
+            self.recycle(data);
             self.results.push(None);
             return;
         }
         self.bytes += data.len();
-        // Reuse the cleared buffer closest in size (the calls of an interval repeat).
-        let mut buf = match self.free.iter().position(|b| b.capacity() >= data.len()) {
-            Some(i) => self.free.swap_remove(i),
-            None => self.free.pop().unwrap_or_default(),
-        };
-        buf.clear();
-        buf.extend_from_slice(data);
-        self.results.push(Some(StoredResult { header, data: buf }));
+        self.results.push(Some(StoredResult { header, data }));
+    }
+
+    /// A buffer of `len` bytes to compute a result into, reused from the cleared results when
+    /// one is at least that long (its old bytes are left in place: no pass over the memory).
+    pub fn spare(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = self.take_free(len);
+        if buf.len() >= len {
+            buf.truncate(len);
+        } else {
+            buf.resize(len, 0);
+        }
+        buf
+    }
+
+    /// Gives back a buffer from [`ResultBuffer::spare`] that holds no result.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        if buf.capacity() > 0 {
+            self.free.push(buf);
+        }
+    }
+
+    /// The cleared buffer that fits `len` best: the shortest at least `len` long, else the
+    /// longest (the calls of an interval repeat, so sizes usually match exactly).
+    fn take_free(&mut self, len: usize) -> Vec<u8> {
+        let fits = (0..self.free.len()).filter(|&i| self.free[i].len() >= len).min_by_key(|&i| self.free[i].len());
+        let pick = fits.or_else(|| (0..self.free.len()).max_by_key(|&i| self.free[i].len()));
+        pick.map(|i| self.free.swap_remove(i)).unwrap_or_default()
     }
 
     /// The result of call `seq`, if this worker has it.
@@ -107,6 +140,25 @@ mod tests {
         assert!(b.is_empty() && b.bytes() == 0);
         b.push(0, hdr(0), &[3; 2], true);
         assert_eq!(b.get(0).unwrap().data, vec![3; 2], "a reused buffer holds only the new result");
+    }
+
+    #[test]
+    fn spare_buffers_are_reused_and_kept_without_a_copy() {
+        let mut b = ResultBuffer::default();
+        b.push(0, hdr(0), &[1; 8], true);
+        b.push(1, hdr(1), &[2; 16], true);
+        b.clear();
+        let spare = b.spare(8);
+        assert_eq!(spare, vec![1; 8], "the exact fit is reused, its bytes untouched");
+        let ptr = spare.as_ptr();
+        b.push_owned(0, hdr(0), spare, true);
+        assert_eq!(b.get(0).unwrap().data.as_ptr(), ptr, "kept without a copy");
+        assert_eq!(b.bytes(), 8);
+        let longer = b.spare(20);
+        assert_eq!(longer.len(), 20, "grown when no cleared buffer is long enough");
+        b.push_owned(1, hdr(1), longer, false);
+        assert!(b.get(1).is_none() && b.bytes() == 8, "a result not kept is not held");
+        assert_eq!(b.spare(20).len(), 20, "and its buffer is reused");
     }
 
     #[test]

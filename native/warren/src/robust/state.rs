@@ -227,17 +227,51 @@ impl RecoveryState {
     /// Keeps a call's result: in the bootstrap cache by key, or in the result buffer at the
     /// next sequence number (the data only where the placement puts it). A bootstrap key
     /// already cached for a different call is a mismatch.
-    pub fn record(&mut self, mut hdr: CallHeader, key: Option<&BootstrapKey>, data: &[u8]) -> Result<()> {
-        if hdr.count == COUNT_UNKNOWN {
-            hdr.count = data.len() as u64; // a broadcast receiver learns the size from the root
+    pub fn record(&mut self, hdr: CallHeader, key: Option<&BootstrapKey>, data: &[u8]) -> Result<()> {
+        match key {
+            None => {
+                let keep = self.keeps_next();
+                self.results.push(self.seq, counted(hdr, data.len()), data, keep);
+                self.seq += 1;
+                Ok(())
+            }
+            Some(k) => self.cache(hdr, k, data.to_vec()),
         }
-        let Some(k) = key else {
-            let keep = self.placement.holders(Placed::Result(self.seq)).contains(&self.me);
-            self.results.push(self.seq, hdr, data, keep);
-            self.seq += 1;
-            return Ok(());
-        };
-        self.boot.insert(k, hdr, data.to_vec()).map_err(|[(cached_key, cached), (new_key, new)]| {
+    }
+
+    /// [`RecoveryState::record`] of a result computed into a buffer from
+    /// [`RecoveryState::spare`]: kept without a copy.
+    pub fn record_owned(&mut self, hdr: CallHeader, key: Option<&BootstrapKey>, data: Vec<u8>) -> Result<()> {
+        match key {
+            None => {
+                let keep = self.keeps_next();
+                self.results.push_owned(self.seq, counted(hdr, data.len()), data, keep);
+                self.seq += 1;
+                Ok(())
+            }
+            Some(k) => self.cache(hdr, k, data),
+        }
+    }
+
+    /// A buffer of `len` bytes (contents unspecified) to compute a call's result into, to be
+    /// given to [`RecoveryState::record_owned`] or back to [`RecoveryState::recycle`].
+    pub fn spare(&mut self, len: usize) -> Vec<u8> {
+        self.results.spare(len)
+    }
+
+    /// Takes back a buffer from [`RecoveryState::spare`] whose call failed.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.results.recycle(buf);
+    }
+
+    /// Whether this worker keeps the result of the next ordinary call.
+    fn keeps_next(&self) -> bool {
+        self.placement.holders(Placed::Result(self.seq)).contains(&self.me)
+    }
+
+    fn cache(&mut self, hdr: CallHeader, k: &BootstrapKey, data: Vec<u8>) -> Result<()> {
+        let hdr = counted(hdr, data.len());
+        self.boot.insert(k, hdr, data).map_err(|[(cached_key, cached), (new_key, new)]| {
             let (first, second) =
                 (cached.declaration(self.me, Some(&cached_key)), new.declaration(self.me, Some(&new_key)));
             Error::Mismatch(CallMismatch::new(first, second, "bootstrap key collision"))
@@ -260,6 +294,15 @@ impl RecoveryState {
         self.results.clear();
         self.global = global;
     }
+}
+
+/// The header to store with a result of `len` bytes: a broadcast receiver, which declared an
+/// unknown count, learns the size from the root.
+fn counted(mut hdr: CallHeader, len: usize) -> CallHeader {
+    if hdr.count == COUNT_UNKNOWN {
+        hdr.count = len as u64;
+    }
+    hdr
 }
 
 /// Splits a served result into its stored call header and its bytes, and checks that each
