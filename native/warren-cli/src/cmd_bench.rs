@@ -92,6 +92,7 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
         rendezvous_timeout: Duration::from_secs(60),
         capture_stdout: true,
         fail_all: false,
+        secret: None,
     })?;
     if !outcome.ok {
         return Err(Error::Tracker("a benchmark worker failed".into()));

@@ -12,6 +12,9 @@ pub enum ExampleCmd {
     Train(TrainArgs),
     /// Checks every type and operator against a serial computation; exits 1 on any difference.
     Check,
+    /// A sparse logistic regression through parameter servers (sync, async or SSP); trainer 0
+    /// prints `MODEL_HASH <hex>`. Run it under `warren run -n N --ps-servers S`.
+    PsTrain(super::cmd_ps_train::PsTrainArgs),
 }
 
 /// Arguments of `warren example train`.
@@ -40,6 +43,7 @@ pub fn run(cmd: ExampleCmd) -> warren::Result<u8> {
     match cmd {
         ExampleCmd::Train(a) => train(&a),
         ExampleCmd::Check => check(),
+        ExampleCmd::PsTrain(a) => super::cmd_ps_train::run(&a),
     }
 }
 

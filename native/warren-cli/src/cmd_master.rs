@@ -102,11 +102,13 @@ struct StatusArgs {
 }
 
 /// The job secret from the environment; unlike the tracker, a client cannot invent one.
-fn client_secret() -> warren::Result<String> {
+pub(crate) fn client_secret() -> warren::Result<String> {
     if std::env::var(warren::config::keys::JOB_SECRET).is_err()
         && std::env::var(warren::config::keys::JOB_SECRET_FILE).is_err()
     {
-        return Err(Error::Config("set WARREN_JOB_SECRET or WARREN_JOB_SECRET_FILE to the master's job secret".into()));
+        return Err(Error::Config(
+            "set WARREN_JOB_SECRET or WARREN_JOB_SECRET_FILE to the job secret of the service".into(),
+        ));
     }
     super::launcher::job_secret(false)
 }

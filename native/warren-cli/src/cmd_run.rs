@@ -5,6 +5,7 @@ use std::time::Duration;
 use clap::Args;
 use warren::config::keys;
 
+use super::cmd_ps::{PS_URIS, start_servers};
 use super::launcher::{LaunchSpec, launch};
 
 /// Arguments of `warren run`.
@@ -22,9 +23,14 @@ pub struct RunArgs {
     /// (WARREN_CHECKPOINT_DIR, a temporary directory if unset).
     #[arg(long, default_value = "retry-one", value_parser = ["retry-one", "fail-all"])]
     recovery: String,
-    /// Seconds the workers have to arrive at the tracker.
-    #[arg(long, default_value_t = 120.0)]
-    rendezvous_timeout: f64,
+    /// Seconds the workers have to arrive at the tracker (default 120; with --ps-servers,
+    /// whose trainers need not join the tracker, no deadline unless given).
+    #[arg(long)]
+    rendezvous_timeout: Option<f64>,
+    /// Also run S parameter servers in this process (threads) and give every worker their
+    /// addresses in WARREN_PS_URIS (for trainers such as `warren example ps-train`).
+    #[arg(long, default_value_t = 0)]
+    ps_servers: usize,
     /// The worker command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -40,15 +46,33 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
         env.push((keys::CHECKPOINT_DIR.to_string(), dir.display().to_string()));
         temp_dir = Some(dir);
     }
+    // The tracker, the parameter servers and the workers share one secret.
+    let secret = super::launcher::job_secret(false)?;
+    let ps = if a.ps_servers > 0 {
+        let servers = start_servers(&secret, a.ps_servers, 0..a.ps_servers, "127.0.0.1", 0, Duration::from_secs(300))?;
+        let uris: Vec<&str> = servers.iter().map(|s| s.uri()).collect();
+        env.push((PS_URIS.to_string(), uris.join(",")));
+        servers
+    } else {
+        Vec::new()
+    };
+    let rendezvous = match (a.rendezvous_timeout, ps.is_empty()) {
+        (Some(s), _) => Duration::from_secs_f64(s),
+        (None, true) => Duration::from_secs(120),
+        // A year: the trainers of a parameter-server job may never join the tracker.
+        (None, false) => Duration::from_secs(365 * 86_400),
+    };
     let outcome = launch(&LaunchSpec {
         workers: a.workers,
         max_restarts: a.max_restarts,
         command: a.command,
         env,
-        rendezvous_timeout: Duration::from_secs_f64(a.rendezvous_timeout),
+        rendezvous_timeout: rendezvous,
         capture_stdout: false,
         fail_all,
+        secret: Some(secret),
     });
+    drop(ps);
     if let Some(d) = temp_dir {
         let _ = std::fs::remove_dir_all(d);
     }

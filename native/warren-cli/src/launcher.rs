@@ -33,6 +33,8 @@ pub struct LaunchSpec {
     /// On a failure, restart every worker (from the durable checkpoint) instead of only the
     /// failed one.
     pub fail_all: bool,
+    /// The job secret (default: from the environment, or a fresh one).
+    pub secret: Option<String>,
 }
 
 /// How a launch ended.
@@ -128,7 +130,10 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
     }
     let started = Instant::now();
     let interrupted = interrupted_flag();
-    let secret = job_secret(false)?;
+    let secret = match &spec.secret {
+        Some(s) => s.clone(),
+        None => job_secret(false)?,
+    };
     let start_tracker = || {
         let mut cfg = TrackerConfig::new(spec.workers, secret.clone());
         cfg.rendezvous_timeout = spec.rendezvous_timeout;

@@ -3,6 +3,8 @@
 mod cmd_bench;
 mod cmd_example;
 mod cmd_master;
+mod cmd_ps;
+mod cmd_ps_train;
 mod cmd_recordio;
 mod cmd_run;
 mod cmd_tracker;
@@ -28,6 +30,8 @@ enum Command {
     Tracker(cmd_tracker::TrackerArgs),
     /// Run the data master (prints WARREN_MASTER_URI=host:port); `warren master status` asks one.
     Master(cmd_master::MasterArgs),
+    /// Run parameter servers (prints WARREN_PS_URIS=host:port,...); `warren ps status` asks them.
+    Ps(cmd_ps::PsArgs),
     /// Run a tracker and N local worker processes, restarting a worker that fails.
     Run(cmd_run::RunArgs),
     /// Measure collectives between local worker processes, or the master; prints one JSON line.
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Command::Tracker(a) => cmd_tracker::run(a),
         Command::Master(a) => cmd_master::run(a),
+        Command::Ps(a) => cmd_ps::run(a),
         Command::Run(a) => cmd_run::run(a),
         Command::Bench(c) => cmd_bench::run(c),
         Command::Example(c) => cmd_example::run(c),

@@ -18,8 +18,9 @@
 //!   derived from them (pure).
 //! - [`master`]: the data master's task queue (pure state machine), its durable wrapper,
 //!   service and client; its messages in [`master::proto`].
-//! - [`wire`]: what every service connection shares (tracker, master, the parameter
-//!   server to come): preamble, frames, the HMAC handshake, deadline-bound reads and writes,
+//! - [`ps`]: the parameter server: sharded dense and sparse tables, server-side optimizers,
+//!   sync / async / SSP consistency (a pure state machine), its service and trainer client.
+//! - [`wire`]: what every service connection shares (tracker, master, parameter server): preamble, frames, the HMAC handshake, deadline-bound reads and writes,
 //!   authenticated accepts.
 //! - [`topology`]: tree and ring, pure.
 //! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
@@ -40,6 +41,7 @@ pub mod error;
 pub mod master;
 pub mod membership;
 pub mod mock;
+pub mod ps;
 pub mod recordio;
 pub mod reduce;
 pub mod robust;

@@ -16,6 +16,8 @@ pub enum Purpose {
     Peer(u32),
     /// A client connecting to a data master.
     Master,
+    /// A trainer (or `warren ps status`) connecting to a parameter server.
+    ParamServer,
 }
 
 /// A fresh random challenge.
@@ -34,6 +36,7 @@ fn mac(secret: &[u8], purpose: Purpose, nonce: &[u8]) -> Hmac<Sha256> {
             m.update(&rank.to_le_bytes());
         }
         Purpose::Master => m.update(b"warren-master-v1"),
+        Purpose::ParamServer => m.update(b"warren-ps-v1"),
     }
     m.update(nonce);
     m
@@ -66,6 +69,7 @@ mod tests {
         assert!(!verify(b"other", Purpose::Tracker, &n, &p));
         assert!(!verify(b"s3cret", Purpose::Tracker, &nonce(), &p));
         assert!(!verify(b"s3cret", Purpose::Master, &n, &p));
+        assert!(!verify(b"s3cret", Purpose::ParamServer, &n, &p));
         let q = prove(b"s3cret", Purpose::Peer(3), &n);
         assert!(!verify(b"s3cret", Purpose::Peer(4), &n, &q));
     }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::auth::Purpose;
 use super::deadline::{timed_out, write_all_by};
-use super::frame::{decode_frame, encode_frame};
+use super::frame::{MAX_FRAME, decode_frame_within, encode_frame};
 use super::handshake::{HandshakeFailure, client_handshake};
 use crate::error::{Error, Result};
 
@@ -65,6 +65,7 @@ pub struct Connection {
     stream: TcpStream,
     who: String,
     inbox: Vec<u8>,
+    max_frame: usize,
 }
 
 impl Connection {
@@ -80,7 +81,13 @@ impl Connection {
         let who = who.into();
         let _ = stream.set_nodelay(true);
         client_handshake(&mut stream, secret, purpose, deadline, &who)?;
-        Ok(Connection { stream, who, inbox: Vec::new() })
+        Ok(Connection { stream, who, inbox: Vec::new(), max_frame: MAX_FRAME })
+    }
+
+    /// Accepts frames of up to `max` body bytes instead of [`MAX_FRAME`] (for services that
+    /// carry model parameters).
+    pub fn set_max_frame(&mut self, max: usize) {
+        self.max_frame = max;
     }
 
     /// The other end, as named in errors.
@@ -143,14 +150,14 @@ impl Connection {
 
     /// The next whole message among those already read, if any.
     pub fn next_buffered<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>> {
-        Ok(decode_frame::<T>(&self.inbox)?.map(|(msg, used)| {
+        Ok(decode_frame_within::<T>(&self.inbox, self.max_frame)?.map(|(msg, used)| {
             self.inbox.drain(..used);
             msg
         }))
     }
 
     fn read_chunk(&mut self) -> io::Result<usize> {
-        let mut chunk = [0u8; 4096];
+        let mut chunk = [0u8; 64 << 10];
         let n = self.stream.read(&mut chunk)?;
         self.inbox.extend_from_slice(&chunk[..n]);
         Ok(n)

@@ -22,12 +22,18 @@ pub fn encode_frame<T: Serialize>(msg: &T) -> Vec<u8> {
 /// Decodes one frame from the front of `buf`: `Ok(None)` if incomplete, otherwise the message
 /// and the number of bytes it used.
 pub fn decode_frame<T: for<'de> Deserialize<'de>>(buf: &[u8]) -> Result<Option<(T, usize)>> {
+    decode_frame_within(buf, MAX_FRAME)
+}
+
+/// [`decode_frame`] with a limit of `max` body bytes instead of [`MAX_FRAME`] (services that
+/// carry model parameters, like the parameter server, accept larger frames).
+pub fn decode_frame_within<T: for<'de> Deserialize<'de>>(buf: &[u8], max: usize) -> Result<Option<(T, usize)>> {
     if buf.len() < 4 {
         return Ok(None);
     }
     let len = u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
-    if len > MAX_FRAME {
-        return Err(Error::Protocol(format!("frame of {len} bytes exceeds the {MAX_FRAME}-byte limit")));
+    if len > max {
+        return Err(Error::Protocol(format!("frame of {len} bytes exceeds the {max}-byte limit")));
     }
     if buf.len() < 4 + len {
         return Ok(None);
@@ -92,6 +98,10 @@ mod tests {
         assert!(matches!(&e, Error::Protocol(m) if m.contains("exceeds")), "{e}");
         let e = decode_frame::<Msg>(&u32::MAX.to_le_bytes()).unwrap_err();
         assert!(matches!(e, Error::Protocol(_)));
+        let big = encode_frame(&"x".repeat(MAX_FRAME));
+        assert!(decode_frame::<String>(&big).is_err(), "over the default limit");
+        let (s, used) = decode_frame_within::<String>(&big, 2 * MAX_FRAME).unwrap().unwrap();
+        assert_eq!((s.len(), used), (MAX_FRAME, big.len()), "within a larger limit");
     }
 
     #[test]

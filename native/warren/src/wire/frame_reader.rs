@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::frame::decode_frame;
+use super::frame::{MAX_FRAME, decode_frame_within};
 use crate::error::{Error, Result};
 
 /// Reads whole frames from an async stream, buffering what arrives between them.
@@ -13,12 +13,21 @@ pub struct FrameReader<R> {
     who: String,
     inbox: Vec<u8>,
     chunk: Vec<u8>,
+    max_frame: usize,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// Frames from `rd`; `who` names the other end in I/O errors.
     pub fn new(rd: R, who: impl Into<String>) -> FrameReader<R> {
-        FrameReader { rd, who: who.into(), inbox: Vec::new(), chunk: vec![0u8; 8192] }
+        FrameReader { rd, who: who.into(), inbox: Vec::new(), chunk: vec![0u8; 8192], max_frame: MAX_FRAME }
+    }
+
+    /// Accepts frames of up to `max` body bytes instead of [`MAX_FRAME`], reading in larger
+    /// pieces.
+    pub fn with_max_frame(mut self, max: usize) -> FrameReader<R> {
+        self.max_frame = max;
+        self.chunk.resize(self.chunk.len().max((max / 16).clamp(8192, 1 << 20)), 0);
+        self
     }
 
     /// The next message: `Ok(None)` once the other end has closed the connection, an
@@ -26,7 +35,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// failed.
     pub async fn next<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>> {
         loop {
-            if let Some((msg, used)) = decode_frame::<T>(&self.inbox)? {
+            if let Some((msg, used)) = decode_frame_within::<T>(&self.inbox, self.max_frame)? {
                 self.inbox.drain(..used);
                 return Ok(Some(msg));
             }

@@ -87,7 +87,7 @@ pub fn check_verdict(verdict: u8, purpose: Purpose, who: &str) -> Result<()> {
     }
     Err(Error::Auth(match purpose {
         Purpose::Peer(rank) => format!("{who} refused our link (wrong job secret or unexpected rank {rank})"),
-        Purpose::Tracker | Purpose::Master => format!("{who} refused us: wrong job secret"),
+        Purpose::Tracker | Purpose::Master | Purpose::ParamServer => format!("{who} refused us: wrong job secret"),
     }))
 }
 

@@ -1,0 +1,127 @@
+//! `warren ps`: parameter servers as threads of this process (or one server per process with
+//! `--index`), and `warren ps status`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use warren::Error;
+use warren::ps::{PsClient, PsClientOptions, PsConfig, PsServer};
+
+/// The environment variable that gives trainers the servers' addresses, comma-separated in
+/// server order.
+pub const PS_URIS: &str = "WARREN_PS_URIS";
+
+/// Arguments of `warren ps`.
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct PsArgs {
+    #[command(subcommand)]
+    cmd: Option<PsCmd>,
+    /// Number of parameter servers of the job.
+    #[arg(long, default_value_t = 1)]
+    servers: usize,
+    /// Run only server INDEX (0-based) in this process; without it, all `--servers` run here
+    /// as threads.
+    #[arg(long)]
+    index: Option<usize>,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port of the first server run here (the next ones take the following ports); 0 = any
+    /// free port.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Seconds a trainer's pull may wait for slower trainers before it fails naming them.
+    #[arg(long, default_value_t = 300.0)]
+    pull_timeout_s: f64,
+}
+
+/// Subcommands of `warren ps`.
+#[derive(Subcommand)]
+enum PsCmd {
+    /// Print every server's state (job, trainers' clocks, steps applied) as JSON lines.
+    Status(StatusArgs),
+}
+
+/// Arguments of `warren ps status`.
+#[derive(Args)]
+struct StatusArgs {
+    /// The servers' `host:port`s in server order, comma-separated (as printed in
+    /// WARREN_PS_URIS).
+    #[arg(long, env = PS_URIS)]
+    uris: String,
+    /// Seconds to wait for the servers.
+    #[arg(long, default_value_t = 10.0)]
+    timeout_s: f64,
+}
+
+/// Starts servers `indices` of `servers` on `host`, from `port` on (0: any free port).
+pub fn start_servers(
+    secret: &str,
+    servers: usize,
+    indices: impl Iterator<Item = usize>,
+    host: &str,
+    port: u16,
+    pull_timeout: Duration,
+) -> warren::Result<Vec<PsServer>> {
+    indices
+        .enumerate()
+        .map(|(n, i)| {
+            let mut cfg = PsConfig::new(secret, i, servers);
+            cfg.host = host.to_string();
+            cfg.port = if port == 0 { 0 } else { port + n as u16 };
+            cfg.pull_timeout = pull_timeout;
+            PsServer::start(cfg)
+        })
+        .collect()
+}
+
+/// The addresses in `WARREN_PS_URIS` (or `value`), in server order.
+pub fn parse_uris(value: &str) -> warren::Result<Vec<String>> {
+    let uris: Vec<String> = value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+    if uris.is_empty() {
+        return Err(Error::Config(format!("{PS_URIS} lists no server (expected host:port,host:port,...)")));
+    }
+    Ok(uris)
+}
+
+/// Runs `warren ps` until killed.
+pub fn run(a: PsArgs) -> warren::Result<u8> {
+    if let Some(PsCmd::Status(s)) = a.cmd {
+        return status(s);
+    }
+    if a.servers == 0 {
+        return Err(Error::Config("--servers must be at least 1".into()));
+    }
+    let secret = super::launcher::job_secret(true)?;
+    let pull_timeout = Duration::from_secs_f64(a.pull_timeout_s.max(0.001));
+    let indices: Vec<usize> = match a.index {
+        Some(i) if i >= a.servers => {
+            return Err(Error::Config(format!("--index {i} is not below --servers {}", a.servers)));
+        }
+        Some(i) => vec![i],
+        None => (0..a.servers).collect(),
+    };
+    let running = start_servers(&secret, a.servers, indices.into_iter(), &a.host, a.port, pull_timeout)?;
+    let uris: Vec<&str> = running.iter().map(|s| s.uri()).collect();
+    match a.index {
+        Some(i) => println!("WARREN_PS_URI_{i}={}", uris[0]),
+        None => println!("{PS_URIS}={}", uris.join(",")),
+    }
+    let _ = std::io::stdout().flush();
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+fn status(s: StatusArgs) -> warren::Result<u8> {
+    let secret = super::cmd_master::client_secret()?;
+    let timeout = Duration::from_secs_f64(s.timeout_s.max(0.001));
+    let opts = PsClientOptions { connect_timeout: timeout, call_timeout: timeout };
+    let mut c = PsClient::connect(&parse_uris(&s.uris)?, secret, None, opts)?;
+    for st in c.status()? {
+        println!("{}", serde_json::to_string(&st).map_err(|e| Error::Protocol(e.to_string()))?);
+    }
+    Ok(0)
+}

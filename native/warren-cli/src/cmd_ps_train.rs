@@ -1,0 +1,233 @@
+//! `warren example ps-train`: a synthetic sparse logistic regression over hashed features,
+//! trained through the parameter servers (sync, async or SSP), or serially in one process
+//! with `--serial` (the reference a sync run must equal bit for bit).
+//!
+//! Trainer `t`'s batch of step `n` is a pure function of `(seed, t, n)`: each example has
+//! `--features` hashed feature keys in `0..--buckets` and a label from a hidden weight vector.
+//! The model is a sparse table `w` (one float per key) and a dense table `bias` (one float).
+//! Trainer 0 waits for every trainer to finish, then prints `MODEL_HASH` (SHA-256 of every
+//! weight in key order, then the bias).
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use rand::Rng;
+use sha2::{Digest, Sha256};
+use warren::Error;
+use warren::config::keys;
+use warren::ps::{
+    Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, Shard, TableKind, TableSpec, initial,
+};
+
+use super::cmd_ps::{PS_URIS, parse_uris};
+
+/// Arguments of `warren example ps-train`.
+#[derive(Args)]
+pub struct PsTrainArgs {
+    /// sync, async or ssp.
+    #[arg(long, default_value = "sync", value_parser = ["sync", "async", "ssp"])]
+    mode: String,
+    /// The bound k of `--mode ssp`: no trainer more than k steps ahead of the slowest.
+    #[arg(long, default_value_t = 2)]
+    staleness: u64,
+    /// Steps (mini-batches) per trainer.
+    #[arg(long, default_value_t = 50)]
+    steps: u64,
+    /// Examples per batch.
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// Hashed features per example.
+    #[arg(long, default_value_t = 8)]
+    features: usize,
+    /// Number of feature keys (rows of `w`).
+    #[arg(long, default_value_t = 1 << 16)]
+    buckets: u64,
+    /// Server-side optimizer of both tables: sgd:LR, momentum:LR:M, adagrad:LR[:EPS[:A0]],
+    /// adam:LR[:B1:B2:EPS].
+    #[arg(long, default_value = "adagrad:0.5")]
+    optimizer: String,
+    /// Seed of the data and of the initial weights.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Each step, sleep a random 0..M milliseconds (different in every run) to vary the order
+    /// in which trainers arrive.
+    #[arg(long, default_value_t = 0)]
+    max_sleep_ms: u64,
+    /// Number of trainers (default: WARREN_NUM_WORKERS, set by `warren run`).
+    #[arg(long, env = keys::NUM_WORKERS)]
+    trainers: u32,
+    /// This trainer's id (default: WARREN_TASK_ID, set by `warren run`).
+    #[arg(long, env = keys::TASK_ID, default_value_t = 0)]
+    trainer: u32,
+    /// The servers' addresses in server order, comma-separated (default: WARREN_PS_URIS, set
+    /// by `warren run --ps-servers` and printed by `warren ps`).
+    #[arg(long, env = PS_URIS)]
+    uris: Option<String>,
+    /// Train every trainer's batches serially in this process, without servers, as sync mode
+    /// defines it (all trainers of a step read the same model; their gradients are summed in
+    /// trainer order).
+    #[arg(long)]
+    serial: bool,
+}
+
+/// Runs the example.
+pub fn run(a: &PsTrainArgs) -> warren::Result<u8> {
+    let optimizer = Optimizer::parse(&a.optimizer).map_err(Error::Config)?;
+    if a.buckets == 0 || a.batch == 0 || a.features == 0 || a.trainers == 0 {
+        return Err(Error::Config("--buckets, --batch, --features and --trainers must be at least 1".into()));
+    }
+    let job = JobSpec {
+        trainers: a.trainers,
+        mode: Mode::parse(&a.mode, a.staleness)?,
+        tables: vec![
+            TableSpec {
+                name: "w".into(),
+                kind: TableKind::Sparse { width: 1 },
+                init: Init::Uniform { scale: 0.01, seed: a.seed },
+                optimizer,
+            },
+            TableSpec { name: "bias".into(), kind: TableKind::Dense { len: 1 }, init: Init::Zeros, optimizer },
+        ],
+    };
+    if a.serial { serial(a, &job) } else { trainer(a, &job) }
+}
+
+/// One example: its feature keys and its label.
+struct Example {
+    keys: Vec<u64>,
+    label: f32,
+}
+
+fn mix(a: u64, b: u64) -> u64 {
+    warren::ps::mix(a ^ warren::ps::mix(b.wrapping_add(0x9E37_79B9_7F4A_7C15)))
+}
+
+/// Trainer `t`'s batch of step `n`.
+fn batch(a: &PsTrainArgs, t: u32, n: u64) -> Vec<Example> {
+    let truth = Init::Uniform { scale: 1.0, seed: a.seed ^ 0x7275_7468 };
+    (0..a.batch as u64)
+        .map(|i| {
+            let base = mix(mix(mix(a.seed, t as u64), n), i);
+            let keys: Vec<u64> = (0..a.features as u64).map(|f| mix(base, f) % a.buckets).collect();
+            let score: f32 = keys.iter().map(|&k| initial(truth, k, 0)).sum();
+            Example { keys, label: if score > 0.0 { 1.0 } else { 0.0 } }
+        })
+        .collect()
+}
+
+/// The gradients of a batch given the weights of its distinct keys (sorted) and the bias;
+/// returns them with the batch's mean log loss.
+fn gradients(examples: &[Example], keys: &[u64], w: &[f32], bias: f32) -> (Vec<Grad>, f64) {
+    let mut gw = vec![0f32; keys.len()];
+    let mut gb = 0f32;
+    let mut loss = 0f64;
+    let scale = 1.0 / examples.len() as f32;
+    for e in examples {
+        let at: Vec<usize> = e.keys.iter().map(|k| keys.binary_search(k).expect("key of the batch")).collect();
+        let z = bias + at.iter().map(|&i| w[i]).sum::<f32>();
+        let p = 1.0 / (1.0 + (-z).exp());
+        loss -= if e.label > 0.5 { (p.max(1e-7) as f64).ln() } else { ((1.0 - p).max(1e-7) as f64).ln() };
+        let dz = (p - e.label) * scale;
+        for i in at {
+            gw[i] += dz;
+        }
+        gb += dz;
+    }
+    let grads = vec![
+        Grad::Sparse { table: "w".into(), keys: keys.to_vec(), values: gw },
+        Grad::Dense { table: "bias".into(), offset: 0, values: vec![gb] },
+    ];
+    (grads, loss / examples.len() as f64)
+}
+
+fn distinct_keys(examples: &[Example]) -> Vec<u64> {
+    let mut keys: Vec<u64> = examples.iter().flat_map(|e| e.keys.iter().copied()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// SHA-256 of every weight in key order, then the bias, as little-endian bytes.
+fn model_hash(w: &[f32], bias: &[f32]) -> String {
+    let mut h = Sha256::new();
+    for x in w.iter().chain(bias) {
+        h.update(x.to_le_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+fn trainer(a: &PsTrainArgs, job: &JobSpec) -> warren::Result<u8> {
+    let uris = parse_uris(a.uris.as_deref().ok_or_else(|| {
+        Error::Config(format!("give the servers with --uris or {PS_URIS} (or run under warren run --ps-servers S)"))
+    })?)?;
+    let secret = super::cmd_master::client_secret()?;
+    let mut c = PsClient::connect(&uris, &secret, Some(a.trainer), PsClientOptions::default())?;
+    c.define(job)?;
+    let started = Instant::now();
+    let mut rng = rand::thread_rng();
+    let mut loss = 0.0;
+    for n in c.step()..a.steps {
+        if a.max_sleep_ms > 0 {
+            std::thread::sleep(Duration::from_millis(rng.gen_range(0..=a.max_sleep_ms)));
+        }
+        let examples = batch(a, a.trainer, n);
+        let keys = distinct_keys(&examples);
+        let w = c.pull_sparse("w", &keys)?;
+        let bias = c.pull_dense("bias", 0..1)?;
+        let (grads, l) = gradients(&examples, &keys, &w, bias[0]);
+        loss = l;
+        c.push(&grads)?;
+        if a.trainer == 0 && (n + 1) % 10.max(a.steps / 10) == 0 {
+            log::info!("trainer 0: step {}/{}: loss {l:.4} ({:.2?})", n + 1, a.steps, started.elapsed());
+        }
+    }
+    c.leave()?;
+    println!("TRAINER {} done: {} steps, last loss {loss:.4}", a.trainer, a.steps);
+    if a.trainer == 0 {
+        wait_all_done(&mut c, a.steps)?;
+        let all: Vec<u64> = (0..a.buckets).collect();
+        let w = c.pull_sparse("w", &all)?;
+        let bias = c.pull_dense("bias", 0..1)?;
+        println!("MODEL_HASH {}", model_hash(&w, &bias));
+    }
+    Ok(0)
+}
+
+/// Waits (at most 10 minutes) until every server has every trainer's pushes of every step.
+fn wait_all_done(c: &mut PsClient, steps: u64) -> warren::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let status = c.status()?;
+        if status.iter().all(|s| s.clocks.iter().all(|&k| k >= steps)) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            let clocks: Vec<&Vec<u64>> = status.iter().map(|s| &s.clocks).collect();
+            return Err(Error::Timeout {
+                what: format!("every trainer to push {steps} steps (clocks per server: {clocks:?})"),
+                after: Duration::from_secs(600),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn serial(a: &PsTrainArgs, job: &JobSpec) -> warren::Result<u8> {
+    let mut shard = Shard::new(0, 1, &job.tables)?;
+    for n in 0..a.steps {
+        let mut pushes = Vec::with_capacity(a.trainers as usize);
+        for t in 0..a.trainers {
+            let examples = batch(a, t, n);
+            let keys = distinct_keys(&examples);
+            let w = shard.pull_sparse("w", &keys)?;
+            let bias = shard.pull_dense("bias", 0..1)?;
+            pushes.push(gradients(&examples, &keys, &w, bias[0]).0);
+        }
+        shard.apply(pushes.iter().map(Vec::as_slice));
+    }
+    let all: Vec<u64> = (0..a.buckets).collect();
+    let w = shard.pull_sparse("w", &all)?;
+    let bias = shard.pull_dense("bias", 0..1)?;
+    println!("MODEL_HASH {}", model_hash(&w, &bias));
+    Ok(0)
+}

@@ -1,0 +1,154 @@
+//! The parameter server with real processes: `warren example ps-train` under `warren run
+//! --ps-servers`, and against stand-alone `warren ps` server processes. Sync training with 4
+//! trainers and 2 servers gives the same MODEL_HASH on every run, whatever the trainers'
+//! random sleeps, and equals the same training done serially in one process. Every test has
+//! a hard time limit.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const WARREN: &str = env!("CARGO_BIN_EXE_warren");
+const SECRET: &str = "ps-train-test-secret";
+/// A small job: 4 trainers x 15 steps of 64 examples over 4,096 keys.
+const JOB: [&str; 8] = ["--steps", "15", "--batch", "64", "--buckets", "4096", "--optimizer", "adagrad:0.5"];
+
+/// Runs a command to completion, killing it if it outlives `limit`.
+fn run_limited(cmd: &mut Command, limit: Duration) -> Output {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let started = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("hung past {limit:?}; stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn model_hash(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    let hashes: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("MODEL_HASH ")).collect();
+    assert_eq!(hashes.len(), 1, "one MODEL_HASH line (trainer 0's): {stdout}");
+    hashes[0].to_string()
+}
+
+fn train_args(mode: &str, sleep_ms: u64) -> Vec<String> {
+    let mut v: Vec<String> = ["example", "ps-train", "--mode", mode, "--max-sleep-ms", &sleep_ms.to_string()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    v.extend(JOB.iter().map(|s| s.to_string()));
+    v
+}
+
+/// `warren run -n 4 --ps-servers 2` of the example.
+fn under_run(mode: &str, sleep_ms: u64) -> Output {
+    let mut cmd = Command::new(WARREN);
+    cmd.args(["run", "-n", "4", "--max-restarts", "0", "--ps-servers", "2", "--", WARREN])
+        .args(train_args(mode, sleep_ms));
+    run_limited(cmd.env("WARREN_JOB_SECRET", SECRET), Duration::from_secs(180))
+}
+
+fn serial() -> String {
+    let mut cmd = Command::new(WARREN);
+    cmd.args(["example", "ps-train", "--serial", "--trainers", "4"]).args(JOB);
+    model_hash(&run_limited(&mut cmd, Duration::from_secs(120)))
+}
+
+/// A stand-alone `warren ps --servers 2 --index i` process and its address.
+struct Server {
+    child: Child,
+    uri: String,
+}
+
+impl Server {
+    fn start(index: usize) -> Server {
+        let mut child = Command::new(WARREN)
+            .args(["ps", "--servers", "2", "--index", &index.to_string()])
+            .env("WARREN_JOB_SECRET", SECRET)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn warren ps");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let prefix = format!("WARREN_PS_URI_{index}=");
+        let uri = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("warren ps printed its address")
+            .strip_prefix(&prefix)
+            .expect("the address line")
+            .to_string();
+        Server { child, uri }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn sync_training_gives_the_serial_model_on_every_run_whatever_the_timings() {
+    let want = serial();
+    for sleep_ms in [0, 25] {
+        assert_eq!(model_hash(&under_run("sync", sleep_ms)), want, "under warren run, sleeps up to {sleep_ms} ms");
+    }
+    // The same against two server processes started by hand.
+    let servers = [Server::start(0), Server::start(1)];
+    let uris = format!("{},{}", servers[0].uri, servers[1].uri);
+    let mut cmd = Command::new(WARREN);
+    cmd.args(["run", "-n", "4", "--max-restarts", "0", "--rendezvous-timeout", "3600", "--", WARREN])
+        .args(train_args("sync", 10));
+    let out = run_limited(cmd.env("WARREN_JOB_SECRET", SECRET).env("WARREN_PS_URIS", &uris), Duration::from_secs(180));
+    assert_eq!(model_hash(&out), want, "against stand-alone servers");
+    // `warren ps status` reports the finished job.
+    let out = run_limited(
+        Command::new(WARREN).args(["ps", "status"]).env("WARREN_JOB_SECRET", SECRET).env("WARREN_PS_URIS", &uris),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    for (i, st) in lines.iter().enumerate() {
+        assert_eq!(st["index"], i);
+        assert_eq!(st["clocks"], serde_json::json!([15, 15, 15, 15]));
+        assert_eq!(st["applied"], 15);
+    }
+}
+
+#[test]
+fn async_and_ssp_training_finish_with_a_model() {
+    for mode in ["async", "ssp"] {
+        let hash = model_hash(&under_run(mode, 5));
+        assert_eq!(hash.len(), 64, "{mode}: {hash}");
+    }
+}
+
+#[test]
+fn a_trainer_with_a_wrong_secret_is_refused_and_says_so() {
+    let server = Server::start(0);
+    let out = run_limited(
+        Command::new(WARREN)
+            .args(["example", "ps-train", "--trainers", "1", "--uris", &server.uri])
+            .env("WARREN_JOB_SECRET", "not the secret"),
+        Duration::from_secs(60),
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ps server 0") && stderr.contains("secret"), "{stderr}");
+}

@@ -1,0 +1,353 @@
+//! The trainer's side (blocking): one authenticated connection to each of the `S` servers;
+//! pulls and pushes are split per server and *pipelined*: the request to every server is
+//! sent before any reply is awaited, so a call costs one round trip to the slowest server,
+//! not `S`. Every wait has the call's deadline.
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use super::proto::{JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, reply_error};
+use super::shard::Grad;
+use super::table::{TableKind, TableSpec, dense_range, sparse_server};
+use crate::error::{Error, Result};
+use crate::wire::auth::Purpose;
+use crate::wire::{self, Backoff, Connection, HandshakeFailure};
+
+/// Deadlines of a [`PsClient`].
+#[derive(Clone, Debug)]
+pub struct PsClientOptions {
+    /// How long connecting to all servers may take (they may still be starting; default 60 s).
+    pub connect_timeout: Duration,
+    /// How long one call may take, a pull waiting for slower trainers included (default 600 s;
+    /// the servers' own pull timeout should be shorter, so that the error names who is slow).
+    pub call_timeout: Duration,
+}
+
+impl Default for PsClientOptions {
+    fn default() -> Self {
+        PsClientOptions { connect_timeout: Duration::from_secs(60), call_timeout: Duration::from_secs(600) }
+    }
+}
+
+/// A trainer's (or an observer's) connections to the parameter servers of one job.
+#[derive(Debug)]
+pub struct PsClient {
+    conns: Vec<Connection>,
+    names: Vec<String>,
+    trainer: Option<u32>,
+    job: Option<JobSpec>,
+    step: u64,
+    opts: PsClientOptions,
+    /// Why the connections are out of step (a round failed half-way), if they are.
+    broken: Option<String>,
+}
+
+impl PsClient {
+    /// Connects to the servers at `uris` (server `i` at `uris[i]`) with `secret`, as trainer
+    /// `trainer` (`None`: an observer, whose pulls never wait and who cannot push). Waits for
+    /// servers that are not listening yet, up to the connect timeout; a wrong secret fails at
+    /// once. Checks that each server has the index and server count its place in `uris` says.
+    pub fn connect(
+        uris: &[String],
+        secret: impl AsRef<[u8]>,
+        trainer: Option<u32>,
+        opts: PsClientOptions,
+    ) -> Result<PsClient> {
+        if uris.is_empty() {
+            return Err(Error::Config("no parameter server addresses given".into()));
+        }
+        let deadline = Instant::now() + opts.connect_timeout;
+        let mut conns = Vec::with_capacity(uris.len());
+        let mut names = Vec::with_capacity(uris.len());
+        for (i, uri) in uris.iter().enumerate() {
+            let who = format!("ps server {i} ({uri})");
+            conns.push(open(uri, secret.as_ref(), &who, deadline)?);
+            names.push(who);
+        }
+        let mut c = PsClient { conns, names, trainer, job: None, step: 0, opts, broken: None };
+        let replies = c.call_by(deadline, (0..uris.len()).map(|_| Some(Request::Hello { trainer })).collect())?;
+        let mut clocks = Vec::new();
+        for (i, r) in replies.into_iter().enumerate() {
+            let Some(Reply::Hello { index, servers, job, clock }) = r else { return Err(c.unexpected(i)) };
+            if index != i || servers != uris.len() {
+                return Err(Error::Config(format!(
+                    "{} says it is server {index} of {servers}, but it was given as server {i} of {}",
+                    c.names[i],
+                    uris.len()
+                )));
+            }
+            clocks.push(clock);
+            if c.job.is_none() {
+                c.job = job;
+            }
+        }
+        if clocks.iter().any(|&k| k != clocks[0]) {
+            return Err(Error::InvalidArgument(format!(
+                "trainer {trainer:?} has different steps on the servers: {clocks:?}"
+            )));
+        }
+        c.step = clocks[0];
+        Ok(c)
+    }
+
+    /// Number of servers.
+    pub fn servers(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The trainer's next step (pushes so far; more than 0 for a trainer resuming a job).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The job, once defined (by this client or another).
+    pub fn job(&self) -> Option<&JobSpec> {
+        self.job.as_ref()
+    }
+
+    /// Defines the job on every server: the first definition wins; the same again is a
+    /// no-op; a different one is [`Error::InvalidArgument`].
+    pub fn define(&mut self, job: &JobSpec) -> Result<()> {
+        let reqs = (0..self.servers()).map(|_| Some(Request::Define { job: job.clone() })).collect();
+        self.expect_done(reqs)?;
+        self.job = Some(job.clone());
+        Ok(())
+    }
+
+    fn table(&self, name: &str) -> Result<&TableSpec> {
+        let job = self.job.as_ref().ok_or_else(|| Error::InvalidArgument("no job defined yet".into()))?;
+        job.tables
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| Error::InvalidArgument(format!("no table named {name:?} in the job")))
+    }
+
+    /// Elements `range` of dense table `table`, from the servers holding them.
+    pub fn pull_dense(&mut self, table: &str, range: Range<u64>) -> Result<Vec<f32>> {
+        let TableKind::Dense { len } = self.table(table)?.kind else {
+            return Err(Error::InvalidArgument(format!("table {table:?} is sparse: pull it by keys")));
+        };
+        if range.start > range.end || range.end > len {
+            return Err(Error::InvalidArgument(format!(
+                "elements {}..{} are outside table {table:?} of {len} elements",
+                range.start, range.end
+            )));
+        }
+        let reqs = (0..self.servers())
+            .map(|s| {
+                let held = dense_range(len, s, self.servers());
+                let (start, end) = (range.start.max(held.start), range.end.min(held.end));
+                (start < end).then(|| Request::PullDense { table: table.into(), start, end })
+            })
+            .collect();
+        let mut out = Vec::with_capacity((range.end - range.start) as usize);
+        for (s, r) in self.call(reqs)?.into_iter().enumerate() {
+            match r {
+                Some(Reply::Floats { values }) => out.extend_from_slice(&values),
+                None => {}
+                Some(_) => return Err(self.unexpected(s)),
+            }
+        }
+        if out.len() as u64 != range.end - range.start {
+            return Err(Error::Protocol(format!("dense pull of {table:?} returned {} floats", out.len())));
+        }
+        Ok(out)
+    }
+
+    /// The rows of `keys` of sparse table `table`, concatenated in the order of `keys`.
+    pub fn pull_sparse(&mut self, table: &str, keys: &[u64]) -> Result<Vec<f32>> {
+        let TableKind::Sparse { width } = self.table(table)?.kind else {
+            return Err(Error::InvalidArgument(format!("table {table:?} is dense: pull it by range")));
+        };
+        let width = width as usize;
+        let n = self.servers();
+        let mut per: Vec<(Vec<u64>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); n];
+        for (i, &k) in keys.iter().enumerate() {
+            let s = sparse_server(k, n);
+            per[s].0.push(k);
+            per[s].1.push(i);
+        }
+        let reqs = per
+            .iter()
+            .map(|(k, _)| (!k.is_empty()).then(|| Request::PullSparse { table: table.into(), keys: k.clone() }))
+            .collect();
+        let mut out = vec![0f32; keys.len() * width];
+        for (s, r) in self.call(reqs)?.into_iter().enumerate() {
+            match r {
+                Some(Reply::Floats { values }) if values.len() == per[s].1.len() * width => {
+                    for (row, &at) in values.chunks_exact(width).zip(&per[s].1) {
+                        out[at * width..(at + 1) * width].copy_from_slice(row);
+                    }
+                }
+                None => {}
+                Some(_) => return Err(self.unexpected(s)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Pushes this step's gradients (any tables, dense pieces or sparse rows), split per
+    /// server; every server gets this step's push, empty if none of the gradients is its.
+    /// Bad input (an unknown table, a wrong width, a range outside a table) fails before
+    /// anything is sent.
+    pub fn push(&mut self, grads: &[Grad]) -> Result<()> {
+        if self.trainer.is_none() {
+            return Err(Error::InvalidArgument("an observer cannot push: connect as a trainer".into()));
+        }
+        let per = self.split(grads)?;
+        let step = self.step;
+        self.expect_done(per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect())?;
+        self.step += 1;
+        Ok(())
+    }
+
+    /// Splits gradients into each server's share.
+    fn split(&self, grads: &[Grad]) -> Result<Vec<Vec<Grad>>> {
+        let n = self.servers();
+        let mut per: Vec<Vec<Grad>> = vec![Vec::new(); n];
+        for g in grads {
+            match (g, &self.table(g.table())?.kind) {
+                (Grad::Dense { table, offset, values }, TableKind::Dense { len }) => {
+                    let end = offset.checked_add(values.len() as u64).filter(|&e| e <= *len).ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "gradient of elements {offset}..+{} is outside table {table:?} of {len} elements",
+                            values.len()
+                        ))
+                    })?;
+                    for (s, mine) in per.iter_mut().enumerate() {
+                        let held = dense_range(*len, s, n);
+                        let (a, b) = ((*offset).max(held.start), end.min(held.end));
+                        if a < b {
+                            let v = values[(a - offset) as usize..(b - offset) as usize].to_vec();
+                            mine.push(Grad::Dense { table: table.clone(), offset: a, values: v });
+                        }
+                    }
+                }
+                (Grad::Sparse { table, keys, values }, TableKind::Sparse { width }) => {
+                    let w = *width as usize;
+                    if values.len() != keys.len() * w {
+                        return Err(Error::InvalidArgument(format!(
+                            "gradient of table {table:?}: {} floats for {} keys of width {w}",
+                            values.len(),
+                            keys.len()
+                        )));
+                    }
+                    let mut parts: Vec<(Vec<u64>, Vec<f32>)> = vec![(Vec::new(), Vec::new()); n];
+                    for (k, row) in keys.iter().zip(values.chunks_exact(w)) {
+                        let p = &mut parts[sparse_server(*k, n)];
+                        p.0.push(*k);
+                        p.1.extend_from_slice(row);
+                    }
+                    for (mine, (keys, values)) in per.iter_mut().zip(parts) {
+                        if !keys.is_empty() {
+                            mine.push(Grad::Sparse { table: table.clone(), keys, values });
+                        }
+                    }
+                }
+                (g, _) => {
+                    return Err(Error::InvalidArgument(format!("table {:?} is not of that kind", g.table())));
+                }
+            }
+        }
+        Ok(per)
+    }
+
+    /// Leaves the job: this trainer holds nobody back any more (its pushes stay applied).
+    pub fn leave(&mut self) -> Result<()> {
+        self.expect_done((0..self.servers()).map(|_| Some(Request::Leave)).collect())
+    }
+
+    /// Every server's state.
+    pub fn status(&mut self) -> Result<Vec<ServerStatus>> {
+        let replies = self.call((0..self.servers()).map(|_| Some(Request::Status)).collect())?;
+        replies
+            .into_iter()
+            .enumerate()
+            .map(|(s, r)| match r {
+                Some(Reply::Status { status }) => Ok(status),
+                _ => Err(self.unexpected(s)),
+            })
+            .collect()
+    }
+
+    fn expect_done(&mut self, reqs: Vec<Option<Request>>) -> Result<()> {
+        for (s, r) in self.call(reqs)?.into_iter().enumerate() {
+            if !matches!(r, None | Some(Reply::Done)) {
+                return Err(self.unexpected(s));
+            }
+        }
+        Ok(())
+    }
+
+    fn unexpected(&self, s: usize) -> Error {
+        Error::Protocol(format!("{} sent an unexpected reply", self.names[s]))
+    }
+
+    /// One pipelined round within the call timeout; error replies become errors.
+    fn call(&mut self, reqs: Vec<Option<Request>>) -> Result<Vec<Option<Reply>>> {
+        self.call_by(Instant::now() + self.opts.call_timeout, reqs)
+    }
+
+    /// One pipelined round before `deadline`; error replies become errors.
+    fn call_by(&mut self, deadline: Instant, reqs: Vec<Option<Request>>) -> Result<Vec<Option<Reply>>> {
+        let replies = self.round(deadline, reqs)?;
+        for (s, r) in replies.iter().enumerate() {
+            if let Some(Reply::Error { kind, message }) = r {
+                return Err(reply_error(*kind, message.clone(), &self.names[s]));
+            }
+        }
+        Ok(replies)
+    }
+
+    /// Sends server `s` request `reqs[s]` (if any) to every server first, then reads the
+    /// replies in server order, all before `deadline`.
+    fn round(&mut self, deadline: Instant, reqs: Vec<Option<Request>>) -> Result<Vec<Option<Reply>>> {
+        if let Some(why) = &self.broken {
+            return Err(Error::Protocol(format!("the parameter-server connections failed earlier: {why}")));
+        }
+        let result = self.exchange(deadline, reqs);
+        if let Err(e) = &result {
+            self.broken = Some(e.to_string());
+        }
+        result
+    }
+
+    fn exchange(&mut self, deadline: Instant, reqs: Vec<Option<Request>>) -> Result<Vec<Option<Reply>>> {
+        let sent: Vec<bool> = reqs.iter().map(Option::is_some).collect();
+        for (conn, req) in self.conns.iter_mut().zip(&reqs) {
+            if let Some(req) = req {
+                conn.send(req, deadline)?;
+            }
+        }
+        let mut replies = Vec::with_capacity(reqs.len());
+        for (s, conn) in self.conns.iter_mut().enumerate() {
+            if !sent[s] {
+                replies.push(None);
+                continue;
+            }
+            match conn.recv::<Reply>(deadline)? {
+                Some(r) => replies.push(Some(r)),
+                None => return Err(Error::Protocol(format!("{} closed the connection", self.names[s]))),
+            }
+        }
+        Ok(replies)
+    }
+}
+
+/// Connects to one server, retrying while it is not listening yet, and authenticates.
+fn open(uri: &str, secret: &[u8], who: &str, deadline: Instant) -> Result<Connection> {
+    let addr = wire::resolve(uri, "parameter server")?;
+    let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_millis(500) };
+    loop {
+        let stream = wire::connect_by(addr, deadline, who, backoff, &mut |_| Ok(true))?;
+        match Connection::handshake(stream, secret, Purpose::ParamServer, deadline, who) {
+            Ok(mut c) => {
+                c.set_max_frame(MAX_PS_FRAME);
+                return Ok(c);
+            }
+            Err(HandshakeFailure::Refused(e)) => return Err(e),
+            Err(HandshakeFailure::Broken(e)) if Instant::now() >= deadline => return Err(e),
+            Err(HandshakeFailure::Broken(_)) => std::thread::sleep(backoff.first),
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! The consistency state machine of one server (pure): which pushes to apply when, and which
+//! pulls may be answered, under sync (BSP), async (ASP) or bounded staleness SSP(k).
+//!
+//! Every trainer pushes to every server once per step (an empty push where it has no
+//! gradient for that server), so a server counts each trainer's steps: its *clock* is the
+//! number of pushes received. A pull is answered for the trainer's current clock `c`:
+//!
+//! - **sync**: the pushes of step `n` are buffered until every live trainer's `n`-th push has
+//!   arrived; then they are released as one batch, in trainer-id order (so the sum never
+//!   depends on arrival order). A pull at clock `c` waits until steps `0..c` are applied.
+//! - **async**: every push is released on arrival; pulls never wait.
+//! - **ssp(k)**: pushes are released on arrival; a pull at clock `c` waits until every live
+//!   trainer's clock is at least `c - k`, so what it reads holds every update of steps below
+//!   `c - k`: no trainer runs more than `k` steps ahead of the slowest.
+//!
+//! A trainer that leaves (finished, or given up) no longer holds anyone back; its pushes
+//! already received are still applied. The machine is generic over the pushed payload `G`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// How pushes and pulls of the trainers are ordered, chosen per job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Mode {
+    /// Bulk-synchronous: step `n` is applied once every live trainer pushed it.
+    Sync,
+    /// Every push applied on arrival; pulls never wait.
+    Async,
+    /// Pushes applied on arrival; no trainer more than `staleness` steps ahead of the slowest.
+    Ssp {
+        /// The bound `k`.
+        staleness: u64,
+    },
+}
+
+impl Mode {
+    /// Parses `sync`, `async` or `ssp` (with `staleness` as its bound).
+    pub fn parse(mode: &str, staleness: u64) -> Result<Mode> {
+        match mode {
+            "sync" => Ok(Mode::Sync),
+            "async" => Ok(Mode::Async),
+            "ssp" => Ok(Mode::Ssp { staleness }),
+            other => Err(Error::Config(format!("mode {other:?}: expected sync, async or ssp"))),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::Sync => write!(f, "sync"),
+            Mode::Async => write!(f, "async"),
+            Mode::Ssp { staleness } => write!(f, "ssp({staleness})"),
+        }
+    }
+}
+
+/// Pushes released together, in trainer-id order: `(trainer, step, payload)`.
+pub type Batch<G> = Vec<(u32, u64, G)>;
+
+/// The clocks of a job's trainers at one server, and the pushes it holds back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Clocks<G> {
+    mode: Mode,
+    clock: Vec<u64>,
+    live: Vec<bool>,
+    /// Sync: steps `0..applied` have been released.
+    applied: u64,
+    /// Sync: pushes of steps not yet released, by step then trainer.
+    pending: BTreeMap<u64, BTreeMap<u32, G>>,
+}
+
+impl<G> Clocks<G> {
+    /// A job of `trainers` trainers (ids `0..trainers`), all live at clock 0.
+    pub fn new(mode: Mode, trainers: u32) -> Clocks<G> {
+        let n = trainers as usize;
+        Clocks { mode, clock: vec![0; n], live: vec![true; n], applied: 0, pending: BTreeMap::new() }
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Number of trainers in the job.
+    pub fn trainers(&self) -> u32 {
+        self.clock.len() as u32
+    }
+
+    /// Pushes received from `trainer` (its next step).
+    pub fn clock(&self, trainer: u32) -> u64 {
+        self.clock.get(trainer as usize).copied().unwrap_or(0)
+    }
+
+    /// Steps released in sync mode (in the other modes, the slowest live clock).
+    pub fn applied(&self) -> u64 {
+        match self.mode {
+            Mode::Sync => self.applied,
+            _ => self.slowest(),
+        }
+    }
+
+    /// Whether `trainer` is still taking part.
+    pub fn is_live(&self, trainer: u32) -> bool {
+        self.live.get(trainer as usize).copied().unwrap_or(false)
+    }
+
+    fn check(&self, trainer: u32) -> Result<usize> {
+        let t = trainer as usize;
+        if t >= self.clock.len() {
+            return Err(Error::InvalidArgument(format!(
+                "trainer {trainer} is not in this job of {} trainers (ids 0..{})",
+                self.clock.len(),
+                self.clock.len()
+            )));
+        }
+        if !self.live[t] {
+            return Err(Error::InvalidArgument(format!("trainer {trainer} has left the job")));
+        }
+        Ok(t)
+    }
+
+    /// Takes `trainer`'s push of `step`, which must be its next one; returns the batches now
+    /// released (to be applied in order).
+    pub fn push(&mut self, trainer: u32, step: u64, payload: G) -> Result<Vec<Batch<G>>> {
+        let t = self.check(trainer)?;
+        if step != self.clock[t] {
+            return Err(Error::InvalidArgument(format!(
+                "trainer {trainer} pushed step {step}, but its next step here is {}",
+                self.clock[t]
+            )));
+        }
+        self.clock[t] += 1;
+        if self.mode != Mode::Sync {
+            return Ok(vec![vec![(trainer, step, payload)]]);
+        }
+        self.pending.entry(step).or_default().insert(trainer, payload);
+        Ok(self.release())
+    }
+
+    /// `trainer` leaves the job: it holds nobody back any more. Returns the batches released.
+    pub fn leave(&mut self, trainer: u32) -> Result<Vec<Batch<G>>> {
+        let t = self.check(trainer)?;
+        self.live[t] = false;
+        Ok(if self.mode == Mode::Sync { self.release() } else { Vec::new() })
+    }
+
+    /// Sync: releases every complete step, in order.
+    fn release(&mut self) -> Vec<Batch<G>> {
+        let mut out = Vec::new();
+        loop {
+            let complete = self.pending.get(&self.applied).is_some_and(|pushes| {
+                self.live.iter().enumerate().all(|(t, &live)| !live || pushes.contains_key(&(t as u32)))
+            });
+            if !complete {
+                return out;
+            }
+            let step = self.applied;
+            let pushes = self.pending.remove(&step).expect("checked above");
+            out.push(pushes.into_iter().map(|(t, g)| (t, step, g)).collect());
+            self.applied += 1;
+        }
+    }
+
+    /// The lowest clock of the live trainers (`u64::MAX` if none is live).
+    fn slowest(&self) -> u64 {
+        self.clock.iter().zip(&self.live).filter(|(_, l)| **l).map(|(c, _)| *c).min().unwrap_or(u64::MAX)
+    }
+
+    /// Whether a pull by `trainer` at its current clock may be answered now.
+    pub fn pull_ready(&self, trainer: u32) -> bool {
+        let c = self.clock(trainer);
+        if !self.is_live(trainer) {
+            return true;
+        }
+        match self.mode {
+            Mode::Sync => self.applied >= c,
+            Mode::Async => true,
+            Mode::Ssp { staleness } => self.slowest() >= c.saturating_sub(staleness),
+        }
+    }
+
+    /// The live trainers a pull by `trainer` waits for (for progress lines and errors).
+    pub fn holding_back(&self, trainer: u32) -> Vec<u32> {
+        let c = self.clock(trainer);
+        let need = match self.mode {
+            Mode::Sync => c,
+            Mode::Async => 0,
+            Mode::Ssp { staleness } => c.saturating_sub(staleness),
+        };
+        (0..self.trainers()).filter(|&u| self.is_live(u) && self.clock(u) < need).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn sync_releases_a_step_once_every_trainer_pushed_it_in_trainer_order() {
+        let mut c = Clocks::new(Mode::Sync, 3);
+        assert!(c.push(2, 0, "c0").unwrap().is_empty());
+        assert!(c.push(0, 0, "a0").unwrap().is_empty());
+        assert!(c.push(0, 1, "a1").unwrap().is_empty(), "a trainer may push ahead");
+        assert!(!c.pull_ready(0), "trainer 0 is at clock 2, step 0 is not applied");
+        assert_eq!(c.holding_back(0), vec![1, 2]);
+        assert_eq!(c.push(1, 0, "b0").unwrap(), vec![vec![(0, 0, "a0"), (1, 0, "b0"), (2, 0, "c0")]]);
+        assert!(c.pull_ready(1) && c.pull_ready(2) && !c.pull_ready(0));
+        assert_eq!(c.leave(2).unwrap(), Vec::<Batch<&str>>::new(), "trainer 1 has not pushed step 1");
+        assert_eq!(c.push(1, 1, "b1").unwrap(), vec![vec![(0, 1, "a1"), (1, 1, "b1")]]);
+        assert!(c.pull_ready(0));
+    }
+
+    #[test]
+    fn pushes_out_of_turn_or_from_strangers_are_errors() {
+        let mut c = Clocks::new(Mode::Async, 2);
+        assert_eq!(c.push(0, 0, ()).unwrap().len(), 1);
+        let e = c.push(0, 0, ()).unwrap_err().to_string();
+        assert!(e.contains("pushed step 0") && e.contains("next step here is 1"), "{e}");
+        let e = c.push(5, 0, ()).unwrap_err().to_string();
+        assert!(e.contains("trainer 5 is not in this job of 2"), "{e}");
+        c.leave(1).unwrap();
+        assert!(c.push(1, 0, ()).unwrap_err().to_string().contains("left"));
+    }
+
+    #[test]
+    fn ssp_lets_a_trainer_run_k_steps_ahead_and_no_further() {
+        let mut c = Clocks::new(Mode::Ssp { staleness: 2 }, 2);
+        for s in 0..2 {
+            assert_eq!(c.push(0, s, s).unwrap().len(), 1, "applied on arrival");
+            assert!(c.pull_ready(0), "clock {} is within 2 of 0", s + 1);
+        }
+        c.push(0, 2, 2).unwrap();
+        assert!(!c.pull_ready(0), "clock 3 is 3 ahead of trainer 1");
+        assert_eq!(c.holding_back(0), vec![1]);
+        c.push(1, 0, 0).unwrap();
+        assert!(c.pull_ready(0));
+        c.leave(1).unwrap();
+        c.push(0, 3, 3).unwrap();
+        assert!(c.pull_ready(0), "a trainer that left holds nobody back");
+    }
+
+    /// Drives `trainers` trainers of `steps` steps each (pull, then push) in the order
+    /// `schedule` picks (then round robin), checking at every answered pull that it sees
+    /// every push of a step more than `bound` behind its clock. Returns the released batches.
+    fn drive(
+        mode: Mode,
+        trainers: u32,
+        steps: u64,
+        schedule: &[u8],
+        leave_at: Option<(u32, u64)>,
+    ) -> Vec<Batch<(u32, u64)>> {
+        let mut c = Clocks::new(mode, trainers);
+        let mut released: Vec<Batch<(u32, u64)>> = Vec::new();
+        let mut applied = vec![0u64; trainers as usize]; // pushes of each trainer applied
+        let mut pulled = vec![false; trainers as usize];
+        let mut done = vec![false; trainers as usize];
+        let bound = match mode {
+            Mode::Sync => Some(0),
+            Mode::Ssp { staleness } => Some(staleness),
+            Mode::Async => None,
+        };
+        let mut picks = schedule.iter().map(|&p| p as u32 % trainers).chain((0..).map(|i| i % trainers));
+        let mut idle = 0;
+        while done.iter().any(|d| !d) {
+            let t = picks.next().unwrap();
+            let ti = t as usize;
+            if done[ti] {
+                continue;
+            }
+            let clock = c.clock(t);
+            let mut batches = Vec::new();
+            if leave_at == Some((t, clock)) {
+                batches = c.leave(t).unwrap();
+                done[ti] = true;
+            } else if !pulled[ti] {
+                if c.pull_ready(t) {
+                    if let Some(k) = bound {
+                        for (u, &a) in applied.iter().enumerate() {
+                            // Every push of a step below clock - k that trainer u made is applied.
+                            let made = c.clock(u as u32);
+                            assert_fresh(a >= made.min(clock.saturating_sub(k)), t, u, a, clock);
+                        }
+                    }
+                    pulled[ti] = true;
+                } else {
+                    idle += 1;
+                    assert!(idle < 100_000, "no trainer can progress: deadlock");
+                    continue;
+                }
+            } else {
+                batches = c.push(t, clock, (t, clock)).unwrap();
+                pulled[ti] = false;
+                done[ti] = clock + 1 == steps;
+            }
+            idle = 0;
+            for b in batches {
+                for (u, s, payload) in &b {
+                    assert_eq!((*u, *s), *payload);
+                    assert_eq!(applied[*u as usize], *s, "trainer {u}'s pushes are applied in order");
+                    applied[*u as usize] += 1;
+                }
+                released.push(b);
+            }
+        }
+        assert_eq!(applied, (0..trainers).map(|t| c.clock(t)).collect::<Vec<_>>(), "every push is applied");
+        released
+    }
+
+    fn assert_fresh(ok: bool, t: u32, u: usize, applied: u64, clock: u64) {
+        assert!(ok, "trainer {t} at clock {clock} read parameters missing trainer {u}'s push {applied}");
+    }
+
+    proptest! {
+        #[test]
+        fn sync_batches_never_depend_on_arrival_order(
+            trainers in 1u32..6, steps in 1u64..8,
+            schedule in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let got = drive(Mode::Sync, trainers, steps, &schedule, None);
+            let want: Vec<Batch<(u32, u64)>> =
+                (0..steps).map(|s| (0..trainers).map(|t| (t, s, (t, s))).collect()).collect();
+            prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn no_trainer_ever_reads_parameters_more_than_k_steps_old(
+            trainers in 1u32..6, steps in 1u64..10, k in 0u64..4,
+            schedule in proptest::collection::vec(any::<u8>(), 0..300),
+            leave in proptest::option::of((0u32..6, 0u64..10)),
+        ) {
+            drive(Mode::Ssp { staleness: k }, trainers, steps, &schedule, leave);
+        }
+
+        #[test]
+        fn a_trainer_leaving_never_blocks_the_others(
+            trainers in 2u32..6, steps in 1u64..8, leaver in 0u32..6, at in 0u64..8,
+            schedule in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let leaver = leaver % trainers;
+            let got = drive(Mode::Sync, trainers, steps, &schedule, Some((leaver, at % steps)));
+            // Each step holds the pushes of the trainers that made it, in trainer order.
+            for (s, b) in got.iter().enumerate() {
+                let ids: Vec<u32> = b.iter().map(|x| x.0).collect();
+                let mut sorted = ids.clone();
+                sorted.sort();
+                prop_assert_eq!(&ids, &sorted);
+                prop_assert!(b.iter().all(|x| x.1 == s as u64));
+            }
+            drive(Mode::Async, trainers, steps, &schedule, Some((leaver, at % steps)));
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The parameter server: sharded tables, server-side optimizers, and sync / async /
+//! bounded-staleness training, following PaddlePaddle's cluster design (see `shared/seeds`).
+//!
+//! Pure parts, tested without sockets:
+//! - `table.rs`: [`TableSpec`]s (dense `f32` arrays split into ranges across the servers,
+//!   sparse `u64 -> [f32; width]` rows spread by a hash of the key), and the deterministic
+//!   initializer a sparse row is created with on first pull.
+//! - `optim.rs`: [`Optimizer`] (SGD, momentum, Adagrad, Adam) and the state it keeps per
+//!   element, part of the shard.
+//! - `shard.rs`: [`Shard`], one server's share of every table: pulls, checks of pushed
+//!   [`Grad`]ients, and batches of pushes summed in the order given and applied once.
+//! - `consistency.rs`: [`Clocks`], the state machine deciding when pushes are applied and
+//!   pulls answered ([`Mode`]: sync, async, SSP(k)), with property tests.
+//! - [`proto`]: the messages.
+//!
+//! I/O:
+//! - [`PsServer`] (in `service.rs`): one server as a tokio service (threads of a host
+//!   process, or a process of its own: `warren ps`).
+//! - [`PsClient`] (in `client.rs`): the trainer's blocking client, one connection per server,
+//!   requests split per server and pipelined.
+
+mod client;
+mod consistency;
+mod floats;
+mod optim;
+pub mod proto;
+mod service;
+mod shard;
+mod table;
+
+pub use client::{PsClient, PsClientOptions};
+pub use consistency::{Batch, Clocks, Mode};
+pub use optim::Optimizer;
+pub use proto::{JobSpec, ServerStatus};
+pub use service::{PsConfig, PsServer};
+pub use shard::{Grad, Shard};
+pub use table::{Init, TableKind, TableSpec, dense_range, dense_server, initial, mix, sparse_server};

@@ -1,0 +1,229 @@
+//! The parameter server's wire protocol, with no I/O: requests, replies, and how errors cross
+//! the wire.
+//!
+//! A connection opens with the handshake every Warren service uses (see [`crate::wire`]),
+//! for [`Purpose::ParamServer`](crate::wire::auth::Purpose::ParamServer). Then the client
+//! sends [`Request`] frames (`u32` little-endian length + JSON, at most [`MAX_PS_FRAME`]
+//! bytes; floats as hex strings of their little-endian bytes) and gets exactly one
+//! [`Reply`] for each, in order. A client may send several requests before reading the
+//! replies (the trainer client sends one to every server before it waits).
+
+use serde::{Deserialize, Serialize};
+
+use super::consistency::Mode;
+use super::shard::Grad;
+use super::table::TableSpec;
+use crate::error::Error;
+
+/// Largest frame a parameter server or its client accepts (a 64 MiB model pulled whole is a
+/// 128 MiB hex string).
+pub const MAX_PS_FRAME: usize = 1 << 30;
+
+/// What a job runs: its trainers, its consistency mode and its tables. The first trainer to
+/// send it defines it; the same again is a no-op, another one an error.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// Number of trainers (ids `0..trainers`).
+    pub trainers: u32,
+    /// Sync, async or SSP(k).
+    pub mode: Mode,
+    /// The tables.
+    pub tables: Vec<TableSpec>,
+}
+
+/// A request to one parameter server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Opens the session: `trainer` is the trainer's id, `None` for an observer (status,
+    /// model dumps) whose pulls never wait and who cannot push.
+    Hello {
+        /// The trainer id.
+        trainer: Option<u32>,
+    },
+    /// Defines the job (see [`JobSpec`]).
+    Define {
+        /// The job.
+        job: JobSpec,
+    },
+    /// Elements `start..end` of a dense table (all on this server).
+    PullDense {
+        /// The table.
+        table: String,
+        /// First element.
+        start: u64,
+        /// One past the last element.
+        end: u64,
+    },
+    /// Rows `keys` of a sparse table (all on this server), created if new.
+    PullSparse {
+        /// The table.
+        table: String,
+        /// The keys.
+        keys: Vec<u64>,
+    },
+    /// The trainer's gradients of `step` for this server (possibly none).
+    Push {
+        /// The trainer's step: its pushes to this server so far.
+        step: u64,
+        /// The gradients.
+        grads: Vec<Grad>,
+    },
+    /// The trainer leaves the job: it holds nobody back any more.
+    Leave,
+    /// Asks for the server's state.
+    Status,
+}
+
+/// What a server knows about its job and progress.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerStatus {
+    /// This server's index.
+    pub index: usize,
+    /// Number of servers.
+    pub servers: usize,
+    /// The job, once defined.
+    pub job: Option<JobSpec>,
+    /// Each trainer's clock (pushes received).
+    pub clocks: Vec<u64>,
+    /// Steps applied (sync) or the slowest live clock (async, SSP).
+    pub applied: u64,
+    /// Sparse rows held.
+    pub rows: usize,
+    /// Pushes taken since the server started.
+    pub pushes: u64,
+}
+
+/// A server's answer to one [`Request`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    /// Answer to [`Request::Hello`].
+    Hello {
+        /// This server's index.
+        index: usize,
+        /// Number of servers.
+        servers: usize,
+        /// The job, if defined.
+        job: Option<JobSpec>,
+        /// The trainer's clock here (0 for a new trainer).
+        clock: u64,
+    },
+    /// The request was carried out.
+    Done,
+    /// Answer to a pull.
+    Floats {
+        /// The values (rows concatenated in key order for a sparse pull).
+        #[serde(with = "super::floats")]
+        values: Vec<f32>,
+    },
+    /// Answer to [`Request::Status`].
+    Status {
+        /// The state.
+        status: ServerStatus,
+    },
+    /// The request failed; the connection stays usable unless the frame was malformed.
+    Error {
+        /// Which [`Error`] variant.
+        kind: ErrorKind,
+        /// Its message.
+        message: String,
+    },
+}
+
+/// The [`Error`] variants that cross the wire; the client rebuilds the same variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// [`Error::InvalidArgument`]: a wrong table, key, range, width or step.
+    InvalidArgument,
+    /// [`Error::Protocol`]: the request could not be decoded.
+    Protocol,
+    /// [`Error::Timeout`]: a pull waited past its deadline for slower trainers.
+    Timeout,
+    /// Anything else, rebuilt as [`Error::Protocol`].
+    Other,
+}
+
+/// The reply that carries `e` to the client.
+pub fn error_reply(e: &Error) -> Reply {
+    let (kind, message) = match e {
+        Error::InvalidArgument(m) => (ErrorKind::InvalidArgument, m.clone()),
+        Error::Protocol(m) => (ErrorKind::Protocol, m.clone()),
+        Error::Timeout { .. } => (ErrorKind::Timeout, e.to_string()),
+        other => (ErrorKind::Other, other.to_string()),
+    };
+    Reply::Error { kind, message }
+}
+
+/// The error a client raises for an error reply from the server named `who`.
+pub fn reply_error(kind: ErrorKind, message: String, who: &str) -> Error {
+    match kind {
+        ErrorKind::InvalidArgument => Error::InvalidArgument(format!("{who}: {message}")),
+        ErrorKind::Timeout => Error::Timeout { what: format!("{who}: {message}"), after: Default::default() },
+        ErrorKind::Protocol | ErrorKind::Other => Error::Protocol(format!("{who}: {message}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ps::optim::Optimizer;
+    use crate::ps::table::{Init, TableKind};
+    use crate::wire::{decode_frame_within, encode_frame};
+
+    #[test]
+    fn requests_and_replies_round_trip_through_frames() {
+        let job = JobSpec {
+            trainers: 4,
+            mode: Mode::Ssp { staleness: 2 },
+            tables: vec![TableSpec {
+                name: "emb".into(),
+                kind: TableKind::Sparse { width: 16 },
+                init: Init::Uniform { scale: 0.01, seed: 1 },
+                optimizer: Optimizer::adam(0.001),
+            }],
+        };
+        let reqs = [
+            Request::Hello { trainer: Some(3) },
+            Request::Define { job: job.clone() },
+            Request::PullDense { table: "w".into(), start: 2, end: 9 },
+            Request::PullSparse { table: "emb".into(), keys: vec![u64::MAX, 0] },
+            Request::Push {
+                step: 7,
+                grads: vec![Grad::Sparse { table: "emb".into(), keys: vec![1], values: vec![0.5; 16] }],
+            },
+            Request::Leave,
+            Request::Status,
+        ];
+        for r in reqs {
+            let f = encode_frame(&r);
+            assert_eq!(decode_frame_within::<Request>(&f, MAX_PS_FRAME).unwrap(), Some((r, f.len())));
+        }
+        let replies = [
+            Reply::Hello { index: 1, servers: 2, job: Some(job), clock: 5 },
+            Reply::Floats { values: vec![1.5, -0.0] },
+            error_reply(&Error::InvalidArgument("no table".into())),
+        ];
+        for r in replies {
+            let f = encode_frame(&r);
+            assert_eq!(decode_frame_within::<Reply>(&f, MAX_PS_FRAME).unwrap(), Some((r, f.len())));
+        }
+        let json = serde_json::to_string(&Request::PullDense { table: "w".into(), start: 0, end: 1 }).unwrap();
+        assert_eq!(json, r#"{"op":"pull_dense","table":"w","start":0,"end":1}"#);
+    }
+
+    #[test]
+    fn errors_keep_their_variant_and_name_the_server() {
+        for e in [
+            Error::InvalidArgument("key 3 of table \"emb\" belongs to server 1".into()),
+            Error::Protocol("malformed message".into()),
+            Error::Timeout { what: "trainers [2]".into(), after: Default::default() },
+        ] {
+            let Reply::Error { kind, message } = error_reply(&e) else { panic!() };
+            let back = reply_error(kind, message, "ps server 0 (h:1)");
+            assert_eq!(std::mem::discriminant(&back), std::mem::discriminant(&e));
+            assert!(back.to_string().contains("ps server 0 (h:1)"), "{back}");
+        }
+    }
+}

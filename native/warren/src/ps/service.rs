@@ -1,0 +1,434 @@
+//! A parameter server as a network service (tokio): authenticated connections carrying
+//! [`Request`]s, answered from this server's [`Shard`] under its [`Clocks`].
+//!
+//! Each connection reads its requests in order; a pull that must wait (sync, SSP) waits on
+//! the connection's task, without a thread, until the clocks allow it or its deadline passes.
+//! Replies go out through a writer task, so a client that sends many requests before reading
+//! any replies (the pipelined trainer client) never stalls the reader. Bad input gets an
+//! error reply and the connection (and every other one) goes on; a malformed frame gets an
+//! error reply and that connection is closed.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use log::{info, warn};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+
+use super::consistency::Clocks;
+use super::proto::{JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
+use super::shard::{Grad, Shard};
+use crate::error::{Error, Result};
+use crate::wire::auth::Purpose;
+use crate::wire::{self, FrameReader};
+
+/// Settings of a [`PsServer`].
+#[derive(Clone, Debug)]
+pub struct PsConfig {
+    /// Address to bind (default `127.0.0.1`).
+    pub host: String,
+    /// Port to bind (0 = any free port).
+    pub port: u16,
+    /// The job secret clients must prove they hold.
+    pub secret: String,
+    /// This server's index, below `servers`.
+    pub index: usize,
+    /// Number of servers of the job.
+    pub servers: usize,
+    /// Longest a pull waits for slower trainers before it fails (default 300 s).
+    pub pull_timeout: Duration,
+    /// How often a waiting pull logs whom it waits for (default 10 s).
+    pub progress_interval: Duration,
+}
+
+impl PsConfig {
+    /// Server `index` of `servers` on `127.0.0.1`, any port, with `secret`.
+    pub fn new(secret: impl Into<String>, index: usize, servers: usize) -> PsConfig {
+        PsConfig {
+            host: "127.0.0.1".into(),
+            port: 0,
+            secret: secret.into(),
+            index,
+            servers,
+            pull_timeout: Duration::from_secs(300),
+            progress_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The job's state at this server, once defined.
+struct Job {
+    spec: JobSpec,
+    shard: Shard,
+    clocks: Clocks<Vec<Grad>>,
+}
+
+/// What a server holds; every request is carried out under its lock, briefly.
+pub(crate) struct State {
+    index: usize,
+    servers: usize,
+    job: Option<Job>,
+    pushes: u64,
+}
+
+impl State {
+    pub(crate) fn new(index: usize, servers: usize) -> State {
+        State { index, servers, job: None, pushes: 0 }
+    }
+
+    fn job(&mut self) -> Result<&mut Job> {
+        self.job.as_mut().ok_or_else(|| Error::InvalidArgument("no job defined yet: a trainer must define it".into()))
+    }
+
+    fn trainer(trainer: Option<u32>, op: &str) -> Result<u32> {
+        trainer.ok_or_else(|| Error::InvalidArgument(format!("{op} needs a trainer id (say hello as a trainer)")))
+    }
+
+    /// Whether a pull by `trainer` may be answered now (observers never wait).
+    pub(crate) fn pull_ready(&self, trainer: Option<u32>) -> bool {
+        match (&self.job, trainer) {
+            (Some(job), Some(t)) => job.clocks.pull_ready(t),
+            _ => true,
+        }
+    }
+
+    /// Who a pull by `trainer` waits for, for progress lines and timeouts.
+    fn waiting_for(&self, trainer: u32) -> String {
+        let Some(job) = &self.job else { return "a job definition".into() };
+        let who = job.clocks.holding_back(trainer);
+        format!("trainers {who:?} to reach step {} (mode {})", job.clocks.clock(trainer), job.clocks.mode())
+    }
+
+    /// Carries out a request whose wait (if a pull) is over; `trainer` is the connection's.
+    /// Returns the reply and whether the clocks moved.
+    pub(crate) fn handle(&mut self, req: Request, trainer: &mut Option<u32>) -> Result<(Reply, bool)> {
+        match req {
+            Request::Hello { trainer: t } => {
+                let clock = match (&self.job, t) {
+                    (Some(job), Some(t)) if t >= job.clocks.trainers() => {
+                        return Err(Error::InvalidArgument(format!(
+                            "trainer {t} is not in this job of {} trainers",
+                            job.clocks.trainers()
+                        )));
+                    }
+                    (Some(job), Some(t)) => job.clocks.clock(t),
+                    _ => 0,
+                };
+                *trainer = t;
+                let job = self.job.as_ref().map(|j| j.spec.clone());
+                Ok((Reply::Hello { index: self.index, servers: self.servers, job, clock }, false))
+            }
+            Request::Define { job } => self.define(job, *trainer).map(|()| (Reply::Done, false)),
+            Request::PullDense { table, start, end } => {
+                let values = self.job()?.shard.pull_dense(&table, start..end)?;
+                Ok((Reply::Floats { values }, false))
+            }
+            Request::PullSparse { table, keys } => {
+                let values = self.job()?.shard.pull_sparse(&table, &keys)?;
+                Ok((Reply::Floats { values }, false))
+            }
+            Request::Push { step, grads } => {
+                let t = State::trainer(*trainer, "a push")?;
+                let job = self.job()?;
+                job.shard.check(&grads)?;
+                let batches = job.clocks.push(t, step, grads)?;
+                for b in &batches {
+                    job.shard.apply(b.iter().map(|(_, _, g)| g.as_slice()));
+                }
+                self.pushes += 1;
+                Ok((Reply::Done, true))
+            }
+            Request::Leave => {
+                let t = State::trainer(*trainer, "leaving")?;
+                let job = self.job()?;
+                for b in &job.clocks.leave(t)? {
+                    job.shard.apply(b.iter().map(|(_, _, g)| g.as_slice()));
+                }
+                Ok((Reply::Done, true))
+            }
+            Request::Status => Ok((Reply::Status { status: self.status() }, false)),
+        }
+    }
+
+    fn define(&mut self, spec: JobSpec, trainer: Option<u32>) -> Result<()> {
+        if let Some(job) = &self.job {
+            if job.spec == spec {
+                return Ok(());
+            }
+            return Err(Error::InvalidArgument(format!(
+                "the job is already defined differently: {} trainers, mode {}, tables {:?} (asked: {} trainers, mode {}, tables {:?})",
+                job.spec.trainers,
+                job.spec.mode,
+                names(&job.spec),
+                spec.trainers,
+                spec.mode,
+                names(&spec)
+            )));
+        }
+        if spec.trainers == 0 {
+            return Err(Error::InvalidArgument("a job needs at least one trainer".into()));
+        }
+        if let Some(t) = trainer.filter(|&t| t >= spec.trainers) {
+            return Err(Error::InvalidArgument(format!("trainer {t} defines a job of {} trainers", spec.trainers)));
+        }
+        let shard = Shard::new(self.index, self.servers, &spec.tables)?;
+        info!(
+            "ps server {}: job defined: {} trainers, mode {}, tables {:?}",
+            self.index,
+            spec.trainers,
+            spec.mode,
+            names(&spec)
+        );
+        self.job = Some(Job { clocks: Clocks::new(spec.mode, spec.trainers), shard, spec });
+        Ok(())
+    }
+
+    pub(crate) fn status(&self) -> ServerStatus {
+        let (clocks, applied, rows): (Vec<u64>, u64, usize) = match &self.job {
+            Some(j) => {
+                ((0..j.clocks.trainers()).map(|t| j.clocks.clock(t)).collect(), j.clocks.applied(), j.shard.rows())
+            }
+            None => (Vec::new(), 0, 0),
+        };
+        ServerStatus {
+            index: self.index,
+            servers: self.servers,
+            job: self.job.as_ref().map(|j| j.spec.clone()),
+            clocks,
+            applied,
+            rows,
+            pushes: self.pushes,
+        }
+    }
+}
+
+fn names(spec: &JobSpec) -> Vec<&str> {
+    spec.tables.iter().map(|t| t.name.as_str()).collect()
+}
+
+/// What the connection tasks share.
+struct Shared {
+    state: Mutex<State>,
+    /// Bumped whenever the clocks move, to wake waiting pulls.
+    moved: watch::Sender<u64>,
+    pull_timeout: Duration,
+    progress_interval: Duration,
+    index: usize,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until a pull by `trainer` may be answered, or fails after the pull timeout
+    /// naming the trainers it waited for.
+    async fn wait_pull(&self, trainer: Option<u32>) -> Result<()> {
+        let mut rx = self.moved.subscribe();
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.pull_timeout;
+        let mut next_progress = started + self.progress_interval;
+        loop {
+            if self.lock().pull_ready(trainer) {
+                return Ok(());
+            }
+            let t = trainer.expect("observers never wait");
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout {
+                    what: format!(
+                        "server {}: trainer {t}'s pull waited for {}",
+                        self.index,
+                        self.lock().waiting_for(t)
+                    ),
+                    after: self.pull_timeout,
+                });
+            }
+            if now >= next_progress {
+                info!("ps server {}: trainer {t}'s pull waits for {}", self.index, self.lock().waiting_for(t));
+                next_progress = now + self.progress_interval;
+            }
+            let wake = deadline.min(next_progress);
+            if let Ok(Err(_)) = tokio::time::timeout_at(wake, rx.changed()).await {
+                return Err(Error::Protocol("the server is stopping".into()));
+            }
+        }
+    }
+
+    async fn answer(&self, req: Request, trainer: &mut Option<u32>) -> Reply {
+        if matches!(req, Request::PullDense { .. } | Request::PullSparse { .. }) {
+            if let Err(e) = self.wait_pull(*trainer).await {
+                return error_reply(&e);
+            }
+        }
+        let result = self.lock().handle(req, trainer);
+        match result {
+            Ok((reply, moved)) => {
+                if moved {
+                    self.moved.send_modify(|n| *n += 1);
+                }
+                reply
+            }
+            Err(e) => error_reply(&e),
+        }
+    }
+}
+
+/// A running parameter server. Dropping it stops it.
+pub struct PsServer {
+    runtime: Option<tokio::runtime::Runtime>,
+    shared: Arc<Shared>,
+    uri: String,
+}
+
+impl std::fmt::Debug for PsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PsServer").field("uri", &self.uri).field("index", &self.shared.index).finish()
+    }
+}
+
+impl PsServer {
+    /// Binds and starts serving.
+    pub fn start(cfg: PsConfig) -> Result<PsServer> {
+        if cfg.secret.is_empty() {
+            return Err(Error::Config("a parameter server needs a non-empty job secret".into()));
+        }
+        if cfg.index >= cfg.servers {
+            return Err(Error::Config(format!("server index {} is not below --servers {}", cfg.index, cfg.servers)));
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::new(cfg.index, cfg.servers)),
+            moved: watch::Sender::new(0),
+            pull_timeout: cfg.pull_timeout,
+            progress_interval: cfg.progress_interval,
+            index: cfg.index,
+        });
+        let wire::Bound { runtime, listener, addr } = wire::bind("ps", 2, &cfg.host, cfg.port)?;
+        let uri = format!("{}:{}", cfg.host, addr.port());
+        runtime.spawn(serve(listener, shared.clone(), Arc::new(cfg.secret.into_bytes())));
+        info!("ps server {} of {}: listening on {uri}", cfg.index, cfg.servers);
+        Ok(PsServer { runtime: Some(runtime), shared, uri })
+    }
+
+    /// `host:port` trainers connect to.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The server's state now.
+    pub fn status(&self) -> ServerStatus {
+        self.shared.lock().status()
+    }
+
+    /// Stops serving; open connections are closed.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for PsServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+async fn serve(listener: TcpListener, shared: Arc<Shared>, secret: Arc<Vec<u8>>) {
+    wire::serve(listener, secret, Purpose::ParamServer, "ps", move |stream| connection(stream, shared.clone())).await
+}
+
+async fn connection(stream: TcpStream, shared: Arc<Shared>) {
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let (rd, mut wr) = stream.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(async move {
+        while let Some(frame) = rx.recv().await {
+            if wr.write_all(&frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut requests = FrameReader::new(rd, peer.clone()).with_max_frame(MAX_PS_FRAME);
+    let mut trainer = None;
+    loop {
+        let req = match requests.next::<Request>().await {
+            Ok(Some(req)) => req,
+            Ok(None) => break,
+            Err(e @ Error::Protocol(_)) => {
+                warn!("ps server {}: {peer} sent a bad frame, closing: {e}", shared.index);
+                let _ = tx.send(wire::encode_frame(&error_reply(&e)));
+                break;
+            }
+            Err(e) => {
+                info!("ps server {}: connection from {peer} ended: {e}", shared.index);
+                break;
+            }
+        };
+        let reply = shared.answer(req, &mut trainer).await;
+        if tx.send(wire::encode_frame(&reply)).is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = writer.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ps::consistency::Mode;
+    use crate::ps::optim::Optimizer;
+    use crate::ps::table::{Init, TableKind, TableSpec};
+
+    fn job(mode: Mode) -> JobSpec {
+        JobSpec {
+            trainers: 2,
+            mode,
+            tables: vec![TableSpec {
+                name: "w".into(),
+                kind: TableKind::Dense { len: 4 },
+                init: Init::Zeros,
+                optimizer: Optimizer::sgd(1.0),
+            }],
+        }
+    }
+
+    fn push(step: u64, v: f32) -> Request {
+        Request::Push { step, grads: vec![Grad::Dense { table: "w".into(), offset: 0, values: vec![v; 4] }] }
+    }
+
+    #[test]
+    fn requests_are_carried_out_on_the_state_with_clear_errors() {
+        let mut s = State::new(0, 1);
+        let (mut a, mut b, mut observer) = (None, None, None);
+        let e = s.handle(Request::PullDense { table: "w".into(), start: 0, end: 1 }, &mut a).unwrap_err();
+        assert!(e.to_string().contains("no job defined"), "{e}");
+        s.handle(Request::Hello { trainer: Some(0) }, &mut a).unwrap();
+        s.handle(Request::Hello { trainer: Some(1) }, &mut b).unwrap();
+        s.handle(Request::Hello { trainer: None }, &mut observer).unwrap();
+        s.handle(Request::Define { job: job(Mode::Sync) }, &mut a).unwrap();
+        s.handle(Request::Define { job: job(Mode::Sync) }, &mut b).unwrap();
+        let e = s.handle(Request::Define { job: job(Mode::Async) }, &mut b).unwrap_err();
+        assert!(e.to_string().contains("already defined differently"), "{e}");
+        assert!(s.handle(push(0, 1.0), &mut observer).unwrap_err().to_string().contains("needs a trainer id"));
+        s.handle(push(0, 1.0), &mut b).unwrap();
+        assert!(!s.pull_ready(b), "trainer 1 waits for trainer 0's step 0");
+        assert!(s.pull_ready(observer));
+        let e = s.handle(push(0, 1.0), &mut b).unwrap_err();
+        assert!(e.to_string().contains("next step here is 1"), "{e}");
+        s.handle(push(0, 2.0), &mut a).unwrap();
+        assert!(s.pull_ready(b));
+        let (r, _) = s.handle(Request::PullDense { table: "w".into(), start: 0, end: 4 }, &mut b).unwrap();
+        assert_eq!(r, Reply::Floats { values: vec![-3.0; 4] });
+        let bad =
+            Request::Push { step: 1, grads: vec![Grad::Dense { table: "w".into(), offset: 3, values: vec![1.0; 2] }] };
+        assert!(s.handle(bad, &mut a).unwrap_err().to_string().contains("not on server 0"));
+        assert_eq!(s.status().clocks, vec![1, 1], "a refused push does not move the clock");
+    }
+}

@@ -1,0 +1,429 @@
+//! One server's shard of every table (pure): its parameters and optimizer state, pulls,
+//! checks of pushed gradients, and the application of a batch of gradients summed in the
+//! order given (the consistency machine gives them in trainer-id order).
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::table::{TableKind, TableSpec, dense_range, initial, sparse_server};
+use crate::error::{Error, Result};
+
+/// Gradients for one table, as a trainer pushes them to one server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Grad {
+    /// Gradients of elements `offset..offset + values.len()` of a dense table.
+    Dense {
+        /// The table.
+        table: String,
+        /// First element.
+        offset: u64,
+        /// One per element.
+        #[serde(with = "super::floats")]
+        values: Vec<f32>,
+    },
+    /// Gradients of rows of a sparse table: `values` holds `keys.len()` rows of the table's
+    /// width, in the order of `keys`; a key given twice has its rows summed.
+    Sparse {
+        /// The table.
+        table: String,
+        /// Row keys.
+        keys: Vec<u64>,
+        /// The rows, concatenated.
+        #[serde(with = "super::floats")]
+        values: Vec<f32>,
+    },
+}
+
+impl Grad {
+    /// The table it is for.
+    pub fn table(&self) -> &str {
+        match self {
+            Grad::Dense { table, .. } | Grad::Sparse { table, .. } => table,
+        }
+    }
+}
+
+/// A sparse row: its parameters, then its optimizer state, and how often it was updated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Row {
+    #[serde(with = "super::floats")]
+    data: Vec<f32>,
+    updates: u64,
+}
+
+/// The part of one table a shard holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+enum Part {
+    Dense {
+        range: Range<u64>,
+        #[serde(with = "super::floats")]
+        params: Vec<f32>,
+        #[serde(with = "super::floats")]
+        state: Vec<f32>,
+        updates: u64,
+    },
+    Sparse {
+        width: usize,
+        rows: HashMap<u64, Row>,
+    },
+}
+
+/// Server `index` of `servers`: its share of every table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Shard {
+    index: usize,
+    servers: usize,
+    specs: Vec<TableSpec>,
+    parts: Vec<Part>,
+}
+
+/// A batch's gradients of one table, summed.
+enum Sum {
+    Dense(Vec<f32>),
+    Sparse(BTreeMap<u64, Vec<f32>>),
+}
+
+impl Shard {
+    /// The shard of server `index` of `servers` for `tables`: dense ranges initialized,
+    /// no sparse row yet.
+    pub fn new(index: usize, servers: usize, tables: &[TableSpec]) -> Result<Shard> {
+        if index >= servers {
+            return Err(Error::InvalidArgument(format!("server index {index} is not below the {servers} servers")));
+        }
+        let mut parts = Vec::with_capacity(tables.len());
+        for (i, spec) in tables.iter().enumerate() {
+            spec.validate()?;
+            if tables[..i].iter().any(|t| t.name == spec.name) {
+                return Err(Error::InvalidArgument(format!("table {:?} is defined twice", spec.name)));
+            }
+            parts.push(match spec.kind {
+                TableKind::Dense { len } => {
+                    let range = dense_range(len, index, servers);
+                    let n = (range.end - range.start) as usize;
+                    Part::Dense {
+                        params: range.clone().map(|i| initial(spec.init, i, 0)).collect(),
+                        state: spec.optimizer.new_state(n),
+                        range,
+                        updates: 0,
+                    }
+                }
+                TableKind::Sparse { width } => Part::Sparse { width: width as usize, rows: HashMap::new() },
+            });
+        }
+        Ok(Shard { index, servers, specs: tables.to_vec(), parts })
+    }
+
+    /// The tables.
+    pub fn specs(&self) -> &[TableSpec] {
+        &self.specs
+    }
+
+    /// Number of sparse rows held.
+    pub fn rows(&self) -> usize {
+        self.parts.iter().map(|p| if let Part::Sparse { rows, .. } = p { rows.len() } else { 0 }).sum()
+    }
+
+    fn table(&self, name: &str) -> Result<usize> {
+        self.specs.iter().position(|s| s.name == name).ok_or_else(|| {
+            let known: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
+            Error::InvalidArgument(format!("no table named {name:?} (tables: {})", known.join(", ")))
+        })
+    }
+
+    /// Elements `range` of dense table `name`, which must lie in this shard's range.
+    pub fn pull_dense(&self, name: &str, range: Range<u64>) -> Result<Vec<f32>> {
+        let t = self.table(name)?;
+        let Part::Dense { range: held, params, .. } = &self.parts[t] else {
+            return Err(Error::InvalidArgument(format!("table {name:?} is sparse: pull it by keys")));
+        };
+        self.check_range(name, held, &range)?;
+        Ok(params[(range.start - held.start) as usize..(range.end - held.start) as usize].to_vec())
+    }
+
+    /// The rows of `keys` of sparse table `name`, concatenated; a row pulled for the first
+    /// time is created by the table's initializer. Every key must belong to this server.
+    pub fn pull_sparse(&mut self, name: &str, keys: &[u64]) -> Result<Vec<f32>> {
+        let t = self.table(name)?;
+        self.check_keys(name, t, keys)?;
+        let (spec, part) = (&self.specs[t], &mut self.parts[t]);
+        let Part::Sparse { width, rows } = part else { unreachable!("checked by check_keys") };
+        let mut out = Vec::with_capacity(keys.len() * *width);
+        for &k in keys {
+            out.extend_from_slice(&row(rows, spec, *width, k).data[..*width]);
+        }
+        Ok(out)
+    }
+
+    fn check_range(&self, name: &str, held: &Range<u64>, range: &Range<u64>) -> Result<()> {
+        if range.start > range.end || range.start < held.start || range.end > held.end {
+            return Err(Error::InvalidArgument(format!(
+                "elements {}..{} of table {name:?} are not on server {} (it holds {}..{})",
+                range.start, range.end, self.index, held.start, held.end
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_keys(&self, name: &str, t: usize, keys: &[u64]) -> Result<()> {
+        if !matches!(self.parts[t], Part::Sparse { .. }) {
+            return Err(Error::InvalidArgument(format!("table {name:?} is dense: pull it by range")));
+        }
+        if let Some(k) = keys.iter().find(|&&k| sparse_server(k, self.servers) != self.index) {
+            return Err(Error::InvalidArgument(format!(
+                "key {k} of table {name:?} belongs to server {}, not server {}",
+                sparse_server(*k, self.servers),
+                self.index
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks pushed gradients against the tables: known table, elements or keys on this
+    /// server, the right number of floats. Nothing is changed.
+    pub fn check(&self, grads: &[Grad]) -> Result<()> {
+        for g in grads {
+            let t = self.table(g.table())?;
+            match (g, &self.parts[t]) {
+                (Grad::Dense { table, offset, values }, Part::Dense { range, .. }) => {
+                    self.check_range(table, range, &(*offset..offset.saturating_add(values.len() as u64)))?;
+                }
+                (Grad::Sparse { table, keys, values }, Part::Sparse { width, .. }) => {
+                    if values.len() != keys.len() * width {
+                        return Err(Error::InvalidArgument(format!(
+                            "gradient of table {table:?}: {} floats for {} keys of width {width} (expected {})",
+                            values.len(),
+                            keys.len(),
+                            keys.len() * width
+                        )));
+                    }
+                    self.check_keys(table, t, keys)?;
+                }
+                (g, _) => {
+                    let (is, push) =
+                        if matches!(g, Grad::Dense { .. }) { ("sparse", "dense") } else { ("dense", "sparse") };
+                    return Err(Error::InvalidArgument(format!(
+                        "table {:?} is {is}, but a {push} gradient was pushed to it",
+                        g.table()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sums the gradients of `batch` table by table, in the order given (pushes, then the
+    /// gradients within a push), then applies each table's optimizer once to the sum.
+    /// The gradients must have passed [`check`](Self::check).
+    pub fn apply<'a>(&mut self, batch: impl IntoIterator<Item = &'a [Grad]>) {
+        let mut sums: Vec<Option<Sum>> = (0..self.parts.len()).map(|_| None).collect();
+        for grads in batch {
+            for g in grads {
+                let t = self.table(g.table()).expect("checked gradients");
+                self.add(&mut sums[t], t, g);
+            }
+        }
+        for (t, sum) in sums.into_iter().enumerate() {
+            if let Some(sum) = sum {
+                self.apply_sum(t, sum);
+            }
+        }
+    }
+
+    fn add(&self, sum: &mut Option<Sum>, t: usize, g: &Grad) {
+        match (g, &self.parts[t]) {
+            (Grad::Dense { offset, values, .. }, Part::Dense { range, .. }) => {
+                let Sum::Dense(acc) =
+                    sum.get_or_insert_with(|| Sum::Dense(vec![0.0; (range.end - range.start) as usize]))
+                else {
+                    unreachable!("one kind per table")
+                };
+                let at = (offset - range.start) as usize;
+                for (a, v) in acc[at..at + values.len()].iter_mut().zip(values) {
+                    *a += v;
+                }
+            }
+            (Grad::Sparse { keys, values, .. }, Part::Sparse { width, .. }) => {
+                let Sum::Sparse(acc) = sum.get_or_insert_with(|| Sum::Sparse(BTreeMap::new())) else {
+                    unreachable!("one kind per table")
+                };
+                for (k, row) in keys.iter().zip(values.chunks_exact(*width)) {
+                    let a = acc.entry(*k).or_insert_with(|| vec![0.0; *width]);
+                    for (a, v) in a.iter_mut().zip(row) {
+                        *a += v;
+                    }
+                }
+            }
+            _ => unreachable!("checked gradients"),
+        }
+    }
+
+    fn apply_sum(&mut self, t: usize, sum: Sum) {
+        let (spec, part) = (&self.specs[t], &mut self.parts[t]);
+        let opt = spec.optimizer;
+        match (part, sum) {
+            (Part::Dense { params, state, updates, .. }, Sum::Dense(g)) => {
+                *updates += 1;
+                opt.apply(params, state, *updates, &g);
+            }
+            (Part::Sparse { width, rows }, Sum::Sparse(g)) => {
+                for (k, g) in g {
+                    let r = row(rows, spec, *width, k);
+                    r.updates += 1;
+                    let (p, s) = r.data.split_at_mut(*width);
+                    opt.apply(p, s, r.updates, &g);
+                }
+            }
+            _ => unreachable!("one kind per table"),
+        }
+    }
+}
+
+/// Row `k`, created by the table's initializer if new.
+fn row<'a>(rows: &'a mut HashMap<u64, Row>, spec: &TableSpec, width: usize, k: u64) -> &'a mut Row {
+    rows.entry(k).or_insert_with(|| {
+        let mut data: Vec<f32> = (0..width as u32).map(|c| initial(spec.init, k, c)).collect();
+        data.extend(spec.optimizer.new_state(width));
+        Row { data, updates: 0 }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ps::optim::Optimizer;
+    use crate::ps::table::{Init, dense_server};
+
+    fn specs() -> Vec<TableSpec> {
+        vec![
+            TableSpec {
+                name: "w".into(),
+                kind: TableKind::Dense { len: 10 },
+                init: Init::Uniform { scale: 1.0, seed: 3 },
+                optimizer: Optimizer::sgd(0.5),
+            },
+            TableSpec {
+                name: "emb".into(),
+                kind: TableKind::Sparse { width: 2 },
+                init: Init::Uniform { scale: 0.1, seed: 9 },
+                optimizer: Optimizer::adam(0.01),
+            },
+        ]
+    }
+
+    /// Keys held by server `s` of `n`.
+    fn keys_of(s: usize, n: usize, count: usize) -> Vec<u64> {
+        (0..).filter(|&k| sparse_server(k, n) == s).take(count).collect()
+    }
+
+    #[test]
+    fn a_dense_pull_returns_the_initial_values_of_the_shards_range() {
+        let s = Shard::new(1, 3, &specs()).unwrap();
+        let got = s.pull_dense("w", 3..6).unwrap();
+        let want: Vec<f32> = (3..6).map(|i| initial(Init::Uniform { scale: 1.0, seed: 3 }, i, 0)).collect();
+        assert_eq!(got, want);
+        let e = s.pull_dense("w", 2..4).unwrap_err().to_string();
+        assert!(e.contains("2..4") && e.contains("server 1") && e.contains("3..6"), "{e}");
+    }
+
+    #[test]
+    fn rows_are_created_on_first_pull_the_same_on_any_server_count() {
+        let mut one = Shard::new(0, 1, &specs()).unwrap();
+        let keys = keys_of(2, 4, 5);
+        let mut four = Shard::new(2, 4, &specs()).unwrap();
+        assert_eq!(one.pull_sparse("emb", &keys).unwrap(), four.pull_sparse("emb", &keys).unwrap());
+        assert_eq!(four.rows(), 5);
+        let other = keys_of(0, 4, 1)[0];
+        let e = four.pull_sparse("emb", &[other]).unwrap_err().to_string();
+        assert!(e.contains(&format!("key {other}")) && e.contains("belongs to server 0"), "{e}");
+    }
+
+    #[test]
+    fn bad_gradients_are_refused_with_what_is_wrong() {
+        let s = Shard::new(0, 2, &specs()).unwrap();
+        let k = keys_of(0, 2, 1)[0];
+        let cases = [
+            (Grad::Sparse { table: "nope".into(), keys: vec![k], values: vec![0.0; 2] }, "no table named \"nope\""),
+            (
+                Grad::Sparse { table: "emb".into(), keys: vec![k], values: vec![0.0; 3] },
+                "3 floats for 1 keys of width 2",
+            ),
+            (Grad::Dense { table: "w".into(), offset: 4, values: vec![0.0; 2] }, "not on server 0"),
+            (Grad::Dense { table: "emb".into(), offset: 0, values: vec![0.0] }, "is sparse"),
+            (Grad::Sparse { table: "w".into(), keys: vec![], values: vec![] }, "is dense"),
+            (Grad::Dense { table: "w".into(), offset: u64::MAX, values: vec![0.0; 2] }, "not on server 0"),
+        ];
+        for (g, says) in cases {
+            let e = s.check(&[g]).unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
+        assert!(s.check(&[Grad::Dense { table: "w".into(), offset: 1, values: vec![1.0; 4] }]).is_ok());
+    }
+
+    #[test]
+    fn a_batch_is_summed_in_order_then_applied_once() {
+        let mut s = Shard::new(0, 1, &specs()).unwrap();
+        let before = s.pull_dense("w", 0..10).unwrap();
+        let a = [Grad::Dense { table: "w".into(), offset: 0, values: vec![1.0; 10] }];
+        let b = [Grad::Dense { table: "w".into(), offset: 2, values: vec![2.0, 4.0] }];
+        s.apply([&a[..], &b[..]]);
+        let after = s.pull_dense("w", 0..10).unwrap();
+        for i in 0..10 {
+            let g = 1.0 + [0.0, 0.0, 2.0, 4.0].get(i).copied().unwrap_or(0.0);
+            assert_eq!(after[i], before[i] - 0.5 * g, "element {i}");
+        }
+        // A sparse key pushed twice is one Adam step on the sum: it moves by lr.
+        let k = 5;
+        let before = s.pull_sparse("emb", &[k]).unwrap();
+        let g = [Grad::Sparse { table: "emb".into(), keys: vec![k, k], values: vec![1.0, -1.0, 2.0, -3.0] }];
+        s.apply([&g[..]]);
+        let after = s.pull_sparse("emb", &[k]).unwrap();
+        assert!((after[0] - (before[0] - 0.01)).abs() < 1e-6 && (after[1] - (before[1] + 0.01)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn sharded_training_equals_one_shard() {
+        // The same gradients through 3 shards or 1 give the same bits.
+        let mut one = Shard::new(0, 1, &specs()).unwrap();
+        let mut three: Vec<Shard> = (0..3).map(|i| Shard::new(i, 3, &specs()).unwrap()).collect();
+        for step in 0..5u64 {
+            let keys: Vec<u64> = (0..20).map(|i| (i * 7 + step) % 13).collect();
+            let vals: Vec<f32> = (0..40).map(|i| (i as f32 - step as f32) * 0.01).collect();
+            let dense: Vec<f32> = (0..10).map(|i| i as f32 * 0.1 + step as f32).collect();
+            one.apply([&[
+                Grad::Dense { table: "w".into(), offset: 0, values: dense.clone() },
+                Grad::Sparse { table: "emb".into(), keys: keys.clone(), values: vals.clone() },
+            ][..]]);
+            for (s, shard) in three.iter_mut().enumerate() {
+                let r = dense_range(10, s, 3);
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                for (i, key) in keys.iter().enumerate() {
+                    if sparse_server(*key, 3) == s {
+                        k.push(*key);
+                        v.extend_from_slice(&vals[2 * i..2 * i + 2]);
+                    }
+                }
+                let grads = [
+                    Grad::Dense {
+                        table: "w".into(),
+                        offset: r.start,
+                        values: dense[r.start as usize..r.end as usize].to_vec(),
+                    },
+                    Grad::Sparse { table: "emb".into(), keys: k, values: v },
+                ];
+                shard.check(&grads).unwrap();
+                shard.apply([&grads[..]]);
+            }
+        }
+        for i in 0..10 {
+            let s = dense_server(10, i, 3);
+            assert_eq!(three[s].pull_dense("w", i..i + 1).unwrap(), one.pull_dense("w", i..i + 1).unwrap());
+        }
+        for k in 0..13 {
+            let s = sparse_server(k, 3);
+            assert_eq!(three[s].pull_sparse("emb", &[k]).unwrap(), one.pull_sparse("emb", &[k]).unwrap());
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The parameter server over real sockets, in process: sync training by trainer threads
+//! against two servers gives the values worked out by hand whatever the arrival order; SSP
+//! holds a fast trainer back; bad input (a wrong table, a key on the wrong server, a wrong
+//! width, a garbage frame, a wrong secret) is an error to that client while the servers keep
+//! serving the others. Every wait is bounded.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use warren::Error;
+use warren::ps::proto::{Reply, Request};
+use warren::ps::{
+    Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, TableKind, TableSpec,
+    sparse_server,
+};
+use warren::wire::auth::{PROOF_LEN, Purpose, prove};
+
+const SECRET: &str = "ps-test-secret";
+
+fn servers(n: usize) -> (Vec<PsServer>, Vec<String>) {
+    let servers: Vec<PsServer> = (0..n)
+        .map(|i| {
+            let mut cfg = PsConfig::new(SECRET, i, n);
+            cfg.pull_timeout = Duration::from_secs(30);
+            PsServer::start(cfg).unwrap()
+        })
+        .collect();
+    let uris = servers.iter().map(|s| s.uri().to_string()).collect();
+    (servers, uris)
+}
+
+fn opts() -> PsClientOptions {
+    PsClientOptions { connect_timeout: Duration::from_secs(20), call_timeout: Duration::from_secs(60) }
+}
+
+fn job(trainers: u32, mode: Mode) -> JobSpec {
+    JobSpec {
+        trainers,
+        mode,
+        tables: vec![
+            TableSpec {
+                name: "w".into(),
+                kind: TableKind::Dense { len: 5 },
+                init: Init::Zeros,
+                optimizer: Optimizer::sgd(1.0),
+            },
+            TableSpec {
+                name: "emb".into(),
+                kind: TableKind::Sparse { width: 3 },
+                init: Init::Zeros,
+                optimizer: Optimizer::sgd(0.5),
+            },
+        ],
+    }
+}
+
+#[test]
+fn sync_training_over_two_servers_gives_the_sums_worked_out_by_hand() {
+    let (_servers, uris) = servers(2);
+    let trainers = 3u32;
+    let steps = 4u64;
+    let handles: Vec<_> = (0..trainers)
+        .map(|t| {
+            let uris = uris.clone();
+            thread::spawn(move || {
+                let mut c = PsClient::connect(&uris, SECRET, Some(t), opts()).unwrap();
+                c.define(&job(trainers, Mode::Sync)).unwrap();
+                let mut seen = Vec::new();
+                for step in 0..steps {
+                    // Vary arrival order: later trainers sleep less on even steps.
+                    thread::sleep(Duration::from_millis(((t as u64 + step) % 3) * 15));
+                    seen.push(c.pull_dense("w", 0..5).unwrap());
+                    let rows = c.pull_sparse("emb", &[7, 1 << 40]).unwrap();
+                    assert_eq!(rows.len(), 6);
+                    c.push(&[
+                        Grad::Dense { table: "w".into(), offset: 0, values: vec![(t + 1) as f32; 5] },
+                        Grad::Sparse { table: "emb".into(), keys: vec![7, 7], values: vec![1.0; 6] },
+                    ])
+                    .unwrap();
+                }
+                c.leave().unwrap();
+                seen
+            })
+        })
+        .collect();
+    let seen: Vec<Vec<Vec<f32>>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    // Every step subtracts 1 + 2 + 3 = 6 from each element (SGD, lr 1); a trainer pulling at
+    // step n sees exactly n steps applied, whoever arrived first.
+    for per_trainer in &seen {
+        for (n, w) in per_trainer.iter().enumerate() {
+            assert_eq!(w, &vec![-6.0 * n as f32; 5], "step {n}");
+        }
+    }
+    let mut observer = PsClient::connect(&uris, SECRET, None, opts()).unwrap();
+    assert_eq!(observer.pull_dense("w", 1..4).unwrap(), vec![-24.0; 3]);
+    // Key 7 gets 2 rows of ones from each of 3 trainers per step: -0.5 * 6 * 4 steps.
+    assert_eq!(observer.pull_sparse("emb", &[7]).unwrap(), vec![-12.0; 3]);
+    let status = observer.status().unwrap();
+    assert!(status.iter().all(|s| s.clocks == vec![steps; 3] && s.applied == steps), "{status:?}");
+}
+
+#[test]
+fn ssp_holds_a_fast_trainer_back_until_the_slow_one_is_within_k() {
+    let (_servers, uris) = servers(2);
+    let mut fast = PsClient::connect(&uris, SECRET, Some(0), opts()).unwrap();
+    fast.define(&job(2, Mode::Ssp { staleness: 1 })).unwrap();
+    let mut slow = PsClient::connect(&uris, SECRET, Some(1), opts()).unwrap();
+    let g = [Grad::Dense { table: "w".into(), offset: 0, values: vec![1.0; 5] }];
+    fast.push(&g).unwrap();
+    assert_eq!(fast.pull_dense("w", 0..5).unwrap(), vec![-1.0; 5], "one step ahead is allowed");
+    fast.push(&g).unwrap();
+    let go = Arc::new(Barrier::new(2));
+    let slow_thread = {
+        let go = go.clone();
+        thread::spawn(move || {
+            go.wait();
+            thread::sleep(Duration::from_millis(300));
+            slow.push(&[Grad::Dense { table: "w".into(), offset: 0, values: vec![10.0; 5] }]).unwrap();
+        })
+    };
+    go.wait();
+    let started = Instant::now();
+    let w = fast.pull_dense("w", 0..5).unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(250), "the pull waited for the slow trainer");
+    assert_eq!(w, vec![-12.0; 5], "and saw its push");
+    slow_thread.join().unwrap();
+}
+
+/// A raw, authenticated connection to `uri`.
+fn raw(uri: &str) -> TcpStream {
+    let mut s = TcpStream::connect(uri).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&warren::wire::preamble()).unwrap();
+    let mut challenge = [0u8; 8 + PROOF_LEN];
+    s.read_exact(&mut challenge).unwrap();
+    s.write_all(&prove(SECRET.as_bytes(), Purpose::ParamServer, &challenge[8..])).unwrap();
+    let mut ok = [0u8];
+    s.read_exact(&mut ok).unwrap();
+    assert_eq!(ok[0], 1);
+    s
+}
+
+fn ask(s: &mut TcpStream, req: &Request) -> Reply {
+    s.write_all(&warren::wire::encode_frame(req)).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    serde_json::from_slice(&body).unwrap()
+}
+
+fn error_text(r: Reply) -> String {
+    match r {
+        Reply::Error { message, .. } => message,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_input_is_an_error_to_that_client_and_the_servers_keep_serving() {
+    let (_servers, uris) = servers(2);
+    let mut good = PsClient::connect(&uris, SECRET, Some(0), opts()).unwrap();
+    good.define(&job(1, Mode::Async)).unwrap();
+    let on_1: u64 = (0..).find(|&k| sparse_server(k, 2) == 1).unwrap();
+
+    // The client refuses what it can check before sending anything.
+    let e = good.pull_sparse("nope", &[1]).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("nope")), "{e}");
+    let e = good.pull_dense("w", 3..9).unwrap_err();
+    assert!(e.to_string().contains("outside table \"w\" of 5"), "{e}");
+    let e = good.push(&[Grad::Sparse { table: "emb".into(), keys: vec![1], values: vec![1.0; 2] }]).unwrap_err();
+    assert!(e.to_string().contains("2 floats for 1 keys of width 3"), "{e}");
+    assert_eq!(good.step(), 0, "nothing was pushed");
+
+    // The server refuses what a client sends it anyway, naming what is wrong.
+    let mut s = raw(&uris[0]);
+    assert!(matches!(ask(&mut s, &Request::Hello { trainer: Some(0) }), Reply::Hello { index: 0, .. }));
+    let m = error_text(ask(&mut s, &Request::PullSparse { table: "emb".into(), keys: vec![on_1] }));
+    assert!(m.contains(&format!("key {on_1}")) && m.contains("belongs to server 1"), "{m}");
+    let m = error_text(ask(&mut s, &Request::PullDense { table: "w".into(), start: 0, end: 5 }));
+    assert!(m.contains("not on server 0"), "{m}");
+    let m = error_text(ask(&mut s, &Request::PullDense { table: "missing".into(), start: 0, end: 1 }));
+    assert!(m.contains("no table named \"missing\""), "{m}");
+    let wrong_width = Grad::Sparse { table: "emb".into(), keys: vec![0], values: vec![1.0; 4] };
+    let m = error_text(ask(&mut s, &Request::Push { step: 0, grads: vec![wrong_width] }));
+    assert!(m.contains("4 floats for 1 keys of width 3"), "{m}");
+    let m = error_text(ask(&mut s, &Request::Push { step: 3, grads: vec![] }));
+    assert!(m.contains("next step here is 0"), "{m}");
+    // The connection still works after those.
+    assert!(matches!(ask(&mut s, &Request::Status), Reply::Status { .. }));
+
+    // A garbage frame: an error reply, then that connection is closed.
+    let mut g = raw(&uris[1]);
+    g.write_all(&[9, 0, 0, 0]).unwrap();
+    g.write_all(b"not json!").unwrap();
+    let mut buf = Vec::new();
+    let _ = g.read_to_end(&mut buf);
+    assert!(String::from_utf8_lossy(&buf).contains("malformed"), "{buf:?}");
+
+    // A wrong secret is refused, naming the server.
+    let e = PsClient::connect(&uris, "wrong", Some(0), opts()).unwrap_err();
+    assert!(matches!(&e, Error::Auth(m) if m.contains("ps server 0")), "{e}");
+    // Servers given in the wrong order are noticed.
+    let swapped = vec![uris[1].clone(), uris[0].clone()];
+    let e = PsClient::connect(&swapped, SECRET, None, opts()).unwrap_err();
+    assert!(e.to_string().contains("says it is server 1 of 2"), "{e}");
+
+    // The good client was served throughout.
+    good.push(&[Grad::Dense { table: "w".into(), offset: 0, values: vec![2.0; 5] }]).unwrap();
+    assert_eq!(good.pull_dense("w", 0..5).unwrap(), vec![-2.0; 5]);
+}
+
+#[test]
+fn a_pull_that_waits_too_long_fails_naming_the_slow_trainers() {
+    let mut cfg = PsConfig::new(SECRET, 0, 1);
+    cfg.pull_timeout = Duration::from_millis(300);
+    let server = PsServer::start(cfg).unwrap();
+    let uris = vec![server.uri().to_string()];
+    let mut c = PsClient::connect(&uris, SECRET, Some(0), opts()).unwrap();
+    c.define(&job(3, Mode::Sync)).unwrap();
+    c.push(&[]).unwrap();
+    let e = c.pull_dense("w", 0..1).unwrap_err();
+    assert!(matches!(&e, Error::Timeout { what, .. } if what.contains("trainers [1, 2]")), "{e}");
+}
