@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use warren::Error;
-use warren::ps::{PsClient, PsClientOptions, PsConfig, PsServer};
+use warren::ps::{CheckpointPolicy, PsClient, PsClientOptions, PsConfig, PsServer};
 
 /// The environment variable that gives trainers the servers' addresses, comma-separated in
 /// server order.
@@ -35,6 +35,17 @@ pub struct PsArgs {
     /// Seconds a trainer's pull may wait for slower trainers before it fails naming them.
     #[arg(long, default_value_t = 300.0)]
     pull_timeout_s: f64,
+    /// Checkpoint each server's shard (parameters, optimizer state, trainers' clocks) into
+    /// DIR/server-<index>, atomically; a server started on a directory holding its checkpoint
+    /// goes on from there, and trainers of a sync job push it again what it lost.
+    #[arg(long)]
+    checkpoint_dir: Option<std::path::PathBuf>,
+    /// Steps between checkpoints (with --checkpoint-dir; 0: by time only).
+    #[arg(long, default_value_t = 10)]
+    checkpoint_every_steps: u64,
+    /// Seconds between checkpoints (with --checkpoint-dir; 0: by steps only).
+    #[arg(long, default_value_t = 60.0)]
+    checkpoint_every_s: f64,
 }
 
 /// Subcommands of `warren ps`.
@@ -64,6 +75,7 @@ pub fn start_servers(
     host: &str,
     port: u16,
     pull_timeout: Duration,
+    checkpoint: Option<CheckpointPolicy>,
 ) -> warren::Result<Vec<PsServer>> {
     indices
         .enumerate()
@@ -72,6 +84,7 @@ pub fn start_servers(
             cfg.host = host.to_string();
             cfg.port = if port == 0 { 0 } else { port + n as u16 };
             cfg.pull_timeout = pull_timeout;
+            cfg.checkpoint = checkpoint.clone();
             PsServer::start(cfg)
         })
         .collect()
@@ -103,7 +116,12 @@ pub fn run(a: PsArgs) -> warren::Result<u8> {
         Some(i) => vec![i],
         None => (0..a.servers).collect(),
     };
-    let running = start_servers(&secret, a.servers, indices.into_iter(), &a.host, a.port, pull_timeout)?;
+    let checkpoint = a.checkpoint_dir.map(|dir| CheckpointPolicy {
+        dir,
+        every_steps: a.checkpoint_every_steps,
+        every: Duration::from_secs_f64(a.checkpoint_every_s.max(0.0)),
+    });
+    let running = start_servers(&secret, a.servers, indices.into_iter(), &a.host, a.port, pull_timeout, checkpoint)?;
     let uris: Vec<&str> = running.iter().map(|s| s.uri()).collect();
     match a.index {
         Some(i) => println!("WARREN_PS_URI_{i}={}", uris[0]),

@@ -183,6 +183,9 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec) -> warren::Result<u8> {
     }
     c.leave()?;
     println!("TRAINER {} done: {} steps, last loss {loss:.4}", a.trainer, a.steps);
+    if job.mode != Mode::Sync {
+        println!("PS_LOST_UPDATES trainer {}: {}", a.trainer, c.lost_updates());
+    }
     if a.trainer == 0 {
         wait_all_done(&mut c, a.steps)?;
         let all: Vec<u64> = (0..a.buckets).collect();

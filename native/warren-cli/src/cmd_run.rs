@@ -49,7 +49,8 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
     // The tracker, the parameter servers and the workers share one secret.
     let secret = super::launcher::job_secret(false)?;
     let ps = if a.ps_servers > 0 {
-        let servers = start_servers(&secret, a.ps_servers, 0..a.ps_servers, "127.0.0.1", 0, Duration::from_secs(300))?;
+        let servers =
+            start_servers(&secret, a.ps_servers, 0..a.ps_servers, "127.0.0.1", 0, Duration::from_secs(300), None)?;
         let uris: Vec<&str> = servers.iter().map(|s| s.uri()).collect();
         env.push((PS_URIS.to_string(), uris.join(",")));
         servers

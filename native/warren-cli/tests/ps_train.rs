@@ -4,39 +4,16 @@
 //! random sleeps, and equals the same training done serially in one process. Every test has
 //! a hard time limit.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
-const WARREN: &str = env!("CARGO_BIN_EXE_warren");
+mod support;
+
+use support::ps::{Server, WARREN, model_hash, run_limited};
+
 const SECRET: &str = "ps-train-test-secret";
 /// A small job: 4 trainers x 15 steps of 64 examples over 4,096 keys.
 const JOB: [&str; 8] = ["--steps", "15", "--batch", "64", "--buckets", "4096", "--optimizer", "adagrad:0.5"];
-
-/// Runs a command to completion, killing it if it outlives `limit`.
-fn run_limited(cmd: &mut Command, limit: Duration) -> Output {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    let started = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("hung past {limit:?}; stderr:\n{}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn model_hash(out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
-    let hashes: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("MODEL_HASH ")).collect();
-    assert_eq!(hashes.len(), 1, "one MODEL_HASH line (trainer 0's): {stdout}");
-    hashes[0].to_string()
-}
 
 fn train_args(mode: &str, sleep_ms: u64) -> Vec<String> {
     let mut v: Vec<String> = ["example", "ps-train", "--mode", mode, "--max-sleep-ms", &sleep_ms.to_string()]
@@ -61,46 +38,6 @@ fn serial() -> String {
     model_hash(&run_limited(&mut cmd, Duration::from_secs(120)))
 }
 
-/// A stand-alone `warren ps --servers 2 --index i` process and its address.
-struct Server {
-    child: Child,
-    uri: String,
-}
-
-impl Server {
-    fn start(index: usize) -> Server {
-        let mut child = Command::new(WARREN)
-            .args(["ps", "--servers", "2", "--index", &index.to_string()])
-            .env("WARREN_JOB_SECRET", SECRET)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn warren ps");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let prefix = format!("WARREN_PS_URI_{index}=");
-        let uri = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("warren ps printed its address")
-            .strip_prefix(&prefix)
-            .expect("the address line")
-            .to_string();
-        Server { child, uri }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn sync_training_gives_the_serial_model_on_every_run_whatever_the_timings() {
     let want = serial();
@@ -108,7 +45,7 @@ fn sync_training_gives_the_serial_model_on_every_run_whatever_the_timings() {
         assert_eq!(model_hash(&under_run("sync", sleep_ms)), want, "under warren run, sleeps up to {sleep_ms} ms");
     }
     // The same against two server processes started by hand.
-    let servers = [Server::start(0), Server::start(1)];
+    let servers = [Server::start(0, 2, SECRET, &[]), Server::start(1, 2, SECRET, &[])];
     let uris = format!("{},{}", servers[0].uri, servers[1].uri);
     let mut cmd = Command::new(WARREN);
     cmd.args(["run", "-n", "4", "--max-restarts", "0", "--rendezvous-timeout", "3600", "--", WARREN])
@@ -141,7 +78,7 @@ fn async_and_ssp_training_finish_with_a_model() {
 
 #[test]
 fn a_trainer_with_a_wrong_secret_is_refused_and_says_so() {
-    let server = Server::start(0);
+    let server = Server::start(0, 2, SECRET, &[]);
     let out = run_limited(
         Command::new(WARREN)
             .args(["example", "ps-train", "--trainers", "1", "--uris", &server.uri])

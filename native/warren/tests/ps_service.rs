@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use warren::Error;
 use warren::ps::proto::{Reply, Request};
 use warren::ps::{
-    Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, TableKind, TableSpec,
-    sparse_server,
+    CheckpointPolicy, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, TableKind,
+    TableSpec, sparse_server,
 };
 use warren::wire::auth::{PROOF_LEN, Purpose, prove};
 
@@ -224,4 +224,87 @@ fn a_pull_that_waits_too_long_fails_naming_the_slow_trainers() {
     c.push(&[]).unwrap();
     let e = c.pull_dense("w", 0..1).unwrap_err();
     assert!(matches!(&e, Error::Timeout { what, .. } if what.contains("trainers [1, 2]")), "{e}");
+}
+
+fn dense(v: f32) -> Vec<Grad> {
+    vec![Grad::Dense { table: "w".into(), offset: 0, values: vec![v; 5] }]
+}
+
+/// A fresh checkpoint directory (tagged `tag`) and a function starting server 0 of 1 on a
+/// port (0: any) that checkpoints there every `every_steps` steps.
+fn checkpointed(tag: &str, every_steps: u64) -> (std::path::PathBuf, impl Fn(u16) -> PsServer) {
+    let dir = std::env::temp_dir().join(format!("warren-ps-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let policy = CheckpointPolicy { dir: dir.clone(), every_steps, every: Duration::ZERO };
+    let start = move |port: u16| {
+        let mut cfg = PsConfig::new(SECRET, 0, 1);
+        cfg.port = port;
+        cfg.checkpoint = Some(policy.clone());
+        PsServer::start(cfg).unwrap()
+    };
+    (dir, start)
+}
+
+fn port_of(server: &PsServer) -> u16 {
+    server.uri().rsplit(':').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_restarted_server_loads_its_checkpoint_and_sync_trainers_push_again_what_it_lost() {
+    let (dir, start) = checkpointed("restart", 2);
+    let server = start(0);
+    let port = port_of(&server);
+    let uris = vec![server.uri().to_string()];
+    let mut a = PsClient::connect(&uris, SECRET, Some(0), opts()).unwrap();
+    a.define(&job(2, Mode::Sync)).unwrap();
+    let mut b = PsClient::connect(&uris, SECRET, Some(1), opts()).unwrap();
+    for _ in 0..5 {
+        a.push(&dense(1.0)).unwrap();
+        b.push(&dense(2.0)).unwrap();
+    }
+    server.stop();
+    // Every step, the two pushes sum to 3 and SGD (lr 1) subtracts it: nothing may be lost
+    // or applied twice across the restart.
+    let server = start(port);
+    let restored = server.status();
+    assert!(restored.applied >= 2 && restored.applied <= 5, "a checkpoint was restored: {restored:?}");
+    let trainers: Vec<_> = [(a, 1.0f32), (b, 2.0)]
+        .into_iter()
+        .map(|(mut c, g)| {
+            thread::spawn(move || {
+                assert_eq!(c.pull_dense("w", 0..5).unwrap(), vec![-15.0; 5]);
+                c.push(&dense(g)).unwrap();
+                assert_eq!(c.pull_dense("w", 0..5).unwrap(), vec![-18.0; 5]);
+                c.leave().unwrap();
+            })
+        })
+        .collect();
+    for t in trainers {
+        t.join().unwrap();
+    }
+    assert_eq!(server.status().clocks, vec![6, 6]);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_async_trainer_resumes_past_a_restart_and_counts_what_was_lost() {
+    let (dir, start) = checkpointed("lost", 3);
+    let server = start(0);
+    let port = port_of(&server);
+    let mut a = PsClient::connect(&[server.uri().to_string()], SECRET, Some(0), opts()).unwrap();
+    a.define(&job(1, Mode::Async)).unwrap();
+    for _ in 0..4 {
+        a.push(&dense(1.0)).unwrap();
+    }
+    server.stop();
+    let server = start(port);
+    // The checkpoint at step 3 holds three updates; the fourth is lost and counted.
+    assert_eq!(a.pull_dense("w", 0..5).unwrap(), vec![-3.0; 5]);
+    a.push(&dense(1.0)).unwrap();
+    assert_eq!(a.lost_updates(), 1);
+    assert_eq!(server.status().lost, 1);
+    assert_eq!(a.pull_dense("w", 0..5).unwrap(), vec![-4.0; 5]);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }

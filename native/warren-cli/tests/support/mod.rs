@@ -2,4 +2,5 @@
 #![allow(dead_code)]
 
 pub mod crash;
+pub mod ps;
 pub mod training;

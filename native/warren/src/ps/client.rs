@@ -2,16 +2,21 @@
 //! pulls and pushes are split per server and *pipelined*: the request to every server is
 //! sent before any reply is awaited, so a call costs one round trip to the slowest server,
 //! not `S`. Every wait has the call's deadline.
+//!
+//! A server that fails (its connection breaks) pauses the call: the client waits for it to
+//! come back (restarted with the same index), then resynchronizes (see `link.rs`) and goes on;
+//! in sync mode nothing is lost, because the trainer keeps its pushes until the server's
+//! checkpoints hold them and pushes them again.
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use super::proto::{JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, reply_error};
+use super::consistency::Mode;
+use super::link::{Link, Session};
+use super::proto::{JobSpec, Reply, Request, ServerStatus, reply_error};
 use super::shard::Grad;
 use super::table::{TableKind, TableSpec, dense_range, sparse_server};
 use crate::error::{Error, Result};
-use crate::wire::auth::Purpose;
-use crate::wire::{self, Backoff, Connection, HandshakeFailure};
 
 /// Deadlines of a [`PsClient`].
 #[derive(Clone, Debug)]
@@ -32,9 +37,11 @@ impl Default for PsClientOptions {
 /// A trainer's (or an observer's) connections to the parameter servers of one job.
 #[derive(Debug)]
 pub struct PsClient {
-    conns: Vec<Connection>,
-    names: Vec<String>,
+    links: Vec<Link>,
+    secret: Vec<u8>,
     trainer: Option<u32>,
+    /// Updates lost in server restarts (async, SSP).
+    lost: u64,
     job: Option<JobSpec>,
     step: u64,
     opts: PsClientOptions,
@@ -57,14 +64,10 @@ impl PsClient {
             return Err(Error::Config("no parameter server addresses given".into()));
         }
         let deadline = Instant::now() + opts.connect_timeout;
-        let mut conns = Vec::with_capacity(uris.len());
-        let mut names = Vec::with_capacity(uris.len());
-        for (i, uri) in uris.iter().enumerate() {
-            let who = format!("ps server {i} ({uri})");
-            conns.push(open(uri, secret.as_ref(), &who, deadline)?);
-            names.push(who);
-        }
-        let mut c = PsClient { conns, names, trainer, job: None, step: 0, opts, broken: None };
+        let secret = secret.as_ref().to_vec();
+        let links =
+            uris.iter().enumerate().map(|(i, uri)| Link::open(i, uri, &secret, deadline)).collect::<Result<_>>()?;
+        let mut c = PsClient { links, secret, trainer, lost: 0, job: None, step: 0, opts, broken: None };
         let replies = c.call_by(deadline, (0..uris.len()).map(|_| Some(Request::Hello { trainer })).collect())?;
         let mut clocks = Vec::new();
         for (i, r) in replies.into_iter().enumerate() {
@@ -72,7 +75,7 @@ impl PsClient {
             if index != i || servers != uris.len() {
                 return Err(Error::Config(format!(
                     "{} says it is server {index} of {servers}, but it was given as server {i} of {}",
-                    c.names[i],
+                    c.links[i].who,
                     uris.len()
                 )));
             }
@@ -92,7 +95,12 @@ impl PsClient {
 
     /// Number of servers.
     pub fn servers(&self) -> usize {
-        self.conns.len()
+        self.links.len()
+    }
+
+    /// Updates of this trainer lost in server restarts (async and SSP; sync loses none).
+    pub fn lost_updates(&self) -> u64 {
+        self.lost
     }
 
     /// The trainer's next step (pushes so far; more than 0 for a trainer resuming a job).
@@ -196,7 +204,18 @@ impl PsClient {
         }
         let per = self.split(grads)?;
         let step = self.step;
-        self.expect_done(per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect())?;
+        if self.job.as_ref().is_some_and(|j| j.mode == Mode::Sync) {
+            for (link, grads) in self.links.iter_mut().zip(&per) {
+                link.keep(step, grads.clone());
+            }
+        }
+        let replies = self.call(per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect())?;
+        for (s, r) in replies.into_iter().enumerate() {
+            match r {
+                Some(Reply::Pushed { durable }) => self.links[s].pushed(durable),
+                _ => return Err(self.unexpected(s)),
+            }
+        }
         self.step += 1;
         Ok(())
     }
@@ -280,7 +299,7 @@ impl PsClient {
     }
 
     fn unexpected(&self, s: usize) -> Error {
-        Error::Protocol(format!("{} sent an unexpected reply", self.names[s]))
+        Error::Protocol(format!("{} sent an unexpected reply", self.links[s].who))
     }
 
     /// One pipelined round within the call timeout; error replies become errors.
@@ -293,7 +312,7 @@ impl PsClient {
         let replies = self.round(deadline, reqs)?;
         for (s, r) in replies.iter().enumerate() {
             if let Some(Reply::Error { kind, message }) = r {
-                return Err(reply_error(*kind, message.clone(), &self.names[s]));
+                return Err(reply_error(*kind, message.clone(), &self.links[s].who));
             }
         }
         Ok(replies)
@@ -313,41 +332,88 @@ impl PsClient {
     }
 
     fn exchange(&mut self, deadline: Instant, reqs: Vec<Option<Request>>) -> Result<Vec<Option<Reply>>> {
-        let sent: Vec<bool> = reqs.iter().map(Option::is_some).collect();
-        for (conn, req) in self.conns.iter_mut().zip(&reqs) {
+        let n = self.links.len();
+        let mut replies: Vec<Option<Reply>> = vec![None; n];
+        let mut waiting: Vec<bool> = reqs.iter().map(Option::is_some).collect();
+        for (s, req) in reqs.iter().enumerate() {
             if let Some(req) = req {
-                conn.send(req, deadline)?;
+                if let Err(e) = self.links[s].send(req, deadline) {
+                    let why = link_failure(e)?;
+                    replies[s] = self.recover(s, Some(req), why, deadline)?;
+                    waiting[s] = replies[s].is_none();
+                }
             }
         }
-        let mut replies = Vec::with_capacity(reqs.len());
-        for (s, conn) in self.conns.iter_mut().enumerate() {
-            if !sent[s] {
-                replies.push(None);
-                continue;
+        // Every link is watched, idle ones too: a server that dies is noticed (and pushed
+        // to again once back) even while this trainer waits for another server.
+        loop {
+            for s in 0..n {
+                match self.links[s].poll_reply() {
+                    Ok(Some(r)) if waiting[s] => {
+                        replies[s] = Some(r);
+                        waiting[s] = false;
+                    }
+                    Ok(Some(_)) => return Err(self.unexpected(s)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        let why = link_failure(e)?;
+                        let req = reqs[s].as_ref().filter(|_| waiting[s]);
+                        if let Some(r) = self.recover(s, req, why, deadline)? {
+                            replies[s] = Some(r);
+                            waiting[s] = false;
+                        }
+                    }
+                }
             }
-            match conn.recv::<Reply>(deadline)? {
-                Some(r) => replies.push(Some(r)),
-                None => return Err(Error::Protocol(format!("{} closed the connection", self.names[s]))),
+            if !waiting.iter().any(|w| *w) {
+                return Ok(replies);
+            }
+            self.wait_readable(deadline, &waiting)?;
+        }
+    }
+
+    /// Recovers link `s` (see [`Link::recover`]).
+    fn recover(&mut self, s: usize, req: Option<&Request>, why: Error, deadline: Instant) -> Result<Option<Reply>> {
+        let session = Session { trainer: self.trainer, job: self.job.as_ref(), step: self.step };
+        self.links[s].recover(&self.secret, &session, req, why, deadline, &mut self.lost)
+    }
+
+    /// Waits until a link has something to read, or fails at `deadline` naming the servers
+    /// whose replies were awaited.
+    fn wait_readable(&self, deadline: Instant, waiting: &[bool]) -> Result<()> {
+        let mut fds: Vec<libc::pollfd> = self
+            .links
+            .iter()
+            .filter_map(Link::fd)
+            .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
+            .collect();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let who: Vec<&str> =
+                    self.links.iter().zip(waiting).filter(|(_, w)| **w).map(|(l, _)| l.who.as_str()).collect();
+                return Err(Error::Timeout { what: format!("replies from {}", who.join(", ")), after: left });
+            }
+            let ms = left.as_millis().min(1000) as libc::c_int;
+            // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs for the call.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+            if ready > 0 {
+                return Ok(());
+            }
+            if ready < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(Error::io("waiting for the parameter servers", e));
+                }
             }
         }
-        Ok(replies)
     }
 }
 
-/// Connects to one server, retrying while it is not listening yet, and authenticates.
-fn open(uri: &str, secret: &[u8], who: &str, deadline: Instant) -> Result<Connection> {
-    let addr = wire::resolve(uri, "parameter server")?;
-    let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_millis(500) };
-    loop {
-        let stream = wire::connect_by(addr, deadline, who, backoff, &mut |_| Ok(true))?;
-        match Connection::handshake(stream, secret, Purpose::ParamServer, deadline, who) {
-            Ok(mut c) => {
-                c.set_max_frame(MAX_PS_FRAME);
-                return Ok(c);
-            }
-            Err(HandshakeFailure::Refused(e)) => return Err(e),
-            Err(HandshakeFailure::Broken(e)) if Instant::now() >= deadline => return Err(e),
-            Err(HandshakeFailure::Broken(_)) => std::thread::sleep(backoff.first),
-        }
+/// `Ok(e)` if `e` means the link failed (the server may come back); the error otherwise.
+fn link_failure(e: Error) -> Result<Error> {
+    match e {
+        Error::Io { .. } => Ok(e),
+        other => Err(other),
     }
 }

@@ -142,6 +142,22 @@ impl<G> Clocks<G> {
         Ok(self.release())
     }
 
+    /// Async and SSP: moves `trainer`'s clock forward to `step` after this server restarted
+    /// from a checkpoint older than the trainer's pushes; returns how many of its pushes were
+    /// lost (the steps skipped). Sync trainers push the lost steps again instead.
+    pub fn resume(&mut self, trainer: u32, step: u64) -> Result<u64> {
+        let t = self.check(trainer)?;
+        if self.mode == Mode::Sync {
+            return Err(Error::InvalidArgument(format!(
+                "trainer {trainer}: a sync job cannot skip steps; push steps {}..{step} again",
+                self.clock[t]
+            )));
+        }
+        let lost = step.saturating_sub(self.clock[t]);
+        self.clock[t] = self.clock[t].max(step);
+        Ok(lost)
+    }
+
     /// `trainer` leaves the job: it holds nobody back any more. Returns the batches released.
     pub fn leave(&mut self, trainer: u32) -> Result<Vec<Batch<G>>> {
         let t = self.check(trainer)?;
@@ -215,6 +231,18 @@ mod tests {
         assert_eq!(c.leave(2).unwrap(), Vec::<Batch<&str>>::new(), "trainer 1 has not pushed step 1");
         assert_eq!(c.push(1, 1, "b1").unwrap(), vec![vec![(0, 1, "a1"), (1, 1, "b1")]]);
         assert!(c.pull_ready(0));
+    }
+
+    #[test]
+    fn async_trainers_resume_past_lost_steps_and_sync_ones_cannot() {
+        let mut c = Clocks::new(Mode::Ssp { staleness: 1 }, 2);
+        c.push(0, 0, ()).unwrap();
+        assert_eq!(c.resume(0, 4).unwrap(), 3, "steps 1, 2, 3 were lost");
+        assert_eq!(c.clock(0), 4);
+        assert_eq!(c.resume(0, 2).unwrap(), 0, "never backwards");
+        assert!(!c.pull_ready(0), "trainer 1 is now 4 steps behind");
+        let mut s = Clocks::<()>::new(Mode::Sync, 1);
+        assert!(s.resume(0, 3).unwrap_err().to_string().contains("push steps 0..3 again"));
     }
 
     #[test]

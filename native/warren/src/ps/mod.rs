@@ -12,22 +12,28 @@
 //! - `consistency.rs`: [`Clocks`], the state machine deciding when pushes are applied and
 //!   pulls answered ([`Mode`]: sync, async, SSP(k)), with property tests.
 //! - [`proto`]: the messages.
+//! - `checkpoint.rs`: [`Checkpoint`]s of a shard in a generic [`FileStore`](crate::store::FileStore)
+//!   (atomic snapshots), and the [`CheckpointPolicy`] (every `K` steps or `T` seconds).
 //!
 //! I/O:
 //! - [`PsServer`] (in `service.rs`): one server as a tokio service (threads of a host
 //!   process, or a process of its own: `warren ps`).
 //! - [`PsClient`] (in `client.rs`): the trainer's blocking client, one connection per server,
-//!   requests split per server and pipelined.
+//!   requests split per server and pipelined; `link.rs`: its link to one server, which pauses
+//!   a call while the server is down and resynchronizes with it once it is back.
 
+mod checkpoint;
 mod client;
 mod consistency;
 mod floats;
+mod link;
 mod optim;
 pub mod proto;
 mod service;
 mod shard;
 mod table;
 
+pub use checkpoint::{Checkpoint, CheckpointCodec, CheckpointPolicy};
 pub use client::{PsClient, PsClientOptions};
 pub use consistency::{Batch, Clocks, Mode};
 pub use optim::Optimizer;

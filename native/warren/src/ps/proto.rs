@@ -69,6 +69,12 @@ pub enum Request {
         /// The gradients.
         grads: Vec<Grad>,
     },
+    /// Async and SSP, after this server restarted from an older checkpoint: the trainer
+    /// goes on at `step`; the steps in between are counted as lost.
+    Resume {
+        /// The trainer's next step.
+        step: u64,
+    },
     /// The trainer leaves the job: it holds nobody back any more.
     Leave,
     /// Asks for the server's state.
@@ -90,8 +96,11 @@ pub struct ServerStatus {
     pub applied: u64,
     /// Sparse rows held.
     pub rows: usize,
-    /// Pushes taken since the server started.
+    /// Pushes taken since the job started (restored with a checkpoint).
     pub pushes: u64,
+    /// Trainers' pushes lost in this server's restarts (async, SSP).
+    #[serde(default)]
+    pub lost: u64,
 }
 
 /// A server's answer to one [`Request`].
@@ -111,6 +120,18 @@ pub enum Reply {
     },
     /// The request was carried out.
     Done,
+    /// Answer to [`Request::Push`]: taken.
+    Pushed {
+        /// The trainer's clock in this server's last checkpoint: the trainer must keep its
+        /// pushes from this step on, to push them again should the server restart from that
+        /// checkpoint. `None`: the server keeps no checkpoints (nothing to keep).
+        durable: Option<u64>,
+    },
+    /// Answer to [`Request::Resume`].
+    Resumed {
+        /// The trainer's pushes lost in the restart.
+        lost: u64,
+    },
     /// Answer to a pull.
     Floats {
         /// The values (rows concatenated in key order for a sparse pull).
@@ -193,6 +214,7 @@ mod tests {
                 step: 7,
                 grads: vec![Grad::Sparse { table: "emb".into(), keys: vec![1], values: vec![0.5; 16] }],
             },
+            Request::Resume { step: 9 },
             Request::Leave,
             Request::Status,
         ];
@@ -203,6 +225,8 @@ mod tests {
         let replies = [
             Reply::Hello { index: 1, servers: 2, job: Some(job), clock: 5 },
             Reply::Floats { values: vec![1.5, -0.0] },
+            Reply::Pushed { durable: Some(3) },
+            Reply::Resumed { lost: 2 },
             error_reply(&Error::InvalidArgument("no table".into())),
         ];
         for r in replies {

@@ -9,17 +9,19 @@
 //! error reply and that connection is closed.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use log::{info, warn};
+use log::{error, info, warn};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use super::consistency::Clocks;
+use super::checkpoint::{self, Checkpoint, CheckpointCodec, CheckpointPolicy};
+use super::consistency::{Clocks, Mode};
 use super::proto::{JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
 use super::shard::{Grad, Shard};
 use crate::error::{Error, Result};
+use crate::store::{FileStore, Store};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, FrameReader};
 
@@ -40,6 +42,9 @@ pub struct PsConfig {
     pub pull_timeout: Duration,
     /// How often a waiting pull logs whom it waits for (default 10 s).
     pub progress_interval: Duration,
+    /// Where and how often to checkpoint the shard (default: never). A server started on a
+    /// directory holding a checkpoint of its index loads it and goes on from there.
+    pub checkpoint: Option<CheckpointPolicy>,
 }
 
 impl PsConfig {
@@ -53,6 +58,7 @@ impl PsConfig {
             servers,
             pull_timeout: Duration::from_secs(300),
             progress_interval: Duration::from_secs(10),
+            checkpoint: None,
         }
     }
 }
@@ -64,17 +70,85 @@ struct Job {
     clocks: Clocks<Vec<Grad>>,
 }
 
+/// A server's checkpointing: its store, policy and progress.
+struct Checkpoints {
+    store: Arc<FileStore<CheckpointCodec>>,
+    policy: CheckpointPolicy,
+    /// Progress (steps) at the last checkpoint started.
+    last_steps: u64,
+    last_at: Instant,
+    /// A checkpoint is being written.
+    writing: bool,
+    /// Each trainer's clock in the last checkpoint written.
+    durable: Vec<u64>,
+}
+
 /// What a server holds; every request is carried out under its lock, briefly.
 pub(crate) struct State {
     index: usize,
     servers: usize,
     job: Option<Job>,
     pushes: u64,
+    /// Trainers' pushes lost in restarts (async, SSP), as reported by their `Resume`s.
+    lost: u64,
+    checkpoints: Option<Checkpoints>,
 }
 
 impl State {
     pub(crate) fn new(index: usize, servers: usize) -> State {
-        State { index, servers, job: None, pushes: 0 }
+        State { index, servers, job: None, pushes: 0, lost: 0, checkpoints: None }
+    }
+
+    /// Goes on from `c`.
+    fn restore(&mut self, c: Checkpoint) {
+        self.pushes = c.pushes;
+        self.job = Some(Job { spec: c.job, shard: c.shard, clocks: c.clocks });
+    }
+
+    /// How far the job is, in steps: steps applied (sync), or pushes per trainer.
+    fn progress(&self) -> u64 {
+        match &self.job {
+            Some(j) if j.clocks.mode() == Mode::Sync => j.clocks.applied(),
+            Some(j) => self.pushes / u64::from(j.clocks.trainers().max(1)),
+            None => 0,
+        }
+    }
+
+    /// A checkpoint to write now, if one is due (or `forced`) and none is being written.
+    fn checkpoint_due(&mut self, forced: bool) -> Option<(Checkpoint, Arc<FileStore<CheckpointCodec>>)> {
+        let progress = self.progress();
+        let job = self.job.as_ref()?;
+        let c = self.checkpoints.as_mut()?;
+        if c.writing || !(forced || c.policy.due(progress, c.last_steps, c.last_at.elapsed())) {
+            return None;
+        }
+        c.writing = true;
+        c.last_steps = progress;
+        let snapshot = Checkpoint {
+            index: self.index,
+            servers: self.servers,
+            job: job.spec.clone(),
+            shard: job.shard.clone(),
+            clocks: job.clocks.clone(),
+            pushes: self.pushes,
+        };
+        Some((snapshot, c.store.clone()))
+    }
+
+    /// Records that the checkpoint with trainers' clocks `clocks` was written (or failed).
+    fn checkpoint_written(&mut self, clocks: Option<Vec<u64>>) {
+        if let Some(c) = self.checkpoints.as_mut() {
+            c.writing = false;
+            c.last_at = Instant::now();
+            if let Some(clocks) = clocks {
+                c.durable = clocks;
+            }
+        }
+    }
+
+    /// The trainer's clock in the last checkpoint (`None`: no checkpoints kept).
+    fn durable(&self, trainer: u32) -> Option<u64> {
+        self.checkpoints.as_ref().map(|c| c.durable.get(trainer as usize).copied().unwrap_or(0))
     }
 
     fn job(&mut self) -> Result<&mut Job> {
@@ -137,7 +211,16 @@ impl State {
                     job.shard.apply(b.iter().map(|(_, _, g)| g.as_slice()));
                 }
                 self.pushes += 1;
-                Ok((Reply::Done, true))
+                Ok((Reply::Pushed { durable: self.durable(t) }, true))
+            }
+            Request::Resume { step } => {
+                let t = State::trainer(*trainer, "resuming")?;
+                let lost = self.job()?.clocks.resume(t, step)?;
+                if lost > 0 {
+                    warn!("ps server {}: trainer {t} lost {lost} update(s) in this server's restart", self.index);
+                }
+                self.lost += lost;
+                Ok((Reply::Resumed { lost }, true))
             }
             Request::Leave => {
                 let t = State::trainer(*trainer, "leaving")?;
@@ -199,6 +282,7 @@ impl State {
             applied,
             rows,
             pushes: self.pushes,
+            lost: self.lost,
         }
     }
 }
@@ -256,7 +340,8 @@ impl Shared {
         }
     }
 
-    async fn answer(&self, req: Request, trainer: &mut Option<u32>) -> Reply {
+    async fn answer(self: &Arc<Self>, req: Request, trainer: &mut Option<u32>) -> Reply {
+        let leaving = matches!(req, Request::Leave);
         if matches!(req, Request::PullDense { .. } | Request::PullSparse { .. }) {
             if let Err(e) = self.wait_pull(*trainer).await {
                 return error_reply(&e);
@@ -268,12 +353,80 @@ impl Shared {
                 if moved {
                     self.moved.send_modify(|n| *n += 1);
                 }
+                if leaving {
+                    // A trainer that left never pushes again: its leave must not be undone
+                    // by a restart from an older checkpoint.
+                    if let Err(e) = self.checkpoint_now().await {
+                        return error_reply(&e);
+                    }
+                } else if moved {
+                    let due = self.lock().checkpoint_due(false);
+                    if let Some((snapshot, store)) = due {
+                        let shared = self.clone();
+                        tokio::task::spawn_blocking(move || shared.write_checkpoint(snapshot, &store));
+                    }
+                }
                 reply
             }
             Err(e) => error_reply(&e),
         }
     }
 }
+
+impl Shared {
+    /// Writes `snapshot` (blocking); the trainers learn it is durable from the replies to
+    /// their next pushes.
+    fn write_checkpoint(&self, snapshot: Checkpoint, store: &FileStore<CheckpointCodec>) -> Result<()> {
+        let started = Instant::now();
+        let clocks: Vec<u64> = (0..snapshot.clocks.trainers()).map(|t| snapshot.clocks.clock(t)).collect();
+        let written = store.compact(&snapshot);
+        match &written {
+            Ok(()) => {
+                info!(
+                    "ps server {}: checkpoint at clocks {clocks:?} ({} rows) written in {:.0?}",
+                    self.index,
+                    snapshot.shard.rows(),
+                    started.elapsed()
+                );
+                self.lock().checkpoint_written(Some(clocks));
+            }
+            Err(e) => {
+                error!("ps server {}: writing a checkpoint failed: {e}", self.index);
+                self.lock().checkpoint_written(None);
+            }
+        }
+        written
+    }
+
+    /// Writes a checkpoint of the state now (after the one being written, if any) and waits
+    /// for it; nothing to do without checkpoints.
+    async fn checkpoint_now(self: &Arc<Self>) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + CHECKPOINT_WAIT;
+        loop {
+            let due = {
+                let mut st = self.lock();
+                let writing = match &st.checkpoints {
+                    None => return Ok(()),
+                    Some(c) => c.writing,
+                };
+                if writing { None } else { st.checkpoint_due(true) }
+            };
+            if let Some((snapshot, store)) = due {
+                let shared = self.clone();
+                return tokio::task::spawn_blocking(move || shared.write_checkpoint(snapshot, &store))
+                    .await
+                    .map_err(|e| Error::Protocol(format!("checkpoint writer panicked: {e}")))?;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Timeout { what: "the checkpoint being written".into(), after: CHECKPOINT_WAIT });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Longest wait for a checkpoint being written before a forced one starts.
+const CHECKPOINT_WAIT: Duration = Duration::from_secs(300);
 
 /// A running parameter server. Dropping it stops it.
 pub struct PsServer {
@@ -297,8 +450,26 @@ impl PsServer {
         if cfg.index >= cfg.servers {
             return Err(Error::Config(format!("server index {} is not below --servers {}", cfg.index, cfg.servers)));
         }
+        let mut state = State::new(cfg.index, cfg.servers);
+        if let Some(policy) = cfg.checkpoint.clone() {
+            let store = Arc::new(checkpoint::open(&policy.dir, cfg.index)?);
+            let mut durable = Vec::new();
+            if let Some(c) = checkpoint::load(&store, cfg.index, cfg.servers)? {
+                durable = (0..c.clocks.trainers()).map(|t| c.clocks.clock(t)).collect();
+                info!(
+                    "ps server {}: restored the checkpoint in {}: trainers' clocks {durable:?}, {} rows",
+                    cfg.index,
+                    store.dir().display(),
+                    c.shard.rows()
+                );
+                state.restore(c);
+            }
+            let last_steps = state.progress();
+            state.checkpoints =
+                Some(Checkpoints { store, policy, last_steps, last_at: Instant::now(), writing: false, durable });
+        }
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::new(cfg.index, cfg.servers)),
+            state: Mutex::new(state),
             moved: watch::Sender::new(0),
             pull_timeout: cfg.pull_timeout,
             progress_interval: cfg.progress_interval,
@@ -321,14 +492,21 @@ impl PsServer {
         self.shared.lock().status()
     }
 
-    /// Stops serving; open connections are closed.
+    /// Stops serving; open connections are closed. Outside an async context this waits (at
+    /// most 10 s) for a checkpoint being written.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
         if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
+            if tokio::runtime::Handle::try_current().is_err() {
+                // Let a checkpoint being written finish, so that the directory is released
+                // when this returns (a restarted server may open it next).
+                rt.shutdown_timeout(Duration::from_secs(10));
+            } else {
+                rt.shutdown_background();
+            }
         }
     }
 }

@@ -1,0 +1,106 @@
+//! A server's checkpoints: its whole shard (parameters and optimizer state) with the
+//! trainers' clocks and the pushes it holds back, written atomically as the snapshot of a
+//! generic [`FileStore`] (one directory per server index), and the policy deciding when
+//! (every `K` applied steps or `T` seconds, whichever comes first).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::consistency::Clocks;
+use super::proto::JobSpec;
+use super::shard::{Grad, Shard};
+use crate::error::{Error, Result};
+use crate::store::{Codec, FileStore, Store};
+
+/// Everything a restarted server needs to go on where the checkpoint was taken.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The server's index (checked on load).
+    pub index: usize,
+    /// Number of servers (checked on load).
+    pub servers: usize,
+    /// The job.
+    pub job: JobSpec,
+    /// The shard: parameters and optimizer state.
+    pub shard: Shard,
+    /// The trainers' clocks and the pushes held back (sync).
+    pub clocks: Clocks<Vec<Grad>>,
+    /// Pushes taken since the job started, up to this checkpoint.
+    pub pushes: u64,
+}
+
+/// The store format of a server's checkpoints: no log records, only snapshots.
+pub struct CheckpointCodec;
+
+impl Codec for CheckpointCodec {
+    type Record = ();
+    type Snapshot = Checkpoint;
+    const FORMAT: &'static str = "warren.ps.shard/1";
+    fn seq(_: &()) -> u64 {
+        0
+    }
+    fn snapshot_seq(_: &Checkpoint) -> u64 {
+        0
+    }
+}
+
+/// When to checkpoint: every `every_steps` steps applied (by the slowest trainer's clock in
+/// async and SSP modes), or `every` time, whichever comes first.
+#[derive(Clone, Debug)]
+pub struct CheckpointPolicy {
+    /// Directory holding one sub-directory per server index.
+    pub dir: PathBuf,
+    /// Steps between checkpoints (0: only by time).
+    pub every_steps: u64,
+    /// Time between checkpoints (zero: only by steps).
+    pub every: Duration,
+}
+
+impl CheckpointPolicy {
+    /// Whether a checkpoint is due at `applied` steps, the last one taken at `last_steps`,
+    /// `since` ago.
+    pub fn due(&self, applied: u64, last_steps: u64, since: Duration) -> bool {
+        if applied <= last_steps {
+            return false;
+        }
+        (self.every_steps > 0 && applied - last_steps >= self.every_steps)
+            || (!self.every.is_zero() && since >= self.every)
+    }
+}
+
+/// Server `index`'s checkpoint store under `dir`.
+pub fn open(dir: &Path, index: usize) -> Result<FileStore<CheckpointCodec>> {
+    FileStore::open(dir.join(format!("server-{index}")))
+}
+
+/// The latest checkpoint in `store`, checked against the server's place in the job.
+pub fn load(store: &FileStore<CheckpointCodec>, index: usize, servers: usize) -> Result<Option<Checkpoint>> {
+    let (snapshot, _) = store.load()?;
+    match snapshot {
+        Some(c) if c.index != index || c.servers != servers => Err(Error::Config(format!(
+            "checkpoint in {} is of server {} of {}, not server {index} of {servers}",
+            store.dir().display(),
+            c.index,
+            c.servers
+        ))),
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoints_are_due_by_steps_or_time() {
+        let p = CheckpointPolicy { dir: PathBuf::new(), every_steps: 5, every: Duration::from_secs(10) };
+        assert!(!p.due(4, 0, Duration::ZERO));
+        assert!(p.due(5, 0, Duration::ZERO));
+        assert!(p.due(1, 0, Duration::from_secs(10)));
+        assert!(!p.due(3, 3, Duration::from_secs(99)), "nothing new since the last one");
+        let steps_only = CheckpointPolicy { every: Duration::ZERO, ..p.clone() };
+        assert!(!steps_only.due(4, 0, Duration::from_secs(99)));
+    }
+}

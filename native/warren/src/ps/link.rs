@@ -1,0 +1,267 @@
+//! A trainer's link to one parameter server: the connection, the pushes kept until the
+//! server has them in a checkpoint, and the way back after the server restarts: connect
+//! again (waiting, with progress lines naming the server, until the call's deadline), say
+//! hello, define the job if the server lost it, then push again what the restart lost
+//! (sync) or resume past it, counting the lost updates (async, SSP).
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use log::{info, warn};
+
+use super::consistency::Mode;
+use super::proto::{JobSpec, MAX_PS_FRAME, Reply, Request, reply_error};
+use super::shard::Grad;
+use crate::error::{Error, Result};
+use crate::wire::auth::Purpose;
+use crate::wire::{self, Backoff, Connection, HandshakeFailure};
+
+/// How often a trainer waiting for a server says so.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// What a link needs to know of its trainer to resynchronize with a restarted server.
+pub(crate) struct Session<'a> {
+    /// The trainer (`None`: an observer, nothing to resynchronize).
+    pub trainer: Option<u32>,
+    /// The job, if known.
+    pub job: Option<&'a JobSpec>,
+    /// The trainer's next step.
+    pub step: u64,
+}
+
+/// One server's connection and what the trainer keeps for it.
+#[derive(Debug)]
+pub(crate) struct Link {
+    /// `ps server I (host:port)`, for errors and logs.
+    pub who: String,
+    uri: String,
+    conn: Option<Connection>,
+    /// Pushes `(step, gradients)` not yet in a checkpoint of the server, oldest first.
+    kept: VecDeque<(u64, Vec<Grad>)>,
+}
+
+impl Link {
+    /// Connects to server `index` at `uri` before `deadline`.
+    pub fn open(index: usize, uri: &str, secret: &[u8], deadline: Instant) -> Result<Link> {
+        let who = format!("ps server {index} ({uri})");
+        let conn = connect(uri, secret, &who, deadline)?;
+        Ok(Link { who, uri: uri.to_string(), conn: Some(conn), kept: VecDeque::new() })
+    }
+
+    /// Sends a request; an [`Error::Io`] means the link failed.
+    pub fn send(&mut self, req: &Request, deadline: Instant) -> Result<()> {
+        match self.conn.as_mut() {
+            Some(c) => c.send(req, deadline),
+            None => Err(closed(&self.who)),
+        }
+    }
+
+    /// Receives the reply to the oldest request; a closed connection is an [`Error::Io`].
+    pub fn recv(&mut self, deadline: Instant) -> Result<Reply> {
+        let Some(c) = self.conn.as_mut() else { return Err(closed(&self.who)) };
+        match c.recv::<Reply>(deadline)? {
+            Some(r) => Ok(r),
+            None => {
+                self.conn = None;
+                Err(closed(&self.who))
+            }
+        }
+    }
+
+    /// The socket, to wait for replies on several links at once.
+    pub fn fd(&self) -> Option<RawFd> {
+        self.conn.as_ref().map(|c| c.stream().as_raw_fd())
+    }
+
+    /// Takes what has arrived, without waiting: a whole reply if there is one; an
+    /// [`Error::Io`] if the server closed the connection (it died, even while this link was
+    /// idle).
+    pub fn poll_reply(&mut self) -> Result<Option<Reply>> {
+        let Some(c) = self.conn.as_mut() else { return Err(closed(&self.who)) };
+        if let Some(r) = c.next_buffered::<Reply>()? {
+            return Ok(Some(r));
+        }
+        let open = c.read_available()?;
+        if let Some(r) = c.next_buffered::<Reply>()? {
+            return Ok(Some(r));
+        }
+        if !open {
+            self.conn = None;
+            return Err(closed(&self.who));
+        }
+        Ok(None)
+    }
+
+    /// One request, one reply; an error reply becomes an error.
+    fn ask(&mut self, req: &Request, deadline: Instant) -> Result<Reply> {
+        self.send(req, deadline)?;
+        match self.recv(deadline)? {
+            Reply::Error { kind, message } => Err(reply_error(kind, message, &self.who)),
+            r => Ok(r),
+        }
+    }
+
+    /// Keeps push `step` to push it again after a restart.
+    pub fn keep(&mut self, step: u64, grads: Vec<Grad>) {
+        self.kept.push_back((step, grads));
+    }
+
+    /// The server's answer to a push: drop what its checkpoint holds (everything, if it keeps
+    /// no checkpoints).
+    pub fn pushed(&mut self, durable: Option<u64>) {
+        match durable {
+            Some(d) => {
+                while self.kept.front().is_some_and(|(step, _)| *step < d) {
+                    self.kept.pop_front();
+                }
+            }
+            None => self.kept.clear(),
+        }
+    }
+
+    /// After the link failed with `why`: waits until the server is back (or `deadline`),
+    /// resynchronizes, then sends `req` (the request whose reply was awaited, if any) again:
+    /// its reply is then to be received, unless it is returned here (a push the restarted
+    /// server already holds). Only replies that come at once are awaited here, so a trainer
+    /// never blocks on one server while another waits for it to push again. `lost` counts
+    /// the updates lost in an async or SSP restart.
+    pub fn recover(
+        &mut self,
+        secret: &[u8],
+        session: &Session<'_>,
+        req: Option<&Request>,
+        why: Error,
+        deadline: Instant,
+        lost: &mut u64,
+    ) -> Result<Option<Reply>> {
+        let me = session.trainer.map_or("observer".to_string(), |t| format!("trainer {t}"));
+        warn!("{me}: {} failed ({why}); pausing until it is back", self.who);
+        let started = Instant::now();
+        let mut last = why;
+        loop {
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout {
+                    what: format!("{} to come back (last error: {last})", self.who),
+                    after: started.elapsed(),
+                });
+            }
+            self.conn = None;
+            match self.resync(secret, session, req, deadline, lost) {
+                Ok(reply) => {
+                    info!("{me}: {} is back after {:.1?}", self.who, started.elapsed());
+                    return Ok(reply);
+                }
+                Err(e @ Error::Io { .. }) => last = e,
+                Err(e) => return Err(e),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn resync(
+        &mut self,
+        secret: &[u8],
+        session: &Session<'_>,
+        req: Option<&Request>,
+        deadline: Instant,
+        lost: &mut u64,
+    ) -> Result<Option<Reply>> {
+        self.conn = Some(connect(&self.uri, secret, &self.who, deadline)?);
+        let clock = match self.ask(&Request::Hello { trainer: session.trainer }, deadline)? {
+            Reply::Hello { job: None, .. } if session.job.is_some() => {
+                let job = session.job.expect("checked").clone();
+                self.ask(&Request::Define { job }, deadline)?;
+                0
+            }
+            Reply::Hello { clock, .. } => clock,
+            _ => return Err(Error::Protocol(format!("{} answered a hello with something else", self.who))),
+        };
+        let mode = session.job.map(|j| j.mode);
+        if let (Some(t), Some(mode)) = (session.trainer, mode) {
+            let upto = match req {
+                Some(Request::Push { step, .. }) => *step,
+                _ => session.step,
+            };
+            if let Some(Request::Push { step, .. }) = req {
+                if *step < clock {
+                    // The server's checkpoint already holds this push.
+                    return Ok(Some(Reply::Pushed { durable: None }));
+                }
+            }
+            if mode == Mode::Sync {
+                self.push_again(t, clock, upto, deadline)?;
+            } else if clock < upto {
+                if let Reply::Resumed { lost: n } = self.ask(&Request::Resume { step: upto }, deadline)? {
+                    warn!("trainer {t}: {} restarted from a checkpoint: {n} update(s) of this trainer lost", self.who);
+                    *lost += n;
+                }
+            }
+        }
+        if let Some(req) = req {
+            self.send(req, deadline)?;
+        }
+        Ok(None)
+    }
+
+    /// Sync: pushes steps `clock..upto` again from what was kept.
+    fn push_again(&mut self, t: u32, clock: u64, upto: u64, deadline: Instant) -> Result<()> {
+        if clock >= upto {
+            return Ok(());
+        }
+        let first = self.kept.front().map_or(upto, |(s, _)| *s);
+        if first > clock {
+            return Err(Error::InvalidArgument(format!(
+                "{} restarted at trainer {t}'s step {clock}, but the trainer kept its pushes only from step \
+                 {first}: the server lost pushes it had acknowledged as checkpointed (was its checkpoint \
+                 directory changed?)",
+                self.who
+            )));
+        }
+        let again: Vec<(u64, Vec<Grad>)> =
+            self.kept.iter().filter(|(s, _)| (clock..upto).contains(s)).cloned().collect();
+        info!("trainer {t}: pushing steps {clock}..{upto} to {} again", self.who);
+        for (step, grads) in again {
+            match self.ask(&Request::Push { step, grads }, deadline)? {
+                Reply::Pushed { durable } => self.pushed(durable),
+                _ => return Err(Error::Protocol(format!("{} answered a push with something else", self.who))),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn closed(who: &str) -> Error {
+    Error::io(format!("{who} closed the connection"), io::Error::from(io::ErrorKind::UnexpectedEof))
+}
+
+/// Connects and authenticates, waiting (with a progress line every few seconds) while the
+/// server is not listening; a wrong secret fails at once.
+fn connect(uri: &str, secret: &[u8], who: &str, deadline: Instant) -> Result<Connection> {
+    let addr = wire::resolve(uri, "parameter server")?;
+    let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_millis(200) };
+    let mut next_progress = Instant::now() + PROGRESS_EVERY;
+    loop {
+        let stream = wire::connect_by(addr, deadline, who, backoff, &mut |e| {
+            if Instant::now() >= next_progress {
+                warn!("waiting for {who}: {e}");
+                next_progress = Instant::now() + PROGRESS_EVERY;
+            }
+            Ok(true)
+        })
+        .map_err(|e| match e {
+            Error::Timeout { what, after } => Error::Timeout { what: format!("{what} (is it running?)"), after },
+            other => other,
+        })?;
+        match Connection::handshake(stream, secret, Purpose::ParamServer, deadline, who) {
+            Ok(mut c) => {
+                c.set_max_frame(MAX_PS_FRAME);
+                return Ok(c);
+            }
+            Err(HandshakeFailure::Refused(e)) => return Err(e),
+            Err(HandshakeFailure::Broken(e)) if Instant::now() >= deadline => return Err(e),
+            Err(HandshakeFailure::Broken(_)) => std::thread::sleep(backoff.first),
+        }
+    }
+}
