@@ -212,7 +212,7 @@ impl PsClient {
         let replies = self.call(per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect())?;
         for (s, r) in replies.into_iter().enumerate() {
             match r {
-                Some(Reply::Pushed { durable }) => self.links[s].pushed(durable),
+                Some(Reply::Pushed { durable }) => self.links[s].pushed(step, durable),
                 _ => return Err(self.unexpected(s)),
             }
         }

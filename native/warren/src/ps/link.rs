@@ -40,6 +40,8 @@ pub(crate) struct Link {
     conn: Option<Connection>,
     /// Pushes `(step, gradients)` not yet in a checkpoint of the server, oldest first.
     kept: VecDeque<(u64, Vec<Grad>)>,
+    /// The step after the last push the server acknowledged.
+    acked: u64,
 }
 
 impl Link {
@@ -47,7 +49,7 @@ impl Link {
     pub fn open(index: usize, uri: &str, secret: &[u8], deadline: Instant) -> Result<Link> {
         let who = format!("ps server {index} ({uri})");
         let conn = connect(uri, secret, &who, deadline)?;
-        Ok(Link { who, uri: uri.to_string(), conn: Some(conn), kept: VecDeque::new() })
+        Ok(Link { who, uri: uri.to_string(), conn: Some(conn), kept: VecDeque::new(), acked: 0 })
     }
 
     /// Sends a request; an [`Error::Io`] means the link failed.
@@ -108,9 +110,10 @@ impl Link {
         self.kept.push_back((step, grads));
     }
 
-    /// The server's answer to a push: drop what its checkpoint holds (everything, if it keeps
-    /// no checkpoints).
-    pub fn pushed(&mut self, durable: Option<u64>) {
+    /// The server's answer to push `step`: drop what its checkpoint holds (everything, if it
+    /// keeps no checkpoints).
+    pub fn pushed(&mut self, step: u64, durable: Option<u64>) {
+        self.acked = self.acked.max(step + 1);
         match durable {
             Some(d) => {
                 while self.kept.front().is_some_and(|(step, _)| *step < d) {
@@ -180,14 +183,16 @@ impl Link {
         };
         let mode = session.job.map(|j| j.mode);
         if let (Some(t), Some(mode)) = (session.trainer, mode) {
+            // Push again (or resume past) every push the server had acknowledged, also one
+            // acknowledged in the round that is still waiting for another server.
             let upto = match req {
                 Some(Request::Push { step, .. }) => *step,
-                _ => session.step,
+                _ => session.step.max(self.acked),
             };
             if let Some(Request::Push { step, .. }) = req {
                 if *step < clock {
                     // The server's checkpoint already holds this push.
-                    return Ok(Some(Reply::Pushed { durable: None }));
+                    return Ok(Some(Reply::Pushed { durable: Some(0) }));
                 }
             }
             if mode == Mode::Sync {
@@ -224,7 +229,7 @@ impl Link {
         info!("trainer {t}: pushing steps {clock}..{upto} to {} again", self.who);
         for (step, grads) in again {
             match self.ask(&Request::Push { step, grads }, deadline)? {
-                Reply::Pushed { durable } => self.pushed(durable),
+                Reply::Pushed { durable } => self.pushed(step, durable),
                 _ => return Err(Error::Protocol(format!("{} answered a push with something else", self.who))),
             }
         }
