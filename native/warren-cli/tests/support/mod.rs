@@ -2,4 +2,6 @@
 #![allow(dead_code)]
 
 pub mod crash;
+pub mod netns;
+pub mod procs;
 pub mod training;
