@@ -296,7 +296,7 @@ fn secs(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<Durat
 fn secs_or_off(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<Option<Duration>>> {
     match parse::<f64>(get, key)? {
         None => Ok(None),
-        Some(s) if s == 0.0 => Ok(Some(None)),
+        Some(0.0) => Ok(Some(None)),
         Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Some(Duration::from_secs_f64(s)))),
         Some(s) => Err(Error::Config(format!("{key}={s} must be a number of seconds >= 0 (0: off)"))),
     }
