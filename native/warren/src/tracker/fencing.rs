@@ -53,8 +53,8 @@ pub(crate) fn refuse_fenced(tx: &UnboundedSender<FromTracker>, task_id: &str) ->
     Err(message)
 }
 
-/// Logs a stall report, naming the workers waited for; those that do not report a stall
-/// themselves are what the job waits on.
+/// Logs a stall report, naming the workers waited for, with their last heartbeat and whether
+/// they report a stall themselves; one silent since the wait began is what the job waits on.
 fn log_stall(s: &Shared, task_id: &str, r: &Stall) {
     let now = Instant::now();
     let Some(view) = s.registry.view() else { return };
@@ -64,11 +64,18 @@ fn log_stall(s: &Shared, task_id: &str, r: &Stall) {
         .filter_map(|&rank| view.task_of(rank))
         .map(|t| {
             let l = s.liveness.as_ref().expect("stall reports come with heartbeats");
-            let heard = match l.silent_for(t, now) {
+            let silent = l.silent_for(t, now);
+            let heard = match silent {
                 Some(d) => format!("last heartbeat {d:.1?} ago"),
                 None => "no heartbeat expected".into(),
             };
-            let why = if l.stalled(t) { "stalled itself" } else { "not stalled itself: the job waits on it" };
+            let why = if l.stalled(t) {
+                "stalled itself"
+            } else if silent.is_some_and(|d| d >= Duration::from_millis(r.waited_ms)) {
+                "silent since this wait began: the job waits on it"
+            } else {
+                "no stall reported by it"
+            };
             format!("{} [{heard}; {why}]", s.registry.identity(t))
         })
         .collect();

@@ -202,8 +202,7 @@ fn handle(
     }
     match msg {
         ToTracker::Register { task_id, host, port, attempt, pid } => {
-            if let Some(conn_id) = register(s, tx, &task_id, &host, port, attempt)? {
-                s.registry.set_pid(&task_id, pid);
+            if let Some(conn_id) = register(s, tx, &task_id, (&host, port, pid), attempt)? {
                 *me = Some((task_id, conn_id));
             }
         }
@@ -246,20 +245,23 @@ pub(crate) fn refuse(tx: &UnboundedSender<FromTracker>, message: String) -> Resu
     Err(message)
 }
 
-/// A registration: returns the id of this connection if it now stands for the task (`None`
-/// when the worker is asked to retry).
+/// A registration (task id, listener host and port, process id): returns the id of this
+/// connection if it now stands for the task (`None` when the worker is asked to retry).
 fn register(
     s: &mut Shared,
     tx: &UnboundedSender<FromTracker>,
     task_id: &str,
-    host: &str,
-    port: u16,
+    (host, port, pid): (&str, u16, u32),
     attempt: u32,
 ) -> Result<Option<u64>, String> {
     if let Some(Err(failure)) = &s.outcome {
         return refuse(tx, format!("the job has already failed: {failure}")).map(|_| None);
     }
     let outcome = s.registry.register(task_id, host, port);
+    if !matches!(outcome, Registered::Busy(_) | Registered::Rejected(_)) {
+        // Before any assignment goes out, so every worker's peers carry it.
+        s.registry.set_pid(task_id, pid);
+    }
     s.next_conn += 1;
     let conn_id = s.next_conn;
     match outcome {
