@@ -123,6 +123,18 @@ fn spawn(
     Ok((child, out))
 }
 
+/// Kills the workers the tracker fenced (no heartbeat within the peer timeout: paused, frozen
+/// or cut off); the watch loop then restarts them as it does any worker that died.
+fn kill_fenced(tracker: &Tracker, workers: &mut [Worker]) {
+    for task in tracker.take_fenced() {
+        let Some(w) = workers.iter_mut().find(|w| w.task.to_string() == task) else { continue };
+        if let Some(child) = w.child.as_mut() {
+            warn!("task {task} (attempt {}, pid {}) was fenced by the tracker: killing it", w.attempt, child.id());
+            let _ = child.kill();
+        }
+    }
+}
+
 /// Runs the job to the end.
 pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
     if spec.command.is_empty() {
@@ -134,9 +146,11 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
         Some(s) => s.clone(),
         None => job_secret(false)?,
     };
+    let peer_timeout = warren::config::peer_timeout_from_env()?;
     let start_tracker = || {
         let mut cfg = TrackerConfig::new(spec.workers, secret.clone());
         cfg.rendezvous_timeout = spec.rendezvous_timeout;
+        cfg.peer_timeout = peer_timeout;
         Tracker::start(cfg)
     };
     let mut tracker = start_tracker()?;
@@ -161,6 +175,7 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
             ok = false;
             break;
         }
+        kill_fenced(&tracker, &mut workers);
         for w in workers.iter_mut().filter(|w| !w.done) {
             let Some(child) = w.child.as_mut() else {
                 continue;

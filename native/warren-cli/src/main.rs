@@ -27,12 +27,20 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a tracker for N workers; prints WARREN_TRACKER_URI=host:port and waits for the job.
+    ///
+    /// A worker without a heartbeat for WARREN_PEER_TIMEOUT_S seconds (default 30; 0: off) is
+    /// fenced: the job goes on without it, and whoever runs the workers must replace it.
     Tracker(cmd_tracker::TrackerArgs),
     /// Run the data master (prints WARREN_MASTER_URI=host:port); `warren master status` asks one.
     Master(cmd_master::MasterArgs),
     /// Run parameter servers (prints WARREN_PS_URIS=host:port,...); `warren ps status` asks them.
     Ps(cmd_ps::PsArgs),
     /// Run a tracker and N local worker processes, restarting a worker that fails.
+    ///
+    /// A worker without a heartbeat for WARREN_PEER_TIMEOUT_S seconds (default 30; 0: off;
+    /// paused, frozen or cut off) is fenced by the tracker, killed and restarted like a worker
+    /// that died. A worker waiting WARREN_STALL_WARN_S seconds (default 10; 0: off) in a call
+    /// without progress logs a stall, and the tracker's log names the workers it waits for.
     Run(cmd_run::RunArgs),
     /// Measure collectives between local worker processes, or the master; prints one JSON line.
     #[command(subcommand)]

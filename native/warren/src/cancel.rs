@@ -43,6 +43,8 @@ struct Shared {
 #[derive(Default)]
 struct Wake {
     reason: Option<String>,
+    /// Cancelled because the tracker fenced this worker (or it lost the tracker).
+    fenced: bool,
     waker: Option<mio::Waker>,
     tracker: Option<TcpStream>,
 }
@@ -77,11 +79,30 @@ impl CancelHandle {
     /// `reason` is kept and carried by the errors. Idempotent; never blocks on the
     /// communicator's thread.
     pub fn cancel(&self, reason: &str) {
+        self.end(reason, false);
+    }
+
+    /// Cancels because this worker was fenced (see [`crate::liveness`]): like
+    /// [`cancel`](Self::cancel), but the calls fail with [`Error::Fenced`].
+    pub(crate) fn fence(&self, reason: &str) {
+        log::error!(target: "warren::engine", "fenced: {reason}");
+        self.end(reason, true);
+    }
+
+    /// Wakes a wait in progress without cancelling (it looks at the communicator's watch).
+    pub(crate) fn wake(&self) {
+        if let Some(waker) = &self.lock().waker {
+            let _ = waker.wake();
+        }
+    }
+
+    fn end(&self, reason: &str, fenced: bool) {
         let mut w = self.lock();
         if self.shared.cancelled.swap(true, Ordering::SeqCst) {
             return;
         }
         w.reason = Some(reason.to_string());
+        w.fenced = fenced;
         if let Some(waker) = &w.waker {
             let _ = waker.wake();
         }
@@ -102,7 +123,11 @@ impl CancelHandle {
 
     /// The error of a cancelled call.
     pub(crate) fn error(&self) -> Error {
-        let reason = self.lock().reason.clone().unwrap_or_default();
+        let w = self.lock();
+        let reason = w.reason.clone().unwrap_or_default();
+        if w.fenced {
+            return Error::Fenced(reason);
+        }
         Error::Aborted { rank: self.shared.rank.load(Ordering::Relaxed), reason: format!("cancelled: {reason}") }
     }
 

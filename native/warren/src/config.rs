@@ -51,6 +51,28 @@ pub mod keys {
     pub const DURABLE_EVERY: &str = "WARREN_DURABLE_EVERY";
     /// Directory where every checkpoint is also written (for the fail-all strategy).
     pub const CHECKPOINT_DIR: &str = "WARREN_CHECKPOINT_DIR";
+    /// Seconds a worker waits in a call without progress before it reports a stall (logged
+    /// here and, naming the ranks waited for, by the tracker); `0` turns reports off.
+    pub const STALL_WARN_S: &str = "WARREN_STALL_WARN_S";
+    /// Seconds without a heartbeat after which the tracker fences a worker (read by the
+    /// tracker: `warren run`, `warren tracker`); `0` turns heartbeats and fencing off.
+    pub const PEER_TIMEOUT_S: &str = "WARREN_PEER_TIMEOUT_S";
+}
+
+/// Default of [`keys::STALL_WARN_S`].
+pub const DEFAULT_STALL_WARN: Duration = Duration::from_secs(10);
+
+/// Default of [`keys::PEER_TIMEOUT_S`]: heartbeats come from a native thread that a JVM
+/// garbage collection does not stop, so this only has to outlast scheduling stalls, swapping
+/// and brief network cuts; it is well under Spark's 120 s executor heartbeat timeout, so a
+/// frozen worker is replaced before Spark gives up on its executor.
+pub const DEFAULT_PEER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The peer timeout from the environment ([`keys::PEER_TIMEOUT_S`]; `None` when set to 0),
+/// or [`DEFAULT_PEER_TIMEOUT`].
+pub fn peer_timeout_from_env() -> Result<Option<Duration>> {
+    let get = |k: &str| std::env::var(k).ok();
+    Ok(secs_or_off(&get, keys::PEER_TIMEOUT_S)?.unwrap_or(Some(DEFAULT_PEER_TIMEOUT)))
 }
 
 /// Smallest accepted socket buffer: below this, loopback TCP (whose MSS is 64 KiB) waits in
@@ -99,6 +121,9 @@ pub struct Config {
     pub durable_every: u32,
     /// Durable checkpoint directory. Default: none.
     pub checkpoint_dir: Option<std::path::PathBuf>,
+    /// Time without progress in a call after which the worker reports a stall. Default:
+    /// 10 s ([`DEFAULT_STALL_WARN`]); `None` for no reports.
+    pub stall_warn: Option<Duration>,
 }
 
 impl std::fmt::Debug for Config {
@@ -122,6 +147,7 @@ impl std::fmt::Debug for Config {
             .field("result_replicas", &self.result_replicas)
             .field("durable_every", &self.durable_every)
             .field("checkpoint_dir", &self.checkpoint_dir)
+            .field("stall_warn", &self.stall_warn)
             .finish()
     }
 }
@@ -147,6 +173,7 @@ impl Default for Config {
             result_replicas: 0,
             durable_every: 1,
             checkpoint_dir: None,
+            stall_warn: Some(DEFAULT_STALL_WARN),
         }
     }
 }
@@ -197,6 +224,7 @@ impl Config {
             result_replicas: parse(&get, keys::RESULT_REPLICAS)?.unwrap_or(d.result_replicas),
             durable_every: parse::<u32>(&get, keys::DURABLE_EVERY)?.unwrap_or(d.durable_every).max(1),
             checkpoint_dir: get(keys::CHECKPOINT_DIR).filter(|s| !s.is_empty()).map(Into::into),
+            stall_warn: secs_or_off(&get, keys::STALL_WARN_S)?.unwrap_or(d.stall_warn),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -264,6 +292,16 @@ fn secs(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<Durat
     }
 }
 
+/// A number of seconds where `0` means "off": `None` when unset, `Some(None)` when off.
+fn secs_or_off(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<Option<Duration>>> {
+    match parse::<f64>(get, key)? {
+        None => Ok(None),
+        Some(0.0) => Ok(Some(None)),
+        Some(s) if s.is_finite() && s > 0.0 => Ok(Some(Some(Duration::from_secs_f64(s)))),
+        Some(s) => Err(Error::Config(format!("{key}={s} must be a number of seconds >= 0 (0: off)"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +333,7 @@ mod tests {
             ("WARREN_ROBUST", "0"),
             ("WARREN_BOOTSTRAP_CACHE", "0"),
             ("WARREN_MOCK", "0,1,2,0; 4,0,7,1"),
+            ("WARREN_STALL_WARN_S", "2.5"),
         ]))
         .unwrap();
         assert_eq!(c.task_id, "7");
@@ -307,6 +346,10 @@ mod tests {
         assert!(!c.robust && !c.bootstrap_cache);
         assert_eq!(c.mock, crate::mock::parse("0,1,2,0;4,0,7,1").unwrap());
         assert!(!format!("{c:?}").contains("abc"), "the secret must not be printed");
+        assert_eq!(c.stall_warn, Some(Duration::from_millis(2500)));
+        let off = Config::from_map(&map(&[("WARREN_STALL_WARN_S", "0")])).unwrap();
+        assert_eq!(off.stall_warn, None);
+        assert_eq!(Config::default().stall_warn, Some(DEFAULT_STALL_WARN));
     }
 
     #[test]
@@ -323,6 +366,8 @@ mod tests {
         assert!(e.to_string().contains("rank,bootstrap:n,attempt"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_ROBUST", "maybe")])).unwrap_err();
         assert!(e.to_string().contains("WARREN_ROBUST"), "{e}");
+        let e = Config::from_map(&map(&[("WARREN_STALL_WARN_S", "-3")])).unwrap_err();
+        assert!(e.to_string().contains("WARREN_STALL_WARN_S") && e.to_string().contains("0: off"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_TIMEOUT_S", "-1")])).unwrap_err();
         assert!(e.to_string().contains("positive"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_JOB_SECRET_FILE", "/nonexistent/x")])).unwrap_err();

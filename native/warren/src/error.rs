@@ -76,6 +76,12 @@ pub enum Error {
         reason: String,
     },
 
+    /// The tracker fenced this worker: it sent no heartbeat within the peer timeout (paused,
+    /// frozen or cut off), so the job went on without it and a replacement takes its place.
+    /// Nothing it sends is accepted any more; it should exit.
+    #[error("fenced: {0}")]
+    Fenced(String),
+
     /// Linking to the peers was abandoned because a new re-link round started (a worker failed
     /// again while the others were linking to it); the worker re-links again.
     #[error("re-linking superseded: {0}")]

@@ -10,6 +10,8 @@
 //!   the call header every rank declares ([`collective::header`]).
 //! - [`cancel`]: [`CancelHandle`], which cancels a communicator's calls from another thread
 //!   (wakes its waits, shuts its tracker socket).
+//! - [`liveness`]: beyond crashes: stall reports, and the heartbeats by which the tracker
+//!   fences a paused, frozen or cut-off worker.
 //! - [`transport`]: the peer links between workers: set-up, non-blocking TCP links, and the
 //!   readiness loop that drives them.
 //! - [`tracker`]: rendezvous, membership views, topology brokering, job log (async, tokio);
@@ -38,6 +40,7 @@ pub mod collective;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod liveness;
 pub mod master;
 pub mod membership;
 pub mod mock;

@@ -283,8 +283,8 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
     let l0 = PeerListener::bind("127.0.0.1").unwrap();
     let l1 = PeerListener::bind("127.0.0.1").unwrap();
     let peers = vec![
-        PeerAddr { rank: 0, task_id: "0".into(), host: "127.0.0.1".into(), port: l0.port },
-        PeerAddr { rank: 1, task_id: "1".into(), host: "127.0.0.1".into(), port: l1.port },
+        PeerAddr { rank: 0, task_id: "0".into(), host: "127.0.0.1".into(), port: l0.port, pid: 0 },
+        PeerAddr { rank: 1, task_id: "1".into(), host: "127.0.0.1".into(), port: l1.port, pid: 0 },
     ];
     let deadline = Instant::now() + Duration::from_secs(20);
     // Garbage arrives first, then an impostor without the secret, then the real rank 1.

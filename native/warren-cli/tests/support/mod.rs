@@ -2,5 +2,7 @@
 #![allow(dead_code)]
 
 pub mod crash;
+pub mod netns;
+pub mod procs;
 pub mod ps;
 pub mod training;

@@ -48,8 +48,15 @@ impl Job {
 
     /// SIGKILLs the running worker of `task`; false if it is not running.
     pub fn kill_task(&self, task: usize) -> bool {
-        let Some(pid) = worker_pid(self.launcher, task) else { return false };
-        Command::new("kill").args(["-KILL", &pid.to_string()]).status().map(|s| s.success()).unwrap_or(false)
+        self.signal_task(task, "KILL").is_some()
+    }
+
+    /// Sends `signal` (`"STOP"`, `"CONT"`, `"KILL"`) to the running worker of `task`; its pid,
+    /// or `None` if it is not running.
+    pub fn signal_task(&self, task: usize, signal: &str) -> Option<u32> {
+        let pid = worker_pid(self.launcher, task)?;
+        let sent = Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status();
+        sent.map(|s| s.success()).unwrap_or(false).then_some(pid)
     }
 }
 

@@ -208,6 +208,8 @@ impl Communicator {
     /// a replacement may take over) and this returns [`Error::Aborted`].
     pub fn finalize(mut self) -> Result<()> {
         self.close_links();
+        // No heartbeats once finished (the tracker expects none from a finished worker).
+        self.heartbeat = None;
         self.cancel.check()?;
         if let Some(t) = self.tracker.as_mut() {
             let deadline = Instant::now() + Duration::from_secs(30);

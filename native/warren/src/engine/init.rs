@@ -1,6 +1,7 @@
 //! Joining a job (registration with the tracker, the membership view, peer links) and
 //! re-linking after a lost peer.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
@@ -10,6 +11,7 @@ use crate::cancel::CancelHandle;
 use crate::collective::Scratch;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::liveness::{Heartbeat, Pulse, Watch};
 use crate::membership::{Placement, View};
 use crate::mock::Point as MockPoint;
 use crate::robust::RecoveryState;
@@ -23,6 +25,8 @@ struct Assigned {
     peers: Vec<PeerAddr>,
     round: u64,
     recovered: bool,
+    incarnation: u64,
+    peer_timeout: Option<Duration>,
 }
 
 impl Communicator {
@@ -45,10 +49,12 @@ impl Communicator {
     fn join(cfg: Config, cancel: &CancelHandle) -> Result<Communicator> {
         cfg.validate()?;
         cancel.check()?;
-        let waiter = Waiter::new(cfg.spin, cancel)?;
+        let watch = Arc::new(Watch::new(cfg.stall_warn));
+        let mut waiter = Waiter::new(cfg.spin, cancel)?;
+        waiter.set_watch(watch.clone());
         let Some(uri) = cfg.tracker_uri.clone() else {
             let view = View::solo(&cfg.task_id);
-            return Communicator::assemble(cfg, view, waiter, None, None, cancel);
+            return Communicator::assemble(cfg, view, waiter, None, None, watch, cancel);
         };
         let deadline = Instant::now() + cfg.connect_timeout;
         let mut tracker = TrackerClient::connect(&uri, cfg.secret.as_bytes(), deadline)?;
@@ -59,9 +65,14 @@ impl Communicator {
         };
         let listener = PeerListener::bind(&host)?;
         let a = register(&mut tracker, &cfg, &listener, deadline)?;
-        let mut comm = Communicator::assemble(cfg, a.view, waiter, Some(tracker), Some(listener), cancel)?;
+        // Beating from now on: the tracker expects heartbeats from the assignment on.
+        let heartbeat = start_heartbeat(&cfg, &uri, &a, &watch, cancel)?;
+        watch.set_peers(&a.peers, a.round);
+        let mut comm =
+            Communicator::assemble(cfg, a.view.clone(), waiter, Some(tracker), Some(listener), watch, cancel)?;
+        comm.heartbeat = heartbeat;
         comm.maybe_mock(MockPoint::Linking);
-        match comm.install_links(&a.peers, deadline) {
+        match comm.install_links(&a.peers, a.round, deadline) {
             Err(e) if recoverable(&e) && comm.robust.is_some() && !cancel.is_cancelled() => comm.relink(&e)?,
             r => r?,
         }
@@ -85,6 +96,7 @@ impl Communicator {
         waiter: Waiter,
         tracker: Option<TrackerClient>,
         listener: Option<PeerListener>,
+        watch: Arc<Watch>,
         cancel: &CancelHandle,
     ) -> Result<Communicator> {
         let rank = view.rank_of(&cfg.task_id).ok_or_else(|| {
@@ -115,11 +127,15 @@ impl Communicator {
             stats: CallStats::default(),
             robust,
             cancel: cancel.clone(),
+            watch,
+            heartbeat: None,
             cfg,
         })
     }
 
-    fn install_links(&mut self, peers: &[PeerAddr], deadline: Instant) -> Result<()> {
+    /// Links to the neighbours at `peers`, with the key of link round `round`: a worker left
+    /// behind in an earlier round (a fenced one that woke up) cannot link into this one.
+    fn install_links(&mut self, peers: &[PeerAddr], round: u64, deadline: Instant) -> Result<()> {
         let listener = self.listener.as_ref().expect("a tracker-joined communicator has a listener");
         let neighbours = self.topo.neighbours();
         let me = self.topo.rank;
@@ -138,8 +154,8 @@ impl Communicator {
             }
             Ok(())
         };
-        let setup =
-            LinkSetup { me, secret: self.cfg.secret.as_bytes(), deadline, socket_buffer: self.cfg.socket_buffer };
+        let secret = round_secret(&self.cfg.secret, round);
+        let setup = LinkSetup { me, secret: &secret, deadline, socket_buffer: self.cfg.socket_buffer };
         let linked = connect_peers(listener, &setup, peers, &neighbours, &mut cancel)?;
         for mut l in linked {
             self.waiter.register(&mut l)?;
@@ -157,9 +173,12 @@ impl Communicator {
         warn!(target: LOG, "rank {}: {cause}; re-linking", self.topo.rank);
         loop {
             self.close_links();
+            // A fence notice is about the round being left; the next one goes without that peer.
+            self.watch.clear_notice();
             self.cancel.check()?;
             let a = self.rejoin(deadline)?;
-            match self.install_links(&a.peers, deadline) {
+            self.watch.set_peers(&a.peers, a.round);
+            match self.install_links(&a.peers, a.round, deadline) {
                 Ok(()) => {
                     let r = self.robust.as_mut().expect("only robust communicators re-link");
                     r.consensus = true;
@@ -204,6 +223,7 @@ fn register(tracker: &mut TrackerClient, cfg: &Config, listener: &PeerListener, 
         host: listener.host.clone(),
         port: listener.port,
         attempt: cfg.attempt,
+        pid: std::process::id(),
     };
     let reply = loop {
         match tracker.request(&register, deadline)? {
@@ -230,7 +250,40 @@ fn register(tracker: &mut TrackerClient, cfg: &Config, listener: &PeerListener, 
 
 fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
     match reply {
-        FromTracker::Assignment { view, peers, round, recovered } => Ok(Assigned { view, peers, round, recovered }),
+        FromTracker::Assignment { view, peers, round, recovered, incarnation, peer_timeout_ms } => Ok(Assigned {
+            view,
+            peers,
+            round,
+            recovered,
+            incarnation,
+            peer_timeout: (peer_timeout_ms > 0).then(|| Duration::from_millis(peer_timeout_ms)),
+        }),
         other => Err(Error::Protocol(format!("tracker answered {what} with {other:?}"))),
     }
+}
+
+/// Starts the heartbeat thread if the tracker expects heartbeats.
+fn start_heartbeat(
+    cfg: &Config,
+    uri: &str,
+    a: &Assigned,
+    watch: &Arc<Watch>,
+    cancel: &CancelHandle,
+) -> Result<Option<Heartbeat>> {
+    let Some(timeout) = a.peer_timeout else { return Ok(None) };
+    let pulse = Pulse {
+        uri: uri.to_string(),
+        secret: cfg.secret.as_bytes().to_vec(),
+        task_id: cfg.task_id.clone(),
+        incarnation: a.incarnation,
+        timeout,
+        stall_warn: cfg.stall_warn,
+    };
+    Heartbeat::start(pulse, watch.clone(), cancel.clone()).map(Some)
+}
+
+/// The key of the peer links of link round `round`: the job secret bound to the round, so
+/// that only workers the tracker assigned to this round prove they hold it.
+fn round_secret(secret: &str, round: u64) -> Vec<u8> {
+    format!("{secret}\nlink round {round}").into_bytes()
 }

@@ -26,6 +26,7 @@
 //! - `checkpoint`: checkpoints and loading them; `durable`: their files on disk (fail-all);
 //! - `stats`: latency histograms.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::cancel::CancelHandle;
@@ -33,6 +34,7 @@ use crate::collective::header::{CallHeader, CallKind};
 use crate::collective::{Net, Scratch};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::liveness::{Heartbeat, Watch};
 use crate::membership::View;
 use crate::reduce::{DataType, Op};
 use crate::robust::{BootstrapKey, RecoveryState};
@@ -91,6 +93,10 @@ pub struct Communicator {
     robust: Option<Robust>,
     /// Cancels the calls from another thread (its `Waiter` and tracker socket are woken).
     cancel: CancelHandle,
+    /// Stall reports and fence notices, shared by the waiter and the heartbeat thread.
+    watch: Arc<Watch>,
+    /// The heartbeat thread, when the tracker expects heartbeats.
+    heartbeat: Option<Heartbeat>,
 }
 
 impl std::fmt::Debug for Communicator {
@@ -276,6 +282,7 @@ impl Communicator {
 
 impl Drop for Communicator {
     fn drop(&mut self) {
+        self.heartbeat = None;
         self.close_links();
         self.cancel.detach();
     }

@@ -56,6 +56,7 @@ impl TrackerClient {
             match msg {
                 FromTracker::RoundStarted { .. } => self.notifications.push_back(msg),
                 FromTracker::Error { message } => return Err(Error::Tracker(message)),
+                FromTracker::Fenced { message } => return Err(Error::Fenced(message)),
                 other => return Ok(other),
             }
         }
@@ -76,6 +77,7 @@ impl TrackerClient {
         while let Some(msg) = self.conn.next_buffered::<FromTracker>()? {
             match msg {
                 FromTracker::Error { message } => return Err(Error::Tracker(message)),
+                FromTracker::Fenced { message } => return Err(Error::Fenced(message)),
                 other => self.notifications.push_back(other),
             }
         }

@@ -6,9 +6,13 @@
 //!
 //! - [`registry`]: the decisions (ranks, recovery rounds, completion), pure.
 //! - [`proto`]: the messages, pure; they travel as [`crate::wire`] frames.
-//! - `server.rs` (tokio) and `client.rs` (blocking): the I/O, over [`crate::wire`].
+//! - [`liveness`]: heartbeats, stall reports and fenced incarnations, pure.
+//! - `server.rs` (tokio) and `client.rs` (blocking): the I/O, over [`crate::wire`];
+//!   `fencing.rs`: heartbeats, stall reports and fencing a silent worker.
 
 mod client;
+mod fencing;
+pub mod liveness;
 pub mod proto;
 pub mod registry;
 mod server;
@@ -19,7 +23,7 @@ use std::time::{Duration, Instant};
 pub use client::TrackerClient;
 pub use registry::Registry;
 
-use crate::config::keys;
+use crate::config::{DEFAULT_PEER_TIMEOUT, keys};
 use crate::error::{Error, Result};
 use crate::wire;
 
@@ -54,6 +58,10 @@ pub struct TrackerConfig {
     pub secret: String,
     /// How long all workers have to arrive (default 600 s).
     pub rendezvous_timeout: Duration,
+    /// A worker without a heartbeat for this long is fenced and replaced (default 30 s,
+    /// [`DEFAULT_PEER_TIMEOUT`]; `None`: no heartbeats, a hung worker stalls the job until
+    /// the call timeout).
+    pub peer_timeout: Option<Duration>,
 }
 
 impl TrackerConfig {
@@ -65,6 +73,7 @@ impl TrackerConfig {
             port: 0,
             secret: secret.into(),
             rendezvous_timeout: Duration::from_secs(600),
+            peer_timeout: Some(DEFAULT_PEER_TIMEOUT),
         }
     }
 }
@@ -94,9 +103,12 @@ impl Tracker {
             return Err(Error::Config("a tracker needs a non-empty job secret".into()));
         }
         let wire::Bound { runtime, listener, addr: bound } = wire::bind("tracker", 1, &cfg.host, cfg.port)?;
-        let state = server::new_state(cfg.num_workers);
+        let state = server::new_state(cfg.num_workers, cfg.peer_timeout);
         runtime.spawn(server::serve(listener, state.clone(), Arc::new(cfg.secret.clone().into_bytes())));
         runtime.spawn(server::rendezvous_deadline(state.clone(), cfg.rendezvous_timeout));
+        if let Some(timeout) = cfg.peer_timeout {
+            runtime.spawn(fencing::watchdog(state.clone(), timeout));
+        }
         let uri = format!("{}:{}", cfg.host, bound.port());
         log::info!("tracker: listening on {uri} for {} workers", cfg.num_workers);
         Ok(Tracker { runtime: Some(runtime), state, uri, secret: cfg.secret, world: cfg.num_workers })
@@ -114,6 +126,13 @@ impl Tracker {
             (keys::NUM_WORKERS.into(), self.world.to_string()),
             (keys::JOB_SECRET.into(), self.secret.clone()),
         ]
+    }
+
+    /// Task ids fenced since the last call (no heartbeat within the peer timeout), oldest
+    /// first: whoever runs the workers replaces them as if they had died (kills the process if
+    /// it still exists, and starts the task again).
+    pub fn take_fenced(&self) -> Vec<String> {
+        std::mem::take(&mut self.state.0.lock().unwrap().fenced_tasks)
     }
 
     /// The current registry (a copy), for status displays and tests.

@@ -15,6 +15,22 @@ pub struct PeerAddr {
     pub host: String,
     /// Port it listens on.
     pub port: u16,
+    /// Its process id (0 if unknown), to name it in stall reports.
+    #[serde(default)]
+    pub pid: u32,
+}
+
+/// A worker's report that it has waited in a call without progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stall {
+    /// Report number of this worker (a new report every stall interval while it lasts).
+    pub seq: u64,
+    /// The call and what it waits for, as the worker describes it.
+    pub call: String,
+    /// How long it has waited, in milliseconds.
+    pub waited_ms: u64,
+    /// The ranks it waits for.
+    pub ranks: Vec<usize>,
 }
 
 /// A message from a worker (or a CLI client) to the tracker.
@@ -31,6 +47,9 @@ pub enum ToTracker {
         port: u16,
         /// Attempt number of this task (0 for the first run).
         attempt: u32,
+        /// The worker's process id (named in stall reports and fencing).
+        #[serde(default)]
+        pid: u32,
     },
     /// A surviving worker whose links broke asks to re-link (joins the re-link round).
     Rejoin {
@@ -38,6 +57,17 @@ pub enum ToTracker {
         host: String,
         /// Port of its peer listener.
         port: u16,
+    },
+    /// A heartbeat, sent on a connection of its own every fraction of the peer timeout by a
+    /// thread of the worker; answered with [`FromTracker::Ack`] (or a fence: an error).
+    Beat {
+        /// The worker's task id.
+        task_id: String,
+        /// The incarnation the tracker gave it ([`FromTracker::Assignment`]).
+        incarnation: u64,
+        /// The stall this worker reports now, if it waits in a call without progress.
+        #[serde(default)]
+        stall: Option<Stall>,
     },
     /// Relay a message to the tracker's log.
     Print {
@@ -65,6 +95,13 @@ pub enum FromTracker {
         round: u64,
         /// Whether this registration is a recovery (the task id had a rank already).
         recovered: bool,
+        /// This registration's identity: heartbeats carry it, and once the worker is fenced
+        /// nothing carrying it is accepted.
+        #[serde(default)]
+        incarnation: u64,
+        /// The tracker's peer timeout in milliseconds (0: no heartbeats expected).
+        #[serde(default)]
+        peer_timeout_ms: u64,
     },
     /// Pushed to every worker not yet in it: a re-link round has opened (a worker came back
     /// or lost its links); the others should re-link too.
@@ -72,7 +109,24 @@ pub enum FromTracker {
         /// Rank whose registration opened the round.
         by_rank: usize,
     },
-    /// Acknowledges `Print` or `Shutdown`.
+    /// Pushed on every heartbeat connection: the tracker fenced a worker (no heartbeat within
+    /// the peer timeout); the others leave the call they are in and re-link without it.
+    PeerFenced {
+        /// The fenced worker's rank.
+        rank: usize,
+        /// Its task id.
+        task_id: String,
+        /// Why it was fenced.
+        reason: String,
+        /// Link rounds complete when it was fenced (a later round has its replacement).
+        round: u64,
+    },
+    /// This worker was fenced: it is being replaced, and nothing it sends is accepted.
+    Fenced {
+        /// Why.
+        message: String,
+    },
+    /// Acknowledges `Print`, `Shutdown` or `Beat`.
     Ack,
     /// The registration cannot be taken now (the task id is held by a live worker); send it
     /// again shortly.
@@ -105,11 +159,15 @@ mod tests {
 
     #[test]
     fn messages_round_trip_through_frames() {
-        let m = ToTracker::Register { task_id: "3".into(), host: "127.0.0.1".into(), port: 9, attempt: 1 };
+        let m = ToTracker::Register { task_id: "3".into(), host: "127.0.0.1".into(), port: 9, attempt: 1, pid: 7 };
         let f = encode_frame(&m);
         assert_eq!(decode_frame::<ToTracker>(&f).unwrap(), Some((m, f.len())));
         let r = FromTracker::RoundStarted { by_rank: 2 };
         let g = encode_frame(&r);
         assert_eq!(decode_frame::<FromTracker>(&g).unwrap(), Some((r, g.len())));
+        let stall = Stall { seq: 1, call: "allreduce".into(), waited_ms: 10_000, ranks: vec![2] };
+        let b = ToTracker::Beat { task_id: "0".into(), incarnation: 4, stall: Some(stall) };
+        let f = encode_frame(&b);
+        assert_eq!(decode_frame::<ToTracker>(&f).unwrap(), Some((b, f.len())));
     }
 }

@@ -22,6 +22,7 @@ pub enum WorkerState {
 struct Entry {
     host: String,
     port: u16,
+    pid: u32,
     state: WorkerState,
 }
 
@@ -129,7 +130,8 @@ impl Registry {
                 self.world
             ));
         }
-        self.workers.insert(task_id.to_string(), Entry { host: host.to_string(), port, state: WorkerState::Running });
+        self.workers
+            .insert(task_id.to_string(), Entry { host: host.to_string(), port, pid: 0, state: WorkerState::Running });
         if self.workers.len() < self.world {
             return Registered::Waiting { arrived: self.workers.len() };
         }
@@ -201,7 +203,7 @@ impl Registry {
             .enumerate()
             .map(|(rank, id)| {
                 let e = &self.workers[id];
-                PeerAddr { rank, task_id: id.clone(), host: e.host.clone(), port: e.port }
+                PeerAddr { rank, task_id: id.clone(), host: e.host.clone(), port: e.port, pid: e.pid }
             })
             .collect()
     }
@@ -209,6 +211,22 @@ impl Registry {
     /// Rank of a task id in the current view.
     pub fn rank_of(&self, task_id: &str) -> Option<usize> {
         self.view.as_ref().and_then(|v| v.rank_of(task_id))
+    }
+
+    /// Records the process id of `task`'s current worker.
+    pub fn set_pid(&mut self, task_id: &str, pid: u32) {
+        if let Some(e) = self.workers.get_mut(task_id) {
+            e.pid = pid;
+        }
+    }
+
+    /// `"rank 2 (task 2 on 10.0.0.3, pid 4242)"`: who a task's worker is, for the log.
+    pub fn identity(&self, task_id: &str) -> String {
+        let rank = self.rank_of(task_id).map(|r| format!("rank {r} ")).unwrap_or_default();
+        match self.workers.get(task_id) {
+            Some(e) => format!("{rank}(task {task_id} on {}, pid {})", e.host, e.pid),
+            None => format!("{rank}(task {task_id})"),
+        }
     }
 
     /// State of a task id.
@@ -283,6 +301,9 @@ mod tests {
         assert_eq!(r.view().unwrap().members(), ["2", "9", "10"]);
         assert_eq!(r.rank_of("10"), Some(2));
         assert_eq!(r.peers().iter().map(|p| p.port).collect::<Vec<_>>(), vec![2, 3, 1]);
+        r.set_pid("9", 4242);
+        assert_eq!(r.identity("9"), "rank 1 (task 9 on h, pid 4242)");
+        assert_eq!(r.peers()[1].pid, 4242);
     }
 
     #[test]

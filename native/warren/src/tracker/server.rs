@@ -10,6 +10,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
+use super::fencing;
+use super::liveness::Liveness;
 use super::proto::{FromTracker, ToTracker};
 use super::registry::{Registered, Registry, WorkerState};
 use super::{JobOutcome, JobReport};
@@ -21,19 +23,27 @@ use crate::wire::{self, FrameReader};
 /// State shared by the connection tasks and the [`super::Tracker`] handle.
 pub(crate) struct Shared {
     pub(crate) registry: Registry,
-    conns: HashMap<String, (u64, UnboundedSender<FromTracker>)>,
+    pub(crate) conns: HashMap<String, (u64, UnboundedSender<FromTracker>)>,
     next_conn: u64,
     pub(crate) outcome: Option<JobOutcome>,
     started: Instant,
     /// Task ids that registered again in the current round (restarted, not survivors).
-    restarted: std::collections::HashSet<String>,
+    pub(crate) restarted: std::collections::HashSet<String>,
     /// Connections whose writer has not finished yet (replies may still be queued).
     pub(crate) open_connections: usize,
+    /// Heartbeats and fences (`None`: no peer timeout, no heartbeats).
+    pub(crate) liveness: Option<Liveness>,
+    /// Each worker's heartbeat connection (fence notices are pushed there).
+    pub(crate) beat_conns: HashMap<String, UnboundedSender<FromTracker>>,
+    /// Task ids fenced and not yet taken by [`super::Tracker::take_fenced`].
+    pub(crate) fenced_tasks: Vec<String>,
+    /// The last fence (when, whom), until the link round that replaces it completes.
+    pub(crate) last_fence: Option<(Instant, String)>,
 }
 
 pub(crate) type SharedState = Arc<(Mutex<Shared>, Condvar)>;
 
-pub(crate) fn new_state(world: usize) -> SharedState {
+pub(crate) fn new_state(world: usize, peer_timeout: Option<Duration>) -> SharedState {
     Arc::new((
         Mutex::new(Shared {
             registry: Registry::new(world),
@@ -43,6 +53,10 @@ pub(crate) fn new_state(world: usize) -> SharedState {
             started: Instant::now(),
             restarted: Default::default(),
             open_connections: 0,
+            liveness: peer_timeout.map(Liveness::new),
+            beat_conns: HashMap::new(),
+            fenced_tasks: Vec::new(),
+            last_fence: None,
         }),
         Condvar::new(),
     ))
@@ -81,7 +95,7 @@ async fn connection(stream: TcpStream, state: SharedState) {
     let (tx, mut rx) = unbounded_channel::<FromTracker>();
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
-            let fatal = matches!(msg, FromTracker::Error { .. });
+            let fatal = matches!(msg, FromTracker::Error { .. } | FromTracker::Fenced { .. });
             if wr.write_all(&wire::encode_frame(&msg)).await.is_err() || fatal {
                 break;
             }
@@ -113,6 +127,9 @@ async fn connection(stream: TcpStream, state: SharedState) {
         let current = s.conns.get(&task_id).map(|(id, _)| *id) == Some(conn_id);
         if current {
             s.conns.remove(&task_id);
+            if let Some(l) = s.liveness.as_mut() {
+                l.forget(&task_id);
+            }
             if s.registry.state_of(&task_id) == Some(WorkerState::Running) {
                 s.registry.lost(&task_id);
                 let rank = s.registry.rank_of(&task_id).map(|r| r.to_string()).unwrap_or_else(|| "-".into());
@@ -126,14 +143,21 @@ async fn connection(stream: TcpStream, state: SharedState) {
     state.1.notify_all();
 }
 
-/// Sends every member of `view` its assignment: the view and everyone's addresses.
-fn assign(s: &Shared, view: &View) {
+/// Sends every member of `view` its assignment: the view, everyone's addresses, its
+/// incarnation (the connection's id) and the peer timeout; heartbeats are due from then on.
+fn assign(s: &mut Shared, view: &View) {
     let peers = s.registry.peers();
     let round = s.registry.rounds();
+    let now = Instant::now();
+    let peer_timeout_ms = s.liveness.as_ref().map_or(0, |l| l.timeout().as_millis().max(1) as u64);
     for tid in view.members() {
-        if let Some((_, t)) = s.conns.get(tid) {
+        if let Some((incarnation, t)) = s.conns.get(tid) {
             let recovered = s.restarted.contains(tid);
-            let _ = t.send(FromTracker::Assignment { view: view.clone(), peers: peers.clone(), round, recovered });
+            let (view, peers, incarnation) = (view.clone(), peers.clone(), *incarnation);
+            let _ = t.send(FromTracker::Assignment { view, peers, round, recovered, incarnation, peer_timeout_ms });
+            if let Some(l) = s.liveness.as_mut() {
+                l.expect(tid, incarnation, now);
+            }
         }
     }
 }
@@ -148,7 +172,15 @@ fn announce_round(s: &mut Shared, task_id: &str, rank: usize, opened: bool, comp
         }
     }
     if let Some(view) = complete {
-        info!("tracker: re-link round {} complete; {} workers re-linking", s.registry.rounds(), view.world());
+        let since_fence = match s.last_fence.take() {
+            Some((at, task)) => format!(" ({:.0?} after task {task} was fenced)", at.elapsed()),
+            None => String::new(),
+        };
+        info!(
+            "tracker: re-link round {} complete; {} workers re-linking{since_fence}",
+            s.registry.rounds(),
+            view.world()
+        );
         assign(s, &view);
         s.restarted.clear();
     }
@@ -163,12 +195,18 @@ fn handle(
 ) -> Result<(), String> {
     let mut s = state.0.lock().unwrap();
     let s = &mut *s;
+    if let Some((task_id, conn_id)) = me.as_ref() {
+        if s.liveness.as_ref().is_some_and(|l| l.is_fenced(*conn_id)) {
+            return fencing::refuse_fenced(tx, task_id);
+        }
+    }
     match msg {
-        ToTracker::Register { task_id, host, port, attempt } => {
-            if let Some(conn_id) = register(s, tx, &task_id, &host, port, attempt)? {
+        ToTracker::Register { task_id, host, port, attempt, pid } => {
+            if let Some(conn_id) = register(s, tx, &task_id, (&host, port, pid), attempt)? {
                 *me = Some((task_id, conn_id));
             }
         }
+        ToTracker::Beat { task_id, incarnation, stall } => fencing::beat(s, tx, &task_id, incarnation, stall)?,
         ToTracker::Rejoin { host, port } => {
             let Some((task_id, _)) = me.as_ref() else {
                 return Err("rejoin before registering".into());
@@ -202,25 +240,28 @@ fn handle(
 }
 
 /// Refuses with `message`: tells the worker, and ends its connection.
-fn refuse(tx: &UnboundedSender<FromTracker>, message: String) -> Result<(), String> {
+pub(crate) fn refuse(tx: &UnboundedSender<FromTracker>, message: String) -> Result<(), String> {
     let _ = tx.send(FromTracker::Error { message: message.clone() });
     Err(message)
 }
 
-/// A registration: returns the id of this connection if it now stands for the task (`None`
-/// when the worker is asked to retry).
+/// A registration (task id, listener host and port, process id): returns the id of this
+/// connection if it now stands for the task (`None` when the worker is asked to retry).
 fn register(
     s: &mut Shared,
     tx: &UnboundedSender<FromTracker>,
     task_id: &str,
-    host: &str,
-    port: u16,
+    (host, port, pid): (&str, u16, u32),
     attempt: u32,
 ) -> Result<Option<u64>, String> {
     if let Some(Err(failure)) = &s.outcome {
         return refuse(tx, format!("the job has already failed: {failure}")).map(|_| None);
     }
     let outcome = s.registry.register(task_id, host, port);
+    if !matches!(outcome, Registered::Busy(_) | Registered::Rejected(_)) {
+        // Before any assignment goes out, so every worker's peers carry it.
+        s.registry.set_pid(task_id, pid);
+    }
     s.next_conn += 1;
     let conn_id = s.next_conn;
     match outcome {
@@ -284,6 +325,9 @@ fn rejoin(
 /// whoever waits for the job stops the tracker).
 fn shutdown(state: &SharedState, s: &mut Shared, tx: &UnboundedSender<FromTracker>, task_id: &str) {
     let all = s.registry.finished(task_id);
+    if let Some(l) = s.liveness.as_mut() {
+        l.forget(task_id);
+    }
     let rank = s.registry.rank_of(task_id).map(|r| r.to_string()).unwrap_or_default();
     let stranded = s.registry.abort_round();
     if !stranded.is_empty() {

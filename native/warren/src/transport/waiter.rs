@@ -5,6 +5,7 @@
 //! the core between tries so that oversubscribed workers still make progress, then sleeps in
 //! `epoll_wait` until a link is ready or the deadline passes.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
@@ -12,6 +13,7 @@ use mio::{Events, Interest, Poll, Token};
 use super::Link;
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
+use crate::liveness::Watch;
 
 /// The token of the cancellation waker (link tokens are peer ranks).
 const CANCEL: Token = Token(usize::MAX);
@@ -23,6 +25,10 @@ pub struct Waiter {
     spin: Duration,
     idle_since: Option<Instant>,
     cancel: CancelHandle,
+    /// Stall reports and fence notices ([`Watch`]), if set.
+    watch: Option<Arc<Watch>>,
+    /// Stall reports made since the last progress.
+    reports: u32,
 }
 
 impl std::fmt::Debug for Waiter {
@@ -38,7 +44,21 @@ impl Waiter {
         let poll = Poll::new().map_err(|e| Error::io("creating epoll instance", e))?;
         let waker = mio::Waker::new(poll.registry(), CANCEL).map_err(|e| Error::io("creating a waker", e))?;
         cancel.attach_waker(waker);
-        Ok(Waiter { poll, events: Events::with_capacity(64), spin, idle_since: None, cancel: cancel.clone() })
+        Ok(Waiter {
+            poll,
+            events: Events::with_capacity(64),
+            spin,
+            idle_since: None,
+            cancel: cancel.clone(),
+            watch: None,
+            reports: 0,
+        })
+    }
+
+    /// Reports stalls to `watch`, and ends a wait with a lost peer when it holds a fence
+    /// notice (the heartbeat thread wakes the wait through the cancellation waker).
+    pub fn set_watch(&mut self, watch: Arc<Watch>) {
+        self.watch = Some(watch);
     }
 
     /// Registers a link (its token is its peer rank).
@@ -59,12 +79,19 @@ impl Waiter {
     /// with [`Error::Aborted`] once cancelled (one relaxed atomic load).
     pub fn progressed(&mut self) -> Result<()> {
         self.idle_since = None;
+        if self.reports > 0 {
+            self.reports = 0;
+            if let Some(w) = &self.watch {
+                w.resolved();
+            }
+        }
         self.cancel.check()
     }
 
     /// Called after a round of I/O that moved nothing: spins or blocks until something may be
     /// ready. Fails with a timeout naming `waiting_for()` once `deadline` has passed, and
-    /// with [`Error::Aborted`] once cancelled.
+    /// with [`Error::Aborted`] once cancelled. With a [`Watch`], a long wait is reported as a
+    /// stall, and a fenced peer ends it ([`Error::PeerLost`]).
     pub fn wait(&mut self, deadline: Instant, started: Instant, waiting_for: impl Fn() -> String) -> Result<()> {
         self.cancel.check()?;
         let now = Instant::now();
@@ -76,7 +103,12 @@ impl Waiter {
             std::thread::yield_now();
             return Ok(());
         }
-        let timeout = deadline - now;
+        let mut timeout = deadline - now;
+        if let Some(w) = &self.watch {
+            if let Some(look_again) = w.on_idle(now - idle_since, &mut self.reports, &waiting_for)? {
+                timeout = timeout.min(look_again);
+            }
+        }
         match self.poll.poll(&mut self.events, Some(timeout)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(()),

@@ -1,0 +1,138 @@
+//! The tracker's side of liveness (I/O around the pure [`Liveness`](super::liveness)):
+//! heartbeats and the stall reports they carry, and fencing a worker that fell silent.
+//!
+//! A worker silent for the peer timeout is fenced: it leaves the membership as a lost worker
+//! would (a new link round goes on without it, waiting for its replacement), its connection is
+//! told it was fenced and closed, everything its incarnation sends later is refused, and the
+//! other workers are told on their heartbeat connections, which ends the call they wait in.
+//! Whoever runs the workers takes the fenced task ids ([`super::Tracker::take_fenced`]) and
+//! replaces them as dead ones (`warren run` kills and restarts the process).
+
+use std::time::{Duration, Instant};
+
+use log::{info, warn};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::liveness::BeatOutcome;
+use super::proto::{FromTracker, Stall};
+use super::registry::WorkerState;
+use super::server::{Shared, SharedState, refuse};
+
+/// A heartbeat from `task_id`'s incarnation `incarnation`: noted and acknowledged, its new
+/// stall report logged; refused (ending the connection) if fenced or unknown.
+pub(crate) fn beat(
+    s: &mut Shared,
+    tx: &UnboundedSender<FromTracker>,
+    task_id: &str,
+    incarnation: u64,
+    stall: Option<Stall>,
+) -> Result<(), String> {
+    let Some(l) = s.liveness.as_mut() else {
+        return refuse(tx, "this tracker expects no heartbeats (its peer timeout is off)".into());
+    };
+    match l.beat(task_id, incarnation, stall, Instant::now()) {
+        BeatOutcome::Fenced => refuse_fenced(tx, task_id),
+        BeatOutcome::Unknown => {
+            refuse(tx, format!("task {task_id} (incarnation {incarnation}) is not a running worker of this job"))
+        }
+        BeatOutcome::Noted(report) => {
+            s.beat_conns.insert(task_id.to_string(), tx.clone());
+            if let Some(r) = report {
+                log_stall(s, task_id, &r);
+            }
+            let _ = tx.send(FromTracker::Ack);
+            Ok(())
+        }
+    }
+}
+
+/// Refuses anything from a fenced incarnation of `task_id` (and ends its connection).
+pub(crate) fn refuse_fenced(tx: &UnboundedSender<FromTracker>, task_id: &str) -> Result<(), String> {
+    let message = format!("task {task_id} was fenced by the tracker and replaced; nothing it sends is accepted");
+    let _ = tx.send(FromTracker::Fenced { message: message.clone() });
+    Err(message)
+}
+
+/// Logs a stall report, naming the workers waited for, with their last heartbeat and whether
+/// they report a stall themselves; one silent since the wait began is what the job waits on.
+fn log_stall(s: &Shared, task_id: &str, r: &Stall) {
+    let now = Instant::now();
+    let Some(view) = s.registry.view() else { return };
+    let waited: Vec<String> = r
+        .ranks
+        .iter()
+        .filter_map(|&rank| view.task_of(rank))
+        .map(|t| {
+            let l = s.liveness.as_ref().expect("stall reports come with heartbeats");
+            let silent = l.silent_for(t, now);
+            let heard = match silent {
+                Some(d) => format!("last heartbeat {d:.1?} ago"),
+                None => "no heartbeat expected".into(),
+            };
+            let why = if l.stalled(t) {
+                "stalled itself"
+            } else if silent.is_some_and(|d| d >= Duration::from_millis(r.waited_ms)) {
+                "silent since this wait began: the job waits on it"
+            } else {
+                "no stall reported by it"
+            };
+            format!("{} [{heard}; {why}]", s.registry.identity(t))
+        })
+        .collect();
+    let waited = if waited.is_empty() { "no named peer".to_string() } else { waited.join(", ") };
+    warn!(
+        "tracker: stall: {} has waited {:.1} s in {}; waiting for {waited}",
+        s.registry.identity(task_id),
+        r.waited_ms as f64 / 1000.0,
+        r.call
+    );
+}
+
+/// Fences every worker silent for longer than the peer timeout, checking a few times per
+/// timeout, until the runtime stops.
+pub(crate) async fn watchdog(state: SharedState, timeout: Duration) {
+    let tick = (timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
+    loop {
+        tokio::time::sleep(tick).await;
+        let mut s = state.0.lock().unwrap();
+        if s.outcome.is_some() {
+            return;
+        }
+        let late = s.liveness.as_ref().map(|l| l.overdue(Instant::now())).unwrap_or_default();
+        for (task, silent) in late {
+            fence(&mut s, &task, silent, timeout);
+        }
+    }
+}
+
+/// Fences `task`: it leaves as lost, is told so, and the others are told to go on without it.
+fn fence(s: &mut Shared, task: &str, silent: Duration, timeout: Duration) {
+    if s.registry.state_of(task) != Some(WorkerState::Running) {
+        if let Some(l) = s.liveness.as_mut() {
+            l.forget(task);
+        }
+        return;
+    }
+    let who = s.registry.identity(task);
+    let rank = s.registry.rank_of(task).unwrap_or(usize::MAX);
+    let reason = format!("no heartbeat from {who} for {silent:.1?} (peer timeout {timeout:?})");
+    warn!("tracker: fenced {who}: {reason}; the job goes on without it and waits for its replacement");
+    if let Some(l) = s.liveness.as_mut() {
+        l.fence(task);
+    }
+    if let Some((_, tx)) = s.conns.remove(task) {
+        let message = format!("task {task} was fenced by the tracker ({reason}) and is being replaced");
+        let _ = tx.send(FromTracker::Fenced { message });
+    }
+    s.registry.lost(task);
+    s.restarted.remove(task);
+    s.beat_conns.remove(task);
+    let round = s.registry.rounds();
+    for tx in s.beat_conns.values() {
+        let (task_id, reason) = (task.to_string(), reason.clone());
+        let _ = tx.send(FromTracker::PeerFenced { rank, task_id, reason, round });
+    }
+    s.fenced_tasks.push(task.to_string());
+    s.last_fence = Some((Instant::now(), task.to_string()));
+    info!("tracker: task {task} is to be replaced (it is lost to the job until it registers again)");
+}

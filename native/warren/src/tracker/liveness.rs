@@ -1,0 +1,160 @@
+//! Which workers are alive, as the tracker sees it: the last heartbeat of each worker's
+//! current incarnation, the stall it reports, and the incarnations fenced. Pure: the server
+//! feeds it heartbeats and the clock, and acts on what it returns.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use super::proto::Stall;
+
+/// What a heartbeat leads to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BeatOutcome {
+    /// From the current incarnation: noted. Carries its stall report when it is a new one
+    /// (to be logged once).
+    Noted(Option<Stall>),
+    /// From a fenced incarnation: refuse it, and everything else it sends.
+    Fenced,
+    /// From no incarnation this tracker expects (not assigned yet, finished, or lost).
+    Unknown,
+}
+
+#[derive(Debug, Clone)]
+struct Pulse {
+    incarnation: u64,
+    last: Instant,
+    /// The stall of its last heartbeat, if any.
+    stall: Option<Stall>,
+}
+
+/// Heartbeat bookkeeping for a tracker with peer timeout `timeout`.
+#[derive(Debug, Clone)]
+pub struct Liveness {
+    timeout: Duration,
+    pulses: HashMap<String, Pulse>,
+    fenced: HashSet<u64>,
+}
+
+impl Liveness {
+    /// Fences a worker after `timeout` without a heartbeat.
+    pub fn new(timeout: Duration) -> Liveness {
+        Liveness { timeout, pulses: HashMap::new(), fenced: HashSet::new() }
+    }
+
+    /// The peer timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// `task`'s incarnation `incarnation` was told its assignment at `now`: heartbeats are
+    /// due from it from now on (a re-assignment of the same incarnation restarts the clock).
+    pub fn expect(&mut self, task: &str, incarnation: u64, now: Instant) {
+        let stall = self.pulses.get(task).filter(|p| p.incarnation == incarnation).and_then(|p| p.stall.clone());
+        self.pulses.insert(task.to_string(), Pulse { incarnation, last: now, stall });
+    }
+
+    /// A heartbeat from `task`'s incarnation `incarnation` at `now`.
+    pub fn beat(&mut self, task: &str, incarnation: u64, stall: Option<Stall>, now: Instant) -> BeatOutcome {
+        if self.fenced.contains(&incarnation) {
+            return BeatOutcome::Fenced;
+        }
+        let Some(p) = self.pulses.get_mut(task).filter(|p| p.incarnation == incarnation) else {
+            return BeatOutcome::Unknown;
+        };
+        p.last = now;
+        let new = stall.as_ref().filter(|s| p.stall.as_ref().is_none_or(|old| old.seq != s.seq)).cloned();
+        p.stall = stall;
+        BeatOutcome::Noted(new)
+    }
+
+    /// Whether `incarnation` was fenced.
+    pub fn is_fenced(&self, incarnation: u64) -> bool {
+        self.fenced.contains(&incarnation)
+    }
+
+    /// No more heartbeats are expected from `task` (it finished, or its connection closed).
+    pub fn forget(&mut self, task: &str) {
+        self.pulses.remove(task);
+    }
+
+    /// Fences `task`'s current incarnation: it is forgotten, and anything it sends from now on
+    /// is refused. Returns the incarnation fenced.
+    pub fn fence(&mut self, task: &str) -> Option<u64> {
+        let p = self.pulses.remove(task)?;
+        self.fenced.insert(p.incarnation);
+        Some(p.incarnation)
+    }
+
+    /// Workers silent for longer than the timeout at `now`, with how long, longest first.
+    pub fn overdue(&self, now: Instant) -> Vec<(String, Duration)> {
+        let mut late: Vec<(String, Duration)> = self
+            .pulses
+            .iter()
+            .map(|(t, p)| (t.clone(), now.saturating_duration_since(p.last)))
+            .filter(|(_, silent)| *silent > self.timeout)
+            .collect();
+        late.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        late
+    }
+
+    /// How long `task` has been silent at `now` (`None` if no heartbeat is expected from it).
+    pub fn silent_for(&self, task: &str, now: Instant) -> Option<Duration> {
+        self.pulses.get(task).map(|p| now.saturating_duration_since(p.last))
+    }
+
+    /// Whether `task`'s last heartbeat reported a stall (it waits for others itself).
+    pub fn stalled(&self, task: &str) -> bool {
+        self.pulses.get(task).is_some_and(|p| p.stall.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stall(seq: u64) -> Stall {
+        Stall { seq, call: "allreduce #1 on rank 0: child rank 1".into(), waited_ms: 10_000, ranks: vec![1] }
+    }
+
+    #[test]
+    fn a_silent_worker_is_overdue_after_the_timeout() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(Duration::from_secs(3));
+        l.expect("0", 1, t0);
+        l.expect("1", 2, t0);
+        assert_eq!(l.beat("0", 1, None, t0 + Duration::from_secs(2)), BeatOutcome::Noted(None));
+        assert!(l.overdue(t0 + Duration::from_secs(3)).is_empty());
+        let late = l.overdue(t0 + Duration::from_millis(4500));
+        assert_eq!(late, vec![("1".to_string(), Duration::from_millis(4500))]);
+        assert_eq!(l.silent_for("0", t0 + Duration::from_secs(4)), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn a_fenced_incarnation_is_refused_and_its_replacement_is_not() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(Duration::from_secs(3));
+        l.expect("1", 2, t0);
+        assert_eq!(l.fence("1"), Some(2));
+        assert!(l.is_fenced(2));
+        assert_eq!(l.beat("1", 2, None, t0), BeatOutcome::Fenced);
+        assert!(l.overdue(t0 + Duration::from_secs(60)).is_empty(), "a fenced worker is not fenced twice");
+        assert_eq!(l.beat("1", 7, None, t0), BeatOutcome::Unknown, "not expected before its assignment");
+        l.expect("1", 7, t0);
+        assert_eq!(l.beat("1", 7, None, t0), BeatOutcome::Noted(None));
+        l.forget("1");
+        assert_eq!(l.beat("1", 7, None, t0), BeatOutcome::Unknown);
+    }
+
+    #[test]
+    fn each_stall_report_is_new_once() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(Duration::from_secs(30));
+        l.expect("0", 1, t0);
+        assert_eq!(l.beat("0", 1, Some(stall(1)), t0), BeatOutcome::Noted(Some(stall(1))));
+        assert!(l.stalled("0"));
+        assert_eq!(l.beat("0", 1, Some(stall(1)), t0), BeatOutcome::Noted(None));
+        assert_eq!(l.beat("0", 1, Some(stall(2)), t0), BeatOutcome::Noted(Some(stall(2))));
+        assert_eq!(l.beat("0", 1, None, t0), BeatOutcome::Noted(None));
+        assert!(!l.stalled("0"));
+    }
+}
