@@ -137,6 +137,9 @@ async fn connection(stream: TcpStream, state: SharedState) {
             }
         }
     }
+    // A heartbeat connection's sender is also held by `beat_conns` (to tell it about fenced
+    // peers): drop that too, else the writer never ends and the connection stays open.
+    state.0.lock().unwrap().beat_conns.retain(|_, beats| !beats.same_channel(&tx));
     drop(tx);
     let _ = writer.await;
     state.0.lock().unwrap().open_connections -= 1;
