@@ -571,12 +571,16 @@ public final class Communicator implements AutoCloseable {
    * Writes a line to the job's log on the tracker, prefixed with this worker's rank (in a world
    * of one, to the local log: SLF4J logger {@code io.warren.native.warren.engine}).
    *
+   * <p>Not a collective: an interrupt of the calling thread neither aborts it nor cancels the
+   * communicator (a progress thread stopped while it logs must not fail the job); the call
+   * waits at most 30 s for the tracker, and the interrupt flag is left as it was.
+   *
    * @param message the line
    * @throws WarrenException (a subclass) if the tracker cannot be reached
    */
   public synchronized void print(String message) {
     Objects.requireNonNull(message, "message");
-    run(p -> Native.commPrint(p, message));
+    Native.commPrint(live(), message);
   }
 
   /**

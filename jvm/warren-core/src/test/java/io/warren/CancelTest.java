@@ -159,6 +159,35 @@ class CancelTest {
   }
 
   @Test
+  @Timeout(60)
+  void anInterruptedThreadThatPrintsDoesNotCancelTheCommunicator() throws Exception {
+    try (Tracker tracker = Tracker.start(2, TestSupport.SECRET)) {
+      CompletableFuture<float[]> peer =
+          CompletableFuture.supplyAsync(
+              () -> {
+                try (Communicator c = Communicator.create(settings(tracker, 1))) {
+                  float[] v = {2f};
+                  c.allreduce(v, Op.SUM);
+                  return v;
+                }
+              });
+      try (Communicator c = Communicator.create(settings(tracker, 0))) {
+        Thread.currentThread().interrupt();
+        try {
+          c.print("logged by an interrupted thread");
+          assertTrue(Thread.currentThread().isInterrupted(), "print leaves the flag set");
+        } finally {
+          Thread.interrupted();
+        }
+        float[] v = {1f};
+        c.allreduce(v, Op.SUM);
+        assertEquals(3f, v[0], "the communicator still works after the interrupted print");
+      }
+      assertEquals(3f, peer.get(30, TimeUnit.SECONDS)[0]);
+    }
+  }
+
+  @Test
   @Timeout(30)
   void aPendingInterruptAbortsTheNextCallAndTheWatcherStopsWithTheLastCommunicator()
       throws Exception {
