@@ -7,15 +7,17 @@
 #
 # Knobs (environment): WARREN_NETNS_MBIT=1000 (link rate, Mbit/s), WARREN_NETNS_WORKERS="2 4",
 # WARREN_NETNS_BYTES=67108864 (per rank), WARREN_NETNS_ITERS=10, WARREN_NETNS_REPEAT=3,
-# OUT=bench/results/netns-<date>.jsonl. Each line: `warren bench allreduce`'s JSON (plain mode,
-# float32 sum) plus run, link_gbit, busbw_gbit (busbw in Gbit/s) and busbw_over_link.
+# OUT=bench/results/netns-<date>.jsonl, PROFILE=release (the cargo profile; `test` reuses the
+# debug build of the tests: the links, not the reductions, are the bottleneck here).
+# Each line: `warren bench allreduce`'s JSON (plain mode, float32 sum) plus run, link_gbit,
+# busbw_gbit (busbw in Gbit/s) and busbw_over_link.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/results/netns-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 mkdir -p "$(dirname "$OUT")"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --release -p warren-cli --test netns -- --ignored --exact \
+cargo test --profile "${PROFILE:-release}" -p warren-cli --test netns -- --ignored --exact \
   bench_allreduce_busbw_against_the_link_rate --nocapture --test-threads 1 >"$log" 2>&1 ||
   { tail -40 "$log" >&2; exit 1; }
 sed -n 's/^NETNS_BENCH //p' "$log" | tee "$OUT"
