@@ -20,7 +20,7 @@ trap 'rm -f "$log"' EXIT
 cargo test --profile "${PROFILE:-release}" -p warren-cli --test netns -- --ignored --exact \
   bench_allreduce_busbw_against_the_link_rate --nocapture --test-threads 1 >"$log" 2>&1 ||
   { tail -40 "$log" >&2; exit 1; }
-sed -n 's/^NETNS_BENCH //p' "$log" | tee "$OUT"
+grep -o 'NETNS_BENCH {.*}' "$log" | sed 's/^NETNS_BENCH //' | tee "$OUT"
 python3 - "$OUT" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
