@@ -2,8 +2,10 @@
 //! veth pairs through bridges (see `support/netns.rs`; needs root). A worker whose link goes
 //! down for longer than the peer timeout is fenced like a paused one and replaced; a partition
 //! with the tracker on one side leaves only that side going on, the other side's workers
-//! exiting with the fenced error. Every wait is bounded; the namespaces are removed when a
-//! test ends, failed or not.
+//! exiting with the fenced error. A host's link limited with `tc tbf` carries no more than its
+//! rate (and, `#[ignore]`d, the measurement of `bench/netns_allreduce.sh`: allreduce busbw
+//! against the link rate). Every wait is bounded; the namespaces are removed when a test
+//! ends, failed or not.
 
 mod support;
 
@@ -25,6 +27,57 @@ fn tracker(net: &Net, host: &Host, n: usize) -> (Proc, String) {
             .env("WARREN_JOB_SECRET", SECRET)
             .env("WARREN_PEER_TIMEOUT_S", "2"),
     )
+}
+
+/// `warren tracker` for `n` workers on `host` with the default peer timeout (benchmarks: a
+/// saturated link on a loaded machine must not fence anyone).
+fn bench_tracker(net: &Net, host: &Host, n: usize) -> (Proc, String) {
+    Proc::tracker(
+        net.command(host, WARREN)
+            .args(["tracker", "-n", &n.to_string(), "--host", &host.addr])
+            .env("WARREN_JOB_SECRET", SECRET),
+    )
+}
+
+/// `warren bench allreduce` (float32 sum, plain mode, 2 untimed iterations) of `bytes` per
+/// rank, one worker on each of `hosts`, the tracker on `t`: rank 0's JSON line.
+fn bench_allreduce(net: &Net, t: &Host, hosts: &[Host], bytes: usize, iters: usize) -> serde_json::Value {
+    let n = hosts.len();
+    let (tracker, uri) = bench_tracker(net, t, n);
+    let workers: Vec<Proc> = hosts
+        .iter()
+        .enumerate()
+        .map(|(task, host)| {
+            Proc::start(
+                net.command(host, WARREN)
+                    .args(["bench", "allreduce", "--worker", "--warmup", "2", "--dtype", "f32", "--op", "sum"])
+                    .args(["--workers", &n.to_string(), "--bytes", &bytes.to_string(), "--iters", &iters.to_string()])
+                    .envs(worker_env(&uri, n, SECRET, task, 0))
+                    .env("WARREN_ROBUST", "0")
+                    .env("WARREN_LOG", "warn"),
+            )
+        })
+        .collect();
+    let mut line = None;
+    for (task, w) in workers.into_iter().enumerate() {
+        let e = w.finish(Duration::from_secs(240));
+        assert!(e.status.success(), "benchmark worker {task} failed:\n{}", e.stderr);
+        line = line.or_else(|| e.stdout.lines().find(|l| l.starts_with('{')).map(str::to_string));
+    }
+    let _ = tracker.finish(Duration::from_secs(20));
+    serde_json::from_str(&line.expect("rank 0 prints a JSON line")).unwrap()
+}
+
+/// A network of `n` hosts on one switch, each limited to `bits_per_s`, and the tracker's
+/// host (not limited).
+fn limited_hosts(net: &mut Net, n: usize, bits_per_s: u64) -> (Host, Vec<Host>) {
+    let switch = net.bridge();
+    let t = net.host(&switch);
+    let hosts: Vec<Host> = (0..n).map(|_| net.host(&switch)).collect();
+    for h in &hosts {
+        net.limit(h, bits_per_s);
+    }
+    (t, hosts)
 }
 
 /// Worker `task` of a job of `n` on `host`.
@@ -113,4 +166,63 @@ fn a_partition_leaves_only_the_trackers_side_going_on() {
         workers.push(worker(&net, &h, &uri, 4, task, 1));
     }
     assert_job_done(tracker, workers, &want);
+}
+
+/// The harness's bandwidth limit holds: both ends of a limited host's link have the token
+/// bucket, and an allreduce between two hosts limited to 200 Mbit/s moves no more than that
+/// (an unlimited veth pair carries several Gbit/s here, so the bound fails without the limit).
+#[test]
+fn a_limited_link_carries_no_more_than_its_rate() {
+    let _one = one_at_a_time();
+    if !available() {
+        eprintln!("skipped: network namespaces need root and `ip netns`");
+        return;
+    }
+    let rate = 200_000_000u64;
+    let mut net = Net::new(2);
+    let (t, hosts) = limited_hosts(&mut net, 2, rate);
+    for h in &hosts {
+        let q = net.qdiscs(h);
+        assert_eq!(q.matches("qdisc tbf").count(), 2, "both ends of {}'s link are limited:\n{q}", h.addr);
+        assert_eq!(q.matches("rate 200Mbit").count(), 2, "at 200 Mbit/s:\n{q}");
+    }
+    let r = bench_allreduce(&net, &t, &hosts, 4 << 20, 5);
+    let gbit = r["busbw_gbps"].as_f64().unwrap() * 8.0;
+    // The bucket (96 KiB) lets a little more through at first than the rate: 2.3% of 4 MiB.
+    assert!(gbit <= 0.2 * 1.05, "4 MiB allreduce between two 200 Mbit/s hosts at {gbit:.3} Gbit/s busbw: {r}");
+}
+
+/// The measurement behind docs/benchmarks.md's simulated-network section (run it with
+/// `bash bench/netns_allreduce.sh`, which builds in release mode and keeps the lines): allreduce
+/// busbw between N hosts whose links are limited to `WARREN_NETNS_MBIT` (default 1000) Mbit/s,
+/// for N in `WARREN_NETNS_WORKERS` (default "2 4"), `WARREN_NETNS_BYTES` (default 64 MiB) per
+/// rank, `WARREN_NETNS_ITERS` (default 10) timed calls, `WARREN_NETNS_REPEAT` (default 3)
+/// runs of each; prints one `NETNS_BENCH {json}` line per run. Measures, asserts nothing.
+#[test]
+#[ignore = "a benchmark: bash bench/netns_allreduce.sh"]
+fn bench_allreduce_busbw_against_the_link_rate() {
+    let _one = one_at_a_time();
+    assert!(available(), "network namespaces need root and `ip netns`");
+    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let mbit: u64 = var("WARREN_NETNS_MBIT", "1000").parse().expect("WARREN_NETNS_MBIT");
+    let bytes: usize = var("WARREN_NETNS_BYTES", &(64usize << 20).to_string()).parse().expect("WARREN_NETNS_BYTES");
+    let iters: usize = var("WARREN_NETNS_ITERS", "10").parse().expect("WARREN_NETNS_ITERS");
+    let repeat: usize = var("WARREN_NETNS_REPEAT", "3").parse().expect("WARREN_NETNS_REPEAT");
+    let sizes: Vec<usize> = var("WARREN_NETNS_WORKERS", "2 4")
+        .split_whitespace()
+        .map(|n| n.parse().expect("WARREN_NETNS_WORKERS"))
+        .collect();
+    for (tag, &n) in sizes.iter().enumerate() {
+        let mut net = Net::new(3 + tag as u32);
+        let (t, hosts) = limited_hosts(&mut net, n, mbit * 1_000_000);
+        for run in 0..repeat {
+            let mut r = bench_allreduce(&net, &t, &hosts, bytes, iters);
+            let gbit = r["busbw_gbps"].as_f64().unwrap() * 8.0;
+            r["run"] = run.into();
+            r["link_gbit"] = (mbit as f64 / 1000.0).into();
+            r["busbw_gbit"] = gbit.into();
+            r["busbw_over_link"] = (gbit * 1000.0 / mbit as f64).into();
+            println!("NETNS_BENCH {r}");
+        }
+    }
 }

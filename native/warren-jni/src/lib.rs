@@ -686,7 +686,8 @@ pub extern "system" fn Java_io_warren_Native_commClose<'l>(mut env: EnvUnowned<'
 }
 
 /// Starts a tracker for `workers` workers. `host` may be null (127.0.0.1), `port` 0 (any),
-/// `rendezvous_ms` 0 (the default, 600 s).
+/// `rendezvous_ms` 0 (the default, 600 s), `peer_timeout_ms` negative (the default, 30 s) or
+/// 0 (no heartbeats: a hung worker is not fenced).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
     mut env: EnvUnowned<'l>,
@@ -696,6 +697,7 @@ pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
     host: JString<'l>,
     port: jint,
     rendezvous_ms: jlong,
+    peer_timeout_ms: jlong,
 ) -> jlong {
     run(&mut env, |env| {
         let workers =
@@ -711,6 +713,9 @@ pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
         cfg.port = port;
         if rendezvous_ms > 0 {
             cfg.rendezvous_timeout = Duration::from_millis(rendezvous_ms as u64);
+        }
+        if peer_timeout_ms >= 0 {
+            cfg.peer_timeout = (peer_timeout_ms > 0).then(|| Duration::from_millis(peer_timeout_ms as u64));
         }
         let t = Tracker::start(cfg)?;
         Ok(handle::into_handle(t))
@@ -745,6 +750,25 @@ pub extern "system" fn Java_io_warren_Native_trackerWorkerEnv<'l>(
             let v = env.new_string(v)?;
             out.set_element(env, 2 * i, &k)?;
             out.set_element(env, 2 * i + 1, &v)?;
+        }
+        Ok(out)
+    })
+}
+
+/// The task ids the tracker fenced since the last call (no heartbeat within the peer
+/// timeout), oldest first: the engine kills those task attempts and runs them again.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_trackerTakeFenced<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> JObjectArray<'l, JString<'l>> {
+    run(&mut env, |env| {
+        let fenced = tracker(h)?.take_fenced();
+        let out = JObjectArray::<JString>::new(env, fenced.len(), JString::null())?;
+        for (i, task) in fenced.iter().enumerate() {
+            let task = env.new_string(task)?;
+            out.set_element(env, i, &task)?;
         }
         Ok(out)
     })

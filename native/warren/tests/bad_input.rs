@@ -1,5 +1,6 @@
 //! Bad input gets a clear error on every rank, never a hang: mismatched calls, a wrong
-//! secret, a worker that never arrives, garbage on the ports, a peer that goes away.
+//! secret, a worker that never arrives, garbage on the ports, a build of another protocol
+//! version, a peer that goes away.
 
 mod common;
 
@@ -274,6 +275,70 @@ fn garbage_on_the_tracker_port_is_refused_without_harm() {
     c.print("still serving").unwrap();
     c.finalize().unwrap();
     tracker.wait(Some(Duration::from_secs(5))).unwrap();
+}
+
+/// The preamble a build of another protocol version sends (this one's version + 1).
+fn other_version_preamble() -> [u8; warren::wire::PREAMBLE_LEN] {
+    let mut p = warren::wire::preamble();
+    p[4..].copy_from_slice(&(warren::wire::VERSION + 1).to_le_bytes());
+    p
+}
+
+/// A worker built from another commit (another protocol version) joining this build's
+/// tracker is told the tracker's version before the tracker hangs up, so that it can say
+/// which versions differ (as this build does, below) instead of seeing a closed connection;
+/// the tracker goes on serving the job's own workers.
+#[test]
+fn a_worker_of_another_protocol_version_is_told_ours_and_the_job_goes_on() {
+    use warren::wire::handshake::CHALLENGE_LEN;
+    let tracker = start_tracker(1);
+    let mut s = TcpStream::connect(tracker.uri()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    s.write_all(&other_version_preamble()).unwrap();
+    let mut reply = Vec::new();
+    let _ = s.read_to_end(&mut reply); // the tracker hangs up after its challenge
+    assert_eq!(reply.len(), CHALLENGE_LEN, "the challenge and nothing more: {reply:?}");
+    assert_eq!(&reply[..warren::wire::PREAMBLE_LEN], &warren::wire::preamble(), "the tracker's own preamble");
+    let mut c = Communicator::init(worker_config(&tracker, 0)).unwrap();
+    c.print("still serving").unwrap();
+    c.finalize().unwrap();
+    tracker.wait(Some(Duration::from_secs(5))).unwrap();
+}
+
+/// This build joining a tracker of another protocol version (one that answers with its
+/// preamble, as this build does) fails at once with an error naming both versions, instead of
+/// retrying until the connect timeout.
+#[test]
+fn joining_a_tracker_of_another_protocol_version_is_a_clear_error_at_once() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let other = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut hello = [0u8; warren::wire::PREAMBLE_LEN];
+        s.read_exact(&mut hello).unwrap();
+        let mut challenge = other_version_preamble().to_vec();
+        challenge.extend_from_slice(&[7u8; 32]);
+        s.write_all(&challenge).unwrap();
+    });
+    let mut env = std::collections::HashMap::new();
+    for (k, v) in [
+        ("WARREN_TRACKER_URI", addr.to_string()),
+        ("WARREN_NUM_WORKERS", "2".into()),
+        ("WARREN_JOB_SECRET", "test-secret".into()),
+        ("WARREN_TASK_ID", "0".into()),
+        ("WARREN_CONNECT_TIMEOUT_S", "30".into()),
+    ] {
+        env.insert(k.to_string(), v);
+    }
+    let started = Instant::now();
+    let e = Communicator::init(warren::Config::from_map(&env).unwrap()).unwrap_err();
+    let (theirs, ours) = (warren::wire::VERSION + 1, warren::wire::VERSION);
+    assert!(
+        matches!(&e, Error::Protocol(m) if m.contains(&format!("speaks protocol version {theirs}, this build speaks {ours}"))),
+        "{e}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20), "not retried until the connect timeout");
+    other.join().unwrap();
 }
 
 #[test]

@@ -1,14 +1,33 @@
 //! Simulated hosts: network namespaces joined by veth pairs through bridges, each host with
-//! its own address, on this machine (needs root and `ip`). Everything is named after this
-//! process (`wn<pid>...`) and removed on drop, also when a test panics; only addresses in the
-//! namespaces created here (10.X.Y.0/24, X from the pid) are used.
+//! its own address, on this machine (needs root and `ip`), optionally with a bandwidth limit
+//! per host (`tc ... tbf` on both ends of its veth pair: the `netem` qdisc is not in this
+//! kernel). Everything is named after this process (`wn<pid>...`) and removed on drop, also
+//! when a test panics; only addresses in the namespaces created here (10.X.Y.0/24, X from the
+//! pid) are used.
 
 use std::process::{Command, Stdio};
 
 /// Runs `ip ARGS`, panicking with its stderr if it fails.
 fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("the ip command");
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    run("ip", args);
+}
+
+/// Runs `program ARGS`, panicking with its stderr if it fails; returns its stdout.
+fn run(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("the {program} command: {e}"));
+    assert!(out.status.success(), "{program} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The token bucket of a link limited to `bits_per_s`: the `tc` arguments after `dev X root`.
+/// The bucket holds 4 ms at that rate, and at least 96 KiB (a 64 KiB GSO segment and then
+/// some: a smaller bucket makes `tbf` split or drop them), so that a limited link still
+/// carries full segments and only its long-run rate is bounded; the queue holds 20 ms.
+pub fn tbf_args(bits_per_s: u64) -> Vec<String> {
+    let burst = (bits_per_s / 8 / 250).max(96 * 1024);
+    ["tbf", "rate", &format!("{bits_per_s}bit"), "burst", &burst.to_string(), "latency", "20ms"]
+        .map(String::from)
+        .to_vec()
 }
 
 /// Whether namespaces can be made here (root, `ip netns`).
@@ -28,6 +47,8 @@ pub struct Host {
     pub addr: String,
     /// The host side of its veth pair (on a bridge): set it down to cut the host off.
     pub link: String,
+    /// The end of its veth pair inside its namespace.
+    pub inside: String,
 }
 
 /// The namespaces, bridges and links of one test.
@@ -90,7 +111,27 @@ impl Net {
         ip(&["-n", &ns, "addr", "add", &format!("{addr}/24"), "dev", &inside]);
         ip(&["-n", &ns, "link", "set", &inside, "up"]);
         ip(&["-n", &ns, "link", "set", "lo", "up"]);
-        Host { ns, addr, link: outside }
+        Host { ns, addr, link: outside, inside }
+    }
+
+    /// Limits `host`'s link to `bits_per_s` each way, as a NIC of that speed would: a token
+    /// bucket ([`tbf_args`]) on the inside end of its veth pair (what the host sends) and on
+    /// the bridge's end (what it receives).
+    pub fn limit(&self, host: &Host, bits_per_s: u64) {
+        let tbf = tbf_args(bits_per_s);
+        let tbf: Vec<&str> = tbf.iter().map(String::as_str).collect();
+        let mut inside = vec!["-n", host.ns.as_str(), "qdisc", "replace", "dev", host.inside.as_str(), "root"];
+        inside.extend(&tbf);
+        run("tc", &inside);
+        let mut outside = vec!["qdisc", "replace", "dev", host.link.as_str(), "root"];
+        outside.extend(&tbf);
+        run("tc", &outside);
+    }
+
+    /// The root qdiscs of both ends of `host`'s link, as `tc qdisc show` prints them.
+    pub fn qdiscs(&self, host: &Host) -> String {
+        let inside = run("tc", &["-n", &host.ns, "qdisc", "show", "dev", &host.inside, "root"]);
+        inside + &run("tc", &["qdisc", "show", "dev", &host.link, "root"])
     }
 
     /// Sets a link up or down.

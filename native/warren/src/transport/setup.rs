@@ -133,9 +133,16 @@ fn accept_handshake(
     let who = format!("connection from {addr}");
     let mut hello = [0u8; PREAMBLE_LEN + 4];
     read_exact_by(&mut s, &mut hello, deadline, &who)?;
-    wire::check_preamble(hello[..PREAMBLE_LEN].try_into().unwrap(), &who)?;
-    let rank = u32::from_le_bytes(hello[PREAMBLE_LEN..].try_into().unwrap()) as usize;
+    let pre: &[u8; PREAMBLE_LEN] = hello[..PREAMBLE_LEN].try_into().unwrap();
     let challenge = Challenge::new();
+    if let Err(e) = wire::check_preamble(pre, &who) {
+        if wire::is_warren(pre) {
+            // Another version: our challenge tells it which one we speak.
+            let _ = write_all_by(&mut s, &challenge.bytes(), deadline, &who);
+        }
+        return Err(e);
+    }
+    let rank = u32::from_le_bytes(hello[PREAMBLE_LEN..].try_into().unwrap()) as usize;
     write_all_by(&mut s, &challenge.bytes(), deadline, &who)?;
     let mut proof = [0u8; PROOF_LEN];
     read_exact_by(&mut s, &mut proof, deadline, &who)?;

@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::auth::{PROOF_LEN, Purpose};
 use super::handshake::{ACCEPTED, Challenge, REFUSED};
-use super::preamble::{PREAMBLE_LEN, check_preamble};
+use super::preamble::{PREAMBLE_LEN, check_preamble, is_warren};
 use crate::error::{Error, Result};
 
 /// Time a new connection has to complete its handshake.
@@ -59,8 +59,14 @@ pub async fn accept_authenticated(
 ) -> std::result::Result<TcpStream, String> {
     let mut pre = [0u8; PREAMBLE_LEN];
     stream.read_exact(&mut pre).await.map_err(|e| e.to_string())?;
-    check_preamble(&pre, "client").map_err(|e| e.to_string())?;
     let challenge = Challenge::new();
+    if let Err(e) = check_preamble(&pre, "client") {
+        if is_warren(&pre) {
+            // Another version: our challenge tells it which one we speak (see `is_warren`).
+            let _ = stream.write_all(&challenge.bytes()).await;
+        }
+        return Err(e.to_string());
+    }
     stream.write_all(&challenge.bytes()).await.map_err(|e| e.to_string())?;
     let mut proof = [0u8; PROOF_LEN];
     stream.read_exact(&mut proof).await.map_err(|e| e.to_string())?;

@@ -77,4 +77,4 @@ pub use deadline::{read_exact_by, write_all_by};
 pub use frame::{MAX_FRAME, decode_frame, decode_frame_within, encode_frame};
 pub use frame_reader::FrameReader;
 pub use handshake::HandshakeFailure;
-pub use preamble::{MAGIC, PREAMBLE_LEN, VERSION, check_preamble, preamble};
+pub use preamble::{MAGIC, PREAMBLE_LEN, VERSION, check_preamble, is_warren, preamble};

@@ -20,6 +20,13 @@ pub fn preamble() -> [u8; PREAMBLE_LEN] {
     b
 }
 
+/// Whether `b` is a Warren preamble, of this version or another: the other end is a Warren
+/// build, which a server tells its own version (its challenge) before refusing it, so that
+/// the other build reports the mismatch too instead of a connection closed on it.
+pub fn is_warren(b: &[u8; PREAMBLE_LEN]) -> bool {
+    b[..4] == MAGIC.to_le_bytes()
+}
+
 /// Checks a received preamble; `who` names the other end for the error.
 pub fn check_preamble(b: &[u8; PREAMBLE_LEN], who: &str) -> Result<()> {
     let magic = u32::from_le_bytes(b[..4].try_into().unwrap());
@@ -51,6 +58,14 @@ mod tests {
         assert!(matches!(&e, Error::Protocol(m) if m.contains("tracker t:1") && m.contains("not a Warren")), "{e}");
         let http: [u8; PREAMBLE_LEN] = *b"GET / HT";
         assert!(check_preamble(&http, "x").is_err());
+    }
+
+    #[test]
+    fn another_version_is_still_warren_a_stranger_is_not() {
+        let mut q = preamble();
+        q[4] = 3;
+        assert!(is_warren(&q) && is_warren(&preamble()));
+        assert!(!is_warren(b"GET / HT"));
     }
 
     #[test]

@@ -74,8 +74,16 @@ final class Native {
 
   static native void commAbort(long handle);
 
+  /** peerTimeoutMillis: negative for the default (30 s), 0 for no heartbeats. */
   static native long trackerStart(
-      int workers, String secret, String host, int port, long rendezvousMillis);
+      int workers,
+      String secret,
+      String host,
+      int port,
+      long rendezvousMillis,
+      long peerTimeoutMillis);
+
+  static native String[] trackerTakeFenced(long handle);
 
   static native String trackerUri(long handle);
 

@@ -2,6 +2,7 @@ package io.warren;
 
 import java.time.Duration;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 
@@ -60,6 +61,34 @@ public final class Tracker implements AutoCloseable {
    */
   public static Tracker start(
       int workers, String secret, String host, int port, Duration rendezvousTimeout) {
+    return start(workers, secret, host, port, rendezvousTimeout, null);
+  }
+
+  /**
+   * Starts a tracker that fences a worker silent for {@code peerTimeout}: no heartbeat from it
+   * (a paused or frozen process, a cut network link) for that long, and the others go on
+   * without it, waiting for its replacement; {@link #takeFenced()} names it, for whoever runs
+   * the workers to kill and re-run it.
+   *
+   * @param workers the number of workers in the job
+   * @param secret the job secret workers must prove they hold (not empty)
+   * @param host the address to bind and advertise
+   * @param port the port to bind, 0 for any free port
+   * @param rendezvousTimeout how long all workers have to arrive; zero for the default (600 s)
+   * @param peerTimeout null for the default (30 s), zero for none (a hung worker then stalls
+   *     the job until the call timeout)
+   * @return the running tracker; close it when the job is over
+   * @throws WarrenConfigException if an argument is invalid
+   * @throws WarrenIOException if the port cannot be bound
+   * @throws NativeLibraryException if the native library cannot be loaded
+   */
+  public static Tracker start(
+      int workers,
+      String secret,
+      String host,
+      int port,
+      Duration rendezvousTimeout,
+      Duration peerTimeout) {
     Objects.requireNonNull(secret, "secret");
     Objects.requireNonNull(host, "host");
     Objects.requireNonNull(rendezvousTimeout, "rendezvousTimeout");
@@ -67,8 +96,13 @@ public final class Tracker implements AutoCloseable {
       throw new IllegalArgumentException("workers must be at least 1, got " + workers);
     }
     NativeLoader.ensureLoaded();
+    if (peerTimeout != null && peerTimeout.isNegative()) {
+      throw new IllegalArgumentException("peerTimeout must not be negative, got " + peerTimeout);
+    }
+    long peerMillis = peerTimeout == null ? -1 : Math.max(peerTimeout.toMillis(), peerTimeout.isZero() ? 0 : 1);
     return new Tracker(
-        Native.trackerStart(workers, secret, host, port, rendezvousTimeout.toMillis()));
+        Native.trackerStart(
+            workers, secret, host, port, rendezvousTimeout.toMillis(), peerMillis));
   }
 
   /**
@@ -109,6 +143,18 @@ public final class Tracker implements AutoCloseable {
     Map<String, String> map = workerSettings();
     map.put("WARREN_TASK_ID", taskId);
     return map;
+  }
+
+  /**
+   * The task ids fenced since the last call, oldest first: workers the tracker heard no
+   * heartbeat from within the peer timeout, which the others already go on without. Kill each
+   * one's process or task attempt (it may still be alive, paused or cut off: anything it sends
+   * is refused) and run the task again, as for a worker that died.
+   *
+   * @return the task ids, possibly none
+   */
+  public List<String> takeFenced() {
+    return List.of(handle.call(Native::trackerTakeFenced));
   }
 
   /**

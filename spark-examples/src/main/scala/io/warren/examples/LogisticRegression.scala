@@ -79,8 +79,10 @@ object LogisticRegression {
     * @param iter the iteration at whose start it fails
     * @param halt halt the executor JVM (`Runtime.halt`) instead of throwing
     * @param attempts how many attempts fail (1: the first only)
+    * @param pause pause the executor JVM with SIGSTOP instead of throwing (as a frozen VM would:
+    *   every thread stops, no socket closes); it goes on only if someone continues it
     */
-  case class Failure(partition: Int, iter: Int, halt: Boolean = false, attempts: Int = 1)
+  case class Failure(partition: Int, iter: Int, halt: Boolean = false, attempts: Int = 1, pause: Boolean = false)
 
   /** What a run gives back (rank 0's view; every rank has the same).
     *
@@ -262,6 +264,12 @@ object LogisticRegression {
         if (fl.halt) {
           System.err.println(s"halting this executor at iteration $it (attempt $attempt)")
           Runtime.getRuntime.halt(1)
+        }
+        if (fl.pause) {
+          System.err.println(s"pausing this executor (SIGSTOP) at iteration $it (attempt $attempt)")
+          val self = ProcessHandle.current().pid().toString
+          new ProcessBuilder("kill", "-STOP", self).inheritIO().start().waitFor()
+          throw new RuntimeException(s"task $pid was paused and continued: it was fenced meanwhile")
         }
         throw new RuntimeException(s"injected failure of task $pid at iteration $it (attempt $attempt)")
       }

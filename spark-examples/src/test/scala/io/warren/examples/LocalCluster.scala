@@ -53,6 +53,9 @@ final class TaskCounts extends SparkListener {
   /** Task attempts that failed (not counting those Spark killed). */
   val failed = new AtomicInteger()
 
+  /** Why they failed (the first line of each reason), in order. */
+  val reasons = new java.util.concurrent.ConcurrentLinkedQueue[String]()
+
   /** Stage attempts after the first (a re-run barrier stage, say). */
   val stageReruns = new AtomicInteger()
 
@@ -60,7 +63,9 @@ final class TaskCounts extends SparkListener {
 
   override def onTaskEnd(e: SparkListenerTaskEnd): Unit = e.reason match {
     case Success | _: TaskKilled =>
-    case _                       => failed.incrementAndGet()
+    case other =>
+      reasons.add(other.toString.linesIterator.nextOption().getOrElse(""))
+      failed.incrementAndGet()
   }
 
   override def onStageSubmitted(e: SparkListenerStageSubmitted): Unit =
@@ -77,6 +82,7 @@ final class TaskCounts extends SparkListener {
     WarrenSlots.drainListeners(sc, 5000)
     started.set(0)
     failed.set(0)
+    reasons.clear()
     stageReruns.set(0)
   }
 }

@@ -3,6 +3,8 @@ package io.warren.examples
 import java.nio.file.Files
 import java.util.concurrent.TimeUnit
 
+import scala.jdk.CollectionConverters._
+
 import io.warren.examples.LogisticRegression.{Failure, Params, Result}
 import io.warren.spark.{WarrenSpark, WarrenSparkException}
 import org.apache.spark.{SparkContext, WarrenSlots}
@@ -16,8 +18,8 @@ import org.junit.jupiter.api._
   * the durable checkpoint (fail-all), and a task that fails in every attempt. Each recovered run
   * must end with the failure-free run's model, bit for bit, after exactly the injected losses.
   *
-  * Losses are thrown exceptions or halted executor JVMs at the start of an iteration (the
-  * example's hooks), or `WARREN_MOCK` points, where the native library `_exit`s the executor
+  * Losses are thrown exceptions, halted or paused (SIGSTOP) executor JVMs at the start of an
+  * iteration (the example's hooks), or `WARREN_MOCK` points, where the native library `_exit`s the executor
   * JVM inside a given collective call (per iteration: call 0 the gradient allreduce, 1 and 2
   * the checkpoint's two phases; `rank,bootstrap:n,attempt` the n-th bootstrap call).
   */
@@ -264,5 +266,22 @@ class RecoveryClusterTest {
     assertEquals(free.modelHash, r.modelHash, "L-BFGS with a halted executor: the model differs from the failure-free run's")
     assertEquals(free.losses.toSeq, r.losses.toSeq)
     assertEquals(1, counts.failed.get(), "failed task attempts")
+  }
+
+  /** An executor JVM paused with SIGSTOP (nothing closes, nothing answers): the tracker fences
+    * its worker after `peerTimeout` (10 s here), the driver kills its task attempt and then,
+    * the executor not answering, kills and replaces the executor; Spark runs the task again and
+    * the job ends with the failure-free model, long before Spark's own executor heartbeat
+    * timeout (120 s) would have given the executor up.
+    */
+  @Test
+  def k_aPausedExecutorIsFencedKilledAndRerun(): Unit = {
+    val want = clean
+    val paused = params.copy(conf = params.conf + ("peerTimeout" -> "10"), failures = Seq(Failure(2, 5, pause = true)))
+    val r = recovered("a paused executor (SIGSTOP), peerTimeout 10 s", paused, 1)
+    val why = counts.reasons.asScala.mkString("; ")
+    println(f"LR paused executor: ${r.seconds}%.2f s, ${r.seconds - want.seconds}%.2f s more than the clean run; the lost attempt: $why")
+    assertFalse(why.contains("heartbeat"), s"the executor was given up by Spark's heartbeat timeout, not by Warren: $why")
+    assertTrue(r.recoveries >= 1, s"rank 0 re-linked ${r.recoveries} times")
   }
 }

@@ -245,7 +245,8 @@ public final class WarrenFlink {
     int attempts = failAll ? failAllAttempts(conf) : 1;
     String host = s.trackerHost().orElse("127.0.0.1");
     Duration rendezvous = Duration.ofMillis((long) (s.rendezvousTimeout() * 1000));
-    Trackers trackers = Trackers.start(numWorkers, host, attempts, rendezvous);
+    Trackers trackers =
+        Trackers.start(numWorkers, host, attempts, rendezvous, s.trackerPeerTimeout());
     Map<String, String> extra = new HashMap<>(s.workerSettings());
     if (failAll) {
       extra.put("WARREN_CHECKPOINT_DIR", runDir.getPath());

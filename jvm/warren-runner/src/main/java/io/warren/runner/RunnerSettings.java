@@ -1,5 +1,6 @@
 package io.warren.runner;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
@@ -116,6 +117,18 @@ public record RunnerSettings(
           "WARREN_CONNECT_TIMEOUT_S",
           "seconds to join the job and to re-link after a failure");
 
+  /** {@code peerTimeout}. */
+  public static final Setting<Double> PEER_TIMEOUT =
+      new Setting<>(
+          "peerTimeout",
+          SettingType.seconds(false, DAY),
+          null,
+          "30",
+          "WARREN_PEER_TIMEOUT_S",
+          "seconds without a heartbeat after which the tracker fences a worker (paused, frozen or"
+              + " cut off): the others go on without it and the engine kills and re-runs its task"
+              + " (0: no heartbeats)");
+
   /** {@code bootstrapCache}. */
   public static final Setting<Boolean> BOOTSTRAP_CACHE =
       new Setting<>(
@@ -188,6 +201,7 @@ public record RunnerSettings(
           CHECKPOINT_DIR_TIMEOUT,
           TIMEOUT,
           CONNECT_TIMEOUT,
+          PEER_TIMEOUT,
           BOOTSTRAP_CACHE,
           LOCAL_REPLICAS,
           TRACKER_HOST,
@@ -216,7 +230,7 @@ public record RunnerSettings(
     }
     int durable = DURABLE_EVERY.from(durableRaw, prefix).orElseThrow();
     Map<String, String> workers = new LinkedHashMap<>();
-    for (Setting<?> s : List.of(TIMEOUT, CONNECT_TIMEOUT, LOCAL_REPLICAS)) {
+    for (Setting<?> s : List.of(TIMEOUT, CONNECT_TIMEOUT, PEER_TIMEOUT, LOCAL_REPLICAS)) {
       s.from(raw, prefix).ifPresent(v -> workers.put(s.worker(), number(v)));
     }
     BOOTSTRAP_CACHE
@@ -228,6 +242,19 @@ public record RunnerSettings(
             workers.put(k.substring(PASS_THROUGH.length()), v);
           }
         });
+    // The trackers read it too (trackerPeerTimeout): a passed-through value is checked alike.
+    String peer = workers.get(PEER_TIMEOUT.worker());
+    if (peer != null && PEER_TIMEOUT.kind().parse(peer).isEmpty()) {
+      throw new RunnerException(
+          prefix
+              + PASS_THROUGH
+              + PEER_TIMEOUT.worker()
+              + " = \""
+              + peer
+              + "\": expected "
+              + PEER_TIMEOUT.kind().expected(),
+          null);
+    }
     return new RunnerSettings(
         Recovery.of(RECOVERY.from(raw, prefix).orElseThrow()),
         CHECKPOINT_DIR.from(raw, prefix),
@@ -238,6 +265,21 @@ public record RunnerSettings(
         SLOT_WAIT_TIMEOUT.from(raw, prefix).orElseThrow(),
         PROGRESS_INTERVAL.from(raw, prefix).orElseThrow(),
         Map.copyOf(workers));
+  }
+
+  /**
+   * The peer timeout the run's trackers fence silent workers after: {@code peerTimeout} (or
+   * {@code setting.WARREN_PEER_TIMEOUT_S}), which the workers are given too.
+   *
+   * @return null when not set (the tracker's default, 30 s); zero for no heartbeats
+   */
+  public Duration trackerPeerTimeout() {
+    String v = workerSettings.get(PEER_TIMEOUT.worker());
+    if (v == null) {
+      return null;
+    }
+    double s = PEER_TIMEOUT.kind().parse(v).orElseThrow();
+    return Duration.ofNanos((long) (s * 1e9));
   }
 
   /**

@@ -38,6 +38,23 @@ public final class Trackers implements AutoCloseable {
    * @return the running trackers; close them when the run is over
    */
   public static Trackers start(int numWorkers, String host, int attempts, Duration rendezvous) {
+    return start(numWorkers, host, attempts, rendezvous, null);
+  }
+
+  /**
+   * Starts {@code attempts} trackers (closing those already started if one fails) that fence
+   * a worker silent for {@code peerTimeout} ({@link #takeFenced()} names it).
+   *
+   * @param numWorkers the workers of the run
+   * @param host the address to bind and advertise
+   * @param attempts how many attempts of the run to prepare (at least 1)
+   * @param rendezvous the first attempt's rendezvous deadline
+   * @param peerTimeout null for the default (30 s), zero for no heartbeats ({@link
+   *     RunnerSettings#trackerPeerTimeout()})
+   * @return the running trackers; close them when the run is over
+   */
+  public static Trackers start(
+      int numWorkers, String host, int attempts, Duration rendezvous, Duration peerTimeout) {
     if (attempts < 1) {
       throw new IllegalArgumentException("attempts must be at least 1, got " + attempts);
     }
@@ -45,7 +62,8 @@ public final class Trackers implements AutoCloseable {
     Tracker[] ts = new Tracker[attempts];
     try {
       for (int i = 0; i < attempts; i++) {
-        ts[i] = Tracker.start(numWorkers, secret, host, 0, i == 0 ? rendezvous : SPARE_RENDEZVOUS);
+        Duration r = i == 0 ? rendezvous : SPARE_RENDEZVOUS;
+        ts[i] = Tracker.start(numWorkers, secret, host, 0, r, peerTimeout);
       }
     } catch (RuntimeException e) {
       new Trackers(ts).close();
@@ -71,6 +89,26 @@ public final class Trackers implements AutoCloseable {
    */
   public Tracker tracker(int attempt) {
     return trackers[attempt];
+  }
+
+  /**
+   * The task ids any tracker fenced since the last call (see {@link Tracker#takeFenced()}):
+   * kill their task attempts, which the engine then runs again.
+   *
+   * @return task ids, possibly none, oldest first per tracker
+   */
+  public List<String> takeFenced() {
+    List<String> out = new ArrayList<>();
+    for (Tracker t : trackers) {
+      try {
+        if (t != null) {
+          out.addAll(t.takeFenced());
+        }
+      } catch (IllegalStateException closed) {
+        // an attempt's tracker closed meanwhile (fail-all): nothing left to fence there
+      }
+    }
+    return out;
   }
 
   /**

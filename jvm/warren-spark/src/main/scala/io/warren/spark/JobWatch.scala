@@ -5,7 +5,7 @@ import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue}
 import scala.jdk.CollectionConverters._
 
 import org.apache.spark.{Success, TaskKilled}
-import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, SparkListenerTaskEnd}
+import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, SparkListenerTaskEnd, SparkListenerTaskStart}
 
 /** Watches the stages of one Warren run on the driver: records which worker tasks failed (to
   * name them when the job fails) and, in fail-all mode, reports the first failure of each
@@ -30,6 +30,11 @@ private[spark] final class JobWatch(
   private val workerStages = ConcurrentHashMap.newKeySet[Int]()
   private val failures = new ConcurrentLinkedQueue[(Int, String)]()
   private val failedAttempts = ConcurrentHashMap.newKeySet[(Int, Int)]()
+  // Running worker task attempts: Spark task id -> (partition, executor).
+  private val running = new ConcurrentHashMap[Long, (Int, String)]()
+
+  override def onTaskStart(e: SparkListenerTaskStart): Unit =
+    if (workerStages.contains(e.stageId)) running.put(e.taskInfo.taskId, (e.taskInfo.partitionId, e.taskInfo.executorId))
 
   override def onStageSubmitted(e: SparkListenerStageSubmitted): Unit = {
     val props = e.properties
@@ -41,6 +46,7 @@ private[spark] final class JobWatch(
 
   override def onTaskEnd(e: SparkListenerTaskEnd): Unit = {
     if (!stages.contains(e.stageId)) return
+    running.remove(e.taskInfo.taskId)
     e.reason match {
       case Success =>
       case _: TaskKilled =>
@@ -55,6 +61,21 @@ private[spark] final class JobWatch(
         }
     }
   }
+
+  /** The running attempt of a worker task, as the listener bus has reported so far.
+    *
+    * @param partition the task id (partition id)
+    * @return its Spark task id and executor id, if one runs
+    */
+  def runningAttempt(partition: Int): Option[(Long, String)] =
+    running.asScala.collectFirst { case (taskId, (p, executor)) if p == partition => (taskId, executor) }
+
+  /** Whether a worker task attempt is still running, as the listener bus has reported so far.
+    *
+    * @param taskId the Spark task id
+    * @return true until its end is reported
+    */
+  def isRunning(taskId: Long): Boolean = running.containsKey(taskId)
 
   /** The failed worker tasks so far (not those Spark killed), as task id -> failed attempts,
     * in task-id order.

@@ -15,6 +15,8 @@ import io.warren.runner.{RunnerException, RunnerSettings}
   * @param rendezvousTimeout `spark.warren.rendezvousTimeout`, seconds
   * @param slotWaitTimeout `spark.warren.slotWaitTimeout`, seconds
   * @param progressInterval `spark.warren.progressInterval`, seconds
+  * @param peerTimeout the trackers' peer timeout: `spark.warren.peerTimeout` (or
+  *   `setting.WARREN_PEER_TIMEOUT_S`); `None`: the tracker's default (30 s); zero: none
   * @param workerSettings the `WARREN_*` settings for every worker: the mapped settings that are
   *   set, then the `setting.WARREN_*` ones as given (which win)
   */
@@ -27,6 +29,7 @@ final case class WarrenSettings(
     rendezvousTimeout: Double,
     slotWaitTimeout: Double,
     progressInterval: Double,
+    peerTimeout: Option[java.time.Duration],
     workerSettings: Map[String, String]
 )
 
@@ -68,6 +71,7 @@ object WarrenSettings {
       rendezvousTimeout = r.rendezvousTimeout,
       slotWaitTimeout = r.slotWaitTimeout,
       progressInterval = r.progressInterval,
+      peerTimeout = Option(r.trackerPeerTimeout),
       workerSettings = r.workerSettings.asScala.toMap
     )
   }

@@ -83,6 +83,15 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * so a namenode that refuses connections is reported at once). Each `train` call writes to a new
   * subdirectory of the directory, removed when `train` returns.
   *
+  * ==Paused, frozen and cut-off workers==
+  * Workers send heartbeats to the tracker on the driver from a native thread (a garbage
+  * collection does not stop it). One silent for `spark.warren.peerTimeout` seconds (default
+  * 30) is fenced: the others go on without it, waiting for its replacement, and anything it
+  * sends later is refused. The driver then kills its task attempt (`killTaskAttempt`) so that
+  * Spark runs it again; an executor that does not end the attempt within 5 s (a paused or
+  * frozen JVM cannot) is killed and replaced (`killAndReplaceExecutor`) and the task runs
+  * again elsewhere: well before Spark's own executor heartbeat timeout (120 s) would.
+  *
   * ==Requirements==
   *  - All `numWorkers` tasks must run at once: the driver checks the free task slots first and
   *    fails with a [[WarrenSparkException]] before starting any task if there are fewer.
@@ -195,7 +204,7 @@ object WarrenSpark {
         hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
         RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
       }
-      trackers = Trackers.start(numWorkers, host, attempts, rendezvous)
+      trackers = Trackers.start(numWorkers, host, attempts, rendezvous, settings.peerTimeout.orNull)
       // A remote directory's tasks set WARREN_CHECKPOINT_DIR to their staging directory; the
       // native library and the staging uploads use the same durableEvery.
       val durable = localCkptDir.map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
@@ -212,11 +221,15 @@ object WarrenSpark {
           firstPerAttempt = failAll,
           attempt => if (failAll) trackers.closeAttempt(attempt)
         )
-        run(sc, watch, numWorkers, recovery) {
-          // A failed barrier stage is re-run only if it feeds a shuffle (a failed barrier
-          // ResultStage aborts the job): hand the results over through one.
-          if (failAll) workers.partitionBy(new HashPartitioner(1)).collect() else workers.collect()
-        }
+        // A worker the tracker fenced (paused, frozen, cut off): its attempt is killed and re-run.
+        val fences = new FenceWatch(sc, trackers, watch)
+        try {
+          run(sc, watch, numWorkers, recovery) {
+            // A failed barrier stage is re-run only if it feeds a shuffle (a failed barrier
+            // ResultStage aborts the job): hand the results over through one.
+            if (failAll) workers.partitionBy(new HashPartitioner(1)).collect() else workers.collect()
+          }
+        } finally fences.stop()
       }
     } finally {
       if (trackers != null) trackers.close()

@@ -1,8 +1,8 @@
 package org.apache.spark
 
 /** Access to Spark's own count of task slots (`SparkContext.maxNumConcurrentTasks`, the number
-  * its barrier-mode check uses), to its listener bus and to an executor's local directory,
-  * which are `private[spark]`; hence this package.
+  * its barrier-mode check uses), to its listener bus, to an executor's local directory and to
+  * `killAndReplaceExecutor`, which are `private[spark]`; hence this package.
   */
 object WarrenSlots {
 
@@ -37,6 +37,16 @@ object WarrenSlots {
   def localDir(): String =
     try Option(SparkEnv.get).map(e => org.apache.spark.util.Utils.getLocalDir(e.conf)).getOrElse(tmpDir)
     catch { case _: Exception | _: LinkageError => tmpDir }
+
+  /** Asks the cluster manager to kill an executor and start another in its place (what Spark
+    * does to an executor it gives up on); its running tasks are run again elsewhere.
+    *
+    * @param sc the context
+    * @param executorId the executor
+    * @return whether the cluster manager took the request (false in local mode)
+    */
+  def killAndReplaceExecutor(sc: SparkContext, executorId: String): Boolean =
+    sc.killAndReplaceExecutor(executorId)
 
   private def tmpDir: String = System.getProperty("java.io.tmpdir")
 }

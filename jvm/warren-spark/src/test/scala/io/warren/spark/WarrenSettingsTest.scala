@@ -24,6 +24,7 @@ class WarrenSettingsTest {
     assertEquals(600.0, s.rendezvousTimeout)
     assertEquals(0.0, s.slotWaitTimeout)
     assertEquals(10.0, s.progressInterval)
+    assertEquals(None, s.peerTimeout) // the tracker's default
     // Unset worker settings are not passed: the native library's defaults apply.
     assertEquals(Map.empty, s.workerSettings)
   }
@@ -64,6 +65,21 @@ class WarrenSettingsTest {
       s.workerSettings
     )
     assertEquals(7, WarrenSettings.parse(Map("setting.WARREN_DURABLE_EVERY" -> "7")).durableEvery)
+  }
+
+  @Test
+  def thePeerTimeoutGoesToTheTrackersAndTheWorkers(): Unit = {
+    val s = WarrenSettings.parse(Map("peerTimeout" -> "2.5"))
+    assertEquals(Some(java.time.Duration.ofMillis(2500)), s.peerTimeout)
+    assertEquals(Map("WARREN_PEER_TIMEOUT_S" -> "2.5"), s.workerSettings)
+    assertEquals(Some(java.time.Duration.ZERO), WarrenSettings.parse(Map("peerTimeout" -> "0")).peerTimeout)
+    // Passed through as a worker setting, it reaches the trackers too, checked alike.
+    assertEquals(Some(java.time.Duration.ofSeconds(7)), WarrenSettings.parse(Map("setting.WARREN_PEER_TIMEOUT_S" -> "7")).peerTimeout)
+    assertEquals("""spark.warren.peerTimeout = "-3": expected a number of seconds in 0..86400""", refused("peerTimeout" -> "-3"))
+    assertEquals(
+      """spark.warren.setting.WARREN_PEER_TIMEOUT_S = "soon": expected a number of seconds in 0..86400""",
+      refused("setting.WARREN_PEER_TIMEOUT_S" -> "soon")
+    )
   }
 
   @Test

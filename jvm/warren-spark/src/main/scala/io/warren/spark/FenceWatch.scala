@@ -1,0 +1,112 @@
+package io.warren.spark
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import io.warren.runner.Trackers
+import org.apache.spark.{SparkContext, WarrenSlots}
+import org.slf4j.LoggerFactory
+
+/** On the driver: kills the task attempt of every worker the run's trackers fenced, so that
+  * Spark runs it again, as it would a failed one.
+  *
+  * A tracker fences a worker it heard no heartbeat from within the peer timeout
+  * (`spark.warren.peerTimeout`): a paused or frozen executor JVM, a hung task, a cut network
+  * link. The other workers already go on without it and wait for its replacement, but Spark
+  * does not know: the attempt still holds its slot, and a frozen executor is only given up
+  * after Spark's own heartbeat timeout (`spark.network.timeout`, 120 s). This watch polls the
+  * trackers every [[FenceWatch.PollMs]] ms and, for each fenced task id (a partition id), calls
+  * `SparkContext.killTaskAttempt` on its running attempt, with an interrupt (a live executor
+  * ends it within milliseconds: the task's communicator is aborted). An executor that has not
+  * ended the attempt [[FenceWatch.KillGrace]] later does not answer at all (a SIGSTOPped or
+  * frozen JVM cannot): it is killed and replaced (`killAndReplaceExecutor`, what Spark does to
+  * an executor it gives up on), and Spark runs the task again on another executor.
+  *
+  * @param sc the context
+  * @param trackers the run's trackers
+  * @param watch the run's task watch (which attempts of which partitions run where)
+  */
+private[spark] final class FenceWatch(sc: SparkContext, trackers: Trackers, watch: JobWatch) {
+  private val log = LoggerFactory.getLogger(classOf[FenceWatch])
+  @volatile private var stopped = false
+  // Fenced task ids whose attempt is not known yet (the listener bus lags), with when fenced.
+  private val pending = mutable.LinkedHashMap.empty[Int, Long]
+  // Attempts killed: Spark task id -> (executor, when killed).
+  private val killed = mutable.LinkedHashMap.empty[Long, (String, Long)]
+  private val thread = new Thread(() => loop(), "warren-fence-watch")
+  thread.setDaemon(true)
+  thread.start()
+
+  private def loop(): Unit =
+    try {
+      while (!stopped) {
+        step(System.nanoTime())
+        Thread.sleep(FenceWatch.PollMs)
+      }
+    } catch {
+      case _: InterruptedException => ()
+      case NonFatal(e)             => log.error("warren: the fence watch stopped", e)
+    }
+
+  private def step(now: Long): Unit = {
+    trackers.takeFenced().asScala.foreach { task =>
+      task.toIntOption match {
+        case Some(p) => pending.getOrElseUpdate(p, now)
+        case None    => log.warn(s"warren: the tracker fenced task $task, which is no partition id")
+      }
+    }
+    for ((p, since) <- pending.toSeq) {
+      watch.runningAttempt(p) match {
+        case Some((taskId, executor)) =>
+          pending.remove(p)
+          log.warn(
+            s"warren: the tracker fenced the worker of partition $p (no heartbeat within " +
+              s"spark.warren.peerTimeout): killing its task attempt (Spark task $taskId on executor " +
+              s"$executor) so that Spark runs it again"
+          )
+          killed.put(taskId, (executor, now))
+          sc.killTaskAttempt(taskId, interruptThread = true, reason = s"Warren fenced the worker of partition $p")
+        case None if now - since > FenceWatch.KnownWithinNs =>
+          pending.remove(p)
+          log.warn(s"warren: the tracker fenced the worker of partition $p, but no attempt of it is running")
+        case None => ()
+      }
+    }
+    for ((taskId, (executor, at)) <- killed.toSeq) {
+      if (!watch.isRunning(taskId)) killed.remove(taskId)
+      else if (now - at > FenceWatch.KillGrace * 1000000L) {
+        killed.remove(taskId)
+        log.warn(
+          s"warren: executor $executor did not end killed task $taskId within ${FenceWatch.KillGrace} ms: " +
+            "it does not answer (paused, frozen or cut off); killing and replacing it"
+        )
+        if (!WarrenSlots.killAndReplaceExecutor(sc, executor)) {
+          log.warn(s"warren: the cluster manager cannot kill executor $executor; Spark gives it up after spark.network.timeout")
+        }
+      }
+    }
+  }
+
+  /** Stops watching (waits up to 1 s for the thread). Idempotent. */
+  def stop(): Unit = {
+    stopped = true
+    thread.interrupt()
+    thread.join(1000)
+  }
+}
+
+/** Timings of [[FenceWatch]]. */
+private[spark] object FenceWatch {
+
+  /** How often the trackers are asked for fenced workers, in milliseconds. */
+  val PollMs = 100L
+
+  /** How long an executor has to end a killed task attempt before it is taken for one that
+    * does not answer and is killed and replaced, in milliseconds.
+    */
+  val KillGrace = 5000L
+
+  /** How long a fenced task id may go without a known running attempt before it is dropped. */
+  private val KnownWithinNs = 30L * 1000000000L
+}
