@@ -196,11 +196,17 @@ impl Roster {
         if self.lost.contains(task) {
             self.request(Change::Restart, task, None)?;
         }
-        if !self.target.contains(task) || self.view.rank_of(task).is_some() {
+        if !self.expected(task) || self.view.rank_of(task).is_some() {
             return Err(format!("task {task} has not been admitted to the job (add it first)"));
         }
         self.ready.insert(task.to_string());
         Ok(())
+    }
+
+    /// Whether `task` is to be a member: in the target, or scheduled to join (maybe to leave
+    /// again later).
+    fn expected(&self, task: &str) -> bool {
+        self.target.contains(task) || self.scheduled.iter().any(|s| s.member && s.task == task)
     }
 
     /// A registered joiner went away before joining.
@@ -217,10 +223,20 @@ impl Roster {
         self.last_decided = Some(version);
         let mut members: BTreeSet<String> = self.view.members().iter().cloned().collect();
         let mut applied = vec![false; self.scheduled.len()];
-        for (i, s) in self.scheduled.iter().enumerate().filter(|(_, s)| s.at <= version) {
+        // Tasks whose earlier request waits: their later ones wait too, in order.
+        let mut waiting: BTreeSet<&str> = BTreeSet::new();
+        for (i, s) in self.scheduled.iter().enumerate() {
             match s.member {
-                // A joiner that has not registered yet joins at a later boundary.
-                true if !self.ready.contains(&s.task) => continue,
+                _ if waiting.contains(s.task.as_str()) => continue,
+                // Not due yet; or a joiner that has not registered yet: a later boundary.
+                _ if s.at > version => {
+                    waiting.insert(&s.task);
+                    continue;
+                }
+                true if !self.ready.contains(&s.task) => {
+                    waiting.insert(&s.task);
+                    continue;
+                }
                 true => members.insert(s.task.clone()),
                 false => members.remove(&s.task),
             };
@@ -255,10 +271,10 @@ impl Roster {
         match (member, self.target.contains(task)) {
             (true, true) => Some(TaskState::Running),
             (true, false) => Some(TaskState::Leaving),
-            (false, true) => Some(TaskState::Joining),
-            (false, false) if self.stopped.contains(task) => Some(TaskState::Stopped),
-            (false, false) if self.lost.contains(task) => Some(TaskState::Lost),
-            (false, false) => None,
+            (false, _) if self.expected(task) => Some(TaskState::Joining),
+            (false, _) if self.stopped.contains(task) => Some(TaskState::Stopped),
+            (false, _) if self.lost.contains(task) => Some(TaskState::Lost),
+            (false, _) => None,
         }
     }
 
@@ -427,6 +443,19 @@ mod tests {
         assert_eq!(r.decide(4), View::new(2, ["0", "2", "5"]));
         let listed: Vec<_> = r.list().into_iter().map(|(t, s, rank)| (t, s.name(), rank)).collect();
         assert_eq!(listed[1], ("2".to_string(), "running", Some(1)));
+    }
+
+    #[test]
+    fn each_change_applies_at_its_own_version() {
+        let mut r = roster(&["0", "1"], 2, 4);
+        r.request(Change::Add, "3", Some(8)).unwrap();
+        r.request(Change::Remove, "3", Some(16)).unwrap();
+        assert_eq!(r.state_of("3"), Some(TaskState::Joining), "joins at 8 although it leaves at 16");
+        r.arrived("3").unwrap();
+        assert_eq!(r.decide(7).epoch(), 0);
+        assert_eq!(r.decide(8), View::new(1, ["0", "1", "3"]), "the later remove does not hold the add back");
+        assert_eq!(r.decide(16), View::new(2, ["0", "1"]));
+        assert_eq!(r.state_of("3"), Some(TaskState::Stopped));
     }
 
     #[test]

@@ -224,6 +224,18 @@ impl RecoveryState {
         self.pending = None;
     }
 
+    /// Moves this worker to rank `me` of a new view (elastic membership) placed by
+    /// `placement`, right after a commit: it keeps its checkpoint, its own local model and its
+    /// bootstrap cache; the replicas it kept for the old view are dropped, and those of the new
+    /// view are owed until a recovery round brings them.
+    pub fn rebase(&mut self, me: usize, placement: Placement) {
+        self.me = me;
+        self.kept = placement.local_models_kept_by(me);
+        self.placement = placement;
+        let (version, global, local) = (self.version, std::mem::take(&mut self.global), self.models.local.take());
+        self.load(version, global, local);
+    }
+
     /// Keeps a call's result: in the bootstrap cache by key, or in the result buffer at the
     /// next sequence number (the data only where the placement puts it). A bootstrap key
     /// already cached for a different call is a mismatch.
