@@ -177,19 +177,19 @@ fn ctl(uri: &str, secret: &str, args: &[&str]) -> (bool, String, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
-/// `warren run --min-workers 2 --max-workers 3` controlled with `warren ctl`: task 2 is added
-/// (the launcher starts its worker) and joins at version 12, task 1 is removed at version 20,
-/// a remove below the minimum and a wrong secret are refused with clear errors, and the job
-/// finishes.
-#[test]
-fn warren_ctl_grows_and_shrinks_an_elastic_warren_run() {
-    let secret = "ctl-test-secret";
+const SECRET: &str = "ctl-test-secret";
+
+/// `warren run --min-workers 2 --max-workers 3` of the example job (30 iterations) with `env`;
+/// `control` runs with the tracker's address once the job has started. Returns the run's
+/// stdout (workers' lines and the summary) and its log.
+fn elastic_run(env: &[(&str, &str)], control: impl FnOnce(&str)) -> (String, String) {
     let train = ["example", "train", "--elastic", "--iters", "30", "--model-bytes", "40000", "--compute-ms", "100"];
     let mut run = Command::new(WARREN)
         .args(["run", "--min-workers", "2", "--max-workers", "3", "--", WARREN])
         .args(train)
-        .env("WARREN_JOB_SECRET", secret)
+        .env("WARREN_JOB_SECRET", SECRET)
         .env("WARREN_CONNECT_TIMEOUT_S", "60")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -210,18 +210,11 @@ fn warren_ctl_grows_and_shrinks_an_elastic_warren_run() {
     let stdout = drain(run.stdout.take().unwrap());
     let uri = rx.recv_timeout(Duration::from_secs(30)).expect("the launcher logs its tracker's address");
     let until = Instant::now() + Duration::from_secs(30);
-    while !ctl(&uri, secret, &["list"]).0 {
+    while !ctl(&uri, SECRET, &["list"]).0 {
         assert!(Instant::now() < until, "the job never started");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (ok, out, err) = ctl(&uri, secret, &["add", "2", "--at-version", "12"]);
-    assert!(ok, "{err}");
-    assert!(out.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["2", "joining", "-"]), "{out}");
-    assert!(ctl(&uri, secret, &["remove", "1", "--at-version", "20"]).0);
-    let (ok, _, err) = ctl(&uri, secret, &["remove", "0"]);
-    assert!(!ok && err.contains("removing task 0 would leave 1 workers, below the minimum of 2"), "{err}");
-    let (ok, _, err) = ctl(&uri, "wrong-secret", &["list"]);
-    assert!(!ok && err.contains("authentication"), "{err}");
+    control(&uri);
     let started = Instant::now();
     while run.try_wait().unwrap().is_none() {
         if started.elapsed() > LIMIT {
@@ -230,9 +223,44 @@ fn warren_ctl_grows_and_shrinks_an_elastic_warren_run() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let (out, log) = (stdout.join().unwrap(), log.join().unwrap());
+    (stdout.join().unwrap(), log.join().unwrap())
+}
+
+/// `warren run --min-workers 2 --max-workers 3` controlled with `warren ctl`: task 2 is added
+/// (the launcher starts its worker) and joins at version 12, task 1 is removed at version 20,
+/// a remove below the minimum and a wrong secret are refused with clear errors, and the job
+/// finishes.
+#[test]
+fn warren_ctl_grows_and_shrinks_an_elastic_warren_run() {
+    let (out, log) = elastic_run(&[], |uri| {
+        let (ok, out, err) = ctl(uri, SECRET, &["add", "2", "--at-version", "12"]);
+        assert!(ok, "{err}");
+        assert!(out.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["2", "joining", "-"]), "{out}");
+        assert!(ctl(uri, SECRET, &["remove", "1", "--at-version", "20"]).0);
+        let (ok, _, err) = ctl(uri, SECRET, &["remove", "0"]);
+        assert!(!ok && err.contains("removing task 0 would leave 1 workers, below the minimum of 2"), "{err}");
+        let (ok, _, err) = ctl(uri, "wrong-secret", &["list"]);
+        assert!(!ok && err.contains("authentication"), "{err}");
+    });
     assert!(out.contains("\"status\":\"ok\""), "{out}\n{log}");
     assert!(out.lines().any(|l| l == "JOINED 12 3"), "{out}\n{log}");
     assert!(out.lines().any(|l| l == "LEFT 20"), "{out}\n{log}");
     assert!(out.contains("MODEL_HASH "), "{out}");
+}
+
+/// A kill during a resize: task 2 joins at version 12 and rank 0 dies (`WARREN_MOCK`) at the
+/// first call after the change, while the joiner is still catching up; `warren run` restarts
+/// it, it recovers its local model from the replica renumbered for the new view, and the job
+/// ends with the model of the same schedule without the kill.
+#[test]
+fn a_kill_right_after_a_resize_is_recovered_with_the_same_model() {
+    let grow = |uri: &str| assert!(ctl(uri, SECRET, &["add", "2", "--at-version", "12"]).0);
+    let (clean, log) = elastic_run(&[], grow);
+    let (killed, killed_log) = elastic_run(&[("WARREN_MOCK", "0,12,0,0")], grow);
+    let hash = |out: &str| out.lines().find_map(|l| l.strip_prefix("MODEL_HASH ")).map(str::to_string);
+    assert!(clean.contains("\"status\":\"ok\"") && clean.contains("\"restarts\":0"), "{clean}\n{log}");
+    assert!(killed.contains("\"status\":\"ok\""), "{killed}\n{killed_log}");
+    assert!(killed.contains("\"restarts\":1"), "the mock kill did not happen:\n{killed}\n{killed_log}");
+    assert!(killed.lines().any(|l| l == "JOINED 12 3"), "{killed}\n{killed_log}");
+    assert_eq!(hash(&killed), hash(&clean), "{killed}\n{killed_log}");
 }

@@ -88,7 +88,7 @@ impl Communicator {
         let joiners: Vec<usize> = t.joiners().iter().filter_map(|j| t.to().rank_of(j)).collect();
         let state = &mut self.rs().state;
         let version = state.version();
-        state.rebase(rank, placement);
+        state.rebase(rank, placement, |old| t.to().rank_of(t.from().task_of(old)?));
         for owner in joiners {
             state.take(&Item::LocalModel { owner, version }, Vec::new())?;
         }
