@@ -36,6 +36,12 @@ pub struct TrainArgs {
     /// replacement that first loads its data; the others wait for it in their current call.
     #[arg(long, default_value_t = 0)]
     rejoin_delay_ms: u64,
+    /// An elastic job (`warren run --min-workers/--max-workers`, or a tracker with limits):
+    /// follow view changes after each checkpoint (the rank and world size change, so the
+    /// model depends on the membership schedule); a worker that is removed prints `LEFT
+    /// <version>` and exits 0, a joiner prints `JOINED <version> <world>`.
+    #[arg(long)]
+    elastic: bool,
 }
 
 /// Runs an example.
@@ -64,7 +70,7 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
         std::thread::sleep(std::time::Duration::from_millis(a.rejoin_delay_ms));
     }
     let mut comm = Communicator::init(cfg)?;
-    let (rank, world) = (comm.rank() as u64, comm.world_size());
+    let (mut rank, mut world) = (comm.rank() as u64, comm.world_size());
     // Bootstrap calls, made once before the first checkpoint: the feature count (max over
     // workers) and a seed chosen by rank 0.
     let mut cols = [64u64 + rank];
@@ -80,10 +86,11 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
     let mut model: Vec<f32> = if start == 0 { vec![0f32; n] } else { bytemuck::pod_collect_to_vec(&ckpt.global) };
     // The local model: this worker's own running state, which only it (and its replica) has.
     let mut local_sum: u64 = match &ckpt.local {
-        Some(l) if l.len() == 16 && u64::from_le_bytes(l[..8].try_into().unwrap()) == rank => {
+        // In an elastic job the rank may have changed since the model was written.
+        Some(l) if l.len() == 16 && (a.elastic || u64::from_le_bytes(l[..8].try_into().unwrap()) == rank) => {
             u64::from_le_bytes(l[8..].try_into().unwrap())
         }
-        None if start == 0 || a.no_local => 0,
+        None if start == 0 || a.no_local || a.elastic => 0,
         other => {
             return Err(Error::Protocol(format!("rank {rank} got a wrong local model at version {start}: {other:?}")));
         }
@@ -93,6 +100,9 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
     }
     if start > 0 {
         log::info!("rank {rank}: resuming at iteration {start} from the checkpoint");
+    }
+    if a.elastic && start > 0 && ckpt.local.is_none() {
+        println!("JOINED {start} {world}");
     }
     let mut grad = vec![0f32; n];
     let started = std::time::Instant::now();
@@ -116,6 +126,15 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
         local_sum = local_sum.wrapping_add(it * (rank + 1));
         let local: Vec<u8> = [rank.to_le_bytes(), local_sum.to_le_bytes()].concat();
         comm.checkpoint(bytemuck::cast_slice(&model), (!a.no_local).then_some(local.as_slice()))?;
+        if let Some(change) = comm.take_view_change() {
+            let Some(r) = change.rank else {
+                println!("LEFT {}", it + 1);
+                comm.finalize()?;
+                return Ok(0);
+            };
+            log::info!("rank {rank} is now rank {r} of {} (after iteration {})", change.to.world(), it + 1);
+            (rank, world) = (r as u64, change.to.world());
+        }
         if rank == 0 && (it + 1) % 10.max(a.iters / 10) == 0 {
             log::info!(
                 "iteration {}/{}: loss {:.4} ({:.2?} elapsed)",
@@ -128,7 +147,7 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
     }
     // Every worker's local state must be what a failure-free run gives.
     let expected: u64 = (0..a.iters).map(|it| it * (rank + 1)).fold(0, u64::wrapping_add);
-    if local_sum != expected && !a.no_local {
+    if local_sum != expected && !a.no_local && !a.elastic {
         return Err(Error::Protocol(format!("rank {rank}: local model {local_sum} != {expected}")));
     }
     if rank == 0 {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 use warren::config::keys;
+use warren::membership::Limits;
 
 use super::cmd_ps::{PS_URIS, start_servers};
 use super::launcher::{LaunchSpec, launch};
@@ -11,9 +12,17 @@ use super::launcher::{LaunchSpec, launch};
 /// Arguments of `warren run`.
 #[derive(Args)]
 pub struct RunArgs {
-    /// Number of worker processes.
-    #[arg(short = 'n', long = "workers")]
-    workers: usize,
+    /// Number of worker processes (an elastic job: --min-workers instead).
+    #[arg(short = 'n', long = "workers", required_unless_present = "min_workers")]
+    workers: Option<usize>,
+    /// An elastic job: start with this many workers (task ids 0..A); never fewer (`warren ctl
+    /// remove` below it is refused).
+    #[arg(long, requires = "max_workers", conflicts_with = "workers")]
+    min_workers: Option<usize>,
+    /// An elastic job: admit up to this many workers (`warren ctl add TASK`; the launcher
+    /// starts the worker of every task added or restarted).
+    #[arg(long, requires = "min_workers")]
+    max_workers: Option<usize>,
     /// Restarts allowed over the whole job; a worker that exits non-zero is re-run alone
     /// (retry-one) with WARREN_ATTEMPT incremented.
     #[arg(long, default_value_t = 3)]
@@ -39,6 +48,11 @@ pub struct RunArgs {
 /// Runs the job and prints the `WARREN_RUN_SUMMARY` line.
 pub fn run(a: RunArgs) -> warren::Result<u8> {
     let fail_all = a.recovery == "fail-all";
+    let elastic = a.min_workers.zip(a.max_workers).map(|(min, max)| Limits { min, max });
+    let workers = a.workers.or(a.min_workers).unwrap_or_default();
+    if elastic.is_some() && fail_all {
+        return Err(warren::Error::Config("an elastic job recovers with retry-one, not fail-all".into()));
+    }
     let mut env = Vec::new();
     let mut temp_dir = None;
     if fail_all && std::env::var_os(keys::CHECKPOINT_DIR).is_none() {
@@ -64,7 +78,8 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
         (None, false) => Duration::from_secs(365 * 86_400),
     };
     let outcome = launch(&LaunchSpec {
-        workers: a.workers,
+        workers,
+        elastic,
         max_restarts: a.max_restarts,
         command: a.command,
         env,
@@ -81,7 +96,7 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
     let status = if outcome.ok { "ok" } else { "failed" };
     println!(
         "WARREN_RUN_SUMMARY {{\"workers\":{},\"restarts\":{},\"status\":\"{status}\",\"elapsed_s\":{:.3}}}",
-        a.workers,
+        workers,
         outcome.restarts,
         outcome.elapsed.as_secs_f64()
     );

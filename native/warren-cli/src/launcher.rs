@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 use warren::config::keys;
+use warren::membership::Limits;
 use warren::{Error, Tracker, TrackerConfig};
 
 /// Exit status of a worker that found the job unrecoverable: the launcher stops the job at
@@ -18,8 +19,11 @@ pub const RECOVERY_IMPOSSIBLE_EXIT: u8 = 3;
 
 /// What to launch.
 pub struct LaunchSpec {
-    /// Number of workers.
+    /// Number of workers (an elastic job: at the start).
     pub workers: usize,
+    /// An elastic job's limits: the launcher starts the worker of every task id added or
+    /// restarted through the tracker (`warren ctl`).
+    pub elastic: Option<Limits>,
     /// Restarts allowed over the whole job.
     pub max_restarts: u32,
     /// The program and its arguments.
@@ -135,6 +139,35 @@ fn kill_fenced(tracker: &Tracker, workers: &mut [Worker]) {
     }
 }
 
+/// Starts the worker of every task id an elastic job expects to join (added, or restarted
+/// after a remove) that has no running process.
+fn start_joiners(spec: &LaunchSpec, tracker: &Tracker, workers: &mut Vec<Worker>) -> warren::Result<()> {
+    let Ok(tasks) = tracker.list() else { return Ok(()) };
+    for t in tasks.into_iter().filter(|t| t.state == "joining") {
+        let Ok(task) = t.task_id.parse::<usize>() else {
+            warn!("task id {:?} is not a number: start its worker yourself", t.task_id);
+            continue;
+        };
+        match workers.iter_mut().find(|w| w.task == task) {
+            Some(w) if w.child.is_none() => {
+                w.attempt += 1;
+                w.done = false;
+                info!("task {task} joins the job again (attempt {})", w.attempt);
+                let (child, out) = spawn(spec, tracker, task, w.attempt)?;
+                w.child = Some(child);
+                w.out = out;
+            }
+            Some(_) => {}
+            None => {
+                info!("task {task} joins the job");
+                let (child, out) = spawn(spec, tracker, task, 0)?;
+                workers.push(Worker { task, attempt: 0, child: Some(child), done: false, out, stdout: String::new() });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs the job to the end.
 pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
     if spec.command.is_empty() {
@@ -151,6 +184,7 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
         let mut cfg = TrackerConfig::new(spec.workers, secret.clone());
         cfg.rendezvous_timeout = spec.rendezvous_timeout;
         cfg.peer_timeout = peer_timeout;
+        cfg.elastic = spec.elastic;
         Tracker::start(cfg)
     };
     let mut tracker = start_tracker()?;
@@ -176,6 +210,9 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
             break;
         }
         kill_fenced(&tracker, &mut workers);
+        if spec.elastic.is_some() {
+            start_joiners(spec, &tracker, &mut workers)?;
+        }
         for w in workers.iter_mut().filter(|w| !w.done) {
             let Some(child) = w.child.as_mut() else {
                 continue;

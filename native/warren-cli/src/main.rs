@@ -1,6 +1,7 @@
 //! `warren`: the command-line front door (tracker, local launcher, benchmarks, examples).
 
 mod cmd_bench;
+mod cmd_ctl;
 mod cmd_example;
 mod cmd_master;
 mod cmd_ps;
@@ -41,7 +42,17 @@ enum Command {
     /// paused, frozen or cut off) is fenced by the tracker, killed and restarted like a worker
     /// that died. A worker waiting WARREN_STALL_WARN_S seconds (default 10; 0: off) in a call
     /// without progress logs a stall, and the tracker's log names the workers it waits for.
+    ///
+    /// Elastic: with --min-workers A --max-workers B the job starts with A workers (task ids
+    /// 0..A) and may change size at checkpoint boundaries through `warren ctl`; the launcher
+    /// starts the worker of every task id added or restarted.
     Run(cmd_run::RunArgs),
+    /// Change an elastic job's membership: add, remove or restart a task id, or list them.
+    ///
+    /// Talks to the job's tracker (--tracker or WARREN_TRACKER_URI), authenticated with the
+    /// job secret (WARREN_JOB_SECRET or WARREN_JOB_SECRET_FILE). Changes apply at a checkpoint
+    /// boundary (--at-version V: at version V at the earliest).
+    Ctl(cmd_ctl::CtlArgs),
     /// Measure collectives between local worker processes, or the master; prints one JSON line.
     #[command(subcommand)]
     Bench(cmd_bench::BenchCmd),
@@ -60,6 +71,7 @@ fn main() -> ExitCode {
         Command::Master(a) => cmd_master::run(a),
         Command::Ps(a) => cmd_ps::run(a),
         Command::Run(a) => cmd_run::run(a),
+        Command::Ctl(a) => cmd_ctl::run(a),
         Command::Bench(c) => cmd_bench::run(c),
         Command::Example(c) => cmd_example::run(c),
         Command::Recordio(a) => cmd_recordio::run(a).map(|code| code.clamp(0, 255) as u8),

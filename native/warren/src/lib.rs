@@ -56,7 +56,7 @@ pub mod wire;
 
 pub use cancel::CancelHandle;
 pub use config::Config;
-pub use engine::{BroadcastBuf, CallOptions, CallStats, Checkpoint, Communicator};
+pub use engine::{BroadcastBuf, CallOptions, CallStats, Checkpoint, Communicator, ViewChange};
 pub use error::{CallArgs, CallMismatch, Declaration, Error, Result};
 pub use reduce::{DataType, Element, Op};
 pub use tracker::{Tracker, TrackerConfig};

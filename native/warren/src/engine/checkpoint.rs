@@ -30,7 +30,8 @@ impl Communicator {
     /// `WARREN_LOCAL_REPLICAS` ring successors) so that a restarted worker can load them from
     /// the others; with `WARREN_CHECKPOINT_DIR` they are also written to disk. Two phases
     /// (prepare, then acknowledge): a failure in between leaves every worker either before or
-    /// after it.
+    /// after it. In an elastic job the view may change right after the commit: see
+    /// [`Communicator::take_view_change`].
     pub fn checkpoint(&mut self, global: &[u8], local: Option<&[u8]>) -> Result<()> {
         if self.robust.is_none() {
             return Err(Error::InvalidArgument("checkpoints need robust mode (WARREN_ROBUST=1)".into()));
@@ -50,6 +51,9 @@ impl Communicator {
         let version = self.rs().state.version();
         durable::write_durable(&self.cfg, self.topo.rank, version, global, local)?;
         self.stats.record(CallKind::Checkpoint, started.elapsed());
+        if self.elastic {
+            self.follow_view().map_err(|e| self.poison(e))?;
+        }
         Ok(())
     }
 

@@ -20,13 +20,14 @@ use crate::tracker::proto::{FromTracker, PeerAddr, ToTracker};
 use crate::transport::{LinkSetup, PeerListener, Waiter, connect_peers};
 
 /// What the tracker assigned a registering worker.
-struct Assigned {
-    view: View,
-    peers: Vec<PeerAddr>,
-    round: u64,
+pub(super) struct Assigned {
+    pub(super) view: View,
+    pub(super) peers: Vec<PeerAddr>,
+    pub(super) round: u64,
     recovered: bool,
     incarnation: u64,
     peer_timeout: Option<Duration>,
+    elastic: bool,
 }
 
 impl Communicator {
@@ -71,6 +72,7 @@ impl Communicator {
         let mut comm =
             Communicator::assemble(cfg, a.view.clone(), waiter, Some(tracker), Some(listener), watch, cancel)?;
         comm.heartbeat = heartbeat;
+        comm.elastic = a.elastic;
         comm.maybe_mock(MockPoint::Linking);
         match comm.install_links(&a.peers, a.round, deadline) {
             Err(e) if recoverable(&e) && comm.robust.is_some() && !cancel.is_cancelled() => comm.relink(&e)?,
@@ -129,13 +131,16 @@ impl Communicator {
             cancel: cancel.clone(),
             watch,
             heartbeat: None,
+            elastic: false,
+            view_change: None,
+            left: false,
             cfg,
         })
     }
 
     /// Links to the neighbours at `peers`, with the key of link round `round`: a worker left
     /// behind in an earlier round (a fenced one that woke up) cannot link into this one.
-    fn install_links(&mut self, peers: &[PeerAddr], round: u64, deadline: Instant) -> Result<()> {
+    pub(super) fn install_links(&mut self, peers: &[PeerAddr], round: u64, deadline: Instant) -> Result<()> {
         let listener = self.listener.as_ref().expect("a tracker-joined communicator has a listener");
         let neighbours = self.topo.neighbours();
         let me = self.topo.rank;
@@ -177,6 +182,13 @@ impl Communicator {
             self.watch.clear_notice();
             self.cancel.check()?;
             let a = self.rejoin(deadline)?;
+            if a.view != self.view {
+                return Err(Error::Protocol(format!(
+                    "the membership changed during a re-link (from {:?} to {:?}), which this version does not support",
+                    self.view.members(),
+                    a.view.members()
+                )));
+            }
             self.watch.set_peers(&a.peers, a.round);
             match self.install_links(&a.peers, a.round, deadline) {
                 Ok(()) => {
@@ -194,8 +206,9 @@ impl Communicator {
         }
     }
 
-    /// Joins the tracker's re-link round; returns the new addresses once it is complete.
-    fn rejoin(&mut self, deadline: Instant) -> Result<Assigned> {
+    /// Joins the tracker's re-link round; returns the view and the new addresses once it is
+    /// complete.
+    pub(super) fn rejoin(&mut self, deadline: Instant) -> Result<Assigned> {
         let port = self.listener.as_ref().map(|l| l.port).unwrap_or(0);
         let host = self.listener.as_ref().map(|l| l.host.clone()).unwrap_or_default();
         let tracker = self.tracker.as_mut().ok_or_else(|| Error::Tracker("no tracker to re-link through".into()))?;
@@ -203,15 +216,7 @@ impl Communicator {
         let reply = tracker.recv(deadline)?;
         // Rounds announced before our assignment are the one we just joined.
         tracker.take_notifications();
-        let a = assigned(reply, "a re-link")?;
-        if a.view != self.view {
-            return Err(Error::Protocol(format!(
-                "the membership changed during a re-link (from {:?} to {:?}), which this version does not support",
-                self.view.members(),
-                a.view.members()
-            )));
-        }
-        Ok(a)
+        assigned(reply, "a re-link")
     }
 }
 
@@ -237,7 +242,8 @@ fn register(tracker: &mut TrackerClient, cfg: &Config, listener: &PeerListener, 
     };
     let a = assigned(reply, "registration")?;
     tracker.take_notifications();
-    if a.view.world() != cfg.num_workers {
+    // An elastic job's view may be of any size within its limits.
+    if !a.elastic && a.view.world() != cfg.num_workers {
         return Err(Error::Config(format!(
             "{} is {} but the tracker runs a job of {} workers",
             crate::config::keys::NUM_WORKERS,
@@ -250,14 +256,17 @@ fn register(tracker: &mut TrackerClient, cfg: &Config, listener: &PeerListener, 
 
 fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
     match reply {
-        FromTracker::Assignment { view, peers, round, recovered, incarnation, peer_timeout_ms } => Ok(Assigned {
-            view,
-            peers,
-            round,
-            recovered,
-            incarnation,
-            peer_timeout: (peer_timeout_ms > 0).then(|| Duration::from_millis(peer_timeout_ms)),
-        }),
+        FromTracker::Assignment { view, peers, round, recovered, incarnation, peer_timeout_ms, elastic } => {
+            Ok(Assigned {
+                view,
+                peers,
+                round,
+                recovered,
+                incarnation,
+                peer_timeout: (peer_timeout_ms > 0).then(|| Duration::from_millis(peer_timeout_ms)),
+                elastic,
+            })
+        }
         other => Err(Error::Protocol(format!("tracker answered {what} with {other:?}"))),
     }
 }

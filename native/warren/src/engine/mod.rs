@@ -24,6 +24,7 @@
 //! - `robust_call`: one call in robust mode (failure injection, retry after a re-link);
 //! - `recovery`: one recovery round: gather proposals, plan, carry the plan's transfers out;
 //! - `checkpoint`: checkpoints and loading them; `durable`: their files on disk (fail-all);
+//! - `elastic`: a change of view after a checkpoint (elastic membership);
 //! - `stats`: latency histograms.
 
 use std::sync::Arc;
@@ -46,6 +47,7 @@ mod buffers;
 mod calls;
 mod checkpoint;
 mod durable;
+mod elastic;
 mod init;
 mod options;
 mod recovery;
@@ -55,6 +57,7 @@ mod stats;
 pub use buffers::BroadcastBuf;
 use buffers::sealed::CallBuf;
 pub use checkpoint::Checkpoint;
+pub use elastic::ViewChange;
 pub use options::{BootstrapSite, CallOptions};
 pub use stats::CallStats;
 
@@ -97,6 +100,12 @@ pub struct Communicator {
     watch: Arc<Watch>,
     /// The heartbeat thread, when the tracker expects heartbeats.
     heartbeat: Option<Heartbeat>,
+    /// An elastic job: the view may change after each checkpoint.
+    elastic: bool,
+    /// The last change of view, until the user takes it.
+    view_change: Option<ViewChange>,
+    /// This worker left the (elastic) job.
+    left: bool,
 }
 
 impl std::fmt::Debug for Communicator {

@@ -3,13 +3,18 @@
 //! tree and the ring ([`View::topology`]) and where recovery data lives ([`Placement`]).
 //! Task ids may be sparse (tasks `0, 2, 5` form a world of 3 with ranks 0, 1, 2).
 //!
-//! A view changes only as a whole, with a new epoch (elastic membership will change it at
-//! checkpoint boundaries); ranks, topology and placement are then derived again. Pure, no I/O.
+//! A view changes only as a whole, with a new epoch: elastic membership ([`elastic`]) changes
+//! it at checkpoint boundaries ([`Roster`] decides, every member plans the same [`Transition`]);
+//! ranks, topology and placement are then derived again. Pure, no I/O.
 
+pub mod elastic;
+#[cfg(test)]
+mod elastic_props;
 mod placement;
 
 use serde::{Deserialize, Serialize};
 
+pub use elastic::{Change, Limits, ReplicaMove, Role, Roster, TaskState, Transition};
 pub use placement::{Placed, Placement};
 
 use crate::topology::Topology;

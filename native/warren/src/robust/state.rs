@@ -224,6 +224,21 @@ impl RecoveryState {
         self.pending = None;
     }
 
+    /// Moves this worker to rank `me` of a new view (elastic membership) placed by
+    /// `placement`, right after a commit: it keeps its checkpoint, its own local model and its
+    /// bootstrap cache, and the replicas it held, renumbered by `new_rank` (those of workers
+    /// that left are dropped), so that a loss right after the change is still recovered; the
+    /// replicas the new placement gives it are owed until a recovery round brings them.
+    pub fn rebase(&mut self, me: usize, placement: Placement, new_rank: impl Fn(usize) -> Option<usize>) {
+        self.me = me;
+        self.kept = placement.local_models_kept_by(me);
+        self.placement = placement;
+        let replicas = std::mem::take(&mut self.models.replicas);
+        let (version, global, local) = (self.version, std::mem::take(&mut self.global), self.models.local.take());
+        self.load(version, global, local);
+        self.models.replicas = replicas.into_iter().filter_map(|(old, m)| Some((new_rank(old)?, m))).collect();
+    }
+
     /// Keeps a call's result: in the bootstrap cache by key, or in the result buffer at the
     /// next sequence number (the data only where the placement puts it). A bootstrap key
     /// already cached for a different call is a mismatch.

@@ -25,6 +25,7 @@ pub use registry::Registry;
 
 use crate::config::{DEFAULT_PEER_TIMEOUT, keys};
 use crate::error::{Error, Result};
+use crate::membership::{Change, Limits};
 use crate::wire;
 
 /// How long a stopping tracker waits for queued replies to reach workers that are still
@@ -62,6 +63,10 @@ pub struct TrackerConfig {
     /// [`DEFAULT_PEER_TIMEOUT`]; `None`: no heartbeats, a hung worker stalls the job until
     /// the call timeout).
     pub peer_timeout: Option<Duration>,
+    /// Elastic membership: the job starts with `num_workers` and may then change size within
+    /// these limits at checkpoint boundaries ([`Tracker::add_worker`], ...; default `None`:
+    /// a fixed world).
+    pub elastic: Option<Limits>,
 }
 
 impl TrackerConfig {
@@ -74,6 +79,7 @@ impl TrackerConfig {
             secret: secret.into(),
             rendezvous_timeout: Duration::from_secs(600),
             peer_timeout: Some(DEFAULT_PEER_TIMEOUT),
+            elastic: None,
         }
     }
 }
@@ -103,7 +109,15 @@ impl Tracker {
             return Err(Error::Config("a tracker needs a non-empty job secret".into()));
         }
         let wire::Bound { runtime, listener, addr: bound } = wire::bind("tracker", 1, &cfg.host, cfg.port)?;
-        let state = server::new_state(cfg.num_workers, cfg.peer_timeout);
+        if let Some(l) = cfg.elastic {
+            if l.min == 0 || l.min > cfg.num_workers || cfg.num_workers > l.max {
+                return Err(Error::Config(format!(
+                    "an elastic job needs 1 <= min-workers ({}) <= workers ({}) <= max-workers ({})",
+                    l.min, cfg.num_workers, l.max
+                )));
+            }
+        }
+        let state = server::new_state(cfg.num_workers, cfg.peer_timeout, cfg.elastic);
         runtime.spawn(server::serve(listener, state.clone(), Arc::new(cfg.secret.clone().into_bytes())));
         runtime.spawn(server::rendezvous_deadline(state.clone(), cfg.rendezvous_timeout));
         if let Some(timeout) = cfg.peer_timeout {
@@ -133,6 +147,45 @@ impl Tracker {
     /// it still exists, and starts the task again).
     pub fn take_fenced(&self) -> Vec<String> {
         std::mem::take(&mut self.state.0.lock().unwrap().fenced_tasks)
+    }
+
+    /// Admits a new task id to an elastic job: it joins at checkpoint version `at` (or the
+    /// next boundary) once its worker has registered. Refused above the maximum.
+    pub fn add_worker(&self, task_id: &str, at: Option<u32>) -> Result<()> {
+        self.control(Change::Add, task_id, at)
+    }
+
+    /// Lets a member of an elastic job finish the current checkpoint interval and stop (its
+    /// `checkpoint` reports that it left). Refused below the minimum.
+    pub fn remove_worker(&self, task_id: &str, at: Option<u32>) -> Result<()> {
+        self.control(Change::Remove, task_id, at)
+    }
+
+    /// Brings a stopped task of an elastic job back: it joins once its worker registers.
+    pub fn restart(&self, task_id: &str, at: Option<u32>) -> Result<()> {
+        self.control(Change::Restart, task_id, at)
+    }
+
+    /// Gives up on a lost member of an elastic job: it is dropped from the view at the next
+    /// boundary (never below the minimum), and rejoins when it registers again.
+    pub fn give_up(&self, task_id: &str) -> Result<()> {
+        self.control(Change::GiveUp, task_id, None)
+    }
+
+    /// Every task of an elastic job: its id, state and rank in the current view.
+    pub fn list(&self) -> Result<Vec<proto::TaskInfo>> {
+        match server::roster_reply(&self.state.0.lock().unwrap().registry) {
+            proto::FromTracker::Roster { tasks, .. } => Ok(tasks),
+            proto::FromTracker::Error { message } => Err(Error::Tracker(message)),
+            other => Err(Error::Protocol(format!("unexpected roster reply {other:?}"))),
+        }
+    }
+
+    fn control(&self, change: Change, task_id: &str, at: Option<u32>) -> Result<()> {
+        let mut s = self.state.0.lock().unwrap();
+        s.registry.control(change, task_id, at).map_err(Error::Tracker)?;
+        log::info!("tracker: {change:?} task {task_id} (at checkpoint version {at:?} or later)");
+        Ok(())
     }
 
     /// The current registry (a copy), for status displays and tests.

@@ -78,6 +78,58 @@ pub enum ToTracker {
     Shutdown,
     /// Ask for the job status (used by `warren tracker` clients and tests).
     Status,
+    /// A member of an elastic job committed checkpoint `version`: which view holds from now
+    /// on? Answered with [`FromTracker::Decided`], the same answer to every member.
+    ViewAt {
+        /// The checkpoint version just committed.
+        version: u32,
+    },
+    /// A control request on an elastic job (`warren ctl`): answered with
+    /// [`FromTracker::Roster`], or an error saying why it is refused.
+    Control {
+        /// What to do.
+        change: ControlChange,
+        /// The task id it is about.
+        task_id: String,
+        /// The checkpoint version it applies at, at the earliest (default: the next).
+        #[serde(default)]
+        at: Option<u32>,
+    },
+    /// Ask for the elastic roster; answered with [`FromTracker::Roster`].
+    List,
+}
+
+/// A control request's change, as [`ToTracker::Control`] carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlChange {
+    /// Admit a new task id.
+    Add,
+    /// Let a member finish the checkpoint interval, then stop.
+    Remove,
+    /// Bring a stopped task back.
+    Restart,
+}
+
+impl From<ControlChange> for crate::membership::Change {
+    fn from(c: ControlChange) -> Self {
+        match c {
+            ControlChange::Add => crate::membership::Change::Add,
+            ControlChange::Remove => crate::membership::Change::Remove,
+            ControlChange::Restart => crate::membership::Change::Restart,
+        }
+    }
+}
+
+/// One task of an elastic job, as [`FromTracker::Roster`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskInfo {
+    /// The task id.
+    pub task_id: String,
+    /// `running`, `joining`, `leaving`, `stopped` or `lost` ([`crate::membership::TaskState`]).
+    pub state: String,
+    /// Its rank in the current view, if it is a member.
+    pub rank: Option<usize>,
 }
 
 /// A message from the tracker to a worker.
@@ -102,6 +154,27 @@ pub enum FromTracker {
         /// The tracker's peer timeout in milliseconds (0: no heartbeats expected).
         #[serde(default)]
         peer_timeout_ms: u64,
+        /// Whether the job is elastic: members ask [`ToTracker::ViewAt`] after each
+        /// checkpoint, and the view may change then.
+        #[serde(default)]
+        elastic: bool,
+    },
+    /// Answer to [`ToTracker::ViewAt`]: the view from this checkpoint on.
+    Decided {
+        /// The view (the same as before if nothing changed).
+        view: crate::membership::View,
+    },
+    /// Answer to [`ToTracker::Control`] and [`ToTracker::List`]: every task the elastic job
+    /// knows.
+    Roster {
+        /// The current view's epoch.
+        epoch: u64,
+        /// Fewest workers.
+        min: usize,
+        /// Most workers.
+        max: usize,
+        /// The tasks, in task order.
+        tasks: Vec<TaskInfo>,
     },
     /// Pushed to every worker not yet in it: a re-link round has opened (a worker came back
     /// or lost its links); the others should re-link too.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::proto::PeerAddr;
-use crate::membership::{View, task_order};
+use crate::membership::{Change, Limits, Roster, View, task_order};
 
 /// The state of one worker as the tracker sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +52,20 @@ pub enum Registered {
     /// execution, or a restart that arrived before the tracker saw the old worker's
     /// connection close): try again shortly.
     Busy(String),
+    /// An elastic job admitted the task: it joins the view decided at the next checkpoint
+    /// boundary (its assignment comes when that view's link round completes).
+    Admitted,
+}
+
+/// The view that holds after a checkpoint version, as [`Registry::decide`] answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The view.
+    pub view: View,
+    /// Whether this answer changed the view (its link round is now open, with the joiners).
+    pub changed: bool,
+    /// The joiners of the change (their assignment comes with the round's).
+    pub joiners: Vec<String>,
 }
 
 /// Membership and worker bookkeeping for a job of `world` workers.
@@ -63,12 +77,40 @@ pub struct Registry {
     rounds: u64,
     recoveries: u64,
     round: Option<std::collections::BTreeSet<String>>,
+    /// Elastic jobs: the worker limits, then (once the first view is made) the roster.
+    limits: Option<Limits>,
+    roster: Option<Roster>,
 }
 
 impl Registry {
     /// A registry for `world` workers.
     pub fn new(world: usize) -> Registry {
-        Registry { world, workers: BTreeMap::new(), view: None, rounds: 0, recoveries: 0, round: None }
+        Registry {
+            world,
+            workers: BTreeMap::new(),
+            view: None,
+            rounds: 0,
+            recoveries: 0,
+            round: None,
+            limits: None,
+            roster: None,
+        }
+    }
+
+    /// A registry for an elastic job: it starts once `world` workers are there and may then
+    /// change size within `limits` at checkpoint boundaries.
+    pub fn elastic(world: usize, limits: Limits) -> Registry {
+        Registry { limits: Some(limits), ..Registry::new(world) }
+    }
+
+    /// Whether the job is elastic.
+    pub fn is_elastic(&self) -> bool {
+        self.limits.is_some()
+    }
+
+    /// The elastic roster (once the first view is made).
+    pub fn roster(&self) -> Option<&Roster> {
+        self.roster.as_ref()
     }
 
     /// Number of workers expected.
@@ -107,6 +149,9 @@ impl Registry {
                 return refusal;
             }
         }
+        if assigned && self.roster.is_some() && self.rank_of(task_id).is_none() {
+            return self.admit(task_id, host, port);
+        }
         if let Some(e) = self.workers.get_mut(task_id) {
             if e.state == WorkerState::Running {
                 return Registered::Busy(format!(
@@ -137,7 +182,56 @@ impl Registry {
         }
         let view = View::new(0, self.workers.keys().cloned());
         self.view = Some(view.clone());
+        if let Some(limits) = self.limits {
+            match Roster::new(view.clone(), limits) {
+                Ok(r) => self.roster = Some(r),
+                Err(e) => return Registered::Rejected(e),
+            }
+        }
         Registered::Assigned(view)
+    }
+
+    /// A task that is not a member registers with a running elastic job: admitted if the
+    /// roster expects it (added, restarted, or a lost task coming back).
+    fn admit(&mut self, task_id: &str, host: &str, port: u16) -> Registered {
+        if self.workers.get(task_id).is_some_and(|e| e.state == WorkerState::Running) {
+            return Registered::Busy(format!("task {task_id} is already waiting to join"));
+        }
+        let roster = self.roster.as_mut().expect("elastic");
+        if let Err(e) = roster.arrived(task_id) {
+            return Registered::Rejected(e);
+        }
+        let entry = Entry { host: host.to_string(), port, pid: 0, state: WorkerState::Running };
+        self.workers.insert(task_id.to_string(), entry);
+        Registered::Admitted
+    }
+
+    /// A control request (add, remove, restart, give up) on an elastic job, applied at
+    /// checkpoint version `at` or later.
+    pub fn control(&mut self, change: Change, task_id: &str, at: Option<u32>) -> Result<(), String> {
+        match self.roster.as_mut() {
+            Some(r) => r.request(change, task_id, at),
+            None if self.limits.is_some() => Err("the job has not started yet (not every worker has arrived)".into()),
+            None => Err("the job is not elastic (start it with --min-workers/--max-workers)".into()),
+        }
+    }
+
+    /// A member of an elastic job committed checkpoint `version` and asks which view holds
+    /// from then on. A change opens the new view's link round with its joiners in it; the
+    /// members that stay join it by re-linking, and those that leave stop.
+    pub fn decide(&mut self, version: u32) -> Result<Decision, String> {
+        let (Some(roster), Some(current)) = (self.roster.as_mut(), self.view.as_ref()) else {
+            return Err("not an elastic job".into());
+        };
+        let view = roster.decide(version);
+        if view.epoch() <= current.epoch() {
+            return Ok(Decision { view, changed: false, joiners: Vec::new() });
+        }
+        let joiners: Vec<String> = view.members().iter().filter(|t| current.rank_of(t).is_none()).cloned().collect();
+        let round = self.round.get_or_insert_with(Default::default);
+        round.extend(joiners.iter().cloned());
+        self.view = Some(view.clone());
+        Ok(Decision { view, changed: true, joiners })
     }
 
     /// A surviving worker asks to re-link (its links broke) at a new or the same address.
@@ -157,9 +251,11 @@ impl Registry {
         }
     }
 
-    /// The refusal of any re-link once some worker has finished the job (it cannot re-link).
+    /// The refusal of any re-link once some member has finished the job (it cannot re-link;
+    /// a worker that left an elastic job is no member any more).
     fn finished_refusal(&self) -> Option<Registered> {
-        self.workers.iter().find(|(_, e)| e.state == WorkerState::Finished).map(|(done, _)| {
+        let member = |t: &str| self.rank_of(t).is_some();
+        self.workers.iter().find(|(t, e)| e.state == WorkerState::Finished && member(t)).map(|(done, _)| {
             let rank = self.rank_of(done).expect("finished workers are members");
             Registered::Rejected(format!(
                 "re-linking is impossible: rank {rank} (task {done}) has already finished the job"
@@ -175,7 +271,8 @@ impl Registry {
         let opened = self.round.is_none();
         let round = self.round.get_or_insert_with(Default::default);
         round.insert(task_id.to_string());
-        let complete = if round.len() == self.world {
+        let world = self.view.as_ref().map_or(self.world, View::world);
+        let complete = if round.len() == world {
             self.round = None;
             self.rounds += 1;
             self.view.clone()
@@ -251,6 +348,10 @@ impl Registry {
                 e.state = WorkerState::Lost;
             }
         }
+        let member = self.rank_of(task_id).is_some();
+        if let Some(roster) = self.roster.as_mut().filter(|_| !member) {
+            roster.departed(task_id);
+        }
         if let Some(r) = self.round.as_mut() {
             r.remove(task_id);
             if r.is_empty() {
@@ -259,9 +360,14 @@ impl Registry {
         }
     }
 
-    /// Whether every worker has finished.
+    /// Whether every worker has finished (in an elastic job: every member of the view).
     pub fn job_finished(&self) -> bool {
-        self.assigned() && self.workers.values().all(|e| e.state == WorkerState::Finished)
+        let Some(view) = &self.view else { return false };
+        let done = |t: &String| self.workers.get(t).is_some_and(|e| e.state == WorkerState::Finished);
+        match self.roster {
+            Some(_) => view.members().iter().all(done),
+            None => self.workers.keys().all(done),
+        }
     }
 
     /// Task ids in a given state, in rank (task id) order.
@@ -388,6 +494,35 @@ mod tests {
         r.lost("0"); // a finished worker closing its connection is not lost
         assert_eq!(r.state_of("0"), Some(WorkerState::Finished));
         assert!(r.finished("1"));
+    }
+
+    #[test]
+    fn an_elastic_job_grows_and_shrinks_through_link_rounds() {
+        let mut r = Registry::elastic(2, Limits { min: 2, max: 3 });
+        assert!(r.control(Change::Add, "2", None).unwrap_err().contains("not started"));
+        r.register("0", "h", 1);
+        assert!(matches!(r.register("1", "h", 2), Registered::Assigned(_)));
+        assert!(matches!(r.register("2", "h", 3), Registered::Rejected(m) if m.contains("not been admitted")));
+        r.control(Change::Add, "2", None).unwrap();
+        assert_eq!(r.register("2", "h", 3), Registered::Admitted);
+        assert!(matches!(r.register("2", "h", 3), Registered::Busy(_)), "one worker per task id");
+        let d = r.decide(1).unwrap();
+        assert_eq!((d.changed, d.joiners.clone()), (true, vec!["2".to_string()]));
+        assert_eq!(r.decide(1).unwrap().view, d.view, "the same answer to every member");
+        assert_eq!(r.rejoin("0", "h", 1), Registered::RoundJoined { rank: 0, opened: false, complete: None });
+        let grown = Some(View::new(1, ["0", "1", "2"]));
+        assert_eq!(r.rejoin("1", "h", 2), Registered::RoundJoined { rank: 1, opened: false, complete: grown });
+        assert_eq!(r.peers().len(), 3);
+        // Shrink: task 1 leaves (finishes) without stranding the others' round.
+        r.control(Change::Remove, "1", None).unwrap();
+        assert!(r.control(Change::Remove, "0", None).unwrap_err().contains("below the minimum"));
+        assert_eq!(r.decide(2).unwrap().view, View::new(2, ["0", "2"]));
+        assert!(!r.finished("1"));
+        assert!(matches!(r.rejoin("0", "h", 1), Registered::RoundJoined { complete: None, .. }));
+        assert!(matches!(r.rejoin("2", "h", 3), Registered::RoundJoined { complete: Some(_), .. }));
+        assert!(!r.finished("0"));
+        assert!(r.finished("2"), "every member of the view finished");
+        assert!(Registry::new(1).control(Change::Add, "1", None).unwrap_err().contains("not elastic"));
     }
 
     #[test]

@@ -12,11 +12,11 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use super::fencing;
 use super::liveness::Liveness;
-use super::proto::{FromTracker, ToTracker};
+use super::proto::{FromTracker, TaskInfo, ToTracker};
 use super::registry::{Registered, Registry, WorkerState};
 use super::{JobOutcome, JobReport};
 use crate::error::Error;
-use crate::membership::View;
+use crate::membership::{Limits, View};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, FrameReader};
 
@@ -43,10 +43,10 @@ pub(crate) struct Shared {
 
 pub(crate) type SharedState = Arc<(Mutex<Shared>, Condvar)>;
 
-pub(crate) fn new_state(world: usize, peer_timeout: Option<Duration>) -> SharedState {
+pub(crate) fn new_state(world: usize, peer_timeout: Option<Duration>, elastic: Option<Limits>) -> SharedState {
     Arc::new((
         Mutex::new(Shared {
-            registry: Registry::new(world),
+            registry: elastic.map_or_else(|| Registry::new(world), |l| Registry::elastic(world, l)),
             conns: HashMap::new(),
             next_conn: 0,
             outcome: None,
@@ -153,11 +153,20 @@ fn assign(s: &mut Shared, view: &View) {
     let round = s.registry.rounds();
     let now = Instant::now();
     let peer_timeout_ms = s.liveness.as_ref().map_or(0, |l| l.timeout().as_millis().max(1) as u64);
+    let elastic = s.registry.is_elastic();
     for tid in view.members() {
         if let Some((incarnation, t)) = s.conns.get(tid) {
             let recovered = s.restarted.contains(tid);
             let (view, peers, incarnation) = (view.clone(), peers.clone(), *incarnation);
-            let _ = t.send(FromTracker::Assignment { view, peers, round, recovered, incarnation, peer_timeout_ms });
+            let _ = t.send(FromTracker::Assignment {
+                view,
+                peers,
+                round,
+                recovered,
+                incarnation,
+                peer_timeout_ms,
+                elastic,
+            });
             if let Some(l) = s.liveness.as_mut() {
                 l.expect(tid, incarnation, now);
             }
@@ -230,6 +239,25 @@ fn handle(
             };
             shutdown(state, s, tx, task_id);
         }
+        ToTracker::ViewAt { version } => {
+            let Some((task_id, _)) = me.as_ref() else {
+                return Err("view request before registering".into());
+            };
+            view_at(s, tx, task_id, version)?;
+        }
+        ToTracker::Control { change, task_id, at } => match s.registry.control(change.into(), &task_id, at) {
+            Ok(()) => {
+                info!("tracker: {change:?} task {task_id} (at checkpoint version {at:?} or later)");
+                let _ = tx.send(roster_reply(&s.registry));
+            }
+            Err(message) => {
+                warn!("tracker: refused {change:?} task {task_id}: {message}");
+                let _ = tx.send(FromTracker::Error { message });
+            }
+        },
+        ToTracker::List => {
+            let _ = tx.send(roster_reply(&s.registry));
+        }
         ToTracker::Status => {
             let _ = tx.send(FromTracker::Status {
                 world: s.registry.world(),
@@ -288,6 +316,10 @@ fn register(
             info!("tracker: all {world} workers arrived in {elapsed:.2?}; ranks assigned");
             assign(s, &view);
         }
+        Registered::Admitted => {
+            info!("tracker: task {task_id} registered (attempt {attempt}); joins at the next checkpoint boundary");
+            s.conns.insert(task_id.to_string(), (conn_id, tx.clone()));
+        }
         Registered::RoundJoined { rank, opened, complete } => {
             info!("tracker: task {task_id} (rank {rank}) registered again (attempt {attempt}): re-link round");
             s.conns.insert(task_id.to_string(), (conn_id, tx.clone()));
@@ -332,7 +364,9 @@ fn shutdown(state: &SharedState, s: &mut Shared, tx: &UnboundedSender<FromTracke
         l.forget(task_id);
     }
     let rank = s.registry.rank_of(task_id).map(|r| r.to_string()).unwrap_or_default();
-    let stranded = s.registry.abort_round();
+    // A worker that left an elastic job is no member: the others' round goes on without it.
+    let member = s.registry.rank_of(task_id).is_some();
+    let stranded = if member { s.registry.abort_round() } else { Vec::new() };
     if !stranded.is_empty() {
         let message = format!("re-linking is impossible: rank {rank} (task {task_id}) has already finished the job");
         warn!("tracker: {message}; failing the re-link of tasks {stranded:?}");
@@ -353,4 +387,41 @@ fn shutdown(state: &SharedState, s: &mut Shared, tx: &UnboundedSender<FromTracke
         );
         set_outcome(state, s, Ok(report));
     }
+}
+
+/// A member of an elastic job asks which view holds after checkpoint `version`. A change
+/// opens the new view's link round (its joiners in it, to be told they recover from the
+/// others); the answer is the same for every member.
+fn view_at(s: &mut Shared, tx: &UnboundedSender<FromTracker>, task_id: &str, version: u32) -> Result<(), String> {
+    let decision = match s.registry.decide(version) {
+        Ok(d) => d,
+        Err(message) => return refuse(tx, message),
+    };
+    if decision.changed {
+        let v = &decision.view;
+        info!(
+            "tracker: after checkpoint version {version} (asked by task {task_id}) the view becomes epoch {}: {} workers {:?} (joining: {:?})",
+            v.epoch(),
+            v.world(),
+            v.members(),
+            decision.joiners
+        );
+        s.restarted.extend(decision.joiners.iter().cloned());
+    }
+    let _ = tx.send(FromTracker::Decided { view: decision.view });
+    Ok(())
+}
+
+/// The roster of an elastic job as `warren ctl list` shows it.
+pub(crate) fn roster_reply(registry: &Registry) -> FromTracker {
+    let Some(roster) = registry.roster() else {
+        return FromTracker::Error { message: "the job is not elastic, or has not started yet".into() };
+    };
+    let limits = roster.limits();
+    let tasks = roster
+        .list()
+        .into_iter()
+        .map(|(task_id, state, rank)| TaskInfo { task_id, state: state.name().into(), rank })
+        .collect();
+    FromTracker::Roster { epoch: roster.view().epoch(), min: limits.min, max: limits.max, tasks }
 }

@@ -1,0 +1,266 @@
+//! Elastic membership with real processes, driven through the tracker's Rust API: `warren
+//! example train --elastic` workers against an in-process elastic tracker; workers join,
+//! leave and come back at checkpoint boundaries without any process restarting, and the same
+//! membership schedule gives the same `MODEL_HASH`.
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use warren::membership::Limits;
+use warren::tracker::registry::WorkerState;
+use warren::{Tracker, TrackerConfig};
+
+const WARREN: &str = env!("CARGO_BIN_EXE_warren");
+/// Hard limit on one job.
+const LIMIT: Duration = Duration::from_secs(120);
+/// Iterations (one checkpoint each) of every job.
+const ITERS: &str = "24";
+
+struct Worker {
+    task: String,
+    child: Child,
+    stdout: JoinHandle<String>,
+    stderr: JoinHandle<String>,
+}
+
+struct Done {
+    task: String,
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}
+
+/// Starts the training worker of `task` (attempt `attempt`) against `tracker`.
+fn spawn(tracker: &Tracker, task: &str, attempt: u32) -> Worker {
+    let mut child = Command::new(WARREN)
+        .args(["example", "train", "--elastic", "--iters", ITERS, "--model-bytes", "40000", "--compute-ms", "100"])
+        .envs(tracker.worker_env())
+        .env("WARREN_TASK_ID", task)
+        .env("WARREN_ATTEMPT", attempt.to_string())
+        .env("WARREN_CONNECT_TIMEOUT_S", "60")
+        .env("WARREN_TIMEOUT_S", "60")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (stdout, stderr) = (drain(child.stdout.take().unwrap()), drain(child.stderr.take().unwrap()));
+    Worker { task: task.to_string(), child, stdout, stderr }
+}
+
+fn elastic_tracker(tasks: usize, min: usize, max: usize) -> Tracker {
+    let mut cfg = TrackerConfig::new(tasks, "elastic-test-secret");
+    cfg.elastic = Some(Limits { min, max });
+    cfg.rendezvous_timeout = Duration::from_secs(60);
+    Tracker::start(cfg).unwrap()
+}
+
+/// Waits (bounded) until `cond` holds on the tracker's registry.
+fn wait_for(tracker: &Tracker, what: &str, cond: impl Fn(&warren::tracker::Registry) -> bool) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while !cond(&tracker.registry()) {
+        assert!(Instant::now() < until, "timed out waiting until {what}: {:?}", tracker.list());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits for every worker to exit (bounded by [`LIMIT`]).
+fn finish(workers: Vec<Worker>) -> Vec<Done> {
+    let started = Instant::now();
+    workers
+        .into_iter()
+        .map(|mut w| {
+            let status = loop {
+                if let Some(s) = w.child.try_wait().unwrap() {
+                    break s;
+                }
+                if started.elapsed() > LIMIT {
+                    let _ = w.child.kill();
+                    break w.child.wait().unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            let (stdout, stderr) = (w.stdout.join().unwrap(), w.stderr.join().unwrap());
+            Done { task: w.task, ok: status.success(), stdout, stderr }
+        })
+        .collect()
+}
+
+fn line<'a>(d: &'a Done, prefix: &str) -> Option<&'a str> {
+    d.stdout.lines().find_map(|l| l.strip_prefix(prefix))
+}
+
+fn report(done: &[Done]) -> String {
+    done.iter().map(|d| format!("--- task {} ok={}\n{}{}", d.task, d.ok, d.stdout, d.stderr)).collect()
+}
+
+/// 2 workers grow to 4 at checkpoint version 8 and shrink back to 2 (tasks 1 and 3 leave) at
+/// version 16; returns the `MODEL_HASH` of the job.
+fn grow_then_shrink() -> String {
+    let tracker = elastic_tracker(2, 2, 4);
+    let mut workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "1", 0)];
+    wait_for(&tracker, "the first view is made", |r| r.assigned());
+    tracker.add_worker("2", Some(8)).unwrap();
+    tracker.add_worker("3", Some(8)).unwrap();
+    tracker.remove_worker("1", Some(16)).unwrap();
+    tracker.remove_worker("3", Some(16)).unwrap();
+    workers.push(spawn(&tracker, "2", 0));
+    workers.push(spawn(&tracker, "3", 0));
+    wait_for(&tracker, "the joiners registered", |r| {
+        r.state_of("2") == Some(WorkerState::Running) && r.state_of("3") == Some(WorkerState::Running)
+    });
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+    // The joiners loaded checkpoint 8 from their peers in a world of 4; 1 and 3 left after 16.
+    assert_eq!(line(&done[2], "JOINED "), Some("8 4"), "{all}");
+    assert_eq!(line(&done[3], "JOINED "), Some("8 4"), "{all}");
+    assert_eq!(line(&done[1], "LEFT "), Some("16"), "{all}");
+    assert_eq!(line(&done[3], "LEFT "), Some("16"), "{all}");
+    assert_eq!(line(&done[2], "LEFT "), None, "{all}");
+    let listed: Vec<(String, String)> = tracker.list().unwrap().into_iter().map(|t| (t.task_id, t.state)).collect();
+    let want = [("0", "running"), ("1", "stopped"), ("2", "running"), ("3", "stopped")];
+    assert_eq!(listed, want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
+    line(&done[0], "MODEL_HASH ").expect("rank 0 prints the model hash").to_string()
+}
+
+/// Grow 2 -> 4 and shrink 4 -> 2 while training, twice: the same schedule gives the same
+/// model, bit for bit (the model depends on the world size, so it records the schedule).
+#[test]
+fn grow_and_shrink_during_training_twice_give_the_same_model() {
+    let first = grow_then_shrink();
+    let second = grow_then_shrink();
+    assert_eq!(first, second, "the same membership schedule gave different models");
+}
+
+/// Sparse task ids 0, 2, 5: task 2 is removed at version 5, restarted (same task id, a new
+/// process) and joins again at version 16; the job finishes with three workers.
+#[test]
+fn remove_then_restart_the_same_task_id_with_sparse_ids() {
+    let tracker = elastic_tracker(3, 2, 3);
+    let mut workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "2", 0), spawn(&tracker, "5", 0)];
+    wait_for(&tracker, "the first view is made", |r| r.assigned());
+    tracker.remove_worker("2", Some(5)).unwrap();
+    let e = tracker.remove_worker("5", None).unwrap_err().to_string();
+    assert!(e.contains("below the minimum of 2"), "{e}");
+    let first = workers.remove(1);
+    let left = finish(vec![first]);
+    assert!(left[0].ok && line(&left[0], "LEFT ") == Some("5"), "{}", report(&left));
+    tracker.restart("2", Some(16)).unwrap();
+    workers.push(spawn(&tracker, "2", 1));
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    assert_eq!(line(&done[2], "JOINED "), Some("16 3"), "{all}");
+    assert!(line(&done[0], "MODEL_HASH ").is_some(), "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+}
+
+/// Runs `warren ctl --tracker URI ARGS` with `secret`: (success, stdout, stderr).
+fn ctl(uri: &str, secret: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(WARREN)
+        .args(["ctl", "--tracker", uri])
+        .args(args)
+        .env("WARREN_JOB_SECRET", secret)
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+const SECRET: &str = "ctl-test-secret";
+
+/// `warren run --min-workers 2 --max-workers 3` of the example job (30 iterations) with `env`;
+/// `control` runs with the tracker's address once the job has started. Returns the run's
+/// stdout (workers' lines and the summary) and its log.
+fn elastic_run(env: &[(&str, &str)], control: impl FnOnce(&str)) -> (String, String) {
+    let train = ["example", "train", "--elastic", "--iters", "30", "--model-bytes", "40000", "--compute-ms", "100"];
+    let mut run = Command::new(WARREN)
+        .args(["run", "--min-workers", "2", "--max-workers", "3", "--", WARREN])
+        .args(train)
+        .env("WARREN_JOB_SECRET", SECRET)
+        .env("WARREN_CONNECT_TIMEOUT_S", "60")
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = run.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        let mut all = String::new();
+        for l in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            if let Some(rest) = l.split("tracker: listening on ").nth(1) {
+                let _ = tx.send(rest.split_whitespace().next().unwrap_or_default().to_string());
+            }
+            all.push_str(&l);
+            all.push('\n');
+        }
+        all
+    });
+    let stdout = drain(run.stdout.take().unwrap());
+    let uri = rx.recv_timeout(Duration::from_secs(30)).expect("the launcher logs its tracker's address");
+    let until = Instant::now() + Duration::from_secs(30);
+    while !ctl(&uri, SECRET, &["list"]).0 {
+        assert!(Instant::now() < until, "the job never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    control(&uri);
+    let started = Instant::now();
+    while run.try_wait().unwrap().is_none() {
+        if started.elapsed() > LIMIT {
+            let _ = run.kill();
+            panic!("the job hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (stdout.join().unwrap(), log.join().unwrap())
+}
+
+/// `warren run --min-workers 2 --max-workers 3` controlled with `warren ctl`: task 2 is added
+/// (the launcher starts its worker) and joins at version 12, task 1 is removed at version 20,
+/// a remove below the minimum and a wrong secret are refused with clear errors, and the job
+/// finishes.
+#[test]
+fn warren_ctl_grows_and_shrinks_an_elastic_warren_run() {
+    let (out, log) = elastic_run(&[], |uri| {
+        let (ok, out, err) = ctl(uri, SECRET, &["add", "2", "--at-version", "12"]);
+        assert!(ok, "{err}");
+        assert!(out.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["2", "joining", "-"]), "{out}");
+        assert!(ctl(uri, SECRET, &["remove", "1", "--at-version", "20"]).0);
+        let (ok, _, err) = ctl(uri, SECRET, &["remove", "0"]);
+        assert!(!ok && err.contains("removing task 0 would leave 1 workers, below the minimum of 2"), "{err}");
+        let (ok, _, err) = ctl(uri, "wrong-secret", &["list"]);
+        assert!(!ok && err.contains("authentication"), "{err}");
+    });
+    assert!(out.contains("\"status\":\"ok\""), "{out}\n{log}");
+    assert!(out.lines().any(|l| l == "JOINED 12 3"), "{out}\n{log}");
+    assert!(out.lines().any(|l| l == "LEFT 20"), "{out}\n{log}");
+    assert!(out.contains("MODEL_HASH "), "{out}");
+}
+
+/// A kill during a resize: task 2 joins at version 12 and rank 0 dies (`WARREN_MOCK`) at the
+/// first call after the change, while the joiner is still catching up; `warren run` restarts
+/// it, it recovers its local model from the replica renumbered for the new view, and the job
+/// ends with the model of the same schedule without the kill.
+#[test]
+fn a_kill_right_after_a_resize_is_recovered_with_the_same_model() {
+    let grow = |uri: &str| assert!(ctl(uri, SECRET, &["add", "2", "--at-version", "12"]).0);
+    let (clean, log) = elastic_run(&[], grow);
+    let (killed, killed_log) = elastic_run(&[("WARREN_MOCK", "0,12,0,0")], grow);
+    let hash = |out: &str| out.lines().find_map(|l| l.strip_prefix("MODEL_HASH ")).map(str::to_string);
+    assert!(clean.contains("\"status\":\"ok\"") && clean.contains("\"restarts\":0"), "{clean}\n{log}");
+    assert!(killed.contains("\"status\":\"ok\""), "{killed}\n{killed_log}");
+    assert!(killed.contains("\"restarts\":1"), "the mock kill did not happen:\n{killed}\n{killed_log}");
+    assert!(killed.lines().any(|l| l == "JOINED 12 3"), "{killed}\n{killed_log}");
+    assert_eq!(hash(&killed), hash(&clean), "{killed}\n{killed_log}");
+}

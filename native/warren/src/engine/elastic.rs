@@ -1,0 +1,112 @@
+//! Elastic membership, the worker's side (see `docs/elastic.md`): after each committed
+//! checkpoint a member of an elastic job asks the tracker which view holds from then on; if
+//! it changed, the member leaves, or re-derives its rank, re-links in the new view's link
+//! round and enters consensus mode, where the recovery planner ([`crate::robust::plan`])
+//! serves the joiners the checkpoint and bootstrap results and re-places the local-model
+//! replicas, as after a recovery. What changes is planned by [`Transition`] (pure).
+
+use std::time::Instant;
+
+use log::info;
+
+use super::{Communicator, LOG, recoverable};
+use crate::error::{Error, Result};
+use crate::membership::{Placement, Role, Transition, View};
+use crate::robust::Item;
+use crate::tracker::proto::{FromTracker, ToTracker};
+
+/// A change of membership, as the user sees it ([`Communicator::take_view_change`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewChange {
+    /// The view before.
+    pub from: View,
+    /// The view after.
+    pub to: View,
+    /// This worker's rank in the new view; `None` if it left the job (it should call
+    /// `finalize`; its local model is not kept by the others).
+    pub rank: Option<usize>,
+}
+
+impl Communicator {
+    /// The last change of membership, once: `Some` after a [`Communicator::checkpoint`] at
+    /// which the view changed (the world size and rank have changed with it: re-shard the
+    /// data, rescale the learning rate), or after which this worker left the job.
+    pub fn take_view_change(&mut self) -> Option<ViewChange> {
+        self.view_change.take()
+    }
+
+    /// Whether this worker left an elastic job (removed): its calls fail from then on, and
+    /// it should `finalize`.
+    pub fn has_left(&self) -> bool {
+        self.left
+    }
+
+    /// After committing a checkpoint in an elastic job: asks the tracker which view holds now,
+    /// and applies a change.
+    pub(super) fn follow_view(&mut self) -> Result<()> {
+        let version = self.version();
+        let deadline = Instant::now() + self.cfg.connect_timeout;
+        let tracker = self.tracker.as_mut().ok_or_else(|| Error::Tracker("no tracker to ask for the view".into()))?;
+        let view = match tracker.request(&ToTracker::ViewAt { version }, deadline)? {
+            FromTracker::Decided { view } => view,
+            FromTracker::Error { message } => return Err(Error::Tracker(message)),
+            other => return Err(Error::Protocol(format!("tracker answered a view request with {other:?}"))),
+        };
+        if view == self.view {
+            return Ok(());
+        }
+        let t = Transition::new(self.view.clone(), view).map_err(Error::Protocol)?;
+        let task = self.cfg.task_id.clone();
+        match t.role(&task) {
+            Role::Leaves { old_rank } => {
+                info!(target: LOG, "task {task} (rank {old_rank}) leaves the job after checkpoint version {version}");
+                self.close_links();
+                self.left = true;
+                self.failed = Some(format!("task {task} left the job after checkpoint version {version}"));
+                self.view_change = Some(ViewChange { from: t.from().clone(), to: t.to().clone(), rank: None });
+                Ok(())
+            }
+            Role::Stays { new_rank, .. } => self.enter(&t, new_rank, deadline),
+            role => Err(Error::Protocol(format!("task {task} is {role:?} in the change from {t:?}"))),
+        }
+    }
+
+    /// Moves this worker into the new view of `t` as rank `rank`: the new link round, the
+    /// recovery state re-placed (joiners' local models are known to be empty), consensus mode.
+    fn enter(&mut self, t: &Transition, rank: usize, deadline: Instant) -> Result<()> {
+        self.close_links();
+        let a = self.rejoin(deadline)?;
+        if &a.view != t.to() {
+            return Err(Error::Protocol(format!("the tracker decided {:?} but linked {:?}", t.to(), a.view)));
+        }
+        let world = a.view.world();
+        self.topo = a.view.topology(rank);
+        self.links = (0..world).map(|_| None).collect();
+        self.view = a.view.clone();
+        self.cancel.set_rank(rank);
+        let placement = Placement::new(world, self.cfg.result_replicas, self.cfg.local_replicas);
+        let joiners: Vec<usize> = t.joiners().iter().filter_map(|j| t.to().rank_of(j)).collect();
+        let state = &mut self.rs().state;
+        let version = state.version();
+        state.rebase(rank, placement, |old| t.to().rank_of(t.from().task_of(old)?));
+        for owner in joiners {
+            state.take(&Item::LocalModel { owner, version }, Vec::new())?;
+        }
+        self.watch.set_peers(&a.peers, a.round);
+        match self.install_links(&a.peers, a.round, deadline) {
+            Err(e) if recoverable(&e) && !self.cancel.is_cancelled() => self.relink(&e)?,
+            r => r?,
+        }
+        self.rs().consensus = true;
+        info!(
+            target: LOG,
+            "task {}: rank {rank} of {world} in view epoch {} after checkpoint version {version} (joined: {:?}, left: {:?})",
+            self.cfg.task_id,
+            a.view.epoch(),
+            t.joiners(),
+            t.leavers()
+        );
+        self.view_change = Some(ViewChange { from: t.from().clone(), to: t.to().clone(), rank: Some(rank) });
+        Ok(())
+    }
+}

@@ -1,0 +1,494 @@
+//! Elastic membership, pure: how a view changes at a checkpoint boundary (see
+//! `docs/elastic.md`).
+//!
+//! - [`Roster`] (the tracker's side): control requests (add, remove, restart, give up on a lost
+//!   worker) change a *target* membership within [`Limits`]; [`Roster::decide`] says which
+//!   view holds after checkpoint version `v`, and memoises it, so every worker asking about
+//!   `v` (a restarted one replaying `v` too) gets the same answer.
+//! - [`Transition`] (every worker's side): from the old view and the new one, each task's
+//!   [`Role`], the joiners and leavers, and where the local-model replicas go in the new view
+//!   (the recovery round after the change moves them there). Every member derives the same
+//!   transition from the same two views.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Placed, Placement, View, task_order};
+
+/// The number of workers an elastic job may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Never fewer (a remove or a give-up below it is refused).
+    pub min: usize,
+    /// Never more (an add or a restart above it is refused).
+    pub max: usize,
+}
+
+/// A control request on one task id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Admit a new task id (it joins once it has registered).
+    Add,
+    /// Let a member finish the current checkpoint interval, then stop.
+    Remove,
+    /// Bring a stopped (or given-up) task back.
+    Restart,
+    /// Drop a lost member whose replacement did not come back in time.
+    GiveUp,
+}
+
+/// A task's state, as [`Roster::list`] shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    /// A member of the current view, staying.
+    Running,
+    /// Admitted; joins at the next boundary once it has registered.
+    Joining,
+    /// A member of the current view that leaves at the next boundary.
+    Leaving,
+    /// Removed; `restart` brings it back.
+    Stopped,
+    /// Given up on; it rejoins when it registers again.
+    Lost,
+}
+
+impl TaskState {
+    /// Its name for displays (`warren ctl list`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskState::Running => "running",
+            TaskState::Joining => "joining",
+            TaskState::Leaving => "leaving",
+            TaskState::Stopped => "stopped",
+            TaskState::Lost => "lost",
+        }
+    }
+}
+
+/// The tracker's elastic membership: the current view, the target membership the control
+/// requests asked for, and the decisions taken at each checkpoint version.
+#[derive(Debug, Clone)]
+pub struct Roster {
+    limits: Limits,
+    initial: View,
+    /// The view decided last (the one that holds after the last decided version).
+    view: View,
+    target: BTreeSet<String>,
+    stopped: BTreeSet<String>,
+    lost: BTreeSet<String>,
+    /// Admitted joiners that have registered and wait for the next boundary.
+    ready: BTreeSet<String>,
+    /// Requests not applied yet, in the order made.
+    scheduled: Vec<Scheduled>,
+    /// The highest version some worker asked about.
+    last_decided: Option<u32>,
+    /// The versions at which the view changed, and the view from then on.
+    changes: BTreeMap<u32, View>,
+}
+
+/// A control request waiting for its checkpoint version.
+#[derive(Debug, Clone)]
+struct Scheduled {
+    /// Applies at this version at the earliest.
+    at: u32,
+    task: String,
+    /// Whether the task is a member after it.
+    member: bool,
+}
+
+fn sorted(ids: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = ids.into_iter().collect();
+    v.sort_by(|a, b| task_order(a, b));
+    v
+}
+
+impl Roster {
+    /// The roster of a job whose first view is `view`.
+    pub fn new(view: View, limits: Limits) -> Result<Roster, String> {
+        if limits.min == 0 || limits.min > limits.max {
+            return Err(format!("bad worker limits: min {} max {} (need 1 <= min <= max)", limits.min, limits.max));
+        }
+        if view.world() < limits.min || view.world() > limits.max {
+            return Err(format!("a view of {} workers is outside [{}, {}]", view.world(), limits.min, limits.max));
+        }
+        let target = view.members().iter().cloned().collect();
+        Ok(Roster {
+            limits,
+            initial: view.clone(),
+            view,
+            target,
+            stopped: BTreeSet::new(),
+            lost: BTreeSet::new(),
+            ready: BTreeSet::new(),
+            scheduled: Vec::new(),
+            last_decided: None,
+            changes: BTreeMap::new(),
+        })
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The view decided last.
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// Applies a control request on `task`, at checkpoint version `at` or later (`None`: at the
+    /// next boundary). Refused, with the reason, if it would break the limits, names a task in
+    /// the wrong state, or names a version already decided.
+    pub fn request(&mut self, change: Change, task: &str, at: Option<u32>) -> Result<(), String> {
+        if let (Some(v), Some(done)) = (at, self.last_decided) {
+            if v <= done {
+                return Err(format!("checkpoint version {v} is already decided (the workers are past version {done})"));
+            }
+        }
+        let n = self.target.len();
+        match change {
+            Change::Add | Change::Restart => {
+                let known = self.stopped.contains(task) || self.lost.contains(task);
+                if self.target.contains(task) {
+                    return Err(format!("task {task} is already a member"));
+                }
+                if change == Change::Add && known {
+                    return Err(format!("task {task} has been in the job and is stopped: restart it instead"));
+                }
+                if change == Change::Restart && !known {
+                    return Err(format!("task {task} is not stopped (only a removed or lost task can be restarted)"));
+                }
+                if n >= self.limits.max {
+                    return Err(format!(
+                        "the job has its maximum of {} workers; task {task} cannot join",
+                        self.limits.max
+                    ));
+                }
+                self.stopped.remove(task);
+                self.lost.remove(task);
+                self.target.insert(task.to_string());
+            }
+            Change::Remove | Change::GiveUp => {
+                if !self.target.contains(task) {
+                    return Err(format!("task {task} is not a member"));
+                }
+                if n <= self.limits.min {
+                    let verb = if change == Change::Remove { "removing" } else { "going on without" };
+                    return Err(format!(
+                        "{verb} task {task} would leave {} workers, below the minimum of {}",
+                        n - 1,
+                        self.limits.min
+                    ));
+                }
+                self.target.remove(task);
+                self.ready.remove(task);
+                let into = if change == Change::Remove { &mut self.stopped } else { &mut self.lost };
+                into.insert(task.to_string());
+            }
+        }
+        let member = matches!(change, Change::Add | Change::Restart);
+        self.scheduled.push(Scheduled { at: at.unwrap_or(0), task: task.to_string(), member });
+        Ok(())
+    }
+
+    /// A task registered while the job runs: an admitted joiner now waits for the next
+    /// boundary, and a lost task rejoins (restarted) if the limits allow. Refused otherwise.
+    pub fn arrived(&mut self, task: &str) -> Result<(), String> {
+        if self.lost.contains(task) {
+            self.request(Change::Restart, task, None)?;
+        }
+        if !self.expected(task) || self.view.rank_of(task).is_some() {
+            return Err(format!("task {task} has not been admitted to the job (add it first)"));
+        }
+        self.ready.insert(task.to_string());
+        Ok(())
+    }
+
+    /// Whether `task` is to be a member: in the target, or scheduled to join (maybe to leave
+    /// again later).
+    fn expected(&self, task: &str) -> bool {
+        self.target.contains(task) || self.scheduled.iter().any(|s| s.member && s.task == task)
+    }
+
+    /// A registered joiner went away before joining.
+    pub fn departed(&mut self, task: &str) {
+        self.ready.remove(task);
+    }
+
+    /// The view that holds after checkpoint version `version` commits. Memoised: asked again
+    /// about a decided version, it answers the same view.
+    pub fn decide(&mut self, version: u32) -> View {
+        if self.last_decided.is_some_and(|d| version <= d) {
+            return self.view_after(version);
+        }
+        self.last_decided = Some(version);
+        let mut members: BTreeSet<String> = self.view.members().iter().cloned().collect();
+        let mut applied = vec![false; self.scheduled.len()];
+        // Tasks whose earlier request waits: their later ones wait too, in order.
+        let mut waiting: BTreeSet<&str> = BTreeSet::new();
+        for (i, s) in self.scheduled.iter().enumerate() {
+            match s.member {
+                _ if waiting.contains(s.task.as_str()) => continue,
+                // Not due yet; or a joiner that has not registered yet: a later boundary.
+                _ if s.at > version => {
+                    waiting.insert(&s.task);
+                    continue;
+                }
+                true if !self.ready.contains(&s.task) => {
+                    waiting.insert(&s.task);
+                    continue;
+                }
+                true => members.insert(s.task.clone()),
+                false => members.remove(&s.task),
+            };
+            applied[i] = true;
+        }
+        // Never outside the limits: a change that would be (a remove due before the joiner
+        // replacing it has registered) waits, whole, for a later boundary.
+        if members.len() < self.limits.min || members.len() > self.limits.max {
+            return self.view.clone();
+        }
+        let mut done = applied.into_iter();
+        self.scheduled.retain(|_| !done.next().unwrap_or(false));
+        let members = sorted(members);
+        if members.as_slice() == self.view.members() {
+            return self.view.clone();
+        }
+        let next = View::new(self.view.epoch() + 1, members);
+        self.ready.retain(|t| next.rank_of(t).is_none());
+        self.changes.insert(version, next.clone());
+        self.view = next.clone();
+        next
+    }
+
+    /// The view decided for an earlier version.
+    fn view_after(&self, version: u32) -> View {
+        self.changes.range(..=version).next_back().map_or(&self.initial, |(_, v)| v).clone()
+    }
+
+    /// The state of `task`, if the job knows it.
+    pub fn state_of(&self, task: &str) -> Option<TaskState> {
+        let member = self.view.rank_of(task).is_some();
+        match (member, self.target.contains(task)) {
+            (true, true) => Some(TaskState::Running),
+            (true, false) => Some(TaskState::Leaving),
+            (false, _) if self.expected(task) => Some(TaskState::Joining),
+            (false, _) if self.stopped.contains(task) => Some(TaskState::Stopped),
+            (false, _) if self.lost.contains(task) => Some(TaskState::Lost),
+            (false, _) => None,
+        }
+    }
+
+    /// Every task the job knows, in task order, with its state and its rank in the current
+    /// view.
+    pub fn list(&self) -> Vec<(String, TaskState, Option<usize>)> {
+        let all = self.view.members().iter().chain(&self.target).chain(&self.stopped).chain(&self.lost);
+        let ids: BTreeSet<String> = all.cloned().collect();
+        sorted(ids)
+            .into_iter()
+            .filter_map(|t| {
+                let state = self.state_of(&t)?;
+                let rank = self.view.rank_of(&t);
+                Some((t, state, rank))
+            })
+            .collect()
+    }
+}
+
+/// What a task does in a [`Transition`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A member of both views.
+    Stays {
+        /// Its rank in the old view.
+        old_rank: usize,
+        /// Its rank in the new view.
+        new_rank: usize,
+    },
+    /// A member of the new view only: it loads the global checkpoint from its peers.
+    Joins {
+        /// Its rank in the new view.
+        new_rank: usize,
+    },
+    /// A member of the old view only: it stops after the boundary.
+    Leaves {
+        /// Its rank in the old view.
+        old_rank: usize,
+    },
+    /// In neither view.
+    Outside,
+}
+
+/// Where one stayer's local model goes in the new view (new ranks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaMove {
+    /// The owner's new rank (it sends its own model).
+    pub owner: usize,
+    /// The new ranks that keep a replica of it, nearest ring successor first.
+    pub to: Vec<usize>,
+}
+
+/// A change from one view to the next, as every member plans it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    from: View,
+    to: View,
+}
+
+impl Transition {
+    /// The transition from `from` to `to`. Refused if `to` is not a later epoch, is empty, or
+    /// keeps no member of `from` (nobody would hold the checkpoint).
+    pub fn new(from: View, to: View) -> Result<Transition, String> {
+        if to.epoch() <= from.epoch() {
+            return Err(format!("view epoch {} does not follow epoch {}", to.epoch(), from.epoch()));
+        }
+        if !to.members().iter().any(|t| from.rank_of(t).is_some()) {
+            return Err(format!(
+                "no member of epoch {} ({:?}) stays in epoch {} ({:?}): nobody holds the checkpoint",
+                from.epoch(),
+                from.members(),
+                to.epoch(),
+                to.members()
+            ));
+        }
+        Ok(Transition { from, to })
+    }
+
+    /// The old view.
+    pub fn from(&self) -> &View {
+        &self.from
+    }
+
+    /// The new view.
+    pub fn to(&self) -> &View {
+        &self.to
+    }
+
+    /// What `task` does.
+    pub fn role(&self, task: &str) -> Role {
+        match (self.from.rank_of(task), self.to.rank_of(task)) {
+            (Some(old_rank), Some(new_rank)) => Role::Stays { old_rank, new_rank },
+            (None, Some(new_rank)) => Role::Joins { new_rank },
+            (Some(old_rank), None) => Role::Leaves { old_rank },
+            (None, None) => Role::Outside,
+        }
+    }
+
+    /// Task ids of the new view that were not in the old one, in rank order.
+    pub fn joiners(&self) -> Vec<String> {
+        self.to.members().iter().filter(|t| self.from.rank_of(t).is_none()).cloned().collect()
+    }
+
+    /// Task ids of the old view that are not in the new one, in old rank order.
+    pub fn leavers(&self) -> Vec<String> {
+        self.from.members().iter().filter(|t| self.to.rank_of(t).is_none()).cloned().collect()
+    }
+
+    /// Where each stayer's local model goes under `placement` (made for the new view's world).
+    /// Joiners have no local model yet; leavers' models are not placed.
+    pub fn replica_moves(&self, placement: &Placement) -> Vec<ReplicaMove> {
+        (0..self.to.world())
+            .filter(|&r| self.from.rank_of(&self.to.members()[r]).is_some())
+            .map(|owner| ReplicaMove { owner, to: placement.holders(Placed::LocalModel(owner)) })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roster(ids: &[&str], min: usize, max: usize) -> Roster {
+        Roster::new(View::new(0, ids.iter().copied()), Limits { min, max }).unwrap()
+    }
+
+    #[test]
+    fn a_join_waits_for_registration_and_applies_at_the_next_boundary() {
+        let mut r = roster(&["0", "1"], 2, 4);
+        r.request(Change::Add, "2", None).unwrap();
+        assert_eq!(r.state_of("2"), Some(TaskState::Joining));
+        assert_eq!(r.decide(1).epoch(), 0, "not registered yet: no change");
+        r.arrived("2").unwrap();
+        let v = r.decide(2);
+        assert_eq!((v.epoch(), v.members()), (1, &["0".to_string(), "1".into(), "2".into()][..]));
+        assert_eq!(r.decide(2), v, "asked again about version 2: the same view");
+        assert_eq!(r.decide(1).epoch(), 0, "version 1 was decided without the change");
+        assert_eq!(r.state_of("2"), Some(TaskState::Running));
+    }
+
+    #[test]
+    fn a_remove_below_the_minimum_is_a_clear_error() {
+        let mut r = roster(&["0", "1", "2"], 2, 4);
+        r.request(Change::Remove, "1", None).unwrap();
+        let e = r.request(Change::Remove, "2", None).unwrap_err();
+        assert_eq!(e, "removing task 2 would leave 1 workers, below the minimum of 2");
+        let e = r.request(Change::GiveUp, "0", None).unwrap_err();
+        assert!(e.contains("going on without task 0"), "{e}");
+        assert_eq!(r.state_of("1"), Some(TaskState::Leaving));
+        assert_eq!(r.decide(0).members(), ["0", "2"]);
+        assert_eq!(r.state_of("1"), Some(TaskState::Stopped));
+    }
+
+    #[test]
+    fn remove_then_restart_the_same_task_id_in_a_later_epoch() {
+        let mut r = roster(&["0", "2", "5"], 1, 3);
+        r.request(Change::Remove, "2", Some(3)).unwrap();
+        assert_eq!(r.decide(2).epoch(), 0, "applies at version 3");
+        assert_eq!(r.decide(3), View::new(1, ["0", "5"]));
+        assert!(r.request(Change::Add, "2", None).unwrap_err().contains("restart it instead"));
+        assert!(r.request(Change::Remove, "9", None).is_err());
+        assert!(r.request(Change::Restart, "2", Some(3)).unwrap_err().contains("already decided"));
+        r.request(Change::Restart, "2", None).unwrap();
+        assert!(r.arrived("7").is_err(), "not admitted");
+        r.arrived("2").unwrap();
+        assert_eq!(r.decide(4), View::new(2, ["0", "2", "5"]));
+        let listed: Vec<_> = r.list().into_iter().map(|(t, s, rank)| (t, s.name(), rank)).collect();
+        assert_eq!(listed[1], ("2".to_string(), "running", Some(1)));
+    }
+
+    #[test]
+    fn each_change_applies_at_its_own_version() {
+        let mut r = roster(&["0", "1"], 2, 4);
+        r.request(Change::Add, "3", Some(8)).unwrap();
+        r.request(Change::Remove, "3", Some(16)).unwrap();
+        assert_eq!(r.state_of("3"), Some(TaskState::Joining), "joins at 8 although it leaves at 16");
+        r.arrived("3").unwrap();
+        assert_eq!(r.decide(7).epoch(), 0);
+        assert_eq!(r.decide(8), View::new(1, ["0", "1", "3"]), "the later remove does not hold the add back");
+        assert_eq!(r.decide(16), View::new(2, ["0", "1"]));
+        assert_eq!(r.state_of("3"), Some(TaskState::Stopped));
+    }
+
+    #[test]
+    fn a_lost_task_given_up_on_rejoins_when_it_registers() {
+        let mut r = roster(&["0", "1", "2"], 2, 3);
+        r.request(Change::GiveUp, "1", None).unwrap();
+        assert_eq!(r.decide(0).members(), ["0", "2"]);
+        assert_eq!(r.state_of("1"), Some(TaskState::Lost));
+        r.arrived("1").unwrap();
+        assert_eq!(r.decide(1).members(), ["0", "1", "2"]);
+    }
+
+    #[test]
+    fn a_swap_never_goes_below_the_minimum_while_the_joiner_is_away() {
+        let mut r = roster(&["0", "1"], 2, 3);
+        r.request(Change::Add, "2", None).unwrap();
+        r.request(Change::Remove, "0", None).unwrap();
+        assert_eq!(r.decide(0).members(), ["0", "1"], "task 2 is not there: 0 stays for now");
+        r.arrived("2").unwrap();
+        assert_eq!(r.decide(1), View::new(1, ["1", "2"]));
+    }
+
+    #[test]
+    fn transitions_name_roles_and_replica_moves() {
+        let t = Transition::new(View::new(0, ["0", "1", "2", "3"]), View::new(1, ["1", "3", "4"])).unwrap();
+        assert_eq!(t.role("1"), Role::Stays { old_rank: 1, new_rank: 0 });
+        assert_eq!(t.role("4"), Role::Joins { new_rank: 2 });
+        assert_eq!(t.role("2"), Role::Leaves { old_rank: 2 });
+        assert_eq!(t.role("9"), Role::Outside);
+        assert_eq!((t.joiners(), t.leavers()), (vec!["4".to_string()], vec!["0".to_string(), "2".into()]));
+        let moves = t.replica_moves(&Placement::new(3, 0, 1));
+        assert_eq!(moves, vec![ReplicaMove { owner: 0, to: vec![1] }, ReplicaMove { owner: 1, to: vec![2] }]);
+        assert!(Transition::new(View::new(1, ["0"]), View::new(1, ["0", "1"])).is_err());
+        assert!(Transition::new(View::new(0, ["0"]), View::new(1, ["1"])).unwrap_err().contains("nobody holds"));
+    }
+}

@@ -1,0 +1,166 @@
+//! Property tests of elastic membership, without sockets.
+//!
+//! [`Roster`]: random control requests (add, remove, restart, give up, registrations) between
+//! decisions at increasing checkpoint versions, some versions asked about again. Checked: a
+//! decision, asked again later, answers the same view; epochs go up by one per change; every
+//! decided view lies within the limits; a removed task is in no view changed after its
+//! removal until it is restarted; so a task that leaves and comes back does so in a later
+//! epoch, and no task id takes part in one epoch twice.
+//!
+//! [`Transition`]: random old and new views with sparse ids. Checked: members derive the same
+//! transition from views read back from the wire in any order; new ranks are `0..n` once each;
+//! each stayer's model goes to distinct new holders, never itself, as many as the placement
+//! says; joiners never own a move.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proptest::prelude::*;
+
+use super::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Request(u8, u8, Option<u8>),
+    Arrive(u8),
+    Depart(u8),
+    Decide,
+    AskAgain(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u8..4, 0u8..8, proptest::option::of(0u8..4)).prop_map(|(c, t, at)| Op::Request(c, t, at)),
+        (0u8..8).prop_map(Op::Arrive),
+        (0u8..8).prop_map(Op::Depart),
+        Just(Op::Decide),
+        (0u8..32).prop_map(Op::AskAgain),
+    ]
+}
+
+const CHANGES: [Change; 4] = [Change::Add, Change::Remove, Change::Restart, Change::GiveUp];
+
+/// The ids of a view, as a `View` made from a possibly shuffled, serialised copy.
+fn via_wire(v: &View, rotate: usize) -> View {
+    let mut members = v.members().to_vec();
+    let len = members.len().max(1);
+    members.rotate_left(rotate % len);
+    let json = serde_json::json!({ "epoch": v.epoch(), "members": members }).to_string();
+    serde_json::from_str(&json).unwrap()
+}
+
+proptest! {
+    #[test]
+    fn roster_decisions_are_memoised_and_within_the_limits(
+        start in 1usize..5, min in 1usize..4, extra in 0usize..3, ops in proptest::collection::vec(op(), 1..80),
+    ) {
+        let limits = Limits { min: min.min(start), max: start + extra };
+        let ids: Vec<String> = (0..start).map(|i| i.to_string()).collect();
+        let mut r = Roster::new(View::new(0, ids), limits).unwrap();
+        let mut decided: BTreeMap<u32, View> = BTreeMap::new();
+        // Task -> the version its removal is due at.
+        let mut removed: BTreeMap<String, u32> = BTreeMap::new();
+        let mut version = 0u32;
+        let mut last = r.view().clone();
+        for op in ops {
+            match op {
+                Op::Request(c, t, at) => {
+                    let at = at.map(|a| version + u32::from(a));
+                    let ok = r.request(CHANGES[c as usize], &t.to_string(), at).is_ok();
+                    match CHANGES[c as usize] {
+                        Change::Remove if ok => { removed.insert(t.to_string(), at.unwrap_or(0)); }
+                        Change::Restart if ok => { removed.remove(&t.to_string()); }
+                        _ => {}
+                    }
+                }
+                Op::Arrive(t) => { let _ = r.arrived(&t.to_string()); }
+                Op::Depart(t) => r.departed(&t.to_string()),
+                Op::Decide => {
+                    version += 1;
+                    let v = r.decide(version);
+                    prop_assert!(v.world() >= limits.min && v.world() <= limits.max, "{v:?} outside {limits:?}");
+                    if v != last {
+                        prop_assert_eq!(v.epoch(), last.epoch() + 1, "one epoch per change");
+                    }
+                    // A change leaves out every task whose removal is due (a view kept as it
+                    // was may still hold one: the change waits, whole).
+                    if v != last {
+                        for t in v.members() {
+                            let due = removed.get(t).is_some_and(|&at| at <= version);
+                            prop_assert!(!due, "removed task {} in {:?} at version {}", t, v, version);
+                        }
+                    }
+                    decided.insert(version, v.clone());
+                    last = v;
+                }
+                Op::AskAgain(back) => {
+                    let v = version.saturating_sub(u32::from(back));
+                    if let Some(first) = decided.get(&v) {
+                        prop_assert_eq!(&r.decide(v), first, "version {} answered differently", v);
+                    }
+                }
+            }
+        }
+        // Epochs of the decided views never go back: a task that leaves and comes back is in a
+        // later epoch, never twice in one.
+        let epochs: Vec<u64> = decided.values().map(View::epoch).collect();
+        prop_assert!(epochs.windows(2).all(|w| w[0] <= w[1]));
+        let mut seen: BTreeSet<(String, u64)> = BTreeSet::new();
+        let mut by_epoch: BTreeMap<u64, &View> = BTreeMap::new();
+        for v in decided.values() {
+            if let Some(prev) = by_epoch.insert(v.epoch(), v) {
+                prop_assert_eq!(prev, v, "one epoch, one membership");
+            }
+        }
+        for v in by_epoch.values() {
+            for t in v.members() {
+                prop_assert!(seen.insert((t.clone(), v.epoch())));
+            }
+        }
+    }
+
+    #[test]
+    fn every_member_derives_the_same_transition(
+        old in proptest::collection::btree_set(0u32..12, 1..8),
+        new in proptest::collection::btree_set(0u32..12, 1..8),
+        keep in 0u32..12, copies in 0usize..4, rotate in 0usize..8,
+    ) {
+        let mut new = new;
+        let keep = *old.iter().nth(keep as usize % old.len()).unwrap();
+        new.insert(keep);
+        let from = View::new(3, old.iter().map(u32::to_string));
+        let to = View::new(4, new.iter().map(u32::to_string));
+        let t = Transition::new(from.clone(), to.clone()).unwrap();
+        let again = Transition::new(via_wire(&from, rotate), via_wire(&to, rotate + 1)).unwrap();
+        prop_assert_eq!(&again, &t);
+        let placement = Placement::new(to.world(), 0, copies);
+        prop_assert_eq!(again.replica_moves(&placement), t.replica_moves(&placement));
+
+        let mut new_ranks: Vec<usize> = Vec::new();
+        for task in from.members().iter().chain(to.members()) {
+            match t.role(task) {
+                Role::Stays { old_rank, new_rank } => {
+                    prop_assert_eq!(from.rank_of(task), Some(old_rank));
+                    new_ranks.push(new_rank);
+                }
+                Role::Joins { new_rank } => {
+                    prop_assert!(from.rank_of(task).is_none());
+                    new_ranks.push(new_rank);
+                }
+                Role::Leaves { old_rank } => prop_assert!(to.rank_of(task).is_none() && old_rank < from.world()),
+                Role::Outside => prop_assert!(false, "a member of a view is outside the transition"),
+            }
+        }
+        new_ranks.sort_unstable();
+        new_ranks.dedup();
+        prop_assert_eq!(new_ranks, (0..to.world()).collect::<Vec<_>>());
+
+        let n = to.world();
+        for m in t.replica_moves(&placement) {
+            prop_assert!(matches!(t.role(&to.members()[m.owner]), Role::Stays { .. }), "joiners own no model");
+            prop_assert_eq!(m.to.len(), copies.min(n - 1));
+            prop_assert!(m.to.iter().all(|&h| h < n && h != m.owner));
+            let distinct: BTreeSet<usize> = m.to.iter().copied().collect();
+            prop_assert_eq!(distinct.len(), m.to.len());
+        }
+    }
+}
