@@ -68,7 +68,10 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  *   <li>{@code fail-all} for shapes with an all-to-all edge upstream of the workers (refused
  *       without one): Flink restarts every subtask (one region), each attempt
  *       joins its own tracker and resumes from the newest durable checkpoint every rank wrote to
- *       {@code warren.checkpointDir} (a local path of a file system every TaskManager shares).
+ *       {@code warren.checkpointDir}: a local path of a file system every TaskManager shares,
+ *       or a Hadoop file system URI ({@code hdfs://namenode:8020/dir}), whose checkpoints each
+ *       worker stages locally (Hadoop's client on the class path, its configuration from
+ *       {@code core-site.xml} and the {@code flink.hadoop.*} entries of the job's configuration).
  * </ul>
  *
  * <h2>Requirements</h2>
