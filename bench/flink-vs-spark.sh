@@ -47,7 +47,7 @@ one_run() {
   if [ "$side" = spark ]; then
     timeout 1800 "$SPARK_HOME/bin/spark-submit" --master "local-cluster[$WORKERS,1,1024]" \
       --conf spark.executor.memory=900m --conf spark.ui.enabled=false --conf spark.warren.progressInterval=0 \
-      --driver-java-options "-Dlog4j.configurationFile=file:$ROOT/spark-examples/conf/log4j2-quiet.properties" \
+      --driver-java-options "-Dlog4j2.configurationFile=file:$ROOT/spark-examples/conf/log4j2-quiet.properties -Dwarren.spark.log=$log.spark.log" \
       --jars "$CORE,$RUNNER,$SCALA,$SPARK" --class io.warren.examples.LogisticRegression "$SPARK_APP" \
       "${ARGS[@]}" >"$log.out" 2>"$log.err"
   else
