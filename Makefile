@@ -2,7 +2,7 @@
 CARGO ?= cargo
 WARREN := target/release/warren
 
-.PHONY: build test lint demo demo-local e2e notebook setup-demo setup-test setup-notebook bench bench-allreduce bench-recordio bench-master bench-spark bench-flink clean
+.PHONY: build test lint demo demo-local e2e notebook setup-demo setup-test setup-notebook bench bench-allreduce bench-recordio bench-master bench-spark bench-flink bench-flink-spark clean
 
 ## setup-*: what a fresh machine lacks (Debian packages, Spark 4.3, the Python test tools in
 ## .venv), installed once by scripts/setup.sh; `make demo`, `make test` and .ci/run call it.
@@ -21,7 +21,8 @@ test: setup-test lint
 	$(MAKE) e2e
 
 ## e2e: tests/ with pytest (needs the jars of `make jvm`): a real Spark standalone cluster
-## (SIGKILLed executor and Worker, --deploy-mode cluster), the Scala notebook run headless,
+## (SIGKILLed executor and Worker, --deploy-mode cluster), a real Flink standalone cluster
+## (a SIGKILLed TaskManager, about 80 s), the Scala notebook run headless,
 ## docker/ linted and validated, and spark-submit --packages from a fresh Maven repository
 PYTEST_ARGS ?=
 e2e: setup-test
@@ -97,6 +98,15 @@ BENCH_FLINK_ARGS ?= 5
 bench-flink: jvm-native
 	$(MVN_PACKAGE)
 	WARREN_MAIN=FlinkBench jvm/flink-examples/bin/run-lr $(BENCH_FLINK_ARGS) | tee bench/results/flink.md
+
+## bench-flink-spark: ms per iteration of the logistic-regression example on a standalone Flink
+## cluster (flink run, a TaskManager JVM per worker) vs on Spark (spark-submit, local-cluster, an
+## executor JVM per worker), same data and workers, runs alternated, in one run
+## (docs/benchmarks-flink.md; about 10 minutes). BENCH_FLINK_SPARK_ARGS: [repeats] [example arguments]
+BENCH_FLINK_SPARK_ARGS ?= 5
+bench-flink-spark: jvm-native
+	$(MVN_PACKAGE)
+	BENCH_FLINK_SPARK_ARGS="$(BENCH_FLINK_SPARK_ARGS)" bash bench/flink-vs-spark.sh
 
 clean:
 	$(CARGO) clean

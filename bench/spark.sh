@@ -20,7 +20,7 @@ ARGS=${BENCH_SPARK_ARGS:-}
 OUT=${OUT:-bench/results/spark-$(date -u +%Y%m%dT%H%M%SZ).json}
 LOG=${OUT%.json}.log
 mkdir -p "$(dirname "$OUT")"
-JARS=jvm/warren-core/target/warren-core-0.1.0-SNAPSHOT.jar,jvm/warren-runner/target/warren-runner-0.1.0-SNAPSHOT.jar,jvm/warren-spark/target/warren-spark_2.13-0.1.0-SNAPSHOT.jar
+JARS=jvm/warren-core/target/warren-core-0.1.0-SNAPSHOT.jar,jvm/warren-runner/target/warren-runner-0.1.0-SNAPSHOT.jar,jvm/warren-scala/target/warren-scala_2.13-0.1.0-SNAPSHOT.jar,jvm/warren-spark/target/warren-spark_2.13-0.1.0-SNAPSHOT.jar
 APP=spark-examples/target/warren-spark-examples_2.13-0.1.0-SNAPSHOT.jar
 for j in ${JARS//,/ } $APP; do [ -f "$j" ] || { echo "build first: make bench-spark (missing $j)" >&2; exit 1; }; done
 SPARK_HOME="$(scripts/setup-spark.sh | sed -n 's/^SPARK_HOME=//p')"

@@ -38,7 +38,7 @@ ifeq ($(SKIP_SPARK_TESTS),1)
 else
 	export SPARK_HOME="$$($(SPARK_SETUP) | sed -n 's/^SPARK_HOME=//p')" && \
 	$(MVN) $(MVN_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -Dwarren.native.dir=$(WARREN_NATIVE_DIR) \
-		-Dmaven.test.additionalClasspath="$(WARREN_ROOT)/jvm/warren-core/target/classes,$(WARREN_ROOT)/jvm/warren-runner/target/classes,$(WARREN_ROOT)/jvm/warren-spark/target/classes,$$(ls "$$SPARK_HOME"/jars/*.jar | paste -sd, -)" verify
+		-Dmaven.test.additionalClasspath="$(WARREN_ROOT)/jvm/warren-core/target/classes,$(WARREN_ROOT)/jvm/warren-runner/target/classes,$(WARREN_ROOT)/jvm/warren-scala/target/classes,$(WARREN_ROOT)/jvm/warren-spark/target/classes,$$(ls "$$SPARK_HOME"/jars/*.jar | paste -sd, -)" verify
 endif
 
 test-jvm:

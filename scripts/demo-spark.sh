@@ -13,7 +13,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 version=$(sed -n 's|^  <version>\(.*\)</version>|\1|p' jvm/pom.xml | head -1)
-jars="jvm/warren-core/target/warren-core-$version.jar,jvm/warren-runner/target/warren-runner-$version.jar,jvm/warren-spark/target/warren-spark_2.13-$version.jar"
+jars="jvm/warren-core/target/warren-core-$version.jar,jvm/warren-runner/target/warren-runner-$version.jar,jvm/warren-scala/target/warren-scala_2.13-$version.jar,jvm/warren-spark/target/warren-spark_2.13-$version.jar"
 app="spark-examples/target/warren-spark-examples_2.13-$version.jar"
 for j in ${jars//,/ } $app; do
   [ -f "$j" ] || { echo "demo: $j is missing (make demo builds it)" >&2; exit 1; }

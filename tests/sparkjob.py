@@ -38,6 +38,7 @@ def pom_properties() -> dict[str, str]:
 VERSION = pom_properties()["project.version"]
 CORE_JAR = ROOT / "jvm" / "warren-core" / "target" / f"warren-core-{VERSION}.jar"
 RUNNER_JAR = ROOT / "jvm" / "warren-runner" / "target" / f"warren-runner-{VERSION}.jar"
+SCALA_JAR = ROOT / "jvm" / "warren-scala" / "target" / f"warren-scala_2.13-{VERSION}.jar"
 SPARK_JAR = ROOT / "jvm" / "warren-spark" / "target" / f"warren-spark_2.13-{VERSION}.jar"
 EXAMPLES_JAR = ROOT / "spark-examples" / "target" / f"warren-spark-examples_2.13-{VERSION}.jar"
 
@@ -45,7 +46,7 @@ EXAMPLES_JAR = ROOT / "spark-examples" / "target" / f"warren-spark-examples_2.13
 def built_jars() -> list[Path]:
     """Warren's three library jars (core, runner, Spark) and the examples' jar; fails naming the
     first missing one."""
-    jars = [CORE_JAR, RUNNER_JAR, SPARK_JAR, EXAMPLES_JAR]
+    jars = [CORE_JAR, RUNNER_JAR, SCALA_JAR, SPARK_JAR, EXAMPLES_JAR]
     for jar in jars:
         assert jar.is_file(), f"{jar} is missing: build the JVM modules first (make jvm)"
     return jars

@@ -68,6 +68,10 @@ def test_libraries_are_published_with_sources_and_javadoc(repo):
     assert "io/warren/runner/WorkerRun.class" in runner
     assert "io/warren/runner/WorkerRun.java" in names(published(repo, "warren-runner", "sources"))
 
+    scala = names(published(repo, "warren-scala_2.13"))
+    assert "io/warren/scaladsl/package$RichCommunicator.class" in scala
+    assert "io/warren/scaladsl/package.scala" in names(published(repo, "warren-scala_2.13", "sources"))
+
     spark = names(published(repo, "warren-spark_2.13"))
     assert "io/warren/spark/WarrenSpark$.class" in spark
     assert "io/warren/spark/WarrenSpark.scala" in names(published(repo, "warren-spark_2.13", "sources"))
@@ -76,6 +80,7 @@ def test_libraries_are_published_with_sources_and_javadoc(repo):
     pom = published(repo, "warren-spark_2.13", ext="pom").read_text()
     assert "<artifactId>warren-core</artifactId>" in pom
     assert "<artifactId>warren-runner</artifactId>" in pom
+    assert "<artifactId>warren-scala_2.13</artifactId>" in pom
     assert not (repo / "io" / "warren" / "warren-spark-examples_2.13").exists(), "the examples are not a library"
 
 
@@ -94,4 +99,5 @@ def test_spark_submit_packages_resolves_warren_from_the_repository(repo, full_cl
     assert f"found io.warren#warren-spark_2.13;{VERSION} in warren-test" in log, log[:3000]
     assert f"found io.warren#warren-core;{VERSION} in warren-test" in log
     assert f"found io.warren#warren-runner;{VERSION} in warren-test" in log
+    assert f"found io.warren#warren-scala_2.13;{VERSION} in warren-test" in log
     assert r.model_hash == recorded

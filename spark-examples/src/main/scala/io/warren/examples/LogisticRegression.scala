@@ -14,7 +14,7 @@ import org.apache.spark.{SparkConf, SparkContext, TaskContext}
   *
   * {{{
   * spark-submit --master 'local-cluster[3,1,1024]' --class io.warren.examples.LogisticRegression \
-  *   --jars warren-core.jar,warren-runner.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
+  *   --jars warren-core.jar,warren-runner.jar,warren-scala_2.13.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
   *   --workers 3 --rows 100000 --features 20 --iters 20 --kill-executor 8
   * }}}
   *
@@ -92,6 +92,7 @@ object LogisticRegression {
     * @param recoveries recoveries rank 0 took part in
     * @param seconds wall time of the Warren stage as the driver saw it
     * @param startVersion the checkpoint version rank 0 started from (0 unless it was restarted)
+    * @param iterMs milliseconds per gradient iteration of rank 0's loop (its wall time / iterations)
     */
   case class Result(
       weights: Array[Double],
@@ -99,7 +100,8 @@ object LogisticRegression {
       accuracy: Double,
       recoveries: Long,
       seconds: Double,
-      startVersion: Int
+      startVersion: Int,
+      iterMs: Double = 0.0
   ) {
 
     /** SHA-256 of the weights (little-endian doubles), in hex. */
@@ -259,6 +261,7 @@ object LogisticRegression {
     // which the checkpoint holds, so a restored worker decides as the others did.
     def reached(it: Int): Boolean = it > 0 && losses(it - 1) <= p.targetLoss
     var it = ckpt.version
+    val loopStart = System.nanoTime()
     while (it < p.iters && !reached(it)) {
       for (fl <- p.allFailures if fl.partition == pid && fl.iter == it && attempt < fl.attempts) {
         if (fl.halt) {
@@ -284,6 +287,7 @@ object LogisticRegression {
       if (p.pauseMs > 0) Thread.sleep(p.pauseMs.toLong)
       it += 1
     }
+    val loopMs = (System.nanoTime() - loopStart) / 1e6
     val w = opt.weights
     val acc = Array(0.0, n.toDouble)
     for (i <- 0 until n) {
@@ -292,7 +296,8 @@ object LogisticRegression {
       if ((z > 0) == (y(i) > 0.5)) acc(0) += 1
     }
     comm.allreduce(acc, Op.SUM)
-    Result(w.clone(), losses.take(it), acc(0) / acc(1), comm.recoveries(), 0.0, ckpt.version)
+    val iterMs = if (it > ckpt.version) loopMs / (it - ckpt.version) else 0.0
+    Result(w.clone(), losses.take(it), acc(0) / acc(1), comm.recoveries(), 0.0, ckpt.version, iterMs)
   }
 
   /** Trains on `sc`: one partition per worker, each generating its rows deterministically.
@@ -347,6 +352,7 @@ object LogisticRegression {
       println(f"ACCURACY ${r.accuracy}%.6f")
       println(s"RECOVERIES ${r.recoveries}")
       println(f"TRAIN_SECONDS ${r.seconds}%.3f")
+      println(f"ITER_MS ${r.iterMs}%.3f")
       println(s"MODEL_HASH ${r.modelHash}")
     } finally {
       sc.stop()

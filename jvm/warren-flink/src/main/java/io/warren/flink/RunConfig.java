@@ -18,16 +18,30 @@ import java.util.Map;
  * @param bases each attempt's worker settings, without the task's identity
  * @param label the run's label in progress lines
  * @param progressIntervalS seconds between rank 0's progress lines, 0 for none
+ * @param remoteDir fail-all: the run's checkpoint directory on a Hadoop file system, which each
+ *     worker stages locally ({@link RemoteCheckpoints}); null for a local one (or retry-one)
+ * @param durableEvery fail-all: every how many checkpoints one is durable
+ * @param hadoop the Hadoop settings of {@code remoteDir} (the {@code flink.hadoop.*} entries of
+ *     the client's configuration, without the prefix)
  */
 record RunConfig(
-    int numWorkers, boolean failAll, List<Map<String, String>> bases, String label, double progressIntervalS)
+    int numWorkers,
+    boolean failAll,
+    List<Map<String, String>> bases,
+    String label,
+    double progressIntervalS,
+    String remoteDir,
+    int durableEvery,
+    Map<String, String> hadoop)
     implements Serializable {
   private static final String KEY = "warren.run.";
+  private static final String HADOOP = KEY + "hadoop.";
 
   RunConfig {
     List<Map<String, String>> copy = new ArrayList<>();
     bases.forEach(b -> copy.add(new HashMap<>(b)));
     bases = copy;
+    hadoop = new HashMap<>(hadoop);
   }
 
   /**
@@ -65,6 +79,11 @@ record RunConfig(
     m.put(KEY + "attempts", Integer.toString(bases.size()));
     m.put(KEY + "label", label);
     m.put(KEY + "progressInterval", Double.toString(progressIntervalS));
+    m.put(KEY + "durableEvery", Integer.toString(durableEvery));
+    if (remoteDir != null) {
+      m.put(KEY + "remoteDir", remoteDir);
+    }
+    hadoop.forEach((k, v) -> m.put(HADOOP + k, v));
     for (int a = 0; a < bases.size(); a++) {
       String p = KEY + a + ".";
       bases.get(a).forEach((k, v) -> m.put(p + k, v));
@@ -88,6 +107,13 @@ record RunConfig(
           null);
     }
     int attempts = Integer.parseInt(params.get(KEY + "attempts"));
+    Map<String, String> hadoop = new HashMap<>();
+    params.forEach(
+        (k, v) -> {
+          if (k.startsWith(HADOOP)) {
+            hadoop.put(k.substring(HADOOP.length()), v);
+          }
+        });
     List<Map<String, String>> bases = new ArrayList<>();
     for (int a = 0; a < attempts; a++) {
       String p = KEY + a + ".";
@@ -105,6 +131,9 @@ record RunConfig(
         Boolean.parseBoolean(params.get(KEY + "failAll")),
         bases,
         params.get(KEY + "label"),
-        Double.parseDouble(params.get(KEY + "progressInterval")));
+        Double.parseDouble(params.get(KEY + "progressInterval")),
+        params.get(KEY + "remoteDir"),
+        Integer.parseInt(params.getOrDefault(KEY + "durableEvery", "1")),
+        hadoop);
   }
 }

@@ -3,7 +3,6 @@ package io.warren.flink;
 import io.warren.TrackerException;
 import io.warren.WarrenTimeoutException;
 import io.warren.runner.Trackers;
-import java.io.File;
 import java.time.Duration;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.flink.api.common.JobExecutionResult;
@@ -17,20 +16,21 @@ import org.slf4j.LoggerFactory;
  * WarrenFlink#train}, watches its first tracker's rendezvous (a job whose workers cannot all
  * start, for want of slots, is cancelled with a clear error instead of waiting forever: Flink
  * deploys the regions it has slots for, and those workers would wait for the others), and
- * closes the trackers and removes the run's checkpoint directory when the job ends.
+ * closes the trackers and removes the run's checkpoint directory (local or remote) when the job
+ * ends.
  */
 final class RunListener implements JobListener {
   private static final Logger LOG = LoggerFactory.getLogger(RunListener.class);
 
   private final Trackers trackers;
   private final int numWorkers;
-  private final File runDir;
+  private final AutoCloseable runDir;
   private final AtomicBoolean claimed = new AtomicBoolean();
   private final AtomicBoolean done = new AtomicBoolean();
   private volatile String failure;
   private volatile Thread watchdog;
 
-  RunListener(Trackers trackers, int numWorkers, File runDir) {
+  RunListener(Trackers trackers, int numWorkers, AutoCloseable runDir) {
     this.trackers = trackers;
     this.numWorkers = numWorkers;
     this.runDir = runDir;
@@ -114,14 +114,10 @@ final class RunListener implements JobListener {
       }
     }
     trackers.close();
-    if (runDir != null) {
-      File[] files = runDir.listFiles();
-      if (files != null) {
-        for (File f : files) {
-          f.delete();
-        }
-      }
-      runDir.delete();
+    try {
+      runDir.close();
+    } catch (Exception e) {
+      LOG.warn("warren: could not remove the run's checkpoint directory: {}", e.toString());
     }
   }
 }

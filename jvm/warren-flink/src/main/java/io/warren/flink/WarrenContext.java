@@ -25,13 +25,21 @@ public final class WarrenContext implements AutoCloseable {
   private final int attempt;
   private final int numWorkers;
   private final boolean owned;
+  private final AutoCloseable stage;
 
-  WarrenContext(Communicator comm, int taskId, int attempt, int numWorkers, boolean owned) {
+  /** A worker whose communicator the caller closes or aborts ({@link WarrenFlink#train}'s). */
+  WarrenContext(Communicator comm, int taskId, int attempt, int numWorkers) {
+    this(comm, taskId, attempt, numWorkers, false, null);
+  }
+
+  private WarrenContext(
+      Communicator comm, int taskId, int attempt, int numWorkers, boolean owned, AutoCloseable stage) {
     this.comm = comm;
     this.taskId = taskId;
     this.attempt = attempt;
     this.numWorkers = numWorkers;
     this.owned = owned;
+    this.stage = stage;
   }
 
   /**
@@ -62,7 +70,38 @@ public final class WarrenContext implements AutoCloseable {
     }
     ClassLoading.check(WarrenContext.class);
     Map<String, String> settings = WorkerRun.taskSettings(run.base(attempt), Integer.toString(task), attempt);
-    return new WarrenContext(Communicator.create(settings), task, attempt, run.numWorkers(), true);
+    RemoteCheckpoints.Stage stage = null;
+    Communicator comm = null;
+    try {
+      if (run.remoteDir() != null) {
+        stage = RemoteCheckpoints.stage(run);
+        settings.put("WARREN_CHECKPOINT_DIR", stage.local());
+      }
+      comm = Communicator.create(settings);
+      if (stage != null) {
+        stage.setup().accept(comm);
+      }
+      return new WarrenContext(comm, task, attempt, run.numWorkers(), true, stage == null ? null : stage.cleanup());
+    } catch (Exception e) {
+      if (comm != null) {
+        comm.abort();
+      }
+      if (stage != null) {
+        closeQuietly(stage.cleanup());
+      }
+      if (e instanceof RuntimeException r) {
+        throw r;
+      }
+      throw new WarrenFlinkException("WarrenContext.of: staging the remote checkpoints failed: " + e, e);
+    }
+  }
+
+  private static void closeQuietly(AutoCloseable c) {
+    try {
+      c.close();
+    } catch (Exception e) {
+      // best effort
+    }
   }
 
   /**
@@ -108,6 +147,9 @@ public final class WarrenContext implements AutoCloseable {
   public void finish() {
     if (owned) {
       comm.close();
+      if (stage != null) {
+        closeQuietly(stage);
+      }
     }
   }
 
@@ -119,6 +161,9 @@ public final class WarrenContext implements AutoCloseable {
   public void close() {
     if (owned && !comm.isClosed()) {
       comm.abort();
+    }
+    if (owned && stage != null) {
+      closeQuietly(stage);
     }
   }
 

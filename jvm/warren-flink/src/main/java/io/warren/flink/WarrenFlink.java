@@ -1,16 +1,18 @@
 package io.warren.flink;
 
+import io.warren.runner.CheckpointDirs;
+import io.warren.runner.HadoopCheckpoints;
 import io.warren.runner.Recovery;
 import io.warren.runner.RunnerException;
 import io.warren.runner.RunnerSettings;
 import io.warren.runner.Trackers;
 import java.io.File;
-import java.net.URI;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.flink.api.common.ExecutionConfig;
@@ -66,14 +68,22 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  *   <li>{@code fail-all} for shapes with an all-to-all edge upstream of the workers (refused
  *       without one): Flink restarts every subtask (one region), each attempt
  *       joins its own tracker and resumes from the newest durable checkpoint every rank wrote to
- *       {@code warren.checkpointDir} (a local path of a file system every TaskManager shares).
+ *       {@code warren.checkpointDir}: a local path of a file system every TaskManager shares,
+ *       or a Hadoop file system URI ({@code hdfs://namenode:8020/dir}), whose checkpoints each
+ *       worker stages locally (Hadoop's client on the class path, its configuration from
+ *       {@code core-site.xml} and the {@code flink.hadoop.*} entries of the job's configuration).
  * </ul>
  *
  * <h2>Requirements</h2>
  *
  * STREAMING execution mode (BATCH may run the workers in turns, and they wait for each other),
- * no speculative execution, and a task slot for every worker: a job that cannot get them
- * (Flink deploys the workers it has slots for, which wait for the others) is cancelled with a {@link
+ * no speculative execution, and a free task slot for every worker. When the client knows the
+ * JobManager's REST address ({@code rest.address}: {@code flink run}, {@code
+ * createRemoteEnvironment}), {@code train} asks it for the free slots and throws a {@link
+ * WarrenFlinkException} at once if there are fewer than workers (after {@code
+ * warren.slotWaitTimeout} seconds, default 0, for TaskManagers still registering; at least 10 s
+ * when the slots exist but are busy). Otherwise a job that cannot get them (Flink deploys the
+ * workers it has slots for, which wait for the others) is cancelled with a {@link
  * WarrenFlinkException} from {@link #execute} when the first tracker's rendezvous deadline
  * passes. Warren's jars in Flink's {@code lib/} (see {@code ClassLoading}).
  */
@@ -124,7 +134,8 @@ public final class WarrenFlink {
    * @param <T> the rows
    * @param <R> the results
    * @return the workers' results, one per subtask, at parallelism {@code numWorkers}
-   * @throws WarrenFlinkException for an invalid setting or a job shape Warren cannot run
+   * @throws WarrenFlinkException for an invalid setting, a job shape Warren cannot run, or a
+   *     cluster with fewer free task slots than workers
    */
   public static <T, R> SingleOutputStreamOperator<R> train(
       DataStream<T> input,
@@ -240,21 +251,37 @@ public final class WarrenFlink {
               + " would register the same task id and hold a slot while the original runs",
           null);
     }
+    Slots.check(conf, numWorkers, s.slotWaitTimeout());
     boolean failAll = s.recovery() == Recovery.FAIL_ALL;
-    File runDir = failAll ? runDirectory(s) : null;
     int attempts = failAll ? failAllAttempts(conf) : 1;
     String host = s.trackerHost().orElse("127.0.0.1");
     Duration rendezvous = Duration.ofMillis((long) (s.rendezvousTimeout() * 1000));
-    Trackers trackers =
-        Trackers.start(numWorkers, host, attempts, rendezvous, s.trackerPeerTimeout());
     Map<String, String> extra = new HashMap<>(s.workerSettings());
+    RunDir dir = failAll ? runDirectory(s, conf) : new RunDir(null, null, Map.of(), () -> {});
+    Trackers trackers;
+    try {
+      trackers = Trackers.start(numWorkers, host, attempts, rendezvous, s.trackerPeerTimeout());
+    } catch (RuntimeException e) {
+      dir.close();
+      throw e;
+    }
     if (failAll) {
-      extra.put("WARREN_CHECKPOINT_DIR", runDir.getPath());
+      if (dir.local() != null) {
+        extra.put("WARREN_CHECKPOINT_DIR", dir.local());
+      }
       extra.put("WARREN_DURABLE_EVERY", Integer.toString(s.durableEvery()));
     }
-    env.registerJobListener(new RunListener(trackers, numWorkers, runDir));
+    env.registerJobListener(new RunListener(trackers, numWorkers, dir.cleanup()));
     String label = Long.toString(RUNS.incrementAndGet());
-    return new RunConfig(numWorkers, failAll, trackers.workerSettings(extra), label, s.progressInterval());
+    return new RunConfig(
+        numWorkers,
+        failAll,
+        trackers.workerSettings(extra),
+        label,
+        s.progressInterval(),
+        dir.remote(),
+        s.durableEvery(),
+        dir.hadoop());
   }
 
   /** Fail-all's attempts: Flink's fixed-delay restarts + 1 if the job's configuration says. */
@@ -268,8 +295,28 @@ public final class WarrenFlink {
     return DEFAULT_FAIL_ALL_ATTEMPTS;
   }
 
+  /**
+   * A fail-all run's checkpoint directory.
+   *
+   * @param local the directory the native library writes, or null
+   * @param remote the directory on a Hadoop file system the workers stage, or null
+   * @param hadoop the Hadoop settings of {@code remote}
+   * @param cleanup removes the directory
+   */
+  private record RunDir(String local, String remote, Map<String, String> hadoop, AutoCloseable cleanup)
+      implements AutoCloseable {
+    @Override
+    public void close() {
+      try {
+        cleanup.close();
+      } catch (Exception e) {
+        // best effort: nothing else to do
+      }
+    }
+  }
+
   /** A new subdirectory of {@code warren.checkpointDir} for one fail-all run (created now). */
-  private static File runDirectory(RunnerSettings s) {
+  private static RunDir runDirectory(RunnerSettings s, ReadableConfig conf) {
     String raw =
         s.checkpointDir()
             .orElseThrow(
@@ -277,31 +324,35 @@ public final class WarrenFlink {
                     new WarrenFlinkException(
                         "warren.recovery=fail-all needs warren.checkpointDir: a directory every"
                             + " TaskManager can read and write (a local path of a shared file"
-                            + " system), where each worker's durable checkpoints go",
+                            + " system, or a Hadoop file system URI such as"
+                            + " hdfs://namenode:8020/dir), where each worker's durable checkpoints go",
                         null));
-    File base;
-    String scheme = null;
-    try {
-      scheme = URI.create(raw).getScheme();
-    } catch (IllegalArgumentException e) {
-      // a plain path with characters a URI refuses
+    String name = "warren-flink-" + UUID.randomUUID();
+    Optional<File> local = CheckpointDirs.localDirectory(raw);
+    if (local.isEmpty()) {
+      Map<String, String> hadoop;
+      HadoopCheckpoints.RunDirectory remote;
+      try {
+        hadoop = RemoteCheckpoints.hadoopSettings(conf);
+        remote = RemoteCheckpoints.create(raw, name, hadoop, s.checkpointDirTimeout());
+      } catch (NoClassDefFoundError e) {
+        throw new WarrenFlinkException(
+            "warren.checkpointDir="
+                + raw
+                + " is on a Hadoop file system, but Hadoop's classes are not on the class path:"
+                + " put hadoop-client-api and hadoop-client-runtime (or HADOOP_CLASSPATH) on the"
+                + " client's and the TaskManagers' class path, or use a local path of a shared file"
+                + " system",
+            e);
+      }
+      return new RunDir(null, remote.dir(), hadoop, remote);
     }
-    if (scheme == null || scheme.length() == 1) {
-      base = new File(raw);
-    } else if (scheme.equalsIgnoreCase("file")) {
-      base = new File(URI.create(raw).getPath());
-    } else {
-      throw new WarrenFlinkException(
-          "warren.checkpointDir=" + raw + ": on Flink, fail-all checkpoints go to a local path (of a"
-              + " file system every TaskManager shares); " + scheme + ": URIs are not supported yet",
-          null);
-    }
-    File dir = new File(base.getAbsoluteFile(), "warren-flink-" + UUID.randomUUID());
+    File dir = new File(local.get().getAbsoluteFile(), name);
     if (!dir.mkdirs()) {
       throw new WarrenFlinkException(
           "warren.checkpointDir=" + raw + ": cannot create the run directory " + dir, null);
     }
-    return dir;
+    return new RunDir(dir.getPath(), null, Map.of(), () -> CheckpointDirs.removeLocal(dir));
   }
 
   /** Global job parameters as a map. */

@@ -58,14 +58,27 @@ final class WorkerOperator<T, R> extends AbstractStreamOperator<R>
     int index = task.getIndexOfThisSubtask();
     int attempt = task.getAttemptNumber();
     Map<String, String> settings = WorkerRun.taskSettings(run.base(attempt), Integer.toString(index), attempt);
-    WorkerRun.Options options = new WorkerRun.Options(null, run.label(), run.progressIntervalS(), null);
-    List<T> mine = rows;
-    rows = null;
-    R result =
-        WorkerRun.run(
-            settings,
-            options,
-            comm -> worker.run(new WarrenContext(comm, index, attempt, run.numWorkers(), false), mine));
-    output.collect(new StreamRecord<>(result));
+    // A remote checkpoint directory: the native library writes a local staging directory, which
+    // this task fills from the remote one and copies back after each durable checkpoint.
+    RemoteCheckpoints.Stage stage = run.remoteDir() == null ? null : RemoteCheckpoints.stage(run);
+    try {
+      if (stage != null) {
+        settings.put("WARREN_CHECKPOINT_DIR", stage.local());
+      }
+      WorkerRun.Options options =
+          new WorkerRun.Options(null, run.label(), run.progressIntervalS(), stage == null ? null : stage.setup());
+      List<T> mine = rows;
+      rows = null;
+      R result =
+          WorkerRun.run(
+              settings,
+              options,
+              comm -> worker.run(new WarrenContext(comm, index, attempt, run.numWorkers()), mine));
+      output.collect(new StreamRecord<>(result));
+    } finally {
+      if (stage != null) {
+        stage.cleanup().close();
+      }
+    }
   }
 }

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.warren.runner.Trackers;
 import io.warren.runner.WorkerRun;
+import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -30,6 +31,7 @@ import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.runtime.testutils.MiniClusterResourceConfiguration;
@@ -111,6 +113,17 @@ class WarrenFlinkTest {
     return env;
   }
 
+  /** An environment that knows the cluster's REST address, as {@code flink run}'s does. */
+  private static StreamExecutionEnvironment envWithRest(MiniCluster mini) throws Exception {
+    URI rest = mini.getRestAddress().get(30, TimeUnit.SECONDS);
+    Configuration conf = new Configuration();
+    conf.set(RestOptions.ADDRESS, rest.getHost());
+    conf.set(RestOptions.PORT, rest.getPort());
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+    env.setParallelism(WORKERS);
+    return env;
+  }
+
   /** source(N) → workers(N) → collect(N) → discard(N): forward edges only. */
   private static void job(StreamExecutionEnvironment env, Training.Plan plan, Map<String, String> settings) {
     DataStream<double[]> rows =
@@ -154,9 +167,10 @@ class WarrenFlinkTest {
   }
 
   @Test
-  void theModelEqualsTheTrainingWithoutFlink() throws Exception {
+  void theModelEqualsTheTrainingWithoutFlink(@InjectMiniCluster MiniCluster mini) throws Exception {
     String run = newRun();
-    StreamExecutionEnvironment env = env();
+    // with the slot check: every slot exists (some may still be held by the previous test's job)
+    StreamExecutionEnvironment env = envWithRest(mini);
     job(env, Training.Plan.clean(run, ITERS), Map.of());
     WarrenFlink.execute(env, "clean");
     Map<Integer, double[]> r = results(run);
@@ -207,7 +221,40 @@ class WarrenFlinkTest {
   }
 
   @Test
-  void fewerSlotsThanWorkersFailsWithinSecondsNamingTheSlots() throws Exception {
+  void fewerSlotsThanWorkersFailsBeforeTheJobIsSubmittedWithinSeconds(@InjectMiniCluster MiniCluster mini)
+      throws Exception {
+    StreamExecutionEnvironment env = envWithRest(mini);
+    int workers = WORKERS + 1;
+    DataStream<double[]> rows =
+        env.fromSource(
+                new PartitionedSource<>(workers, Training::partition),
+                WatermarkStrategy.noWatermarks(),
+                "partitions",
+                ROW)
+            .setParallelism(workers);
+    Training.Plan plan = Training.Plan.clean(newRun(), 2);
+    long start = System.nanoTime();
+    // the default settings: no rendezvous deadline to wait for, the REST API's slot count
+    WarrenFlinkException e =
+        assertThrows(
+            WarrenFlinkException.class,
+            () ->
+                WarrenFlink.train(
+                    rows,
+                    workers,
+                    Map.of(),
+                    (ctx, part) -> Training.train(ctx.communicator(), ctx.taskId(), ctx.attempt(), part, plan),
+                    ROW));
+    double took = (System.nanoTime() - start) / 1e9;
+    assertTrue(
+        e.getMessage().matches("Warren needs 4 task slots running at once but the cluster has \\d free \\(of 3, in 3 TaskManagers\\): .*"),
+        e.getMessage());
+    assertTrue(e.getMessage().contains("warren.slotWaitTimeout"), e.getMessage());
+    assertTrue(took < 30, "took " + took + " s");
+  }
+
+  @Test
+  void withoutTheRestAddressFewerSlotsThanWorkersFailsAtTheRendezvousDeadline() throws Exception {
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
     int workers = WORKERS + 1;
     DataStream<double[]> rows =
@@ -267,8 +314,35 @@ class WarrenFlinkTest {
   @Test
   void aShuffleIntoTheWorkersTakesTheFailAllPathAndResumesFromTheDurableCheckpoint(@TempDir Path dir)
       throws Exception {
+    failAllResumesFromTheDurableCheckpoint(env(), dir.toString());
+    try (var left = Files.list(dir)) {
+      assertEquals(0, left.count(), "the run's checkpoint directory is removed");
+    }
+  }
+
+  @Test
+  void failAllResumesFromCheckpointsOnAHadoopFileSystem(@TempDir Path dir) throws Exception {
+    // viewfs://warren-test/ckpt is Hadoop's view file system over file://dir: not a path the
+    // native library writes, so every checkpoint goes through Hadoop's FileSystem API (staged
+    // locally by each worker, uploaded after each durable checkpoint, downloaded on a restart)
+    Configuration conf = new Configuration();
+    conf.setString("flink.hadoop.fs.viewfs.mounttable.warren-test.link./ckpt", dir.toUri().toString());
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+    env.setParallelism(WORKERS);
+    failAllResumesFromTheDurableCheckpoint(env, "viewfs://warren-test/ckpt");
+    try (var left = Files.list(dir)) {
+      assertEquals(0, left.count(), "the run's directory is removed through Hadoop");
+    }
+  }
+
+  /**
+   * One source subtask, a shuffle into the workers (one failover region), task 1 throws at
+   * iteration 12 of its first attempt: every subtask re-runs and resumes from the durable
+   * checkpoint in {@code checkpointDir}, and the model is the failure-free one.
+   */
+  private static void failAllResumesFromTheDurableCheckpoint(StreamExecutionEnvironment env, String checkpointDir)
+      throws Exception {
     String run = newRun();
-    StreamExecutionEnvironment env = env();
     List<Tuple2<Integer, double[]>> all = new ArrayList<>();
     for (int p = 0; p < WORKERS; p++) {
       for (double[] row : Training.partition(p, WORKERS)) {
@@ -287,7 +361,7 @@ class WarrenFlinkTest {
         WarrenFlink.train(
             rows,
             WORKERS,
-            Map.of("recovery", "fail-all", "checkpointDir", dir.toString(), "connectTimeout", "60"),
+            Map.of("recovery", "fail-all", "checkpointDir", checkpointDir, "connectTimeout", "60"),
             (ctx, part) -> Training.train(ctx.communicator(), ctx.taskId(), ctx.attempt(), part, plan),
             ROW),
         run);
@@ -297,9 +371,6 @@ class WarrenFlinkTest {
     for (double[] row : r.values()) {
       assertTrue(row[2] >= 12, "resumed from durable version " + row[2]);
       assertArrayEquals(withoutFlink(), Training.weights(row));
-    }
-    try (var left = Files.list(dir)) {
-      assertEquals(0, left.count(), "the run's checkpoint directory is removed");
     }
   }
 

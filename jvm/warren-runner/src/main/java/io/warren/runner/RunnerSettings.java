@@ -179,8 +179,8 @@ public record RunnerSettings(
           0.0,
           "0",
           null,
-          "seconds the driver waits for enough free task slots (executors registering) before"
-              + " failing");
+          "seconds the driver (Flink: the client) waits for enough free task slots (executors or"
+              + " TaskManagers registering) before failing");
 
   /** {@code progressInterval}. */
   public static final Setting<Double> PROGRESS_INTERVAL =

@@ -3,6 +3,9 @@ package io.warren.spark
 import java.io.File
 import java.util.UUID
 
+import scala.jdk.OptionConverters._
+
+import io.warren.runner.CheckpointDirs
 import org.apache.hadoop.fs.Path
 
 /** How a Warren job on Spark survives a lost worker (`spark.warren.recovery`). */
@@ -53,7 +56,7 @@ object Recovery {
     * every executor and mounted at the same path (NFS, say). Any other scheme (`hdfs:`, `s3a:`,
     * `viewfs:`, ...) is reached through Hadoop's `FileSystem` API with the driver's Hadoop
     * configuration: each task stages its checkpoints in a local directory and copies them
-    * to and from this one (see `HadoopCheckpoints`).
+    * to and from this one (see warren-runner's `HadoopCheckpoints`).
     *
     * @param setting `spark.warren.checkpointDir`
     * @param appId the Spark application id (part of the subdirectory's name)
@@ -71,7 +74,7 @@ object Recovery {
     }
     val safeApp = appId.replaceAll("[^A-Za-z0-9._-]", "_")
     val name = s"warren-$safeApp-${UUID.randomUUID()}"
-    HadoopCheckpoints.localDirectory(raw) match {
+    CheckpointDirs.localDirectory(raw).toScala match {
       case Some(local) => new File(local.getAbsoluteFile, name).getPath
       case None =>
         try new Path(new Path(raw), name).toString
@@ -83,13 +86,9 @@ object Recovery {
   }
 
   /** Removes a local run's directory and the checkpoint files in it (best effort; a remote
-    * one is removed by `HadoopCheckpoints.RunDirectory.close`).
+    * one is removed by warren-runner's `HadoopCheckpoints.RunDirectory.close`).
     *
     * @param dir what [[runDirectory]] returned for a local path
     */
-  def removeRunDirectory(dir: String): Unit = {
-    val d = new File(dir)
-    Option(d.listFiles()).foreach(_.foreach(_.delete()))
-    d.delete()
-  }
+  def removeRunDirectory(dir: String): Unit = CheckpointDirs.removeLocal(new File(dir))
 }

@@ -8,7 +8,7 @@ import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
 import io.warren.Communicator
-import io.warren.runner.{Trackers, WorkerRun}
+import io.warren.runner.{CheckpointDirs, HadoopCheckpoints, RunnerException, Trackers, WorkerRun}
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.{HashPartitioner, SerializableWritable, SparkContext, SparkException, TaskContext, WarrenSlots}
 import org.apache.spark.broadcast.Broadcast
@@ -76,7 +76,7 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * local directory, removed when the task ends), downloads its rank's two newest durable
   * checkpoints into it before the worker loads one, and uploads each new durable checkpoint
   * from it in the communicator's checkpoint listener, synchronously, before the worker goes on
-  * (see `HadoopCheckpoints` for why that keeps every rank's resume point available). The
+  * (see warren-runner's `HadoopCheckpoints` for why that keeps every rank's resume point available). The
   * driver creates the run's directory before starting any task and fails with a
   * [[WarrenSparkException]] naming it and the cause if it cannot (within
   * `spark.warren.checkpointDirTimeout` seconds, default 60; its Hadoop client retries little,
@@ -173,8 +173,8 @@ object WarrenSpark {
     val failAll = recovery == Recovery.FailAll
     val ckptDir = if (failAll) Some(Recovery.runDirectory(settings.checkpointDir, sc.applicationId)) else None
     // Written by the native library itself (a local path), or staged by each task (remote).
-    val localCkptDir = ckptDir.filter(HadoopCheckpoints.isLocal)
-    val remoteCkptDir = ckptDir.filterNot(HadoopCheckpoints.isLocal)
+    val localCkptDir = ckptDir.filter(CheckpointDirs.isLocal)
+    val remoteCkptDir = ckptDir.filterNot(CheckpointDirs.isLocal)
     val durableEvery = if (failAll) settings.durableEvery else 1
     checkSlots(sc, numWorkers, settings.slotWaitTimeout)
     val input =
@@ -200,7 +200,18 @@ object WarrenSpark {
       // shipped to the tasks, which stage their checkpoints locally and copy them over.
       val remote = remoteCkptDir.map { dir =>
         val timeoutS = settings.checkpointDirTimeout
-        remoteRun = Some(HadoopCheckpoints.create(settings.checkpointDir.get, dir, sc.hadoopConfiguration, timeoutS))
+        remoteRun = Some(
+          try {
+            HadoopCheckpoints.create(
+              ConfPrefix,
+              settings.checkpointDir.get,
+              dir,
+              sc.hadoopConfiguration,
+              timeoutS,
+              "the driver and every executor"
+            )
+          } catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, e.getCause) }
+        )
         hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
         RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
       }
@@ -368,7 +379,7 @@ object WarrenSpark {
     }
     try {
       val settings = WorkerRun.taskSettings(base.asJava, ctx.partitionId().toString, attempt)
-      staging.foreach(s => settings.put("WARREN_CHECKPOINT_DIR", s.local.toString))
+      staging.foreach(s => settings.put("WARREN_CHECKPOINT_DIR", s.local().toString))
       // A kill without an interrupt (cancelJobGroup without interruptOnCancel) aborts the calls.
       val setup: WorkerRun.Setup = comm =>
         staging.foreach { s =>

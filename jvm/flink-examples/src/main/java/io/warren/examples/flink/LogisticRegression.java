@@ -29,6 +29,7 @@ import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.DeploymentOptions;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
@@ -73,6 +74,11 @@ public final class LogisticRegression {
     public long seed = 20240601L;
     /** Throw in task 1's first attempt at this iteration (-1: never). */
     public int killTask = -1;
+    /**
+     * SIGKILL the TaskManager process of task 1's first attempt at this iteration (-1: never);
+     * only on a cluster whose TaskManagers have their own processes.
+     */
+    public int killTaskManager = -1;
     /** Milliseconds each worker sleeps after each checkpoint (0: none). */
     public int pauseMs;
     /** {@code warren.*} settings. */
@@ -101,6 +107,7 @@ public final class LogisticRegression {
           case "--step-size" -> p.stepSize = Double.parseDouble(v);
           case "--seed" -> p.seed = Long.parseLong(v);
           case "--kill-task" -> p.killTask = Integer.parseInt(v);
+          case "--kill-taskmanager" -> p.killTaskManager = Integer.parseInt(v);
           case "--pause-ms" -> p.pauseMs = Integer.parseInt(v);
           case "--recovery" -> p.settings.put("recovery", v);
           case "--checkpoint-dir" -> p.settings.put("checkpointDir", v);
@@ -125,7 +132,7 @@ public final class LogisticRegression {
    */
   public static String usage() {
     return "usage: [--workers N] [--rows N] [--features N] [--iters N] [--step-size X] [--seed N]"
-        + " [--kill-task ITER] [--pause-ms MS] [--recovery retry-one|fail-all] [--checkpoint-dir"
+        + " [--kill-task ITER] [--kill-taskmanager ITER] [--pause-ms MS] [--recovery retry-one|fail-all] [--checkpoint-dir"
         + " DIR] [--set warren.KEY=VALUE]...";
   }
 
@@ -148,6 +155,8 @@ public final class LogisticRegression {
     public long recoveries;
     /** The checkpoint version the worker started from. */
     public int startVersion;
+    /** Milliseconds per gradient iteration of this attempt's loop (its wall time / iterations). */
+    public double iterMs;
 
     /** For Flink's POJO serializer. */
     public Result() {}
@@ -262,10 +271,14 @@ public final class LogisticRegression {
       }
     }
     double[] buf = new double[d + 2];
+    long loopStart = System.nanoTime();
     for (int it = ckpt.version(); it < p.iters; it++) {
       if (ctx.taskId() == 1 && it == p.killTask && ctx.attempt() == 0) {
         throw new IllegalStateException(
             "injected failure of task 1 at iteration " + it + " (attempt " + ctx.attempt() + ")");
+      }
+      if (ctx.taskId() == 1 && it == p.killTaskManager && ctx.attempt() == 0) {
+        killThisTaskManager(it);
       }
       gradient(xy, n, d, w, buf);
       comm.allreduce(buf, Op.SUM);
@@ -279,6 +292,7 @@ public final class LogisticRegression {
         Thread.sleep(p.pauseMs);
       }
     }
+    double loopMs = (System.nanoTime() - loopStart) / 1e6;
     double[] acc = {0.0, n};
     for (int i = 0; i < n; i++) {
       double z = 0.0;
@@ -299,7 +313,40 @@ public final class LogisticRegression {
     res.accuracy = acc[0] / acc[1];
     res.recoveries = comm.recoveries();
     res.startVersion = ckpt.version();
+    res.iterMs = p.iters > ckpt.version() ? loopMs / (p.iters - ckpt.version()) : 0.0;
     return res;
+  }
+
+  /** The main class of a TaskManager process of its own (a standalone cluster's). */
+  static final String TASK_MANAGER_MAIN = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner";
+
+  /**
+   * SIGKILLs the process this worker runs in, a TaskManager of its own: Flink loses every task
+   * it ran, and a restarted subtask needs a slot on another TaskManager.
+   *
+   * @param it the iteration (for the message)
+   * @throws IllegalStateException if this TaskManager shares its process with others or with
+   *     the JobManager (a MiniCluster): killing it would end the whole job
+   * @throws InterruptedException if interrupted while waiting for the signal
+   */
+  private static void killThisTaskManager(int it) throws InterruptedException {
+    String main = System.getProperty("sun.java.command", "").split(" ")[0];
+    if (!main.equals(TASK_MANAGER_MAIN)) {
+      throw new IllegalStateException(
+          "--kill-taskmanager needs TaskManagers in processes of their own (a standalone cluster),"
+              + " but this worker runs in "
+              + main
+              + ", which the JobManager shares: use --kill-task");
+    }
+    long pid = ProcessHandle.current().pid();
+    System.err.printf(Locale.ROOT, "task 1: SIGKILL to this TaskManager (pid %d) at iteration %d%n", pid, it);
+    try {
+      new ProcessBuilder("kill", "-KILL", Long.toString(pid)).inheritIO().start().waitFor();
+    } catch (java.io.IOException e) {
+      throw new java.io.UncheckedIOException("cannot run kill", e);
+    }
+    Thread.sleep(60_000); // the signal ends the process first
+    throw new IllegalStateException("TaskManager process " + pid + " survived its SIGKILL");
   }
 
   /** The gradient, loss and row count of one partition into {@code buf}. */
@@ -439,6 +486,13 @@ public final class LogisticRegression {
   public static void main(String[] args) throws Exception {
     Params p = Params.parse(args);
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(localConfiguration());
+    String target = env.getConfiguration().get(DeploymentOptions.TARGET);
+    if (p.killTaskManager >= 0 && (target == null || target.equals("local"))) {
+      throw new IllegalArgumentException(
+          "--kill-taskmanager needs a cluster whose TaskManagers have processes of their own (flink"
+              + " run on a standalone cluster); this local run's TaskManagers share this JVM: use"
+              + " --kill-task");
+    }
     long started = System.nanoTime();
     List<Result> results = run(env, p);
     double seconds = (System.nanoTime() - started) / 1e9;
@@ -454,6 +508,7 @@ public final class LogisticRegression {
     System.out.println("ATTEMPTS " + attempts);
     System.out.printf(Locale.ROOT, "RECOVERIES %d%n", r0.recoveries);
     System.out.printf(Locale.ROOT, "SECONDS %.2f%n", seconds);
+    System.out.printf(Locale.ROOT, "ITER_MS %.3f%n", r0.iterMs);
     System.out.println("MODEL_HASH " + r0.modelHash());
   }
 }

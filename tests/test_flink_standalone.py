@@ -1,0 +1,89 @@
+"""The Flink logistic-regression example on a real Flink standalone cluster: a JobManager and
+three TaskManagers of one slot each, every one a JVM of its own (scripts/flink-standalone.sh,
+Flink 2.3 from scripts/setup-flink.sh, Warren's jars in the cluster's lib/), the job submitted
+with `bin/flink run`. Subtask 1's first attempt SIGKILLs its own TaskManager process at
+iteration 8 (`--kill-taskmanager 8`); the test starts another TaskManager, Flink restarts that
+subtask alone (region failover: forward edges only) in the new slot, Warren's retry-one
+recovery slots it back in while the other workers wait in their collective call, and the job
+ends with the failure-free model recorded for the demo (the Spark example's hash)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkjob import CORE_JAR, ROOT, RUNNER_JAR, VERSION, Result, alive, demo_job
+
+FLINK_JAR = ROOT / "jvm" / "warren-flink" / "target" / f"warren-flink-{VERSION}.jar"
+EXAMPLES_JAR = ROOT / "jvm" / "flink-examples" / "target" / f"warren-flink-examples-{VERSION}.jar"
+EXAMPLE_CLASS = "io.warren.examples.flink.LogisticRegression"
+SCRIPT = ROOT / "scripts" / "flink-standalone.sh"
+TASKMANAGERS = 3
+
+
+def script(*args: str, timeout: float = 300) -> str:
+    return subprocess.run([str(SCRIPT), *args], check=True, capture_output=True, text=True, timeout=timeout).stdout
+
+
+@pytest.fixture(scope="module")
+def flink(tmp_path_factory) -> dict:
+    """One standalone cluster for the module, stopped at its end (whatever happened)."""
+    jars = [CORE_JAR, RUNNER_JAR, FLINK_JAR]
+    for jar in [*jars, EXAMPLES_JAR]:
+        assert jar.is_file(), f"{jar} is missing: build the JVM modules first (make jvm)"
+    d = tmp_path_factory.mktemp("flink-standalone")
+    try:
+        out = script("start", str(d), str(TASKMANAGERS), "1", "--", *map(str, jars), timeout=400)
+        info = dict(re.findall(r"^(FLINK_\w+)=(.*)$", out, re.M))
+        info["dir"] = d
+        yield info
+    finally:
+        script("stop", str(d), timeout=60)
+
+
+def taskmanager_pids(d: Path) -> dict[str, int]:
+    return {p.stem: int(p.read_text()) for p in sorted(d.glob("taskmanager-*.pid"))}
+
+
+def test_sigkill_a_taskmanager_then_a_new_one_recovers_the_failure_free_model(flink, tmp_path):
+    d = flink["dir"]
+    home = Path(flink["FLINK_HOME"])
+    args, recorded = demo_job()
+    before = taskmanager_pids(d)
+    assert len(before) == TASKMANAGERS and all(alive(p) for p in before.values())
+    env = dict(os.environ, FLINK_CONF_DIR=str(home / "conf"), FLINK_LOG_DIR=str(tmp_path))
+    with open(tmp_path / "stdout", "w") as out, open(tmp_path / "stderr", "w") as err:
+        job = subprocess.Popen(
+            [str(home / "bin" / "flink"), "run", "-c", EXAMPLE_CLASS, str(EXAMPLES_JAR), *args,
+             "--kill-taskmanager", "8", "--set", "warren.connectTimeout=180"],
+            stdout=out, stderr=err, env=env)
+    try:
+        # The SIGKILL: one TaskManager process ends while the job runs.
+        deadline = time.monotonic() + 240
+        while all(alive(p) for p in before.values()):
+            assert job.poll() is None, f"the job ended before a TaskManager died:\n{(tmp_path / 'stderr').read_text()[-4000:]}"
+            assert time.monotonic() < deadline, "no TaskManager died in 240 s"
+            time.sleep(0.2)
+        dead = [name for name, p in before.items() if not alive(p)]
+        assert len(dead) == 1, f"one TaskManager killed, not {dead}"
+        # A new TaskManager gives the restarted subtask a slot.
+        script("add-taskmanager", str(d), timeout=200)
+        code = job.wait(timeout=400)
+        stdout = (tmp_path / "stdout").read_text()
+        assert code == 0, f"flink run exited {code}:\n{stdout[-3000:]}\n{(tmp_path / 'stderr').read_text()[-4000:]}"
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait(timeout=30)
+    r = Result.parse(stdout)
+    assert r.model_hash == recorded, "the recovered model differs from the failure-free one"
+    # Flink's own attempt numbers: only subtask 1 was restarted.
+    assert re.search(r"^ATTEMPTS 0:0 1:1 2:0$", stdout, re.M), stdout[-2000:]
+    assert r.recoveries >= 1
+    log = "".join(p.read_text(errors="replace") for p in d.glob("jobmanager.log"))
+    assert "warren-workers" in log and re.search(r"switched from RUNNING to FAILED", log), "the JobManager saw no failed task"
