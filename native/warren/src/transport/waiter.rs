@@ -64,12 +64,18 @@ impl Waiter {
         self.watch = Some(watch);
     }
 
-    /// Registers a link (its token is its peer rank).
+    /// Registers a link (its token is its peer rank). A shared-memory link's socket only
+    /// ever brings wake-ups and the peer's end: its writability (after each wake-up byte it
+    /// sent) would only wake this waiter for nothing.
     pub fn register(&self, link: &mut Link) -> Result<()> {
         let peer = link.peer;
+        let interest = match link.transport() {
+            super::Transport::Tcp => Interest::READABLE | Interest::WRITABLE,
+            super::Transport::Shm => Interest::READABLE,
+        };
         self.poll
             .registry()
-            .register(link.source(), Token(peer), Interest::READABLE | Interest::WRITABLE)
+            .register(link.source(), Token(peer), interest)
             .map_err(|e| Error::io(format!("registering link to rank {peer}"), e))
     }
 

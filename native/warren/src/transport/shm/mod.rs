@@ -75,7 +75,7 @@ impl ShmEnd {
         let avail = self.available(r, head)?;
         let off = (head as usize) & (cap - 1);
         let data = self.seg.data(r);
-        if max == 0 || !(data as usize + off).is_multiple_of(elem) {
+        if max == 0 || (data as usize + off) % elem != 0 {
             return Ok(None);
         }
         let run = avail.min(max).min(cap - off);

@@ -159,7 +159,7 @@ impl Segment {
     }
 
     fn word(&self, off: usize) -> &AtomicU64 {
-        debug_assert!(off + 8 <= HEADER && off.is_multiple_of(8));
+        debug_assert!(off + 8 <= HEADER && off % 8 == 0);
         // SAFETY: in the header, 8-aligned (the mapping is page-aligned), valid as long as `self`.
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
