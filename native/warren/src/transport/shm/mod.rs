@@ -3,9 +3,10 @@
 //! no data, only wake-ups (one byte, sent to a peer that said it sleeps) and the peer's
 //! liveness (its end closing, when it exits or is killed, wakes this end's `epoll`).
 //!
-//! Sleeping without losing a wake-up: an end about to block sets its `sleeping` flag and then
-//! looks at the rings again ([`ShmEnd::arm`]); an end that moves data publishes its counter
-//! and then looks at the other's flag. With a full fence on both sides, at least one of them
+//! Sleeping without losing a wake-up: an end about to block sets its `sleeping` flag (one for
+//! "waits for data", one for "waits for room") and then looks at the rings again
+//! ([`ShmEnd::arm`]); an end that writes (reads) publishes its counter and then looks at the
+//! other's "waits for data" ("waits for room") flag. With a full fence on both sides, at least one of them
 //! sees the other's write: the sleeper sees the data, or the mover sees the flag and wakes it.
 
 mod segment;
@@ -14,6 +15,11 @@ pub(crate) use segment::{MAX_RING, MIN_RING, Segment};
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::fence;
+
+/// The `sleeping` flag of an end that waits for data in its incoming ring.
+const WAITS_DATA: usize = 0;
+/// The `sleeping` flag of an end that waits for room in its outgoing ring.
+const WAITS_ROOM: usize = 1;
 
 /// One end of a shared-memory link: end 0 (the connector) writes ring 0 and reads ring 1,
 /// end 1 the other way round.
@@ -56,7 +62,7 @@ impl ShmEnd {
             std::ptr::copy_nonoverlapping(data, buf.as_mut_ptr().add(first), n - first);
         }
         self.seg.head(r).store(head + n as u64, Release);
-        Ok((n, self.peer_sleeps()))
+        Ok((n, self.peer_sleeps(WAITS_ROOM)))
     }
 
     /// Reads in place: hands `f` the longest run of whole `elem`-byte elements (at most `max`
@@ -89,7 +95,7 @@ impl ShmEnd {
         // until `head` moves past it, which happens after `f` returns.
         f(unsafe { std::slice::from_raw_parts(data.add(off), n) });
         self.seg.head(r).store(head + n as u64, Release);
-        Ok(Some((n, self.peer_sleeps())))
+        Ok(Some((n, self.peer_sleeps(WAITS_ROOM))))
     }
 
     /// Copies as much of `a` then `b` as fits into the outgoing ring. Returns the bytes
@@ -119,14 +125,18 @@ impl ShmEnd {
             return Ok((0, false));
         }
         self.seg.tail(r).store(pos, Release);
-        Ok((n, self.peer_sleeps()))
+        Ok((n, self.peer_sleeps(WAITS_DATA)))
     }
 
     /// About to block: asks the peer for a wake-up, then says whether what this end waited
     /// for (data, or room) has arrived meanwhile, in which case it should not block. Forgets
     /// what it waited for: the next reads and writes say it again.
     pub(crate) fn arm(&mut self) -> bool {
-        self.seg.sleeping(self.end).store(1, SeqCst);
+        if !self.want_read && !self.want_write {
+            return false;
+        }
+        self.seg.sleeping(self.end, WAITS_DATA).store(u32::from(self.want_read), SeqCst);
+        self.seg.sleeping(self.end, WAITS_ROOM).store(u32::from(self.want_write), SeqCst);
         fence(SeqCst);
         let (r, w) = (1 - self.end, self.end);
         let data = self.want_read && self.seg.tail(r).load(Acquire) != self.seg.head(r).load(Relaxed);
@@ -139,7 +149,8 @@ impl ShmEnd {
 
     /// Awake again: the peer need not wake this end any more.
     pub(crate) fn disarm(&self) {
-        self.seg.sleeping(self.end).store(0, Relaxed);
+        self.seg.sleeping(self.end, WAITS_DATA).store(0, Relaxed);
+        self.seg.sleeping(self.end, WAITS_ROOM).store(0, Relaxed);
     }
 
     /// Bytes published by the peer in ring `r` and not read yet.
@@ -165,11 +176,11 @@ impl ShmEnd {
         }
     }
 
-    /// After publishing a counter: whether the peer sleeps (its flag is cleared, so that only
-    /// one wake-up is sent per sleep).
-    fn peer_sleeps(&self) -> bool {
+    /// After publishing a counter: whether the peer sleeps waiting for what it brings (`waits`;
+    /// the flag is cleared, so that only one wake-up is sent per sleep).
+    fn peer_sleeps(&self, waits: usize) -> bool {
         fence(SeqCst);
-        let flag = self.seg.sleeping(1 - self.end);
+        let flag = self.seg.sleeping(1 - self.end, waits);
         flag.load(Relaxed) != 0 && flag.swap(0, SeqCst) != 0
     }
 }
@@ -230,6 +241,17 @@ mod tests {
         assert!(b.arm(), "data arrived before the flag: do not block");
         b.disarm();
         assert_eq!(a.write(&[4], &[]).unwrap(), (1, false));
+        // A sleeper waiting for data is not woken by the peer reading (making room).
+        let mut buf = [0u8; 8];
+        assert_eq!(b.read(&mut buf).unwrap().0, 2);
+        b.write(&[5], &[]).unwrap();
+        assert_eq!(b.read(&mut buf).unwrap().0, 0);
+        assert!(!b.arm());
+        assert_eq!(a.read(&mut buf).unwrap(), (1, false), "reading makes room: b waits for data");
+        assert_eq!(a.write(&[6], &[]).unwrap(), (1, true), "writing brings data: wake b");
+        // Nothing waited for: nothing to arm, and never a reason not to block.
+        let (mut c, _d) = pair(MIN_RING);
+        assert!(!c.arm());
     }
 
     #[test]

@@ -146,10 +146,12 @@ impl Segment {
         self.word(2 * LINE + 2 * LINE * r)
     }
 
-    /// Set by end `e` before it blocks: the other end wakes it after its next progress.
-    pub(crate) fn sleeping(&self, e: usize) -> &AtomicU32 {
-        // SAFETY: in bounds (HEADER > 6 lines), aligned, and valid as long as `self`.
-        unsafe { &*(self.base.add(5 * LINE + LINE * e) as *const AtomicU32) }
+    /// Set by end `e` before it blocks waiting for data (`WAITS_DATA`) or for room
+    /// (`WAITS_ROOM`): the other end wakes it once it has written, or read, some.
+    pub(crate) fn sleeping(&self, e: usize, waits: usize) -> &AtomicU32 {
+        debug_assert!(e < 2 && waits < 2);
+        // SAFETY: in bounds (HEADER > 9 lines), aligned, and valid as long as `self`.
+        unsafe { &*(self.base.add(5 * LINE + LINE * (2 * e + waits)) as *const AtomicU32) }
     }
 
     /// The first byte of ring `r`'s data.
