@@ -19,7 +19,10 @@
 #   REPEAT=3           whole sweeps; the report keeps, per cell, the run with the median
 #                      median (a burst of load from other users then spoils one run only)
 #   TIMEOUT=300        seconds per run
-#   IMPLS="warren xgboost mpi"   which to run; add warren-robust for Warren in robust mode
+#   IMPLS="warren xgboost mpi warren-shm mpi-shm"   which to run: warren, xgboost and mpi over
+#                      TCP (warren with WARREN_TRANSPORT=tcp); warren-shm (Warren's same-host
+#                      shared-memory links, WARREN_TRANSPORT=auto) and mpi-shm (Open MPI's shared
+#                      memory, --mca btl self,vader); add warren-robust for Warren in robust mode
 #                      (WARREN_ROBUST=1) next to plain Warren in the same run
 #   REPORT=1           run bench/report.py at the end (0: only collect)
 #   OUT=path           results file
@@ -39,12 +42,13 @@ SIZES="${SIZES:-4 1024 65536 1048576 16777216 67108864}"
 ITER_SCALE="${ITER_SCALE:-1}"
 REPEAT="${REPEAT:-3}"
 TIMEOUT="${TIMEOUT:-300}"
-read -r -a impls <<<"${IMPLS:-warren xgboost mpi}"
+read -r -a impls <<<"${IMPLS:-warren xgboost mpi warren-shm mpi-shm}"
 REPORT="${REPORT:-1}"
 mkdir -p bench/results
 OUT="${OUT:-bench/results/allreduce-$(date -u +%Y-%m-%dT%H%M%SZ).jsonl}"
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,tcp
         --mca btl_tcp_if_include lo)
+MPIRUN_SHM=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,vader)
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 reproduce="bash bench/setup.sh && bash bench/allreduce.sh"
@@ -150,11 +154,18 @@ for n in $WORKERS; do
       impl=${impls[$(( (i + j) % ${#impls[@]} ))]}
       case $impl in
         warren-robust)
-          run_one warren-robust "$n" "$b" "$k" env WARREN_ROBUST=1 "$WARREN" bench allreduce -n "$n" --bytes "$b" \
+          run_one warren-robust "$n" "$b" "$k" env WARREN_ROBUST=1 WARREN_TRANSPORT=tcp "$WARREN" bench allreduce \
+            -n "$n" --bytes "$b" --iters "$k" --dtype f32 --op sum ;;
+        warren-shm)
+          run_one warren-shm "$n" "$b" "$k" env WARREN_TRANSPORT=auto "$WARREN" bench allreduce -n "$n" --bytes "$b" \
             --iters "$k" --dtype f32 --op sum ;;
+        mpi-shm)
+          run_one mpi-shm "$n" "$b" "$k" "${MPIRUN_SHM[@]}" -n "$n" "$PYTHON" bench/mpi_allreduce.py -n "$n" \
+            --bytes "$b" --iters "$k" --dtype f32 --op sum ;;
         warren)
           if [ "$warren_ok" = 1 ]; then
-            run_one warren "$n" "$b" "$k" "$WARREN" bench allreduce -n "$n" --bytes "$b" --iters "$k" --dtype f32 --op sum
+            run_one warren "$n" "$b" "$k" env WARREN_TRANSPORT=tcp "$WARREN" bench allreduce -n "$n" --bytes "$b" \
+              --iters "$k" --dtype f32 --op sum
           else
             printf '{"impl":"warren","workers":%s,"bytes":%s,"iters":%s,"error":"pending: warren binary not found at %s"}\n' \
               "$n" "$b" "$k" "$WARREN" >>"$OUT"

@@ -14,7 +14,9 @@
 # with DOCS=path, into that Markdown file between `<!-- regression:begin/end -->` markers.
 #
 # Knobs: WARREN (new binary, default target/release/warren), REF / WARREN_REF, WORKERS="2 4",
-# SIZES="4 65536 1048576 16777216 67108864", REPEAT=5, MODES="plain robust", TIMEOUT=120.
+# SIZES="4 65536 1048576 16777216 67108864", REPEAT=5, MODES="plain robust", TIMEOUT=120,
+# TRANSPORT=tcp (WARREN_TRANSPORT of both sides: builds without shared-memory links ignore it,
+# so `auto` only compares like with like when the reference has them too).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -59,7 +61,7 @@ iters_for() {
 run() { # run SIDE BINARY MODE N BYTES ITERS
   local side=$1 bin=$2 mode=$3 n=$4 b=$5 k=$6 robust line
   robust=$([ "$mode" = robust ] && echo 1 || echo 0)
-  if line="$(WARREN_ROBUST=$robust WARREN_LOG=warn timeout --kill-after=5 "$TIMEOUT" \
+  if line="$(WARREN_ROBUST=$robust WARREN_TRANSPORT="${TRANSPORT:-tcp}" WARREN_LOG=warn timeout --kill-after=5 "$TIMEOUT" \
         "$bin" bench allreduce -n "$n" --bytes "$b" --iters "$k" --dtype f32 --op sum 2>/dev/null | tail -1)" \
      && [ -n "$line" ]; then
     printf '{"side":"%s","mode":"%s","run":%s}\n' "$side" "$mode" "$line" >>"$OUT"

@@ -19,6 +19,8 @@ import sys
 BEGIN = "<!-- allreduce:begin -->"
 END = "<!-- allreduce:end -->"
 IMPLS = [("warren", "Warren"), ("xgboost", "XGBoost"), ("mpi", "Open MPI")]
+# Same host, shared memory: Warren's links (WARREN_TRANSPORT=auto) and Open MPI's vader BTL.
+SHM_IMPLS = [("warren-shm", "Warren shm"), ("mpi-shm", "Open MPI vader")]
 REPRODUCE = "bash bench/setup.sh && bash bench/allreduce.sh"
 
 
@@ -101,7 +103,7 @@ def build(path, recs, how="best"):
     meta_end = next((r for r in recs if r.get("impl") == "meta" and r.get("phase") == "end"), {})
     runs = {}
     for r in recs:
-        if r.get("impl") in dict(IMPLS):
+        if r.get("impl") in dict(IMPLS + SHM_IMPLS):
             runs.setdefault((r["impl"], r.get("workers"), r.get("bytes")), []).append(r)
     chosen = {k: pick(v, how) for k, v in runs.items()}
     workers = sorted({k[1] for k in chosen if k[1] is not None})
@@ -191,6 +193,8 @@ def build(path, recs, how="best"):
                        f"{max(loads):.1f} (N processes of this benchmark included).")
         out.append("")
 
+    out += shm_tables(workers, sizes, chosen, runs, errors)
+
     tcp = {}
     for r in recs:
         if r.get("impl", "").startswith(("tcp-", "iperf3")):
@@ -237,6 +241,47 @@ def build(path, recs, how="best"):
         out.append("")
     out.append(END)
     return "\n".join(out) + "\n"
+
+
+def shm_tables(workers, sizes, chosen, runs, errors):
+    """Warren's shared-memory links against Open MPI's shared memory, per N (if run)."""
+    if not any(k[0] in dict(SHM_IMPLS) for k in chosen):
+        return []
+    out = ["### Same host, shared memory: Warren (`WARREN_TRANSPORT=auto`) vs Open MPI "
+           "(`--mca btl self,vader`)", "",
+           "The same cells as above, with both moving the bytes through shared memory instead of "
+           "TCP (Warren: a ring buffer per direction and link in `/dev/shm`, the TCP link kept "
+           "for wake-ups and liveness). Targets (issue 16): busbw ≥ 0.8× vader at 16 MiB, "
+           "4 B ≤ 3 µs.", ""]
+    for n in workers:
+        hdr = ["N", "size", "iters"]
+        for _, name in SHM_IMPLS:
+            hdr += [f"{name} median (p99)", f"{name} busbw"]
+        hdr += ["busbw W/vader", "lat W/vader"]
+        if n == workers[0]:
+            out.append("| " + " | ".join(hdr) + " |")
+            out.append("|" + "|".join(["---:"] * len(hdr)) + "|")
+        for b in sizes:
+            rs = {impl: chosen.get((impl, n, b)) for impl, _ in SHM_IMPLS}
+            if not any(rs.values()):
+                continue
+            iters = next((r.get("iters") for r in rs.values() if r and r.get("iters")), "?")
+            nruns = max(len(runs.get((impl, n, b), [])) for impl, _ in SHM_IMPLS)
+            row = [str(n), fmt_size(b), f"{iters} × {nruns}" if nruns > 1 else str(iters)]
+            for impl, name in SHM_IMPLS:
+                r = rs[impl]
+                row += [cell_time(r), cell_bw(r)]
+                if r is not None and "error" in r and not r["error"].startswith("pending"):
+                    errors.append(f"{name}, N = {n}, {fmt_size(b)}: {r['error']}")
+            w, x = rs["warren-shm"], rs["mpi-shm"]
+            if ok(w) and ok(x):
+                bw = w["busbw_gbps"] / x["busbw_gbps"] if x["busbw_gbps"] else None
+                row += [fmt_ratio(bw), fmt_ratio(w["median_s"] / x["median_s"])]
+            else:
+                row += ["–", "–"]
+            out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    return out
 
 
 def write_docs(docs, section):

@@ -8,7 +8,8 @@ use warren::{CallOptions, Communicator, Config, Element, Error, Op};
 #[derive(Subcommand)]
 pub enum ExampleCmd {
     /// A synthetic training job: bootstrap calls, then per iteration several collectives of
-    /// varied sizes; rank 0 prints `MODEL_HASH <hex>` of the final model.
+    /// varied sizes; rank 0 prints `MODEL_HASH <hex>` of the final model and
+    /// `LINKS shm=<n> tcp=<m>` (how its links carry data).
     Train(TrainArgs),
     /// Checks every type and operator against a serial computation; exits 1 on any difference.
     Check,
@@ -152,6 +153,9 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
     }
     if rank == 0 {
         println!("MODEL_HASH {}", hex::encode(Sha256::digest(bytemuck::cast_slice::<f32, u8>(&model))));
+        let links = comm.link_transports();
+        let shm = links.iter().filter(|(_, t)| *t == warren::transport::Transport::Shm).count();
+        println!("LINKS shm={shm} tcp={}", links.len() - shm);
         log::info!("{} iterations of {} bytes on {world} workers: {}", a.iters, a.model_bytes, comm.stats().summary());
     }
     if comm.recoveries() > 0 {

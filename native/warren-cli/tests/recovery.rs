@@ -7,7 +7,8 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use support::training::{Rng, assert_recovered, clean, mocked, train};
+use support::procs::{Proc, wait_for, worker_env};
+use support::training::{Rng, Run, WARREN, assert_recovered, clean, launch, mocked, train};
 
 /// The seed's scenario: 10 workers; ranks 0, 4 and 9 die at the same point, then rank 1 right
 /// after; all recover and the model equals the failure-free run's.
@@ -89,6 +90,82 @@ fn without_local_models_no_replicas_are_needed() {
         let restarts = mock.split(';').count() as u64;
         assert_recovered(&r, &want, restarts, &format!("no local models, no replicas (WARREN_MOCK={mock})"));
     }
+}
+
+/// Rank 0's `LINKS shm=<n> tcp=<m>` line: how many of its links were shared memory.
+fn links(r: &Run) -> (usize, usize) {
+    let line = r.stdout.lines().find_map(|l| l.strip_prefix("LINKS ")).expect("a LINKS line");
+    let count = |k: &str| {
+        let v = line.split_whitespace().find_map(|w| w.strip_prefix(k)).expect("a count");
+        v.parse::<usize>().expect("a number")
+    };
+    (count("shm="), count("tcp="))
+}
+
+/// Workers on one host link over shared memory by default (rank 0 lists its links after the
+/// last call, so after the re-links too): one SIGKILLed amid ring allreduces (a 1 MB model) is
+/// replaced and the job ends with the model of a failure-free run over TCP
+/// (`WARREN_TRANSPORT=tcp`), bit for bit.
+#[test]
+fn sigkill_on_shared_memory_links_recovers_the_tcp_model() {
+    let args = ["--model-bytes", "1000000", "--iters", "100", "--compute-ms", "4"];
+    let tcp = launch(4, &[], &args, &[("WARREN_TRANSPORT", "tcp")], |_| {});
+    assert!(tcp.ok(), "over TCP: {}", tcp.stderr);
+    assert_eq!(links(&tcp), (0, 3), "WARREN_TRANSPORT=tcp: every link over TCP");
+    let shm = launch(4, &[], &args, &[], |job| {
+        job.wait_assigned();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(job.kill_task(2), "task 2 was not running");
+    });
+    assert!(shm.ok(), "over shared memory: {}", shm.stderr);
+    assert_eq!(links(&shm), (3, 0), "one host: every link over shared memory");
+    assert!(shm.restarts() >= 1, "the killed worker was restarted");
+    assert_eq!(shm.hash(), tcp.hash(), "the same model bits over shared memory, after a SIGKILL");
+}
+
+/// Worker `task` (attempt `attempt`) of a job of 4 run by hand against `warren tracker`:
+/// tasks 0-1 listen on 127.0.0.2, tasks 2-3 on 127.0.0.3, so these are two hosts of two
+/// workers and the 1 MB gradient allreduces go through the hierarchy of hosts.
+fn two_host_worker(uri: &str, task: usize, attempt: u32) -> Proc {
+    Proc::start(
+        Command::new(WARREN)
+            .args(["example", "train", "--model-bytes", "1000000", "--iters", "100", "--compute-ms", "4"])
+            .envs(worker_env(uri, 4, "hier-test", task, attempt))
+            .env("WARREN_HOST", if task < 2 { "127.0.0.2" } else { "127.0.0.3" }),
+    )
+}
+
+/// Runs the two-host job; `kill` (if any) SIGKILLs that task 300 ms after the ranks are
+/// assigned and starts its replacement. Returns the model hash.
+fn two_host_job(kill: Option<usize>) -> String {
+    let (tracker, uri) =
+        Proc::tracker(Command::new(WARREN).args(["tracker", "-n", "4"]).env("WARREN_JOB_SECRET", "hier-test"));
+    let mut workers: Vec<Proc> = (0..4).map(|t| two_host_worker(&uri, t, 0)).collect();
+    wait_for(&tracker.log, "ranks assigned", Duration::from_secs(30));
+    if let Some(victim) = kill {
+        std::thread::sleep(Duration::from_millis(300));
+        workers[victim].signal("KILL");
+        let _ = std::mem::replace(&mut workers[victim], two_host_worker(&uri, victim, 1));
+        wait_for(&tracker.log, "re-link round 1 complete", Duration::from_secs(30));
+    }
+    let ended: Vec<_> = workers.into_iter().map(|w| w.finish(Duration::from_secs(120))).collect();
+    for (t, e) in ended.iter().enumerate() {
+        assert!(e.status.success(), "task {t} failed:\n{}", e.stderr);
+    }
+    let tracker = tracker.finish(Duration::from_secs(20));
+    assert!(tracker.stdout.contains("WARREN_JOB_DONE"), "{}", tracker.stderr);
+    let rank0 = &ended[0];
+    assert!(rank0.stderr.contains("allreduce(hier): n="), "no hierarchical allreduce:\n{}", rank0.stderr);
+    rank0.stdout.lines().find_map(|l| l.strip_prefix("MODEL_HASH ")).expect("a hash").to_string()
+}
+
+/// Two hosts of two workers (distinct loopback addresses): the job is the same model bits
+/// with no failure and after a host's leader (rank 2) is SIGKILLed amid hierarchical
+/// allreduces and replaced.
+#[test]
+fn sigkill_of_a_host_leader_during_hierarchical_allreduces_recovers_the_model() {
+    let want = two_host_job(None);
+    assert_eq!(two_host_job(Some(2)), want, "the model after the SIGKILL differs");
 }
 
 /// `kill -9` from outside at seeded random times and victims.

@@ -32,6 +32,16 @@ pub mod keys {
     pub const HOST: &str = "WARREN_HOST";
     /// SO_SNDBUF / SO_RCVBUF of peer links in bytes (kernel auto-tuning when absent).
     pub const SOCKET_BUFFER: &str = "WARREN_SOCKET_BUFFER";
+    /// `auto` (default): shared memory to peers with the same host id, TCP to the others;
+    /// `tcp`: TCP to every peer.
+    pub const TRANSPORT: &str = "WARREN_TRANSPORT";
+    /// This worker's host id: peers with the same one link over shared memory. Default: the
+    /// kernel's boot id and the advertised host (so distinct loopback addresses are distinct
+    /// hosts).
+    pub const HOST_ID: &str = "WARREN_HOST_ID";
+    /// Capacity in bytes of each shared-memory ring (one per direction and link): a power of
+    /// two, default 1 MiB.
+    pub const SHM_RING: &str = "WARREN_SHM_RING";
     /// `1` (default) for retry-one recovery (results buffered, re-link on a lost peer); `0`
     /// for plain collectives that fail on a lost peer.
     pub const ROBUST: &str = "WARREN_ROBUST";
@@ -79,6 +89,15 @@ pub fn peer_timeout_from_env() -> Result<Option<Duration>> {
 /// its zero-window persist timer and a large transfer crawls.
 pub const MIN_SOCKET_BUFFER: usize = 16 << 10;
 
+/// How peer links carry data ([`keys::TRANSPORT`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportChoice {
+    /// Shared memory to peers with the same host id, TCP to the others.
+    Auto,
+    /// TCP to every peer.
+    Tcp,
+}
+
 /// Settings of one worker.
 #[derive(Clone, PartialEq)]
 pub struct Config {
@@ -105,6 +124,12 @@ pub struct Config {
     pub host: Option<String>,
     /// Socket buffer size. Default: none (kernel auto-tuning).
     pub socket_buffer: Option<usize>,
+    /// How peer links carry data. Default: [`TransportChoice::Auto`].
+    pub transport: TransportChoice,
+    /// Host id. Default: none (the boot id and the advertised host, found at init).
+    pub host_id: Option<String>,
+    /// Capacity of each shared-memory ring in bytes. Default: 1 MiB.
+    pub shm_ring: usize,
     /// Retry-one recovery. Default: on.
     pub robust: bool,
     /// Bootstrap cache. Default: on (the results of calls marked bootstrap are kept for the
@@ -140,6 +165,9 @@ impl std::fmt::Debug for Config {
             .field("spin", &self.spin)
             .field("host", &self.host)
             .field("socket_buffer", &self.socket_buffer)
+            .field("transport", &self.transport)
+            .field("host_id", &self.host_id)
+            .field("shm_ring", &self.shm_ring)
             .field("robust", &self.robust)
             .field("bootstrap_cache", &self.bootstrap_cache)
             .field("mock", &self.mock)
@@ -166,6 +194,9 @@ impl Default for Config {
             spin: Duration::from_micros(50),
             host: None,
             socket_buffer: None,
+            transport: TransportChoice::Auto,
+            host_id: None,
+            shm_ring: 1 << 20,
             robust: true,
             bootstrap_cache: true,
             mock: Vec::new(),
@@ -214,6 +245,13 @@ impl Config {
             spin: parse::<u64>(&get, keys::SPIN_US)?.map(Duration::from_micros).unwrap_or(d.spin),
             host: get(keys::HOST).filter(|s| !s.is_empty()),
             socket_buffer: parse(&get, keys::SOCKET_BUFFER)?,
+            transport: match get(keys::TRANSPORT).as_deref().map(str::trim) {
+                None | Some("" | "auto") => TransportChoice::Auto,
+                Some("tcp") => TransportChoice::Tcp,
+                Some(v) => return Err(Error::Config(format!("{}={v:?} must be auto or tcp", keys::TRANSPORT))),
+            },
+            host_id: get(keys::HOST_ID).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
+            shm_ring: parse(&get, keys::SHM_RING)?.unwrap_or(d.shm_ring),
             robust: flag(&get, keys::ROBUST)?.unwrap_or(d.robust),
             bootstrap_cache: flag(&get, keys::BOOTSTRAP_CACHE)?.unwrap_or(d.bootstrap_cache),
             mock: match get(keys::MOCK) {
@@ -256,6 +294,14 @@ impl Config {
                     keys::SOCKET_BUFFER
                 )));
             }
+        }
+        let (lo, hi) = (crate::transport::MIN_SHM_RING, crate::transport::MAX_SHM_RING);
+        if !self.shm_ring.is_power_of_two() || !(lo..=hi).contains(&self.shm_ring) {
+            return Err(Error::Config(format!(
+                "{}={} must be a power of two from {lo} to {hi}",
+                keys::SHM_RING,
+                self.shm_ring
+            )));
         }
         if self.timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(Error::Config("timeouts must be positive".into()));
@@ -334,6 +380,9 @@ mod tests {
             ("WARREN_BOOTSTRAP_CACHE", "0"),
             ("WARREN_MOCK", "0,1,2,0; 4,0,7,1"),
             ("WARREN_STALL_WARN_S", "2.5"),
+            ("WARREN_TRANSPORT", "tcp"),
+            ("WARREN_HOST_ID", "rack1-node7"),
+            ("WARREN_SHM_RING", "65536"),
         ]))
         .unwrap();
         assert_eq!(c.task_id, "7");
@@ -347,6 +396,8 @@ mod tests {
         assert_eq!(c.mock, crate::mock::parse("0,1,2,0;4,0,7,1").unwrap());
         assert!(!format!("{c:?}").contains("abc"), "the secret must not be printed");
         assert_eq!(c.stall_warn, Some(Duration::from_millis(2500)));
+        assert_eq!((c.transport, c.host_id.as_deref(), c.shm_ring), (TransportChoice::Tcp, Some("rack1-node7"), 65536));
+        assert_eq!(Config::default().transport, TransportChoice::Auto);
         let off = Config::from_map(&map(&[("WARREN_STALL_WARN_S", "0")])).unwrap();
         assert_eq!(off.stall_warn, None);
         assert_eq!(Config::default().stall_warn, Some(DEFAULT_STALL_WARN));
@@ -370,6 +421,10 @@ mod tests {
         assert!(e.to_string().contains("WARREN_STALL_WARN_S") && e.to_string().contains("0: off"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_TIMEOUT_S", "-1")])).unwrap_err();
         assert!(e.to_string().contains("positive"), "{e}");
+        let e = Config::from_map(&map(&[("WARREN_TRANSPORT", "rdma")])).unwrap_err();
+        assert!(e.to_string().contains("WARREN_TRANSPORT=\"rdma\" must be auto or tcp"), "{e}");
+        let e = Config::from_map(&map(&[("WARREN_SHM_RING", "100000")])).unwrap_err();
+        assert!(e.to_string().contains("WARREN_SHM_RING=100000 must be a power of two"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_JOB_SECRET_FILE", "/nonexistent/x")])).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/x"), "{e}");
     }

@@ -24,7 +24,8 @@
 //!   sync / async / SSP consistency (a pure state machine), its service and trainer client.
 //! - [`wire`]: what every service connection shares (tracker, master, parameter server): preamble, frames, the HMAC handshake, deadline-bound reads and writes,
 //!   authenticated accepts.
-//! - [`topology`]: tree and ring, pure.
+//! - [`topology`]: tree and ring, pure; [`hosts`]: ranks grouped by host for hierarchical
+//!   allreduce, pure.
 //! - [`reduce`]: element types, reduction operators and their vectorizable kernels.
 //! - [`store`]: durable storage for any service (the master today): a log of typed records
 //!   with group commit and snapshots, in a directory or in etcd (Cargo feature `etcd`).
@@ -40,6 +41,7 @@ pub mod collective;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod hosts;
 pub mod liveness;
 pub mod master;
 pub mod membership;

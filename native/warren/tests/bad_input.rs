@@ -348,8 +348,22 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
     let l0 = PeerListener::bind("127.0.0.1").unwrap();
     let l1 = PeerListener::bind("127.0.0.1").unwrap();
     let peers = vec![
-        PeerAddr { rank: 0, task_id: "0".into(), host: "127.0.0.1".into(), port: l0.port, pid: 0 },
-        PeerAddr { rank: 1, task_id: "1".into(), host: "127.0.0.1".into(), port: l1.port, pid: 0 },
+        PeerAddr {
+            rank: 0,
+            task_id: "0".into(),
+            host: "127.0.0.1".into(),
+            port: l0.port,
+            pid: 0,
+            host_id: String::new(),
+        },
+        PeerAddr {
+            rank: 1,
+            task_id: "1".into(),
+            host: "127.0.0.1".into(),
+            port: l1.port,
+            pid: 0,
+            host_id: String::new(),
+        },
     ];
     let deadline = Instant::now() + Duration::from_secs(20);
     // Garbage arrives first, then an impostor without the secret, then the real rank 1.
@@ -357,14 +371,24 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
     garbage.write_all(b"\x00garbage that is not a warren peer").unwrap();
     let p = peers.clone();
     let rank0 = std::thread::spawn(move || {
-        connect_peers(&l0, &LinkSetup { me: 0, secret: b"k", deadline, socket_buffer: None }, &p, &[1], &mut || Ok(()))
+        connect_peers(
+            &l0,
+            &LinkSetup { me: 0, secret: b"k", deadline, socket_buffer: None, shm: None },
+            &p,
+            &[1],
+            &mut || Ok(()),
+        )
     });
     let p = peers.clone();
     let impostor = std::thread::spawn(move || {
         let l = PeerListener::bind("127.0.0.1").unwrap();
-        connect_peers(&l, &LinkSetup { me: 1, secret: b"wrong", deadline, socket_buffer: None }, &p, &[0], &mut || {
-            Ok(())
-        })
+        connect_peers(
+            &l,
+            &LinkSetup { me: 1, secret: b"wrong", deadline, socket_buffer: None, shm: None },
+            &p,
+            &[0],
+            &mut || Ok(()),
+        )
     });
     match impostor.join().unwrap() {
         Err(Error::Auth(m)) => assert!(m.contains("refused"), "{m}"),
@@ -372,8 +396,14 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
     }
     let p = peers.clone();
     let real = std::thread::spawn(move || {
-        connect_peers(&l1, &LinkSetup { me: 1, secret: b"k", deadline, socket_buffer: None }, &p, &[0], &mut || Ok(()))
-            .map(|l| l.len())
+        connect_peers(
+            &l1,
+            &LinkSetup { me: 1, secret: b"k", deadline, socket_buffer: None, shm: None },
+            &p,
+            &[0],
+            &mut || Ok(()),
+        )
+        .map(|l| l.len())
     });
     let links = rank0.join().unwrap().unwrap();
     assert_eq!(links.len(), 1);

@@ -33,16 +33,7 @@ pub(crate) fn allreduce_ring(
         }
         return Ok(());
     }
-    let offs = chunk_offsets(buf.len(), w, elem);
-    let chunk = |i: usize| offs[i % w]..offs[i % w + 1];
-    let r = topo.rank;
-    let mut steps = Vec::with_capacity(2 * (w - 1));
-    for s in 0..w - 1 {
-        steps.push(Step { send: chunk(r + w - s), recv: chunk(r + 2 * w - s - 1), reduce: true, send_input: s == 0 });
-    }
-    for j in 0..w - 1 {
-        steps.push(Step { send: chunk(r + 1 + w - j), recv: chunk(r + w - j), reduce: false, send_input: false });
-    }
+    let steps = ring_steps(topo.rank, w, &chunk_offsets(buf.len(), w, elem));
     ring_pipeline(
         net,
         topo.ring_prev,
@@ -55,4 +46,18 @@ pub(crate) fn allreduce_ring(
         scratch,
         &hdr.describe(),
     )
+}
+
+/// The steps of rank `r`'s ring allreduce in a ring of `w` over the chunks at `offs`
+/// (`w + 1` offsets): `w - 1` reduce-scatter steps, then `w - 1` allgather steps.
+pub(crate) fn ring_steps(r: usize, w: usize, offs: &[usize]) -> Vec<Step> {
+    let chunk = |i: usize| offs[i % w]..offs[i % w + 1];
+    let mut steps = Vec::with_capacity(2 * (w - 1));
+    for s in 0..w - 1 {
+        steps.push(Step { send: chunk(r + w - s), recv: chunk(r + 2 * w - s - 1), reduce: true, send_input: s == 0 });
+    }
+    for j in 0..w - 1 {
+        steps.push(Step { send: chunk(r + 1 + w - j), recv: chunk(r + w - j), reduce: false, send_input: false });
+    }
+    steps
 }

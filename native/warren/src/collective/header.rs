@@ -31,6 +31,8 @@ pub enum CallKind {
     Consensus = 9,
     /// Recovery data: a checkpoint, buffered result or bootstrap result served to others.
     RecoveryData = 10,
+    /// Allreduce in a hierarchy of hosts: within each host, across the hosts' leaders, back.
+    AllreduceHier = 11,
 }
 
 impl CallKind {
@@ -47,6 +49,7 @@ impl CallKind {
             CheckpointAck,
             Consensus,
             RecoveryData,
+            AllreduceHier,
         ]
         .into_iter()
         .find(|k| *k as u8 == c)
@@ -65,6 +68,7 @@ impl CallKind {
             CallKind::CheckpointAck => "checkpoint-ack",
             CallKind::Consensus => "recovery-consensus",
             CallKind::RecoveryData => "recovery-data",
+            CallKind::AllreduceHier => "allreduce(hier)",
         }
     }
 }

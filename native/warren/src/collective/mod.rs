@@ -9,6 +9,7 @@
 //! reaches every rank before any rank returns, so all of them report it.
 
 mod allgather_ring;
+mod allreduce_hier;
 mod allreduce_ring;
 mod allreduce_tree;
 mod broadcast_tree;
@@ -17,6 +18,7 @@ mod net;
 mod ring;
 
 pub(crate) use allgather_ring::{allgather_ring, ring_shift};
+pub(crate) use allreduce_hier::allreduce_hier;
 pub(crate) use allreduce_ring::allreduce_ring;
 pub(crate) use allreduce_tree::allreduce_tree;
 pub(crate) use broadcast_tree::broadcast_tree;

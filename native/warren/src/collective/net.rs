@@ -35,7 +35,7 @@ impl Net<'_> {
             // A transfer that always moves data never waits: notice a cancellation here too.
             self.waiter.progressed()
         } else {
-            self.waiter.wait(self.deadline, self.started, waiting_for)
+            self.waiter.wait(self.deadline, self.started, waiting_for, self.links)
         }
     }
 

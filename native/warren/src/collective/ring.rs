@@ -7,6 +7,9 @@
 //! out of place: this rank's input is read from a separate slice, left intact, and the buffer
 //! only receives: a robust call keeps its input (to run again after a re-link) and its result
 //! (to serve a restarted worker), so out of place it copies neither before or after the call.
+//!
+//! Received data is reduced on arrival: from a 256 KiB staging buffer over TCP, or straight
+//! from the ring of a shared-memory link (no staging copy) when whole elements lie there.
 
 use std::ops::Range;
 
@@ -88,7 +91,18 @@ pub(crate) fn ring_pipeline(
         if ri < steps.len() {
             let r = &steps[ri];
             let len = r.recv.len();
-            if r.reduce {
+            // Nothing staged: over shared memory, reduce straight from the ring where it can.
+            let rest = r.recv.start + ro..r.recv.end;
+            let direct = if r.reduce && ro == rdone {
+                reduce_direct(net, prev, input.map(|i| &i[rest.clone()]), &mut buf[rest], elem, reducer)?
+            } else {
+                None
+            };
+            if let Some(n) = direct {
+                ro += n;
+                rdone = ro;
+                progressed |= n > 0;
+            } else if r.reduce {
                 let pending = ro - rdone;
                 let room = (stage.len() - pending).min(len - ro);
                 let n = net.link(prev)?.read_some(&mut stage[pending..pending + room])?;
@@ -117,4 +131,29 @@ pub(crate) fn ring_pipeline(
             format!("{what} on rank {me}: ring step {si} sending to rank {next}, step {ri} receiving from rank {prev}")
         })?;
     }
+}
+
+/// Reduces the next elements from `prev` into `out` (from `input`'s same range, if out of
+/// place, else in place) where they lie in a shared-memory ring, without staging them.
+/// `None` if the link cannot hand them over in place (TCP, or not whole aligned elements).
+fn reduce_direct(
+    net: &mut Net,
+    prev: usize,
+    input: Option<&[u8]>,
+    out: &mut [u8],
+    elem: usize,
+    reducer: Option<&ByteReducer>,
+) -> Result<Option<usize>> {
+    let reduce = reducer.expect("reduce step needs a reducer");
+    let max = out.len();
+    let mut done = 0;
+    let mut apply = |src: &[u8]| {
+        let dst = &mut out[done..done + src.len()];
+        if let Some(input) = input {
+            dst.copy_from_slice(&input[done..done + src.len()]);
+        }
+        reduce(dst, src);
+        done += src.len();
+    };
+    net.link(prev)?.read_in_place(max, elem, &mut apply)
 }

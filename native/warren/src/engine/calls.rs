@@ -17,7 +17,9 @@ use crate::tracker::proto::ToTracker;
 
 impl Communicator {
     /// Reduces `buf` element-wise across all workers with `op`; every worker ends with the
-    /// same bits. Payloads of `ring_threshold` bytes or more use the ring algorithm.
+    /// same bits. Payloads of `ring_threshold` bytes or more use the ring algorithm, or, when
+    /// several hosts run several workers each, the hierarchy of hosts (its fixed order is
+    /// documented in `collective/allreduce_hier.rs`).
     pub fn allreduce<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
         self.allreduce_with(buf, op, &CallOptions::new())
     }
@@ -83,10 +85,12 @@ impl Communicator {
         reducer: &reduce::ByteReducer,
         key: Option<BootstrapKey>,
     ) -> Result<()> {
-        let kind = if buf.len() >= self.cfg.ring_threshold && self.topo.world > 1 {
-            CallKind::AllreduceRing
-        } else {
-            CallKind::AllreduceTree
+        let large = buf.len() >= self.cfg.ring_threshold && self.topo.world > 1;
+        let hosts = if large { self.hosts.clone() } else { None };
+        let kind = match (large, &hosts) {
+            (true, Some(_)) => CallKind::AllreduceHier,
+            (true, None) => CallKind::AllreduceRing,
+            (false, _) => CallKind::AllreduceTree,
         };
         let hdr = self.header(kind, dtype, op, elem, 0, buf.len() as u64, tag, key.as_ref());
         // `input`: the input when it is not in `data` (a robust call keeps it intact).
@@ -94,6 +98,10 @@ impl Communicator {
             |net: &mut Net, topo: &Topology, scratch: &mut Scratch, input: Option<&[u8]>, data: &mut [u8]| match kind {
                 CallKind::AllreduceRing => {
                     collective::allreduce_ring(net, topo, hdr, input, data, elem, reducer, scratch)
+                }
+                CallKind::AllreduceHier => {
+                    let hosts = hosts.as_ref().expect("a hierarchical call has a host layout");
+                    collective::allreduce_hier(net, topo, hosts, hdr, input, data, elem, reducer, scratch)
                 }
                 _ => {
                     if let Some(input) = input {

@@ -10,14 +10,16 @@ use super::{CallStats, Communicator, LOG, Robust, recoverable};
 use crate::cancel::CancelHandle;
 use crate::collective::Scratch;
 use crate::config::Config;
+use crate::config::TransportChoice;
 use crate::error::{Error, Result};
+use crate::hosts::HostLayout;
 use crate::liveness::{Heartbeat, Pulse, Watch};
 use crate::membership::{Placement, View};
 use crate::mock::Point as MockPoint;
 use crate::robust::RecoveryState;
 use crate::tracker::TrackerClient;
 use crate::tracker::proto::{FromTracker, PeerAddr, ToTracker};
-use crate::transport::{LinkSetup, PeerListener, Waiter, connect_peers};
+use crate::transport::{LinkSetup, PeerListener, ShmSetup, Waiter, connect_peers};
 
 /// What the tracker assigned a registering worker.
 pub(super) struct Assigned {
@@ -118,6 +120,7 @@ impl Communicator {
         });
         Ok(Communicator {
             links: (0..topo.world).map(|_| None).collect(),
+            hosts: None,
             view,
             topo,
             waiter,
@@ -142,8 +145,14 @@ impl Communicator {
     /// behind in an earlier round (a fenced one that woke up) cannot link into this one.
     pub(super) fn install_links(&mut self, peers: &[PeerAddr], round: u64, deadline: Instant) -> Result<()> {
         let listener = self.listener.as_ref().expect("a tracker-joined communicator has a listener");
-        let neighbours = self.topo.neighbours();
         let me = self.topo.rank;
+        let ids: Vec<&str> = peers.iter().map(|p| p.host_id.as_str()).collect();
+        // From the same peers, every rank makes the same layout (whatever its transport).
+        self.hosts = HostLayout::new(&ids, me);
+        let mut neighbours = self.topo.neighbours();
+        neighbours.extend(self.hosts.iter().flat_map(|h| h.neighbours(me)));
+        neighbours.sort_unstable();
+        neighbours.dedup();
         let tracker = &mut self.tracker;
         let cancelled = &self.cancel;
         let mut cancel = || -> Result<()> {
@@ -160,7 +169,10 @@ impl Communicator {
             Ok(())
         };
         let secret = round_secret(&self.cfg.secret, round);
-        let setup = LinkSetup { me, secret: &secret, deadline, socket_buffer: self.cfg.socket_buffer };
+        let host_id = host_id(&self.cfg, &listener.host);
+        let shm = (self.cfg.transport == TransportChoice::Auto)
+            .then_some(ShmSetup { host_id: &host_id, ring: self.cfg.shm_ring });
+        let setup = LinkSetup { me, secret: &secret, deadline, socket_buffer: self.cfg.socket_buffer, shm };
         let linked = connect_peers(listener, &setup, peers, &neighbours, &mut cancel)?;
         for mut l in linked {
             self.waiter.register(&mut l)?;
@@ -229,6 +241,7 @@ fn register(tracker: &mut TrackerClient, cfg: &Config, listener: &PeerListener, 
         port: listener.port,
         attempt: cfg.attempt,
         pid: std::process::id(),
+        host_id: host_id(cfg, &listener.host),
     };
     let reply = loop {
         match tracker.request(&register, deadline)? {
@@ -289,6 +302,20 @@ fn start_heartbeat(
         stall_warn: cfg.stall_warn,
     };
     Heartbeat::start(pulse, watch.clone(), cancel.clone()).map(Some)
+}
+
+/// This worker's host id: `WARREN_HOST_ID`, else the kernel's boot id (the same for every
+/// process on this machine, different on another one or after a reboot) and the host its
+/// peers reach it at (so workers on distinct addresses, e.g. 127.0.0.2 and 127.0.0.3, are
+/// distinct hosts). Empty if the boot id is unknown: no shared memory then.
+fn host_id(cfg: &Config, advertised: &str) -> String {
+    if let Some(id) = &cfg.host_id {
+        return id.clone();
+    }
+    match std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        Ok(boot) => format!("{}@{advertised}", boot.trim()),
+        Err(_) => String::new(),
+    }
 }
 
 /// The key of the peer links of link round `round`: the job secret bound to the round, so

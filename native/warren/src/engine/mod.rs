@@ -35,13 +35,14 @@ use crate::collective::header::{CallHeader, CallKind};
 use crate::collective::{Net, Scratch};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::hosts::HostLayout;
 use crate::liveness::{Heartbeat, Watch};
 use crate::membership::View;
 use crate::reduce::{DataType, Op};
 use crate::robust::{BootstrapKey, RecoveryState};
 use crate::topology::Topology;
 use crate::tracker::TrackerClient;
-use crate::transport::{Link, PeerListener, Waiter};
+use crate::transport::{Link, PeerListener, Transport, Waiter};
 
 mod buffers;
 mod calls;
@@ -85,6 +86,9 @@ pub struct Communicator {
     /// The members of the job; the topology and the placement of recovery data derive from it.
     view: View,
     topo: Topology,
+    /// The ranks grouped by host, when several hosts have several workers (set at each
+    /// linking): large allreduces then go through the hierarchy.
+    hosts: Option<HostLayout>,
     links: Vec<Option<Link>>,
     waiter: Waiter,
     tracker: Option<TrackerClient>,
@@ -277,6 +281,12 @@ impl Communicator {
             self.stats.record(hdr.kind, started.elapsed());
         }
         result
+    }
+
+    /// Each linked peer's rank and how its link carries data ([`Transport::Shm`] to a peer
+    /// on this host unless `WARREN_TRANSPORT=tcp`), in rank order.
+    pub fn link_transports(&self) -> Vec<(usize, Transport)> {
+        self.links.iter().flatten().map(|l| (l.peer, l.transport())).collect()
     }
 
     fn close_links(&mut self) {

@@ -140,7 +140,14 @@ mod tests {
     use super::*;
 
     fn peer(rank: usize) -> PeerAddr {
-        PeerAddr { rank, task_id: format!("t{rank}"), host: "10.0.0.9".into(), port: 1, pid: 40 + rank as u32 }
+        PeerAddr {
+            rank,
+            task_id: format!("t{rank}"),
+            host: "10.0.0.9".into(),
+            port: 1,
+            pid: 40 + rank as u32,
+            host_id: String::new(),
+        }
     }
 
     #[test]

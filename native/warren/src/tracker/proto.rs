@@ -18,6 +18,9 @@ pub struct PeerAddr {
     /// Its process id (0 if unknown), to name it in stall reports.
     #[serde(default)]
     pub pid: u32,
+    /// Its host id (empty if unknown): workers with the same one link over shared memory.
+    #[serde(default)]
+    pub host_id: String,
 }
 
 /// A worker's report that it has waited in a call without progress.
@@ -50,6 +53,9 @@ pub enum ToTracker {
         /// The worker's process id (named in stall reports and fencing).
         #[serde(default)]
         pid: u32,
+        /// The worker's host id (`WARREN_HOST_ID`), passed on to its peers.
+        #[serde(default)]
+        host_id: String,
     },
     /// A surviving worker whose links broke asks to re-link (joins the re-link round).
     Rejoin {
@@ -232,7 +238,14 @@ mod tests {
 
     #[test]
     fn messages_round_trip_through_frames() {
-        let m = ToTracker::Register { task_id: "3".into(), host: "127.0.0.1".into(), port: 9, attempt: 1, pid: 7 };
+        let m = ToTracker::Register {
+            task_id: "3".into(),
+            host: "127.0.0.1".into(),
+            port: 9,
+            attempt: 1,
+            pid: 7,
+            host_id: "h".into(),
+        };
         let f = encode_frame(&m);
         assert_eq!(decode_frame::<ToTracker>(&f).unwrap(), Some((m, f.len())));
         let r = FromTracker::RoundStarted { by_rank: 2 };

@@ -23,6 +23,7 @@ struct Entry {
     host: String,
     port: u16,
     pid: u32,
+    host_id: String,
     state: WorkerState,
 }
 
@@ -175,8 +176,10 @@ impl Registry {
                 self.world
             ));
         }
-        self.workers
-            .insert(task_id.to_string(), Entry { host: host.to_string(), port, pid: 0, state: WorkerState::Running });
+        self.workers.insert(
+            task_id.to_string(),
+            Entry { host: host.to_string(), port, pid: 0, host_id: String::new(), state: WorkerState::Running },
+        );
         if self.workers.len() < self.world {
             return Registered::Waiting { arrived: self.workers.len() };
         }
@@ -300,7 +303,14 @@ impl Registry {
             .enumerate()
             .map(|(rank, id)| {
                 let e = &self.workers[id];
-                PeerAddr { rank, task_id: id.clone(), host: e.host.clone(), port: e.port, pid: e.pid }
+                PeerAddr {
+                    rank,
+                    task_id: id.clone(),
+                    host: e.host.clone(),
+                    port: e.port,
+                    pid: e.pid,
+                    host_id: e.host_id.clone(),
+                }
             })
             .collect()
     }
@@ -314,6 +324,13 @@ impl Registry {
     pub fn set_pid(&mut self, task_id: &str, pid: u32) {
         if let Some(e) = self.workers.get_mut(task_id) {
             e.pid = pid;
+        }
+    }
+
+    /// Records a worker's host id (from its registration), passed on to its peers.
+    pub fn set_host_id(&mut self, task_id: &str, host_id: &str) {
+        if let Some(e) = self.workers.get_mut(task_id) {
+            e.host_id = host_id.to_string();
         }
     }
 

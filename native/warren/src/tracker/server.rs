@@ -213,8 +213,8 @@ fn handle(
         }
     }
     match msg {
-        ToTracker::Register { task_id, host, port, attempt, pid } => {
-            if let Some(conn_id) = register(s, tx, &task_id, (&host, port, pid), attempt)? {
+        ToTracker::Register { task_id, host, port, attempt, pid, host_id } => {
+            if let Some(conn_id) = register(s, tx, &task_id, (&host, port, pid, &host_id), attempt)? {
                 *me = Some((task_id, conn_id));
             }
         }
@@ -282,7 +282,7 @@ fn register(
     s: &mut Shared,
     tx: &UnboundedSender<FromTracker>,
     task_id: &str,
-    (host, port, pid): (&str, u16, u32),
+    (host, port, pid, host_id): (&str, u16, u32, &str),
     attempt: u32,
 ) -> Result<Option<u64>, String> {
     if let Some(Err(failure)) = &s.outcome {
@@ -292,6 +292,7 @@ fn register(
     if !matches!(outcome, Registered::Busy(_) | Registered::Rejected(_)) {
         // Before any assignment goes out, so every worker's peers carry it.
         s.registry.set_pid(task_id, pid);
+        s.registry.set_host_id(task_id, host_id);
     }
     s.next_conn += 1;
     let conn_id = s.next_conn;

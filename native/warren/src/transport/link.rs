@@ -1,8 +1,11 @@
-//! One non-blocking TCP link to a peer rank.
+//! One non-blocking link to a peer rank: over TCP, or over shared memory with a peer on the
+//! same host (the TCP socket then carries only wake-ups and the peer's liveness). The
+//! algorithms see the same byte stream either way.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 
+use super::shm::ShmEnd;
 use crate::error::{Error, Result};
 
 /// A connected, authenticated, non-blocking link to the worker of rank `peer`.
@@ -11,16 +14,51 @@ pub struct Link {
     /// Rank of the worker at the other end.
     pub peer: usize,
     stream: mio::net::TcpStream,
+    shm: Option<Shm>,
+}
+
+/// The shared-memory side of a link.
+#[derive(Debug)]
+struct Shm {
+    end: ShmEnd,
+    /// Why the peer is gone (its socket closed), once known: reads fail once the ring is
+    /// drained, writes at once.
+    gone: Option<String>,
+}
+
+/// How a link carries data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Through the kernel's TCP stack.
+    Tcp,
+    /// Through rings in memory shared with a peer on the same host.
+    Shm,
+}
+
+impl Transport {
+    /// `"tcp"` or `"shm"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Shm => "shm",
+        }
+    }
 }
 
 impl Link {
-    pub(crate) fn new(peer: usize, stream: std::net::TcpStream) -> Result<Link> {
+    pub(crate) fn new(peer: usize, stream: std::net::TcpStream, shm: Option<ShmEnd>) -> Result<Link> {
         stream.set_nonblocking(true).map_err(|e| Error::io(format!("configuring link to rank {peer}"), e))?;
-        Ok(Link { peer, stream: mio::net::TcpStream::from_std(stream) })
+        let shm = shm.map(|end| Shm { end, gone: None });
+        Ok(Link { peer, stream: mio::net::TcpStream::from_std(stream), shm })
     }
 
     pub(crate) fn source(&mut self) -> &mut mio::net::TcpStream {
         &mut self.stream
+    }
+
+    /// How this link carries data.
+    pub fn transport(&self) -> Transport {
+        if self.shm.is_some() { Transport::Shm } else { Transport::Tcp }
     }
 
     /// Reads what is available into `buf`: `Ok(0)` if nothing is (or `buf` is empty); an error
@@ -29,28 +67,75 @@ impl Link {
         if buf.is_empty() {
             return Ok(0);
         }
+        if let Some(shm) = self.shm.as_mut() {
+            let (n, wake) = shm.end.read(buf).map_err(|e| corrupt(self.peer, &e))?;
+            if n == 0 {
+                if let Some(why) = &shm.gone {
+                    return Err(lost(self.peer, why));
+                }
+            }
+            self.wake(wake);
+            return Ok(n);
+        }
         loop {
             match self.stream.read(buf) {
-                Ok(0) => return Err(self.lost("closed the connection")),
+                Ok(0) => return Err(lost(self.peer, "closed the connection")),
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.lost(&e.to_string())),
+                Err(e) => return Err(lost(self.peer, &e.to_string())),
             }
         }
     }
 
-    /// Writes what the socket accepts from `buf`: `Ok(0)` if it is full.
-    pub fn write_some(&mut self, buf: &[u8]) -> Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
+    /// Over shared memory, reads in place: hands `f` the next whole `elem`-byte elements (at
+    /// most `max` bytes) where they lie, without a copy. Returns the bytes consumed (0: none
+    /// available), or `None` when the link cannot (TCP, or bytes that are not whole aligned
+    /// elements in the ring): then [`Link::read_some`] them.
+    pub fn read_in_place(&mut self, max: usize, elem: usize, f: &mut dyn FnMut(&[u8])) -> Result<Option<usize>> {
+        let Some(shm) = self.shm.as_mut() else { return Ok(None) };
+        match shm.end.read_in_place(max, elem, f).map_err(|e| corrupt(self.peer, &e))? {
+            None => Ok(None),
+            Some((0, _)) => match &shm.gone {
+                Some(why) => Err(lost(self.peer, why)),
+                None => Ok(Some(0)),
+            },
+            Some((n, wake)) => {
+                self.wake(wake);
+                Ok(Some(n))
+            }
         }
+    }
+
+    /// Writes what the link accepts from `buf`: `Ok(0)` if it is full.
+    pub fn write_some(&mut self, buf: &[u8]) -> Result<usize> {
+        self.write_vectored_some(buf, &[])
+    }
+
+    /// Writes `a` then `b` with one `writev` (or one ring update), so a header and the first
+    /// data go together.
+    pub fn write_vectored_some(&mut self, a: &[u8], b: &[u8]) -> Result<usize> {
+        if let Some(shm) = self.shm.as_mut() {
+            if let Some(why) = &shm.gone {
+                return Err(lost(self.peer, why));
+            }
+            let (n, wake) = shm.end.write(a, b).map_err(|e| corrupt(self.peer, &e))?;
+            self.wake(wake);
+            return Ok(n);
+        }
+        let bufs = [io::IoSlice::new(a), io::IoSlice::new(b)];
+        let bufs = match (a.is_empty(), b.is_empty()) {
+            (true, true) => return Ok(0),
+            (false, true) => &bufs[..1],
+            (true, false) => &bufs[1..],
+            (false, false) => &bufs[..],
+        };
         loop {
-            match self.stream.write(buf) {
+            match self.stream.write_vectored(bufs) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.lost(&e.to_string())),
+                Err(e) => return Err(lost(self.peer, &e.to_string())),
             }
         }
     }
@@ -60,28 +145,46 @@ impl Link {
         let _ = self.stream.shutdown(Shutdown::Both);
     }
 
-    fn lost(&self, reason: &str) -> Error {
-        Error::PeerLost { rank: self.peer, task: None, reason: reason.to_string() }
+    /// Before the waiter blocks: a shared-memory link asks its peer for a wake-up and says
+    /// whether what it waited for arrived meanwhile (then the waiter must not block).
+    pub(crate) fn arm(&mut self) -> bool {
+        match self.shm.as_mut() {
+            // A gone peer is known already: its link's next read or write fails.
+            Some(shm) => shm.gone.is_none() && shm.end.arm(),
+            None => false,
+        }
     }
-}
 
-impl Link {
-    /// Writes `a` then `b` with one `writev`, so a header and the first data go in one segment.
-    pub fn write_vectored_some(&mut self, a: &[u8], b: &[u8]) -> Result<usize> {
-        if a.is_empty() {
-            return self.write_some(b);
-        }
-        if b.is_empty() {
-            return self.write_some(a);
-        }
-        let bufs = [io::IoSlice::new(a), io::IoSlice::new(b)];
-        loop {
-            match self.stream.write_vectored(&bufs) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+    /// After the waiter blocked: a shared-memory link takes back its wake-up request, drains
+    /// the wake-up bytes from its socket, and learns there whether the peer is gone.
+    pub(crate) fn woke(&mut self) {
+        let Some(shm) = self.shm.as_mut() else { return };
+        shm.end.disarm();
+        let mut sink = [0u8; 64];
+        while shm.gone.is_none() {
+            match self.stream.read(&mut sink) {
+                Ok(0) => shm.gone = Some("closed the connection".into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.lost(&e.to_string())),
+                Err(e) => shm.gone = Some(e.to_string()),
             }
         }
     }
+
+    /// Wakes a peer that sleeps on this shared-memory link: one byte on the socket. A full
+    /// socket already holds wake-ups; a broken one shows on the next wait.
+    fn wake(&self, needed: bool) {
+        if needed {
+            let _ = (&self.stream).write(&[1]);
+        }
+    }
+}
+
+fn lost(peer: usize, reason: &str) -> Error {
+    Error::PeerLost { rank: peer, task: None, reason: reason.to_string() }
+}
+
+fn corrupt(peer: usize, what: &str) -> Error {
+    Error::Protocol(format!("the shared-memory link with rank {peer}: {what}"))
 }

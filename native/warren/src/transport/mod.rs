@@ -1,11 +1,19 @@
-//! TCP links between workers: authenticated set-up, non-blocking reads and writes that name the
-//! peer on failure, and the readiness loop ([`Waiter`]) that spins briefly and then blocks.
+//! Links between workers: authenticated TCP set-up, non-blocking reads and writes that name
+//! the peer on failure, and the readiness loop ([`Waiter`]) that spins briefly and then blocks.
 //! The handshake's pieces (preamble, proof of the job secret) come from [`crate::wire`].
+//! Peers on the same host move their data through shared memory (`shm`) behind the same
+//! [`Link`], unless `WARREN_TRANSPORT=tcp`; the TCP socket stays as the liveness channel.
 
 mod link;
 mod setup;
+mod shm;
 mod waiter;
 
-pub use link::Link;
-pub use setup::{LinkSetup, PeerListener, connect_peers};
+pub use link::{Link, Transport};
+pub use setup::{LinkSetup, PeerListener, ShmSetup, connect_peers};
 pub use waiter::Waiter;
+
+/// Smallest accepted shared-memory ring (`WARREN_SHM_RING`), in bytes.
+pub const MIN_SHM_RING: usize = shm::MIN_RING;
+/// Largest accepted shared-memory ring (`WARREN_SHM_RING`), in bytes.
+pub const MAX_SHM_RING: usize = shm::MAX_RING;

@@ -2,6 +2,10 @@
 //! connects to the lower one (so set-up cannot deadlock: rank 0 only accepts) and proves it
 //! holds the job secret with an HMAC over the acceptor's nonce and its own rank: the handshake
 //! of [`crate::wire::handshake`] with [`Purpose::Peer`], whose hello carries the rank.
+//!
+//! Then the connector offers a transport: TCP, or (to a peer with the same host id, unless
+//! shared memory is off) a shared-memory segment it created, by name. The acceptor takes it if
+//! it can open it (it is on the same host after all), else the link stays on TCP.
 
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -10,6 +14,7 @@ use log::{debug, warn};
 use socket2::SockRef;
 
 use super::Link;
+use super::shm::{Segment, ShmEnd};
 use crate::error::{Error, Result};
 use crate::tracker::proto::PeerAddr;
 use crate::wire::auth::{PROOF_LEN, Purpose};
@@ -55,18 +60,20 @@ impl PeerListener {
         expected: &[usize],
         have: &[usize],
         cancel: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<(usize, TcpStream)> {
-        let LinkSetup { me, secret, deadline, socket_buffer } = *setup;
+    ) -> Result<(usize, TcpStream, Option<ShmEnd>)> {
+        let LinkSetup { me, secret, deadline, socket_buffer, .. } = *setup;
         let opts = LinkOptions { socket_buffer };
         loop {
             match self.listener.accept() {
                 Ok((stream, addr)) => {
                     stream.set_nonblocking(false).map_err(|e| Error::io("configuring accepted socket", e))?;
                     let hs_deadline = deadline.min(Instant::now() + HANDSHAKE_TIMEOUT);
-                    match accept_handshake(stream, me, expected, have, secret, hs_deadline, addr) {
-                        Ok((rank, s)) => {
+                    let accepted = accept_handshake(stream, me, expected, have, secret, hs_deadline, addr)
+                        .and_then(|(rank, mut s)| Ok((rank, answer_shm(&mut s, setup, hs_deadline, addr)?, s)));
+                    match accepted {
+                        Ok((rank, shm, s)) => {
                             opts.apply(&s)?;
-                            return Ok((rank, s));
+                            return Ok((rank, s, shm));
                         }
                         Err(e) => warn!("rank {me}: refused connection from {addr}: {e}"),
                     }
@@ -100,7 +107,25 @@ pub struct LinkSetup<'a> {
     pub deadline: Instant,
     /// SO_SNDBUF / SO_RCVBUF, if set.
     pub socket_buffer: Option<usize>,
+    /// Shared-memory links to peers on this host; `None`: TCP only.
+    pub shm: Option<ShmSetup<'a>>,
 }
+
+/// Shared-memory links to peers on this host.
+#[derive(Debug, Clone, Copy)]
+pub struct ShmSetup<'a> {
+    /// This worker's host id: a peer with the same one is offered shared memory.
+    pub host_id: &'a str,
+    /// Capacity of each ring (one per direction) in bytes: a power of two.
+    pub ring: usize,
+}
+
+/// Transport offers, sent by the connector after the handshake.
+const OFFER_TCP: u8 = 0;
+const OFFER_SHM: u8 = 1;
+/// The acceptor's answer to a shared-memory offer.
+const SHM_DECLINED: u8 = 0;
+const SHM_TAKEN: u8 = 1;
 
 /// Socket options of peer links.
 #[derive(Debug, Clone, Copy, Default)]
@@ -161,7 +186,7 @@ fn accept_handshake(
 }
 
 fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut() -> Result<()>) -> Result<TcpStream> {
-    let LinkSetup { me, secret, deadline, socket_buffer } = *setup;
+    let LinkSetup { me, secret, deadline, socket_buffer, .. } = *setup;
     let opts = LinkOptions { socket_buffer };
     let who = format!("peer rank {} ({}:{})", peer.rank, peer.host, peer.port);
     let addrs: Vec<SocketAddr> = (peer.host.as_str(), peer.port)
@@ -204,22 +229,91 @@ pub fn connect_peers(
     cancel: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<Link>> {
     let me = setup.me;
-    let mut streams: Vec<(usize, TcpStream)> = Vec::new();
+    let mut streams: Vec<(usize, TcpStream, Option<ShmEnd>)> = Vec::new();
     for &p in neighbours.iter().filter(|&&p| p < me) {
-        streams.push((p, connect_handshake(&peers[p], setup, cancel)?));
+        let mut s = connect_handshake(&peers[p], setup, cancel)?;
+        let shm = offer_shm(&mut s, &peers[p], setup)?;
+        streams.push((p, s, shm));
     }
     let higher: Vec<usize> = neighbours.iter().copied().filter(|&p| p > me).collect();
     let mut have: Vec<usize> = Vec::new();
     while have.len() < higher.len() {
-        let (rank, s) = listener.accept_one(setup, &higher, &have, cancel)?;
+        let (rank, s, shm) = listener.accept_one(setup, &higher, &have, cancel)?;
         have.push(rank);
-        streams.push((rank, s));
+        streams.push((rank, s, shm));
     }
     let mut links = Vec::with_capacity(neighbours.len());
     for &n in neighbours {
-        let i = streams.iter().position(|(r, _)| *r == n).expect("every neighbour was linked");
-        let (_, s) = streams.swap_remove(i);
-        links.push(Link::new(n, s)?);
+        let i = streams.iter().position(|(r, _, _)| *r == n).expect("every neighbour was linked");
+        let (_, s, shm) = streams.swap_remove(i);
+        links.push(Link::new(n, s, shm)?);
     }
     Ok(links)
+}
+
+/// The connector's transport offer: a shared-memory segment to a peer with this worker's host
+/// id (if it can create one), else TCP. Returns this end of the segment if the peer took it.
+fn offer_shm(s: &mut TcpStream, peer: &PeerAddr, setup: &LinkSetup) -> Result<Option<ShmEnd>> {
+    let me = setup.me;
+    let who = format!("peer rank {} ({}:{})", peer.rank, peer.host, peer.port);
+    let deadline = setup.deadline.min(Instant::now() + HANDSHAKE_TIMEOUT);
+    let seg = match setup.shm {
+        Some(o) if !o.host_id.is_empty() && o.host_id == peer.host_id => match Segment::create(o.ring) {
+            Ok(seg) => Some(seg),
+            Err(e) => {
+                warn!("rank {me}: no shared memory for the link to rank {}: {e}; using TCP", peer.rank);
+                None
+            }
+        },
+        _ => None,
+    };
+    let Some(mut seg) = seg else {
+        write_all_by(s, &[OFFER_TCP], deadline, &who)?;
+        return Ok(None);
+    };
+    let name = seg.name();
+    let mut offer = vec![OFFER_SHM, name.len() as u8];
+    offer.extend_from_slice(name.as_bytes());
+    write_all_by(s, &offer, deadline, &who)?;
+    let mut answer = [0u8; 1];
+    let answered = read_exact_by(s, &mut answer, deadline, &who);
+    seg.unlink();
+    answered?;
+    if answer[0] != SHM_TAKEN {
+        debug!("rank {me}: rank {} declined shared memory; using TCP", peer.rank);
+        return Ok(None);
+    }
+    Ok(Some(ShmEnd::new(seg, 0)))
+}
+
+/// The acceptor's side of the transport offer: opens an offered segment if shared memory is
+/// on here, and answers whether it took it.
+fn answer_shm(s: &mut TcpStream, setup: &LinkSetup, deadline: Instant, addr: SocketAddr) -> Result<Option<ShmEnd>> {
+    let who = format!("connection from {addr}");
+    let mut kind = [0u8; 2];
+    read_exact_by(s, &mut kind[..1], deadline, &who)?;
+    match kind[0] {
+        OFFER_TCP => return Ok(None),
+        OFFER_SHM => {}
+        other => {
+            return Err(Error::Protocol(format!("{who} offered transport {other}, not {OFFER_TCP} or {OFFER_SHM}")));
+        }
+    }
+    read_exact_by(s, &mut kind[1..], deadline, &who)?;
+    let mut name = vec![0u8; kind[1] as usize];
+    read_exact_by(s, &mut name, deadline, &who)?;
+    let name = String::from_utf8_lossy(&name);
+    let opened = setup.shm.map(|_| Segment::open(&name));
+    // Both ends unlink the file (the creator once answered): whichever comes first.
+    Segment::remove(&name);
+    let end = match opened {
+        Some(Ok(seg)) => Some(ShmEnd::new(seg, 1)),
+        Some(Err(e)) => {
+            warn!("rank {}: cannot use the shared memory {who} offered ({e}); using TCP", setup.me);
+            None
+        }
+        None => None,
+    };
+    write_all_by(s, &[if end.is_some() { SHM_TAKEN } else { SHM_DECLINED }], deadline, &who)?;
+    Ok(end)
 }

@@ -3,7 +3,10 @@
 //! A rank that waits for a peer first re-tries its sockets for `spin` (a 4-byte round trip on
 //! loopback is ~10 µs when the receiver is awake and ~100 µs when it must be woken), yielding
 //! the core between tries so that oversubscribed workers still make progress, then sleeps in
-//! `epoll_wait` until a link is ready or the deadline passes.
+//! `epoll_wait` until a link is ready or the deadline passes. Shared-memory links have no
+//! readiness of their own: before blocking, each asks its peer for a wake-up (a byte on its
+//! socket) and says whether its data arrived meanwhile; after, each reads its socket for
+//! wake-ups and for the peer's end (a dead peer's socket closes, which wakes `epoll_wait`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,12 +64,18 @@ impl Waiter {
         self.watch = Some(watch);
     }
 
-    /// Registers a link (its token is its peer rank).
+    /// Registers a link (its token is its peer rank). A shared-memory link's socket only
+    /// ever brings wake-ups and the peer's end: its writability (after each wake-up byte it
+    /// sent) would only wake this waiter for nothing.
     pub fn register(&self, link: &mut Link) -> Result<()> {
         let peer = link.peer;
+        let interest = match link.transport() {
+            super::Transport::Tcp => Interest::READABLE | Interest::WRITABLE,
+            super::Transport::Shm => Interest::READABLE,
+        };
         self.poll
             .registry()
-            .register(link.source(), Token(peer), Interest::READABLE | Interest::WRITABLE)
+            .register(link.source(), Token(peer), interest)
             .map_err(|e| Error::io(format!("registering link to rank {peer}"), e))
     }
 
@@ -91,8 +100,15 @@ impl Waiter {
     /// Called after a round of I/O that moved nothing: spins or blocks until something may be
     /// ready. Fails with a timeout naming `waiting_for()` once `deadline` has passed, and
     /// with [`Error::Aborted`] once cancelled. With a [`Watch`], a long wait is reported as a
-    /// stall, and a fenced peer ends it ([`Error::PeerLost`]).
-    pub fn wait(&mut self, deadline: Instant, started: Instant, waiting_for: impl Fn() -> String) -> Result<()> {
+    /// stall, and a fenced peer ends it ([`Error::PeerLost`]). `links` are the links waited on
+    /// (those over shared memory are armed before blocking and checked after).
+    pub fn wait(
+        &mut self,
+        deadline: Instant,
+        started: Instant,
+        waiting_for: impl Fn() -> String,
+        links: &mut [Option<Link>],
+    ) -> Result<()> {
         self.cancel.check()?;
         let now = Instant::now();
         if now >= deadline {
@@ -109,7 +125,13 @@ impl Waiter {
                 timeout = timeout.min(look_again);
             }
         }
-        match self.poll.poll(&mut self.events, Some(timeout)) {
+        let mut ready = false;
+        for l in links.iter_mut().flatten() {
+            ready |= l.arm();
+        }
+        let polled = if ready { Ok(()) } else { self.poll.poll(&mut self.events, Some(timeout)) };
+        links.iter_mut().flatten().for_each(Link::woke);
+        match polled {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(()),
             Err(e) => Err(Error::io("waiting for links", e)),
