@@ -204,7 +204,7 @@ impl Registry {
         if let Err(e) = roster.arrived(task_id) {
             return Registered::Rejected(e);
         }
-        let entry = Entry { host: host.to_string(), port, pid: 0, state: WorkerState::Running };
+        let entry = Entry { host: host.to_string(), port, pid: 0, host_id: String::new(), state: WorkerState::Running };
         self.workers.insert(task_id.to_string(), entry);
         Registered::Admitted
     }
