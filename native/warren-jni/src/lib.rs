@@ -7,6 +7,7 @@
 //! - [`logging`]: the `log` crate routed to SLF4J, filtered natively.
 //! - [`recordio`]: the exports of `RecordIOWriter` / `RecordIOReader`.
 //! - [`master`]: the exports of `Master`, `MasterClient` and `TaskReader`.
+//! - [`ps`]: the exports of `io.warren.ps` (`PsServer`, `PsClient`): parameter servers.
 //! - [`handle`]: native objects cross as `long` handles (`Box` pointers) that the Java side
 //!   releases explicitly (`commClose`, `trackerClose`, ...); a zero handle raises
 //!   `IllegalStateException`. Every dereference of a handle goes through that module, under
@@ -40,6 +41,7 @@ pub mod errors;
 mod handle;
 pub mod logging;
 pub mod master;
+pub mod ps;
 pub mod recordio;
 
 use std::collections::HashMap;

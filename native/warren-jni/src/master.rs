@@ -29,7 +29,7 @@ fn reader<'a>(h: jlong) -> JniResult<&'a mut TaskReader> {
 }
 
 /// The elements of a `String[]` (none may be null).
-fn strings(env: &mut Env<'_>, array: &JObjectArray<'_, JString<'_>>, what: &str) -> JniResult<Vec<String>> {
+pub(crate) fn strings(env: &mut Env<'_>, array: &JObjectArray<'_, JString<'_>>, what: &str) -> JniResult<Vec<String>> {
     if array.is_null() {
         return Err(JniError::Argument(format!("{what} is null")));
     }
@@ -46,14 +46,14 @@ fn strings(env: &mut Env<'_>, array: &JObjectArray<'_, JString<'_>>, what: &str)
     Ok(out)
 }
 
-fn string(env: &Env<'_>, s: &JString<'_>, what: &str) -> JniResult<String> {
+pub(crate) fn string(env: &Env<'_>, s: &JString<'_>, what: &str) -> JniResult<String> {
     if s.is_null() {
         return Err(JniError::Argument(format!("{what} is null")));
     }
     Ok(s.try_to_string(env)?)
 }
 
-fn millis(ms: jlong, what: &str) -> JniResult<Duration> {
+pub(crate) fn millis(ms: jlong, what: &str) -> JniResult<Duration> {
     u64::try_from(ms)
         .ok()
         .filter(|ms| *ms > 0)

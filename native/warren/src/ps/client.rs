@@ -7,6 +7,12 @@
 //! come back (restarted with the same index), then resynchronizes (see `link.rs`) and goes on;
 //! in sync mode nothing is lost, because the trainer keeps its pushes until the server's
 //! checkpoints hold them and pushes them again.
+//!
+//! A client connected with [`PsClient::connect_cancellable`] is cancelled from another thread
+//! through its [`CancelHandle`] (the JVM's interrupt of a trainer's thread): waits look at it
+//! every 50 ms (replies) to 200 ms (the pauses between connection attempts to a server that is
+//! not there), so the running call ends with [`Error::Aborted`] within about 200 ms, and every
+//! later call at once.
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -16,6 +22,7 @@ use super::link::{Link, Session};
 use super::proto::{JobSpec, Reply, Request, ServerStatus, reply_error};
 use super::shard::Grad;
 use super::table::{TableKind, TableSpec, dense_range, sparse_server};
+use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 
 /// Deadlines of a [`PsClient`].
@@ -47,6 +54,8 @@ pub struct PsClient {
     opts: PsClientOptions,
     /// Why the connections are out of step (a round failed half-way), if they are.
     broken: Option<String>,
+    /// Cancels the running and later calls from another thread.
+    cancel: CancelHandle,
 }
 
 impl PsClient {
@@ -60,14 +69,30 @@ impl PsClient {
         trainer: Option<u32>,
         opts: PsClientOptions,
     ) -> Result<PsClient> {
+        PsClient::connect_cancellable(uris, secret, trainer, opts, CancelHandle::new())
+    }
+
+    /// [`connect`](Self::connect), cancellable from another thread through `cancel`: the
+    /// connection and every later call then fail with [`Error::Aborted`] within about 200 ms
+    /// (also while a call waits for a server to come back), and the client is unusable.
+    pub fn connect_cancellable(
+        uris: &[String],
+        secret: impl AsRef<[u8]>,
+        trainer: Option<u32>,
+        opts: PsClientOptions,
+        cancel: CancelHandle,
+    ) -> Result<PsClient> {
         if uris.is_empty() {
             return Err(Error::Config("no parameter server addresses given".into()));
         }
         let deadline = Instant::now() + opts.connect_timeout;
         let secret = secret.as_ref().to_vec();
-        let links =
-            uris.iter().enumerate().map(|(i, uri)| Link::open(i, uri, &secret, deadline)).collect::<Result<_>>()?;
-        let mut c = PsClient { links, secret, trainer, lost: 0, job: None, step: 0, opts, broken: None };
+        let links = uris
+            .iter()
+            .enumerate()
+            .map(|(i, uri)| Link::open(i, uri, &secret, deadline, &cancel))
+            .collect::<Result<_>>()?;
+        let mut c = PsClient { links, secret, trainer, lost: 0, job: None, step: 0, opts, broken: None, cancel };
         let replies = c.call_by(deadline, (0..uris.len()).map(|_| Some(Request::Hello { trainer })).collect())?;
         let mut clocks = Vec::new();
         for (i, r) in replies.into_iter().enumerate() {
@@ -321,10 +346,11 @@ impl PsClient {
     /// Sends server `s` request `reqs[s]` (if any) to every server first, then reads the
     /// replies in server order, all before `deadline`.
     fn round(&mut self, deadline: Instant, reqs: Vec<Option<Request>>) -> Result<Vec<Option<Reply>>> {
+        self.cancel.check()?;
         if let Some(why) = &self.broken {
             return Err(Error::Protocol(format!("the parameter-server connections failed earlier: {why}")));
         }
-        let result = self.exchange(deadline, reqs);
+        let result = self.exchange(deadline, reqs).map_err(|e| self.cancel.explain(e));
         if let Err(e) = &result {
             self.broken = Some(e.to_string());
         }
@@ -374,7 +400,7 @@ impl PsClient {
 
     /// Recovers link `s` (see [`Link::recover`]).
     fn recover(&mut self, s: usize, req: Option<&Request>, why: Error, deadline: Instant) -> Result<Option<Reply>> {
-        let session = Session { trainer: self.trainer, job: self.job.as_ref(), step: self.step };
+        let session = Session { trainer: self.trainer, job: self.job.as_ref(), step: self.step, cancel: &self.cancel };
         self.links[s].recover(&self.secret, &session, req, why, deadline, &mut self.lost)
     }
 
@@ -388,13 +414,15 @@ impl PsClient {
             .map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
             .collect();
         loop {
+            self.cancel.check()?;
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 let who: Vec<&str> =
                     self.links.iter().zip(waiting).filter(|(_, w)| **w).map(|(l, _)| l.who.as_str()).collect();
                 return Err(Error::Timeout { what: format!("replies from {}", who.join(", ")), after: left });
             }
-            let ms = left.as_millis().min(1000) as libc::c_int;
+            // Short slices, so that a cancellation is noticed within one.
+            let ms = left.as_millis().min(CANCEL_POLL.as_millis()) as libc::c_int;
             // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs for the call.
             let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
             if ready > 0 {
@@ -409,6 +437,9 @@ impl PsClient {
         }
     }
 }
+
+/// How often a waiting call looks whether it was cancelled.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// `Ok(e)` if `e` means the link failed (the server may come back); the error otherwise.
 fn link_failure(e: Error) -> Result<Error> {

@@ -159,7 +159,12 @@ impl<G> Clocks<G> {
     }
 
     /// `trainer` leaves the job: it holds nobody back any more. Returns the batches released.
+    /// Leaving again is a no-op: a leave sent again to a server restarted from a checkpoint
+    /// that holds it, or by a re-run of a trainer that had left.
     pub fn leave(&mut self, trainer: u32) -> Result<Vec<Batch<G>>> {
+        if trainer < self.trainers() && !self.is_live(trainer) {
+            return Ok(Vec::new());
+        }
         let t = self.check(trainer)?;
         self.live[t] = false;
         Ok(if self.mode == Mode::Sync { self.release() } else { Vec::new() })
@@ -255,6 +260,8 @@ mod tests {
         assert!(e.contains("trainer 5 is not in this job of 2"), "{e}");
         c.leave(1).unwrap();
         assert!(c.push(1, 0, ()).unwrap_err().to_string().contains("left"));
+        assert_eq!(c.leave(1).unwrap(), Vec::<Batch<()>>::new(), "leaving again is a no-op");
+        assert!(c.leave(5).unwrap_err().to_string().contains("trainer 5 is not in this job"));
     }
 
     #[test]

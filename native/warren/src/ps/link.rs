@@ -14,6 +14,7 @@ use log::{info, warn};
 use super::consistency::Mode;
 use super::proto::{JobSpec, MAX_PS_FRAME, Reply, Request, reply_error};
 use super::shard::Grad;
+use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, Backoff, Connection, HandshakeFailure};
@@ -29,6 +30,8 @@ pub(crate) struct Session<'a> {
     pub job: Option<&'a JobSpec>,
     /// The trainer's next step.
     pub step: u64,
+    /// Cancels the wait for the server.
+    pub cancel: &'a CancelHandle,
 }
 
 /// One server's connection and what the trainer keeps for it.
@@ -46,9 +49,9 @@ pub(crate) struct Link {
 
 impl Link {
     /// Connects to server `index` at `uri` before `deadline`.
-    pub fn open(index: usize, uri: &str, secret: &[u8], deadline: Instant) -> Result<Link> {
+    pub fn open(index: usize, uri: &str, secret: &[u8], deadline: Instant, cancel: &CancelHandle) -> Result<Link> {
         let who = format!("ps server {index} ({uri})");
-        let conn = connect(uri, secret, &who, deadline)?;
+        let conn = connect(uri, secret, &who, deadline, cancel)?;
         Ok(Link { who, uri: uri.to_string(), conn: Some(conn), kept: VecDeque::new(), acked: 0 })
     }
 
@@ -144,6 +147,7 @@ impl Link {
         let started = Instant::now();
         let mut last = why;
         loop {
+            session.cancel.check()?;
             if Instant::now() >= deadline {
                 return Err(Error::Timeout {
                     what: format!("{} to come back (last error: {last})", self.who),
@@ -171,7 +175,7 @@ impl Link {
         deadline: Instant,
         lost: &mut u64,
     ) -> Result<Option<Reply>> {
-        self.conn = Some(connect(&self.uri, secret, &self.who, deadline)?);
+        self.conn = Some(connect(&self.uri, secret, &self.who, deadline, session.cancel)?);
         let clock = match self.ask(&Request::Hello { trainer: session.trainer }, deadline)? {
             Reply::Hello { job: None, .. } if session.job.is_some() => {
                 let job = session.job.expect("checked").clone();
@@ -242,13 +246,14 @@ fn closed(who: &str) -> Error {
 }
 
 /// Connects and authenticates, waiting (with a progress line every few seconds) while the
-/// server is not listening; a wrong secret fails at once.
-fn connect(uri: &str, secret: &[u8], who: &str, deadline: Instant) -> Result<Connection> {
+/// server is not listening; a wrong secret fails at once; `cancel` ends the wait.
+fn connect(uri: &str, secret: &[u8], who: &str, deadline: Instant, cancel: &CancelHandle) -> Result<Connection> {
     let addr = wire::resolve(uri, "parameter server")?;
     let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_millis(200) };
     let mut next_progress = Instant::now() + PROGRESS_EVERY;
     loop {
         let stream = wire::connect_by(addr, deadline, who, backoff, &mut |e| {
+            cancel.check()?;
             if Instant::now() >= next_progress {
                 warn!("waiting for {who}: {e}");
                 next_progress = Instant::now() + PROGRESS_EVERY;
@@ -266,7 +271,10 @@ fn connect(uri: &str, secret: &[u8], who: &str, deadline: Instant) -> Result<Con
             }
             Err(HandshakeFailure::Refused(e)) => return Err(e),
             Err(HandshakeFailure::Broken(e)) if Instant::now() >= deadline => return Err(e),
-            Err(HandshakeFailure::Broken(_)) => std::thread::sleep(backoff.first),
+            Err(HandshakeFailure::Broken(_)) => {
+                cancel.check()?;
+                std::thread::sleep(backoff.first);
+            }
         }
     }
 }

@@ -14,17 +14,28 @@ import java.util.concurrent.ConcurrentHashMap;
  * call (its target's caller field); the native wait loop stays free of JVM calls. The watcher
  * runs only while a target is registered (an open communicator, a join in progress) and ends
  * when the last one goes, so an executor with no open communicator keeps no Warren thread.
+ *
+ * <p>Public only for Warren's other packages ({@code io.warren.ps}: the parameter-server
+ * client's calls are cancelled the same way); not an API.
  */
-final class InterruptWatcher {
+public final class InterruptWatcher {
   /** How often the watcher looks at the callers. */
   static final long POLL_MS = 20;
 
   /** Something whose native call can be cancelled. */
-  interface Target {
-    /** The thread now inside a native call, or null. */
+  public interface Target {
+    /**
+     * The thread now inside a native call.
+     *
+     * @return the thread, or null between calls
+     */
     Thread caller();
 
-    /** Cancels the native call of {@code caller}, which was interrupted. Must not block. */
+    /**
+     * Cancels the native call of {@code caller}, which was interrupted. Must not block.
+     *
+     * @param caller the interrupted thread
+     */
     void interrupted(Thread caller);
   }
 
@@ -33,8 +44,12 @@ final class InterruptWatcher {
 
   private InterruptWatcher() {}
 
-  /** Watches {@code t} until {@link #remove(Target)}. */
-  static void add(Target t) {
+  /**
+   * Watches {@code t} until {@link #remove(Target)}.
+   *
+   * @param t the target
+   */
+  public static void add(Target t) {
     TARGETS.add(t);
     synchronized (InterruptWatcher.class) {
       if (watcher == null) {
@@ -45,8 +60,12 @@ final class InterruptWatcher {
     }
   }
 
-  /** Stops watching {@code t}. */
-  static void remove(Target t) {
+  /**
+   * Stops watching {@code t}.
+   *
+   * @param t the target
+   */
+  public static void remove(Target t) {
     TARGETS.remove(t);
   }
 
@@ -91,13 +110,19 @@ final class InterruptWatcher {
    * (joining): cancels through {@code cancel} until {@link #close()}, after which it never calls
    * it again.
    */
-  static final class Call implements Target, AutoCloseable {
+  public static final class Call implements Target, AutoCloseable {
     private final Thread thread;
     private final Runnable cancel;
     private boolean active = true; // guarded by this
     private volatile boolean fired;
 
-    Call(Thread thread, Runnable cancel) {
+    /**
+     * Watches {@code thread} until {@link #close()}.
+     *
+     * @param thread the thread about to make the native call
+     * @param cancel cancels that call (must not block)
+     */
+    public Call(Thread thread, Runnable cancel) {
       this.thread = thread;
       this.cancel = cancel;
       add(this);
@@ -116,8 +141,12 @@ final class InterruptWatcher {
       }
     }
 
-    /** Whether the call was cancelled because its thread was interrupted. */
-    boolean fired() {
+    /**
+     * Whether the call was cancelled because its thread was interrupted.
+     *
+     * @return true once cancelled
+     */
+    public boolean fired() {
       return fired;
     }
 

@@ -28,8 +28,11 @@ import java.util.Locale;
  * <p>A failure is kept and thrown as a {@link NativeLibraryException} on every use; it is never
  * thrown from a static initializer (which would leave the class unusable with a bare {@code
  * NoClassDefFoundError}).
+ *
+ * <p>Public only for Warren's other packages ({@code io.warren.ps}), whose classes declare
+ * native methods of the same library; not an API.
  */
-final class NativeLoader {
+public final class NativeLoader {
   static final String LIB_NAME = "warren_jni";
   static final String OVERRIDE_PROPERTY = "warren.native.lib";
   /** Where the bundled copy is extracted; default {@code java.io.tmpdir}. */
@@ -55,7 +58,7 @@ final class NativeLoader {
    *
    * @throws NativeLibraryException if it cannot be loaded (now or in an earlier attempt)
    */
-  static void ensureLoaded() {
+  public static void ensureLoaded() {
     if (loaded) {
       return;
     }

@@ -19,6 +19,7 @@ import io.warren.runner.{RunnerException, RunnerSettings}
   *   `setting.WARREN_PEER_TIMEOUT_S`); `None`: the tracker's default (30 s); zero: none
   * @param workerSettings the `WARREN_*` settings for every worker: the mapped settings that are
   *   set, then the `setting.WARREN_*` ones as given (which win)
+  * @param ps the parameter-server settings (`spark.warren.ps.*`) of [[WarrenSpark.trainPS]]
   */
 final case class WarrenSettings(
     recovery: Recovery,
@@ -30,7 +31,8 @@ final case class WarrenSettings(
     slotWaitTimeout: Double,
     progressInterval: Double,
     peerTimeout: Option[java.time.Duration],
-    workerSettings: Map[String, String]
+    workerSettings: Map[String, String],
+    ps: PsSettings
 )
 
 /** The `spark.warren.*` settings: a mapping of the engine-neutral settings of
@@ -59,8 +61,9 @@ object WarrenSettings {
     *   the accepted values) or unknown key (naming the closest known one)
     */
   def parse(raw: Map[String, String]): WarrenSettings = {
+    val ps = PsSettings.parse(raw)
     val r =
-      try RunnerSettings.parse(raw.asJava, Prefix)
+      try RunnerSettings.parse(raw.filterNot(_._1.startsWith(PsSettings.KeyPrefix)).asJava, Prefix)
       catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, null) }
     WarrenSettings(
       recovery = Recovery.of(r.recovery),
@@ -72,10 +75,15 @@ object WarrenSettings {
       slotWaitTimeout = r.slotWaitTimeout,
       progressInterval = r.progressInterval,
       peerTimeout = Option(r.trackerPeerTimeout),
-      workerSettings = r.workerSettings.asScala.toMap
+      workerSettings = r.workerSettings.asScala.toMap,
+      ps = ps
     )
   }
 
   /** The settings table of the docs (jvm/README.md), rendered from the declarations. */
-  def markdownTable: String = RunnerSettings.markdownTable(Prefix, "Spark setting")
+  def markdownTable: String = {
+    // The parameter-server rows go before the last row (`setting.WARREN_X`).
+    val lines = RunnerSettings.markdownTable(Prefix, "Spark setting").split("\n").toSeq
+    (lines.init ++ PsSettings.markdownRows(Prefix) :+ lines.last).mkString("\n")
+  }
 }

@@ -8,6 +8,7 @@ import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
 import io.warren.Communicator
+import io.warren.ps.PsClient
 import io.warren.runner.{CheckpointDirs, HadoopCheckpoints, RunnerException, Trackers, WorkerRun}
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.{HashPartitioner, SerializableWritable, SparkContext, SparkException, TaskContext, WarrenSlots}
@@ -250,6 +251,94 @@ object WarrenSpark {
     }
   }
 
+  /** Trains with parameter servers: starts `numServers` servers in this (the driver's) process,
+    * then runs `f` in `numWorkers` Spark tasks, one per partition of `rdd` (coalesced or
+    * repartitioned as for [[train]]), task `i` as trainer `i` with an [[io.warren.ps.PsClient]]
+    * connected to every server. The body defines the job ([[io.warren.ps.PsClient#define]]; every
+    * trainer defines the same one), pulls, pushes, and starts at `ps.step()`:
+    *
+    * {{{
+    * val models = WarrenSpark.trainPS(rows, numWorkers = 4, numServers = 2) { (ps, part) =>
+    *   val data = part.toArray
+    *   ps.define(job)
+    *   for (step <- ps.step() until steps) {          // a re-run task resumes where it was
+    *     val w = ps.pullSparse("w", keys(data, step))
+    *     ps.push(new PsGradients().sparse("w", keys(data, step), grad(data, step, w)))
+    *   }
+    *   ...
+    * }
+    * }}}
+    *
+    * A task that ends normally leaves the job (its trainer holds nobody back any more) and its
+    * client is closed; one that throws aborts its client without leaving, so Spark's re-run of
+    * it connects as the same trainer id and goes on at the step the servers have (sync: the
+    * other trainers wait for it; async: they go on). A server [[PsServers.restart restarted]]
+    * from its checkpoint (`spark.warren.ps.checkpointDir`) makes the trainers pause, then push
+    * again what it lost (sync loses nothing). Settings: `spark.warren.ps.*` (see
+    * [[PsSettings]]); `spark.speculation` must be off and all `numWorkers` tasks must fit at once
+    * (checked as for [[train]]).
+    *
+    * @param rdd the data; trainer `i` gets partition `i`
+    * @param numWorkers the number of trainers
+    * @param numServers the number of parameter servers
+    * @param conf `spark.warren.*` settings overriding the Spark conf (the prefix is optional)
+    * @param onServers called on the driver once the servers run, before any task starts (to
+    *   watch them, or restart one)
+    * @param f the trainer body: the client (do not close it) and the partition's rows
+    * @return each trainer's result, in trainer-id order
+    * @throws WarrenSparkException if a setting is invalid, there are too few free task slots,
+    *   speculation is on, or a trainer failed beyond Spark's retries
+    */
+  def trainPS[T: ClassTag, R: ClassTag](
+      rdd: RDD[T],
+      numWorkers: Int,
+      numServers: Int,
+      conf: Map[String, String] = Map.empty,
+      onServers: PsServers => Unit = _ => ()
+  )(f: (PsClient, Iterator[T]) => R): Seq[R] = {
+    require(numWorkers >= 1, s"numWorkers must be at least 1, got $numWorkers")
+    require(numServers >= 1, s"numServers must be at least 1, got $numServers")
+    val sc = rdd.sparkContext
+    val all = WarrenSettings.parse(merged(sc, conf))
+    val settings = all.ps
+    if (sc.getConf.getBoolean("spark.speculation", defaultValue = false)) {
+      throw new WarrenSparkException(
+        "Warren needs spark.speculation=false: a speculative copy of a trainer task would push as " +
+          "the same trainer id",
+        null
+      )
+    }
+    checkSlots(sc, numWorkers, all.slotWaitTimeout)
+    val input =
+      if (rdd.getNumPartitions == numWorkers) rdd
+      else if (rdd.getNumPartitions > numWorkers) rdd.coalesce(numWorkers, shuffle = false)
+      else rdd.repartition(numWorkers)
+    val host = settings.host.getOrElse(sc.getConf.get("spark.driver.host", "127.0.0.1"))
+    val secret = UUID.randomUUID().toString
+    val servers = new PsServers(numServers, secret, settings, host)
+    try {
+      onServers(servers)
+      val uris = servers.uris.toList // serializable, into the tasks' closure
+      val (connectTimeout, callTimeout) = (settings.connectTimeout, settings.callTimeout)
+      val workers = input.mapPartitions { rows =>
+        val id = TaskContext.get().partitionId()
+        val ps = PsClient.connect(uris.asJava, secret, id, connectTimeout, callTimeout)
+        val r =
+          try f(ps, rows)
+          catch {
+            case e: Throwable =>
+              ps.abort()
+              throw e
+          }
+        try ps.leave()
+        finally ps.close()
+        Iterator.single((id, r))
+      }
+      val watch = new JobWatch(UUID.randomUUID().toString, workers.id, firstPerAttempt = false, _ => ())
+      run(sc, watch, numWorkers, Recovery.RetryOne)(workers.collect())
+    } finally servers.close()
+  }
+
   /** Where a fail-all run with a remote checkpoint directory keeps its checkpoints, as the
     * tasks see it.
     *
@@ -264,7 +353,7 @@ object WarrenSpark {
   )
 
   /** Runs the workers' job with `watch` listening, and turns a failure into one clear error. */
-  private def run[R: ClassTag](sc: SparkContext, watch: JobWatch, numWorkers: Int, recovery: Recovery)(
+  private[spark] def run[R: ClassTag](sc: SparkContext, watch: JobWatch, numWorkers: Int, recovery: Recovery)(
       job: => Array[(Int, R)]
   ): Seq[R] = {
     sc.addSparkListener(watch)
@@ -314,7 +403,7 @@ object WarrenSpark {
     slots
   }
 
-  private def checkSlots(sc: SparkContext, n: Int, waitS: Double): Unit = {
+  private[spark] def checkSlots(sc: SparkContext, n: Int, waitS: Double): Unit = {
     def free(): (Int, Int) = {
       val total = WarrenSlots.maxConcurrentTasks(sc)
       val busy = sc.statusTracker.getExecutorInfos.map(_.numRunningTasks).sum
@@ -342,7 +431,7 @@ object WarrenSpark {
     }
   }
 
-  private def merged(sc: SparkContext, conf: Map[String, String]): Map[String, String] = {
+  private[spark] def merged(sc: SparkContext, conf: Map[String, String]): Map[String, String] = {
     val fromSpark = sc.getConf.getAllWithPrefix(ConfPrefix).toMap
     fromSpark ++ conf.map { case (k, v) => k.stripPrefix(ConfPrefix) -> v }
   }

@@ -83,6 +83,21 @@ class WarrenSettingsTest {
   }
 
   @Test
+  def parameterServerSettingsAreTypedAndChecked(): Unit = {
+    val defaults = WarrenSettings.parse(Map.empty).ps
+    assertEquals(None, defaults.checkpointDir)
+    assertEquals(10, defaults.checkpointEvery)
+    assertEquals(java.time.Duration.ofSeconds(600), defaults.callTimeout)
+    val s = WarrenSettings.parse(Map("ps.checkpointDir" -> "/tmp/ps", "ps.checkpointEvery" -> "5", "ps.pullTimeout" -> "1.5")).ps
+    assertEquals(Some("/tmp/ps"), s.checkpointDir)
+    assertEquals(5, s.checkpointEvery)
+    assertEquals(java.time.Duration.ofMillis(1500), s.pullTimeout)
+    assertEquals("""spark.warren.ps.checkpointEvery = "0": expected an integer in 1..1000000""", refused("ps.checkpointEvery" -> "0"))
+    val typo = refused("ps.chekpointDir" -> "/x")
+    assertTrue(typo.contains("did you mean spark.warren.ps.checkpointDir?"), typo)
+  }
+
+  @Test
   def anInvalidValueNamesTheSettingTheValueAndTheAcceptedRange(): Unit = {
     assertEquals("""spark.warren.timeout = "ten": expected a number of seconds > 0 and <= 86400""", refused("timeout" -> "ten"))
     assertEquals("""spark.warren.timeout = "0": expected a number of seconds > 0 and <= 86400""", refused("timeout" -> "0"))

@@ -1,0 +1,321 @@
+package io.warren.ps;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.warren.WarrenArgumentException;
+import io.warren.WarrenAuthException;
+import io.warren.WarrenException;
+import io.warren.WarrenTimeoutException;
+import java.net.ServerSocket;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The parameter server through the real native library: servers started in this JVM, trainers
+ * as threads of it, real sockets. Expected values are worked out by hand (SGD with learning
+ * rate 1 on zeros: minus the sum of the pushed gradients).
+ */
+class PsTest {
+  static final String SECRET = "ps-jvm-secret";
+  static final Duration CONNECT = Duration.ofSeconds(30);
+  static final Duration CALL = Duration.ofSeconds(120);
+
+  static List<PsServer> servers(int n) {
+    List<PsServer> out = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      out.add(PsServer.builder(SECRET, i, n).pullTimeout(Duration.ofSeconds(60)).start());
+    }
+    return out;
+  }
+
+  static List<String> uris(List<PsServer> servers) {
+    List<String> out = new ArrayList<>();
+    for (PsServer s : servers) {
+      out.add(s.uri());
+    }
+    return out;
+  }
+
+  static void closeAll(List<PsServer> servers) {
+    for (PsServer s : servers) {
+      s.close();
+    }
+  }
+
+  /** Dense "w" (10 floats, SGD lr 1, zeros) and sparse "emb" (rows of 4, SGD lr 0.5, uniform). */
+  static PsJob job(int trainers, String mode) {
+    return PsJob.builder(trainers)
+        .mode(mode, 1)
+        .dense("w", 10, PsJob.zeros(), PsOptimizer.sgd(1f))
+        .sparse("emb", 4, PsJob.uniform(0.1f, 7), PsOptimizer.sgd(0.5f))
+        .build();
+  }
+
+  static FloatBuffer direct(int n) {
+    return ByteBuffer.allocateDirect(n * 4).order(ByteOrder.nativeOrder()).asFloatBuffer();
+  }
+
+  @Test
+  void syncTrainersOverTwoServersGetTheSumsWorkedOutByHand() throws Exception {
+    List<PsServer> servers = servers(2);
+    int trainers = 3;
+    int steps = 4;
+    ExecutorService pool = Executors.newFixedThreadPool(trainers);
+    try {
+      List<Future<float[]>> results = new ArrayList<>();
+      for (int t = 0; t < trainers; t++) {
+        int id = t;
+        results.add(
+            pool.submit(
+                () -> {
+                  try (PsClient ps = PsClient.connect(uris(servers), SECRET, id, CONNECT, CALL)) {
+                    ps.define(job(trainers, "sync"));
+                    for (int step = 0; step < steps; step++) {
+                      Thread.sleep(((id + step) % 3) * 10L); // vary the arrival order
+                      float[] w = ps.pullDense("w", 0, 10);
+                      // Before step `step`, w[i] = -step * (1 + 2 + 3): every trainer sees it.
+                      for (float v : w) {
+                        assertEquals(-6f * step, v, 0f, "trainer " + id + " step " + step);
+                      }
+                      float[] g = new float[10];
+                      java.util.Arrays.fill(g, id + 1);
+                      ps.push(new PsGradients().dense("w", 0, g));
+                    }
+                    float[] out = ps.pullDense("w", 0, 10);
+                    ps.leave();
+                    return out;
+                  }
+                }));
+      }
+      for (Future<float[]> f : results) {
+        float[] w = f.get(120, TimeUnit.SECONDS);
+        for (float v : w) {
+          assertEquals(-6f * steps, v);
+        }
+      }
+      assertEquals(steps, servers.get(0).status().applied());
+      assertArrayEquals(new long[] {steps, steps, steps}, servers.get(1).status().clocks());
+    } finally {
+      pool.shutdownNow();
+      closeAll(servers);
+    }
+  }
+
+  @Test
+  void sparseRowsAndDirectBuffersMatchArrays() {
+    List<PsServer> servers = servers(2);
+    try (PsClient ps = PsClient.connect(uris(servers), SECRET, 0, CONNECT, CALL)) {
+      ps.define(job(1, "async"));
+      long[] keys = {7, 1L << 40, -1L, 7}; // -1 is the unsigned key 2^64 - 1; 7 twice
+      float[] rows = ps.pullSparse("emb", keys);
+      assertEquals(16, rows.length);
+      for (int c = 0; c < 4; c++) {
+        assertEquals(rows[c], rows[12 + c], "the same key gives the same row");
+        assertTrue(Math.abs(rows[c]) <= 0.1f, "uniform in [-0.1, 0.1)");
+      }
+      FloatBuffer buf = direct(20);
+      buf.position(2);
+      ps.pullSparse("emb", keys, buf);
+      assertEquals(18, buf.position(), "the position moves past the rows");
+      for (int i = 0; i < 16; i++) {
+        assertEquals(rows[i], buf.get(2 + i));
+      }
+      // Key 7 given twice: rows summed; lr 0.5.
+      FloatBuffer g = direct(8);
+      for (int i = 0; i < 8; i++) {
+        g.put(i, 1f);
+      }
+      ps.push(new PsGradients().sparse("emb", new long[] {7, 7}, g));
+      float[] after = ps.pullSparse("emb", new long[] {7});
+      for (int c = 0; c < 4; c++) {
+        assertEquals(rows[c] - 0.5f * 2f, after[c], 1e-6f);
+      }
+      // Dense through buffers both ways.
+      FloatBuffer dg = direct(10);
+      for (int i = 0; i < 10; i++) {
+        dg.put(i, i);
+      }
+      ps.push(new PsGradients().dense("w", 0, dg));
+      FloatBuffer w = direct(4);
+      ps.pullDense("w", 3, w);
+      assertArrayEquals(new float[] {-3f, -4f, -5f, -6f}, new float[] {w.get(0), w.get(1), w.get(2), w.get(3)});
+      assertEquals(2, ps.step());
+    } finally {
+      closeAll(servers);
+    }
+  }
+
+  @Test
+  void badInputIsAClearErrorAndTheServersKeepServing() {
+    List<PsServer> servers = servers(2);
+    try (PsClient ps = PsClient.connect(uris(servers), SECRET, 0, CONNECT, CALL);
+        PsClient other = PsClient.connect(uris(servers), SECRET, 1, CONNECT, CALL)) {
+      ps.define(job(2, "async"));
+      other.define(job(2, "async"));
+      WarrenException e = assertThrows(WarrenArgumentException.class, () -> ps.pullDense("nope", 0, 1));
+      assertTrue(e.getMessage().contains("no table named \"nope\""), e.getMessage());
+      e = assertThrows(WarrenArgumentException.class, () -> ps.pullDense("w", 8, 5));
+      assertTrue(e.getMessage().contains("outside table"), e.getMessage());
+      e = assertThrows(WarrenArgumentException.class, () -> ps.pullSparse("w", new long[] {1}));
+      assertTrue(e.getMessage().contains("is dense"), e.getMessage());
+      e =
+          assertThrows(
+              WarrenArgumentException.class,
+              () -> ps.push(new PsGradients().sparse("emb", new long[] {1, 2}, new float[5])));
+      assertTrue(e.getMessage().contains("5 floats for 2 keys of width 4"), e.getMessage());
+      e = assertThrows(WarrenArgumentException.class, () -> ps.define(job(3, "async")));
+      assertTrue(e.getMessage().contains("already defined differently"), e.getMessage());
+      assertThrows(IllegalArgumentException.class, () -> ps.pullDense("w", 0, FloatBuffer.allocate(3)));
+      assertThrows(
+          IllegalArgumentException.class,
+          () -> ps.pullDense("w", 0, ByteBuffer.allocateDirect(12).order(ByteOrder.BIG_ENDIAN).asFloatBuffer()),
+          "a buffer in the other byte order is refused");
+      // Nothing of that broke the servers or this client.
+      other.push(new PsGradients().dense("w", 0, new float[] {1f}));
+      assertEquals(-1f, ps.pullDense("w", 0, 1)[0]);
+      try (PsClient observer = PsClient.observer(uris(servers), SECRET)) {
+        assertThrows(WarrenArgumentException.class, () -> observer.push(new PsGradients()));
+        assertEquals(1, observer.status().get(0).clocks()[1]);
+      }
+    } finally {
+      closeAll(servers);
+    }
+  }
+
+  @Test
+  void aWrongSecretAndAMissingServerAreRefused() throws Exception {
+    List<PsServer> servers = servers(1);
+    try {
+      WarrenException e =
+          assertThrows(WarrenAuthException.class, () -> PsClient.connect(uris(servers), "wrong", 0, CONNECT, CALL));
+      assertTrue(e.getMessage().contains("ps server 0"), e.getMessage());
+      int port;
+      try (ServerSocket s = new ServerSocket(0)) {
+        port = s.getLocalPort();
+      }
+      List<String> missing = List.of(servers.get(0).uri(), "127.0.0.1:" + port);
+      long started = System.nanoTime();
+      e =
+          assertThrows(
+              WarrenTimeoutException.class,
+              () -> PsClient.connect(missing, SECRET, 0, Duration.ofSeconds(2), CALL));
+      assertTrue(e.getMessage().contains("ps server 1"), e.getMessage());
+      assertTrue(System.nanoTime() - started < TimeUnit.SECONDS.toNanos(60), "the deadline holds");
+      assertThrows(IllegalArgumentException.class, () -> PsServer.builder(SECRET, 2, 2));
+      assertThrows(io.warren.WarrenConfigException.class, () -> PsServer.builder("", 0, 1).start());
+    } finally {
+      closeAll(servers);
+    }
+  }
+
+  /** Runs {@code body} on a new thread; returns the thread and what it threw. */
+  static Thread start(Runnable body, AtomicReference<Throwable> thrown, AtomicReference<Boolean> flag) {
+    Thread t =
+        new Thread(
+            () -> {
+              try {
+                body.run();
+              } catch (Throwable e) {
+                thrown.set(e);
+                flag.set(Thread.currentThread().isInterrupted());
+              }
+            });
+    t.start();
+    return t;
+  }
+
+  @Test
+  void anInterruptAbortsAPullWaitingForASlowerTrainer() throws Exception {
+    List<PsServer> servers = servers(1);
+    try (PsClient ps = PsClient.connect(uris(servers), SECRET, 0, CONNECT, CALL)) {
+      ps.define(job(2, "sync"));
+      ps.push(new PsGradients());
+      AtomicReference<Throwable> thrown = new AtomicReference<>();
+      AtomicReference<Boolean> flag = new AtomicReference<>();
+      // Trainer 1 never pushes step 0: this pull waits for it.
+      Thread t = start(() -> ps.pullDense("w", 0, 10), thrown, flag);
+      Thread.sleep(300);
+      long interrupted = System.nanoTime();
+      t.interrupt();
+      t.join(30_000);
+      long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - interrupted);
+      System.out.println("the pull ended " + ms + " ms after the interrupt");
+      assertTrue(!t.isAlive(), "the pull is still waiting 30 s after the interrupt");
+      assertTrue(thrown.get() instanceof PsInterruptedException, String.valueOf(thrown.get()));
+      assertTrue(flag.get(), "the interrupt flag is set again");
+      assertThrows(PsInterruptedException.class, ps::status, "the client is unusable after the abort");
+      assertTrue(Thread.interrupted(), "the flag is set again on this thread too (cleared here)");
+    } finally {
+      closeAll(servers);
+    }
+  }
+
+  @Test
+  void abortFromAnotherThreadEndsACallWaitingForAServerThatWentAway() throws Exception {
+    List<PsServer> servers = servers(1);
+    PsClient ps = PsClient.connect(uris(servers), SECRET, 0, CONNECT, CALL);
+    try {
+      ps.define(job(1, "sync"));
+      servers.get(0).close();
+      AtomicReference<Throwable> thrown = new AtomicReference<>();
+      AtomicReference<Boolean> flag = new AtomicReference<>();
+      Thread t = start(() -> ps.push(new PsGradients()), thrown, flag);
+      Thread.sleep(500);
+      long aborted = System.nanoTime();
+      ps.abort();
+      t.join(30_000);
+      long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - aborted);
+      System.out.println("the push ended " + ms + " ms after the abort");
+      assertTrue(!t.isAlive(), "the push is still waiting 30 s after the abort");
+      assertTrue(thrown.get() instanceof io.warren.CollectiveAbortedException, String.valueOf(thrown.get()));
+      assertTrue(ps.isClosed());
+    } finally {
+      ps.close();
+      closeAll(servers);
+    }
+  }
+
+  @Test
+  void aServerRestartedFromItsCheckpointLosesNothingInSync(@TempDir Path dir) throws Exception {
+    PsServer server =
+        PsServer.builder(SECRET, 0, 1).checkpoint(dir, 1, Duration.ZERO).pullTimeout(Duration.ofSeconds(60)).start();
+    String uri = server.uri();
+    int port = Integer.parseInt(uri.substring(uri.lastIndexOf(':') + 1));
+    try (PsClient ps = PsClient.connect(List.of(uri), SECRET, 0, CONNECT, CALL)) {
+      ps.define(job(1, "sync"));
+      for (int step = 0; step < 6; step++) {
+        if (step == 3) {
+          server.close();
+          server =
+              PsServer.builder(SECRET, 0, 1)
+                  .bind("127.0.0.1", port)
+                  .checkpoint(dir, 1, Duration.ZERO)
+                  .pullTimeout(Duration.ofSeconds(60))
+                  .start();
+        }
+        assertEquals(-step * (step - 1) / 2f, ps.pullDense("w", 0, 1)[0], 0f, "before step " + step);
+        ps.push(new PsGradients().dense("w", 0, new float[] {step}));
+      }
+      // 0 + 1 + 2 + 3 + 4 + 5 = 15.
+      assertEquals(-15f, ps.pullDense("w", 0, 1)[0]);
+      assertEquals(0, ps.lostUpdates());
+    } finally {
+      server.close();
+    }
+  }
+}

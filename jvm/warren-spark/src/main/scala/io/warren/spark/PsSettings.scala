@@ -1,0 +1,143 @@
+package io.warren.spark
+
+import java.time.Duration
+
+import scala.jdk.CollectionConverters._
+import scala.jdk.OptionConverters._
+
+import io.warren.runner.{RunnerException, RunnerSettings, Setting, SettingType}
+
+/** The parameter-server settings of [[WarrenSpark.trainPS]] (`spark.warren.ps.*`), parsed.
+  *
+  * @param checkpointDir `ps.checkpointDir`: where the servers checkpoint their shards
+  * @param checkpointEvery `ps.checkpointEvery`: steps between checkpoints
+  * @param host `ps.host`: the address the servers bind and advertise
+  * @param pullTimeout `ps.pullTimeout`
+  * @param connectTimeout `ps.connectTimeout`
+  * @param callTimeout `ps.callTimeout`
+  */
+final case class PsSettings(
+    checkpointDir: Option[String],
+    checkpointEvery: Int,
+    host: Option[String],
+    pullTimeout: Duration,
+    connectTimeout: Duration,
+    callTimeout: Duration
+)
+
+/** The declarations of the `spark.warren.ps.*` settings (Spark only: the servers run in the
+  * driver), validated like the others and rendered into the same docs table.
+  */
+object PsSettings {
+
+  /** The key prefix (after `spark.warren.`) of the parameter-server settings. */
+  val KeyPrefix = "ps."
+
+  private val Day = 86400.0
+
+  /** `ps.checkpointDir`. */
+  val CheckpointDir: Setting[String] = new Setting[String](
+    "ps.checkpointDir",
+    SettingType.text(),
+    null,
+    "",
+    null,
+    "trainPS: local directory of the driver where each parameter server checkpoints its shard;" +
+      " a server restarted from it loses nothing in sync mode (none: no checkpoints)"
+  )
+
+  /** `ps.checkpointEvery`. */
+  val CheckpointEvery: Setting[Integer] = new Setting[Integer](
+    "ps.checkpointEvery",
+    SettingType.intIn(1, 1000000),
+    Integer.valueOf(10),
+    "10",
+    null,
+    "trainPS: steps between a server's checkpoints"
+  )
+
+  /** `ps.host`. */
+  val Host: Setting[String] = new Setting[String](
+    "ps.host",
+    SettingType.text(),
+    null,
+    "the driver's host",
+    null,
+    "trainPS: address the parameter servers bind and advertise to the trainers"
+  )
+
+  /** `ps.pullTimeout`. */
+  val PullTimeout: Setting[java.lang.Double] = new Setting[java.lang.Double](
+    "ps.pullTimeout",
+    SettingType.seconds(true, Day),
+    java.lang.Double.valueOf(300.0),
+    "300",
+    null,
+    "trainPS: seconds a trainer's pull may wait for slower trainers (sync, SSP) before it fails" +
+      " naming them"
+  )
+
+  /** `ps.connectTimeout`. */
+  val ConnectTimeout: Setting[java.lang.Double] = new Setting[java.lang.Double](
+    "ps.connectTimeout",
+    SettingType.seconds(true, Day),
+    java.lang.Double.valueOf(60.0),
+    "60",
+    null,
+    "trainPS: seconds a trainer may take to connect to all servers"
+  )
+
+  /** `ps.callTimeout`. */
+  val CallTimeout: Setting[java.lang.Double] = new Setting[java.lang.Double](
+    "ps.callTimeout",
+    SettingType.seconds(true, Day),
+    java.lang.Double.valueOf(600.0),
+    "600",
+    null,
+    "trainPS: seconds one pull or push may take, waiting for a restarted server included"
+  )
+
+  /** Every parameter-server setting, in the order of the docs. */
+  val All: Seq[Setting[_]] = Seq(CheckpointDir, CheckpointEvery, Host, PullTimeout, ConnectTimeout, CallTimeout)
+
+  /** Parses the `ps.*` keys of `raw` (keys without `spark.warren.`), ignoring the others.
+    *
+    * @param raw the job's settings
+    * @return the typed settings
+    * @throws WarrenSparkException for an invalid value or an unknown `ps.*` key
+    */
+  def parse(raw: Map[String, String]): PsSettings = {
+    val mine = raw.filter(_._1.startsWith(KeyPrefix))
+    mine.keys.toSeq.sorted.foreach { k =>
+      if (!All.exists(_.name == k)) {
+        val closest = All.map(_.name).minBy(n => RunnerSettings.distance(n.toLowerCase, k.toLowerCase))
+        throw new WarrenSparkException(
+          s"${WarrenSettings.Prefix}$k is not a Warren setting (did you mean ${WarrenSettings.Prefix}$closest?" +
+            s" the parameter-server settings are ${All.map(_.name).mkString(", ")})",
+          null
+        )
+      }
+    }
+    val javaRaw = mine.asJava
+    def secs(s: Setting[java.lang.Double]): Duration =
+      Duration.ofMillis((s.from(javaRaw, WarrenSettings.Prefix).orElseThrow().doubleValue() * 1000).toLong)
+    try
+      PsSettings(
+        checkpointDir = CheckpointDir.from(javaRaw, WarrenSettings.Prefix).toScala,
+        checkpointEvery = CheckpointEvery.from(javaRaw, WarrenSettings.Prefix).orElseThrow().intValue(),
+        host = Host.from(javaRaw, WarrenSettings.Prefix).toScala,
+        pullTimeout = secs(PullTimeout),
+        connectTimeout = secs(ConnectTimeout),
+        callTimeout = secs(CallTimeout)
+      )
+    catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, null) }
+  }
+
+  /** The rows of the docs table for these settings (same columns as the others).
+    *
+    * @param prefix the engine's prefix
+    * @return the Markdown rows
+    */
+  def markdownRows(prefix: String): Seq[String] =
+    All.map(s => s"| `$prefix${s.name}` | ${s.kind.expected} | ${s.defaultDoc} | ${s.doc} |")
+}

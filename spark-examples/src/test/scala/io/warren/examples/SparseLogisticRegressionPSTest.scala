@@ -1,0 +1,76 @@
+package io.warren.examples
+
+import io.warren.examples.SparseLogisticRegressionPS.Params
+import io.warren.spark.WarrenSpark
+import org.apache.spark.SparkContext
+import org.junit.jupiter.api.Assertions.{assertEquals, assertTrue}
+import org.junit.jupiter.api.TestInstance.Lifecycle
+import org.junit.jupiter.api._
+
+/** The parameter-server example on `local-cluster[2,1,1024]` (two executor JVMs, trainers in
+  * them, two servers in this driver JVM): sync training gives the same model on every run, and
+  * the same again after a trainer task that threw (re-run by Spark as the same trainer id) and
+  * after a server restarted from its checkpoint mid-run; async finishes.
+  */
+@TestInstance(Lifecycle.PER_CLASS)
+@TestMethodOrder(classOf[MethodOrderer.MethodName])
+class SparseLogisticRegressionPSTest {
+  private var sc: SparkContext = _
+  private val counts = new TaskCounts
+  private val params = Params(workers = 2, servers = 2, rowsPerWorker = 2000, iters = 16, batch = 100)
+  private lazy val clean = SparseLogisticRegressionPS.run(sc, params)
+
+  @BeforeAll
+  def start(): Unit = {
+    sc = LocalCluster.start(2, "warren-ps-local-cluster-test")
+    sc.addSparkListener(counts)
+    assertTrue(WarrenSpark.awaitSlots(sc, 2, 60) >= 2, "the 2 executors did not register")
+  }
+
+  @AfterAll
+  def stop(): Unit = if (sc != null) sc.stop()
+
+  @Test
+  def a_syncTrainingIsTheSameOnEveryRun(): Unit = {
+    counts.reset(sc, 2)
+    println(f"PS sync clean: ${clean.seconds}%.2f s, loss ${clean.loss}%.6f, MODEL_HASH ${clean.modelHash}")
+    assertEquals((1 << params.bits) + 1, clean.model.length)
+    assertTrue(clean.model.exists(_ != 0f), "the model learnt nothing")
+    assertTrue(clean.loss > 0 && clean.loss < math.log(2), s"loss ${clean.loss} is not below chance")
+    val again = SparseLogisticRegressionPS.run(sc, params.copy(pauseMs = 3))
+    assertEquals(clean.modelHash, again.modelHash)
+    assertEquals(0L, again.lostUpdates)
+  }
+
+  @Test
+  def b_aTrainerTaskThatThrowsIsReRunAndEndsWithTheSameModel(): Unit = {
+    val h = clean.modelHash
+    counts.reset(sc, 2)
+    val r = SparseLogisticRegressionPS.run(sc, params.copy(killTask = 6))
+    println(f"PS sync kill-task: ${r.seconds}%.2f s, failed tasks ${counts.failed.get}")
+    assertEquals(1, counts.failed.get, "the injected failure")
+    assertEquals(h, r.modelHash)
+  }
+
+  @Test
+  def c_aServerRestartedFromItsCheckpointMidRunLosesNothing(): Unit = {
+    val h = clean.modelHash
+    counts.reset(sc, 2)
+    val r = SparseLogisticRegressionPS.run(sc, params.copy(killServer = 7, pauseMs = 20))
+    println(f"PS sync kill-server: ${r.seconds}%.2f s, lost ${r.lostUpdates}")
+    assertEquals(0, counts.failed.get, "no task failed: the trainers waited for the server")
+    assertEquals(0L, r.lostUpdates)
+    assertEquals(h, r.modelHash)
+  }
+
+  @Test
+  def d_asyncAndSspFinish(): Unit = {
+    for (mode <- Seq("async", "ssp")) {
+      counts.reset(sc, 2)
+      val r = SparseLogisticRegressionPS.run(sc, params.copy(mode = mode, killServer = 7, pauseMs = 10))
+      println(f"PS $mode kill-server: ${r.seconds}%.2f s, lost ${r.lostUpdates}, loss ${r.loss}%.6f")
+      assertEquals((1 << params.bits) + 1, r.model.length)
+      assertTrue(r.model.exists(_ != 0f))
+    }
+  }
+}
