@@ -62,12 +62,24 @@ pub enum Request {
         /// The keys.
         keys: Vec<u64>,
     },
-    /// The trainer's gradients of `step` for this server (possibly none).
+    /// Stages the trainer's gradients of `step` for this server (possibly none): held, not
+    /// counted until [`Request::Commit`] (see the two-phase pushes of `consistency.rs`).
     Push {
         /// The trainer's step: its pushes to this server so far.
         step: u64,
         /// The gradients.
         grads: Vec<Grad>,
+    },
+    /// Commits the trainer's staged push of `step` (a no-op if it is already committed).
+    Commit {
+        /// The step.
+        step: u64,
+    },
+    /// Drops the trainer's staged push of `step`, if any: its replacement undoes a push that
+    /// no server committed.
+    Abort {
+        /// The step.
+        step: u64,
     },
     /// Async and SSP, after this server restarted from an older checkpoint: the trainer
     /// goes on at `step`; the steps in between are counted as lost.
@@ -117,10 +129,15 @@ pub enum Reply {
         job: Option<JobSpec>,
         /// The trainer's clock here (0 for a new trainer).
         clock: u64,
+        /// The step the trainer has staged here and not committed, if any.
+        #[serde(default)]
+        staged: Option<u64>,
     },
     /// The request was carried out.
     Done,
-    /// Answer to [`Request::Push`]: taken.
+    /// Answer to [`Request::Push`]: staged.
+    Staged,
+    /// Answer to [`Request::Commit`]: counted.
     Pushed {
         /// The trainer's clock in this server's last checkpoint: the trainer must keep its
         /// pushes from this step on, to push them again should the server restart from that
@@ -214,6 +231,8 @@ mod tests {
                 step: 7,
                 grads: vec![Grad::Sparse { table: "emb".into(), keys: vec![1], values: vec![0.5; 16] }],
             },
+            Request::Commit { step: 7 },
+            Request::Abort { step: 7 },
             Request::Resume { step: 9 },
             Request::Leave,
             Request::Status,
@@ -223,7 +242,8 @@ mod tests {
             assert_eq!(decode_frame_within::<Request>(&f, MAX_PS_FRAME).unwrap(), Some((r, f.len())));
         }
         let replies = [
-            Reply::Hello { index: 1, servers: 2, job: Some(job), clock: 5 },
+            Reply::Hello { index: 1, servers: 2, job: Some(job), clock: 5, staged: Some(5) },
+            Reply::Staged,
             Reply::Floats { values: vec![1.5, -0.0] },
             Reply::Pushed { durable: Some(3) },
             Reply::Resumed { lost: 2 },
