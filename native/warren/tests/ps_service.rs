@@ -144,12 +144,12 @@ fn raw(uri: &str) -> TcpStream {
 }
 
 fn ask(s: &mut TcpStream, req: &Request) -> Reply {
-    s.write_all(&warren::wire::encode_frame(req)).unwrap();
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
-    s.read_exact(&mut body).unwrap();
-    serde_json::from_slice(&body).unwrap()
+    s.write_all(&warren::ps::proto::encode(req)).unwrap();
+    let mut frame = vec![0u8; 4];
+    s.read_exact(&mut frame).unwrap();
+    frame.resize(4 + u32::from_le_bytes(frame[..4].try_into().unwrap()) as usize, 0);
+    s.read_exact(&mut frame[4..]).unwrap();
+    warren::ps::proto::decode(frame).unwrap()
 }
 
 fn error_text(r: Reply) -> String {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use super::consistency::Mode;
-use super::proto::{JobSpec, MAX_PS_FRAME, Reply, Request, reply_error};
+use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, reply_error};
 use super::shard::Grad;
 use crate::error::{Error, Result};
 use crate::wire::auth::Purpose;
@@ -58,7 +58,7 @@ impl Link {
     /// Sends a request; an [`Error::Io`] means the link failed.
     pub fn send(&mut self, req: &Request, deadline: Instant) -> Result<()> {
         match self.conn.as_mut() {
-            Some(c) => c.send(req, deadline),
+            Some(c) => c.send_frame(&proto::encode(req), deadline),
             None => Err(closed(&self.who)),
         }
     }
@@ -66,8 +66,8 @@ impl Link {
     /// Receives the reply to the oldest request; a closed connection is an [`Error::Io`].
     pub fn recv(&mut self, deadline: Instant) -> Result<Reply> {
         let Some(c) = self.conn.as_mut() else { return Err(closed(&self.who)) };
-        match c.recv::<Reply>(deadline)? {
-            Some(r) => Ok(r),
+        match c.recv_frame(deadline)? {
+            Some(f) => proto::decode(f),
             None => {
                 self.conn = None;
                 Err(closed(&self.who))
@@ -85,12 +85,12 @@ impl Link {
     /// idle).
     pub fn poll_reply(&mut self) -> Result<Option<Reply>> {
         let Some(c) = self.conn.as_mut() else { return Err(closed(&self.who)) };
-        if let Some(r) = c.next_buffered::<Reply>()? {
-            return Ok(Some(r));
+        if let Some(f) = c.next_buffered_frame()? {
+            return proto::decode(f).map(Some);
         }
         let open = c.read_available()?;
-        if let Some(r) = c.next_buffered::<Reply>()? {
-            return Ok(Some(r));
+        if let Some(f) = c.next_buffered_frame()? {
+            return proto::decode(f).map(Some);
         }
         if !open {
             self.conn = None;

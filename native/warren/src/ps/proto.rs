@@ -3,9 +3,10 @@
 //!
 //! A connection opens with the handshake every Warren service uses (see [`crate::wire`]),
 //! for [`Purpose::ParamServer`](crate::wire::auth::Purpose::ParamServer). Then the client
-//! sends [`Request`] frames (`u32` little-endian length + JSON, at most [`MAX_PS_FRAME`]
-//! bytes; floats as hex strings of their little-endian bytes) and gets exactly one
-//! [`Reply`] for each, in order. A client may send several requests before reading the
+//! sends [`Request`] frames and gets exactly one [`Reply`] for each, in order. A frame is
+//! binary ([`encode`], [`decode`]): the [`wire`](crate::wire) framing (`u32` little-endian
+//! length, at most [`MAX_PS_FRAME`] bytes), then a tail of little-endian `f32` values and
+//! `u64` keys and a small JSON header pointing into it (see `floats.rs`). A client may send several requests before reading the
 //! replies (the trainer client sends one to every server before it waits).
 
 use serde::{Deserialize, Serialize};
@@ -15,9 +16,19 @@ use super::shard::Grad;
 use super::table::TableSpec;
 use crate::error::Error;
 
-/// Largest frame a parameter server or its client accepts (a 64 MiB model pulled whole is a
-/// 128 MiB hex string).
+/// Largest frame a parameter server or its client accepts.
 pub const MAX_PS_FRAME: usize = 1 << 30;
+
+/// Encodes a request, a reply (or any message with bulk arrays) as one binary frame.
+pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
+    super::floats::encode_frame(msg)
+}
+
+/// Decodes a whole frame (length included) written by [`encode`]; anything malformed is an
+/// [`Error::Protocol`].
+pub fn decode<T: serde::de::DeserializeOwned>(frame: Vec<u8>) -> crate::error::Result<T> {
+    super::floats::decode_frame(frame)
+}
 
 /// What a job runs: its trainers, its consistency mode and its tables. The first trainer to
 /// send it defines it; the same again is a no-op, another one an error.
@@ -60,6 +71,7 @@ pub enum Request {
         /// The table.
         table: String,
         /// The keys.
+        #[serde(with = "super::floats::u64s")]
         keys: Vec<u64>,
     },
     /// Stages the trainer's gradients of `step` for this server (possibly none): held, not
@@ -208,7 +220,6 @@ mod tests {
     use super::*;
     use crate::ps::optim::Optimizer;
     use crate::ps::table::{Init, TableKind};
-    use crate::wire::{decode_frame_within, encode_frame};
 
     #[test]
     fn requests_and_replies_round_trip_through_frames() {
@@ -238,8 +249,7 @@ mod tests {
             Request::Status,
         ];
         for r in reqs {
-            let f = encode_frame(&r);
-            assert_eq!(decode_frame_within::<Request>(&f, MAX_PS_FRAME).unwrap(), Some((r, f.len())));
+            assert_eq!(decode::<Request>(encode(&r)).unwrap(), r);
         }
         let replies = [
             Reply::Hello { index: 1, servers: 2, job: Some(job), clock: 5, staged: Some(5) },
@@ -250,8 +260,7 @@ mod tests {
             error_reply(&Error::InvalidArgument("no table".into())),
         ];
         for r in replies {
-            let f = encode_frame(&r);
-            assert_eq!(decode_frame_within::<Reply>(&f, MAX_PS_FRAME).unwrap(), Some((r, f.len())));
+            assert_eq!(decode::<Reply>(encode(&r)).unwrap(), r);
         }
         let json = serde_json::to_string(&Request::PullDense { table: "w".into(), start: 0, end: 1 }).unwrap();
         assert_eq!(json, r#"{"op":"pull_dense","table":"w","start":0,"end":1}"#);

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::checkpoint::{self, Checkpoint, CheckpointCodec, CheckpointPolicy};
 use super::consistency::{Clocks, Mode};
-use super::proto::{JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
+use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
 use super::shard::{Grad, Shard};
 use crate::error::{Error, Result};
 use crate::store::{FileStore, Store};
@@ -595,12 +595,12 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     let mut requests = FrameReader::new(rd, peer.clone()).with_max_frame(MAX_PS_FRAME);
     let mut conn = Conn::default();
     loop {
-        let req = match requests.next::<Request>().await {
+        let req = match requests.next_frame().await.and_then(|f| f.map(proto::decode::<Request>).transpose()) {
             Ok(Some(req)) => req,
             Ok(None) => break,
             Err(e @ Error::Protocol(_)) => {
                 warn!("ps server {}: {peer} sent a bad frame, closing: {e}", shared.index);
-                let _ = tx.send(wire::encode_frame(&error_reply(&e)));
+                let _ = tx.send(proto::encode(&error_reply(&e)));
                 break;
             }
             Err(e) => {
@@ -609,7 +609,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
             }
         };
         let reply = shared.answer(req, &mut conn).await;
-        if tx.send(wire::encode_frame(&reply)).is_err() {
+        if tx.send(proto::encode(&reply)).is_err() {
             break;
         }
     }
