@@ -17,6 +17,9 @@ pub enum BenchCmd {
     Broadcast(BenchArgs),
     /// Durable task completions per second through a master service and its clients.
     Master(super::cmd_master::BenchMasterArgs),
+    /// Dense push + pull of a whole model through parameter servers, against the loopback
+    /// TCP stream limit measured in the same run.
+    Ps(super::cmd_bench_ps::BenchPsArgs),
 }
 
 /// Arguments shared by the benchmarks.
@@ -51,6 +54,7 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
         BenchCmd::Allreduce(a) => ("allreduce", a),
         BenchCmd::Broadcast(a) => ("broadcast", a),
         BenchCmd::Master(m) => return super::cmd_master::bench(m),
+        BenchCmd::Ps(p) => return super::cmd_bench_ps::run(&p),
     };
     let dtype = DataType::from_name(&a.dtype).ok_or_else(|| Error::Config(format!("unknown --dtype {:?}", a.dtype)))?;
     let op = Op::from_name(&a.op).ok_or_else(|| Error::Config(format!("unknown --op {:?}", a.op)))?;

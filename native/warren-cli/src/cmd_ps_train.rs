@@ -63,6 +63,14 @@ pub struct PsTrainArgs {
     /// by `warren run --ps-servers` and printed by `warren ps`).
     #[arg(long, env = PS_URIS)]
     uris: Option<String>,
+    /// Failure injection: `trainer,step,point,attempt[;...]` entries naming where a trainer
+    /// kills itself with SIGKILL (points: before-push, staged, half-committed, after-push,
+    /// mid-pull; attempt 0 is the first run, a replacement by `warren run` is attempt 1).
+    #[arg(long, env = "WARREN_PS_MOCK")]
+    mock: Option<String>,
+    /// This run's attempt of the trainer's task (default: WARREN_ATTEMPT, set by `warren run`).
+    #[arg(long, env = keys::ATTEMPT, default_value_t = 0)]
+    attempt: u32,
     /// Train every trainer's batches serially in this process, without servers, as sync mode
     /// defines it (all trainers of a step read the same model; their gradients are summed in
     /// trainer order).
@@ -161,7 +169,14 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec) -> warren::Result<u8> {
         Error::Config(format!("give the servers with --uris or {PS_URIS} (or run under warren run --ps-servers S)"))
     })?)?;
     let secret = super::cmd_master::client_secret()?;
+    let mocks = warren::ps::failpoint::parse(a.mock.as_deref().unwrap_or(""))?;
     let mut c = PsClient::connect(&uris, &secret, Some(a.trainer), PsClientOptions::default())?;
+    for m in mocks.iter().filter(|m| m.trainer == a.trainer && m.attempt == a.attempt) {
+        c.fail_at(m.step, m.point);
+    }
+    if c.step() > 0 {
+        log::info!("trainer {}: resuming at step {} (attempt {})", a.trainer, c.step(), a.attempt);
+    }
     c.define(job)?;
     let started = Instant::now();
     let mut rng = rand::thread_rng();

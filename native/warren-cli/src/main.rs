@@ -1,6 +1,7 @@
 //! `warren`: the command-line front door (tracker, local launcher, benchmarks, examples).
 
 mod cmd_bench;
+mod cmd_bench_ps;
 mod cmd_ctl;
 mod cmd_example;
 mod cmd_master;

@@ -1,7 +1,9 @@
 //! Parameter servers killed with SIGKILL and restarted with the same index: a sync job loses
 //! nothing (the failure-free MODEL_HASH, for kills at 10 seeded points), an async job
-//! finishes and reports the updates it lost. Real processes, real signals; every test has a
-//! hard time limit.
+//! finishes and reports the updates it lost. Trainers killed with SIGKILL at seeded points of
+//! their steps (`WARREN_PS_MOCK`: before, during and after a push, mid-pull) and replaced by
+//! `warren run` with the same id: a sync job ends with the failure-free MODEL_HASH, an async
+//! one finishes. Real processes, real signals; every test has a hard time limit.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -11,6 +13,7 @@ mod support;
 
 use support::crash::free_port;
 use support::ps::{Server, WARREN, finish, model_hash, run_limited};
+use warren::ps::FailPoint;
 
 const SECRET: &str = "ps-recovery-test-secret";
 const JOB: [&str; 10] =
@@ -94,4 +97,57 @@ fn an_async_job_finishes_after_a_server_kill_and_reports_lost_updates() {
     model_hash(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("PS_LOST_UPDATES"), "{stdout}");
+}
+
+/// Runs a job in `mode` against two servers under `warren run`, which replaces a failed
+/// trainer once, with `WARREN_PS_MOCK=mock`; returns the job's output.
+fn job_with_a_dead_trainer(mode: &str, mock: &str) -> Output {
+    let servers = [0, 1].map(|i| Server::start(i, 2, SECRET, &["--pull-timeout-s", "60"]));
+    let uris = format!("{},{}", servers[0].uri, servers[1].uri);
+    let job = Command::new(WARREN)
+        .args(["run", "-n", "4", "--max-restarts", "1", "--rendezvous-timeout", "3600", "--", WARREN])
+        .args(["example", "ps-train", "--mode", mode])
+        .args(JOB)
+        .env("WARREN_JOB_SECRET", SECRET)
+        .env("WARREN_PS_URIS", &uris)
+        .env("WARREN_PS_MOCK", mock)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn warren run");
+    finish(job, Duration::from_secs(240))
+}
+
+/// The trainer died where `mock` says, and `warren run` replaced it once.
+fn assert_died_and_replaced(out: &Output, mock: &str, trainer: u64, step: u64) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let died = format!("WARREN_PS_MOCK: trainer Some({trainer}) dies at step {step}");
+    assert!(stderr.contains(&died), "{mock}: no {died:?} in\n{stderr}");
+    assert!(stdout.contains("\"restarts\":1,"), "{mock}: one restart expected:\n{stdout}");
+}
+
+#[test]
+fn a_sync_job_ends_with_the_failure_free_model_when_a_trainer_is_killed_at_ten_seeded_points() {
+    let want = serial();
+    for seed in 0..10u64 {
+        // Every point twice (mid-pull, before a push, staged everywhere, committed at one
+        // server of two, after a push), every trainer, steps spread over the job.
+        let point = FailPoint::ALL[(seed % 5) as usize];
+        let (trainer, step) = (seed % 4, 3 + (seed * 13) % 55);
+        let mock = format!("{trainer},{step},{},0", point.name());
+        let out = job_with_a_dead_trainer("sync", &mock);
+        assert_eq!(model_hash(&out), want, "trainer killed at {mock}");
+        assert_died_and_replaced(&out, &mock, trainer, step);
+    }
+}
+
+#[test]
+fn async_and_ssp_jobs_finish_when_a_trainer_is_killed_half_way_through_a_push() {
+    for mode in ["async", "ssp"] {
+        let mock = "2,20,half-committed,0";
+        let out = job_with_a_dead_trainer(mode, mock);
+        model_hash(&out);
+        assert_died_and_replaced(&out, mock, 2, 20);
+    }
 }

@@ -2,6 +2,12 @@
 //! trainers' clocks and the pushes it holds back, written atomically as the snapshot of a
 //! generic [`FileStore`] (one directory per server index), and the policy deciding when
 //! (every `K` applied steps or `T` seconds, whichever comes first).
+//!
+//! Format 2 is binary: the parameter server's message encoding (`floats.rs`: the arrays as
+//! little-endian bytes, a JSON header pointing into them), in the store's gzip container at
+//! level 0 (stored, CRC-checked; floats hardly compress). The server takes the snapshot (a
+//! copy of the shard) under its lock and encodes, writes, fsyncs and renames it on another
+//! thread, without the lock.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,7 +18,7 @@ use super::consistency::Clocks;
 use super::proto::JobSpec;
 use super::shard::{Grad, Shard};
 use crate::error::{Error, Result};
-use crate::store::{Codec, FileStore, Store};
+use crate::store::{Codec, FileStore, FileStoreOptions, Store};
 
 /// Everything a restarted server needs to go on where the checkpoint was taken.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -37,12 +43,18 @@ pub struct CheckpointCodec;
 impl Codec for CheckpointCodec {
     type Record = ();
     type Snapshot = Checkpoint;
-    const FORMAT: &'static str = "warren.ps.shard/1";
+    const FORMAT: &'static str = "warren.ps.shard/2";
     fn seq(_: &()) -> u64 {
         0
     }
     fn snapshot_seq(_: &Checkpoint) -> u64 {
         0
+    }
+    fn encode_snapshot(snapshot: &Checkpoint, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        out.write_all(&super::proto::encode(snapshot))
+    }
+    fn decode_snapshot(bytes: &[u8]) -> std::result::Result<Checkpoint, crate::store::DecodeError> {
+        Ok(super::proto::decode(bytes.to_vec())?)
     }
 }
 
@@ -72,7 +84,8 @@ impl CheckpointPolicy {
 
 /// Server `index`'s checkpoint store under `dir`.
 pub fn open(dir: &Path, index: usize) -> Result<FileStore<CheckpointCodec>> {
-    FileStore::open(dir.join(format!("server-{index}")))
+    let options = FileStoreOptions { snapshot_level: 0, ..FileStoreOptions::default() };
+    FileStore::open_with(dir.join(format!("server-{index}")), options)
 }
 
 /// The latest checkpoint in `store`, checked against the server's place in the job.

@@ -13,17 +13,30 @@
 //! every 50 ms (replies) to 200 ms (the pauses between connection attempts to a server that is
 //! not there), so the running call ends with [`Error::Aborted`] within about 200 ms, and every
 //! later call at once.
+//!
+//! A push is two rounds (see the two-phase pushes of `consistency.rs`): stage at every
+//! server, then commit at every server. A trainer connecting with the id of one that died
+//! (its replacement) settles a half-pushed step first: if some server committed it, it
+//! commits it at the others (they all have it staged); if none did, it aborts the staged
+//! copies and computes the step again. Either way it then resumes at the step the servers
+//! are at, with every server at the same one.
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
+use log::info;
+
 use super::consistency::Mode;
+use super::failpoint::{self, FailPoint};
 use super::link::{Link, Session};
 use super::proto::{JobSpec, Reply, Request, ServerStatus, reply_error};
 use super::shard::Grad;
 use super::table::{TableKind, TableSpec, dense_range, sparse_server};
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
+
+/// A trainer's `(clock, staged step)` at one server, as its hello says.
+type Seen = (u64, Option<u64>);
 
 /// Deadlines of a [`PsClient`].
 #[derive(Clone, Debug)]
@@ -56,6 +69,8 @@ pub struct PsClient {
     broken: Option<String>,
     /// Cancels the running and later calls from another thread.
     cancel: CancelHandle,
+    /// Failure injection: die at these `(step, point)`s (see [`PsClient::fail_at`]).
+    fail_at: Vec<(u64, FailPoint)>,
 }
 
 impl PsClient {
@@ -92,11 +107,22 @@ impl PsClient {
             .enumerate()
             .map(|(i, uri)| Link::open(i, uri, &secret, deadline, &cancel))
             .collect::<Result<_>>()?;
-        let mut c = PsClient { links, secret, trainer, lost: 0, job: None, step: 0, opts, broken: None, cancel };
-        let replies = c.call_by(deadline, (0..uris.len()).map(|_| Some(Request::Hello { trainer })).collect())?;
+        let mut c = PsClient {
+            links,
+            secret,
+            trainer,
+            lost: 0,
+            job: None,
+            step: 0,
+            opts,
+            broken: None,
+            cancel,
+            fail_at: Vec::new(),
+        };
+        let replies = c.call_by(deadline, (0..uris.len()).map(|_| Some(Request::Hello { trainer })).collect(), None)?;
         let mut clocks = Vec::new();
         for (i, r) in replies.into_iter().enumerate() {
-            let Some(Reply::Hello { index, servers, job, clock }) = r else { return Err(c.unexpected(i)) };
+            let Some(Reply::Hello { index, servers, job, clock, staged }) = r else { return Err(c.unexpected(i)) };
             if index != i || servers != uris.len() {
                 return Err(Error::Config(format!(
                     "{} says it is server {index} of {servers}, but it was given as server {i} of {}",
@@ -104,18 +130,61 @@ impl PsClient {
                     uris.len()
                 )));
             }
-            clocks.push(clock);
+            clocks.push((clock, staged));
             if c.job.is_none() {
                 c.job = job;
             }
         }
-        if clocks.iter().any(|&k| k != clocks[0]) {
-            return Err(Error::InvalidArgument(format!(
-                "trainer {trainer:?} has different steps on the servers: {clocks:?}"
-            )));
-        }
-        c.step = clocks[0];
+        c.step = c.settle(deadline, &clocks)?;
         Ok(c)
+    }
+
+    /// Brings every server to the same step for this trainer, given each one's `(clock,
+    /// staged step)`: completes a step some server committed, undoes one none did (see the
+    /// module documentation). Returns the step.
+    fn settle(&mut self, deadline: Instant, seen: &[Seen]) -> Result<u64> {
+        let lo = seen.iter().map(|s| s.0).min().unwrap_or(0);
+        let hi = seen.iter().map(|s| s.0).max().unwrap_or(0);
+        let on = |f: fn(&Seen, u64) -> bool| -> Vec<usize> {
+            seen.iter().enumerate().filter(|(_, s)| f(s, lo)).map(|(i, _)| i).collect()
+        };
+        let Some(t) = self.trainer else { return Ok(lo) };
+        if hi == lo {
+            let staged = on(|s, lo| s.1 == Some(lo));
+            if !staged.is_empty() {
+                info!("trainer {t}: undoing its step {lo}, staged on servers {staged:?} but committed on none");
+                let reqs = (0..seen.len()).map(|i| staged.contains(&i).then_some(Request::Abort { step: lo }));
+                self.expect_done(reqs.collect())?;
+            }
+            return Ok(lo);
+        }
+        let behind = on(|s, lo| s.0 == lo);
+        if hi == lo + 1 && behind.iter().all(|&i| seen[i].1 == Some(lo)) {
+            info!("trainer {t}: completing its step {lo}, committed on some servers, staged on {behind:?}");
+            let reqs = (0..seen.len()).map(|i| behind.contains(&i).then_some(Request::Commit { step: lo }));
+            for (s, r) in self.call_by(deadline, reqs.collect(), None)?.into_iter().enumerate() {
+                if !matches!(r, None | Some(Reply::Pushed { .. })) {
+                    return Err(self.unexpected(s));
+                }
+            }
+            return Ok(hi);
+        }
+        Err(Error::InvalidArgument(format!(
+            "trainer {t} has steps the servers cannot agree on: (clock, staged step) per server {seen:?}"
+        )))
+    }
+
+    /// Failure injection (tests, demos): this process kills itself with SIGKILL at `point` of
+    /// step `step` (see [`failpoint`](super::failpoint) and `WARREN_PS_MOCK`).
+    pub fn fail_at(&mut self, step: u64, point: FailPoint) {
+        self.fail_at.push((step, point));
+    }
+
+    /// Dies here if told to (see [`PsClient::fail_at`]).
+    fn maybe_fail(&self, point: FailPoint) {
+        if self.fail_at.contains(&(self.step, point)) {
+            failpoint::die(self.trainer, self.step, point);
+        }
     }
 
     /// Number of servers.
@@ -174,7 +243,7 @@ impl PsClient {
             })
             .collect();
         let mut out = Vec::with_capacity((range.end - range.start) as usize);
-        for (s, r) in self.call(reqs)?.into_iter().enumerate() {
+        for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {
             match r {
                 Some(Reply::Floats { values }) => out.extend_from_slice(&values),
                 None => {}
@@ -205,7 +274,7 @@ impl PsClient {
             .map(|(k, _)| (!k.is_empty()).then(|| Request::PullSparse { table: table.into(), keys: k.clone() }))
             .collect();
         let mut out = vec![0f32; keys.len() * width];
-        for (s, r) in self.call(reqs)?.into_iter().enumerate() {
+        for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {
             match r {
                 Some(Reply::Floats { values }) if values.len() == per[s].1.len() * width => {
                     for (row, &at) in values.chunks_exact(width).zip(&per[s].1) {
@@ -229,18 +298,29 @@ impl PsClient {
         }
         let per = self.split(grads)?;
         let step = self.step;
-        if self.job.as_ref().is_some_and(|j| j.mode == Mode::Sync) {
-            for (link, grads) in self.links.iter_mut().zip(&per) {
-                link.keep(step, grads.clone());
-            }
+        self.maybe_fail(FailPoint::BeforePush);
+        for (link, grads) in self.links.iter_mut().zip(&per) {
+            link.keep(step, grads.clone());
         }
         let replies = self.call(per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect())?;
-        for (s, r) in replies.into_iter().enumerate() {
-            match r {
-                Some(Reply::Pushed { durable }) => self.links[s].pushed(step, durable),
-                _ => return Err(self.unexpected(s)),
+        for (s, r) in replies.iter().enumerate() {
+            if !matches!(r, Some(Reply::Staged)) {
+                return Err(self.unexpected(s));
             }
         }
+        self.maybe_fail(FailPoint::Staged);
+        let mut commits: Vec<Option<Request>> = (0..self.servers()).map(|_| Some(Request::Commit { step })).collect();
+        if self.fail_at.contains(&(step, FailPoint::HalfCommitted)) {
+            commits.iter_mut().skip(1).for_each(|c| *c = None);
+            self.call(commits)?;
+            failpoint::die(self.trainer, step, FailPoint::HalfCommitted);
+        }
+        for (s, r) in self.call(commits)?.into_iter().enumerate() {
+            if !matches!(r, Some(Reply::Pushed { .. })) {
+                return Err(self.unexpected(s));
+            }
+        }
+        self.maybe_fail(FailPoint::AfterPush);
         self.step += 1;
         Ok(())
     }
@@ -329,12 +409,22 @@ impl PsClient {
 
     /// One pipelined round within the call timeout; error replies become errors.
     fn call(&mut self, reqs: Vec<Option<Request>>) -> Result<Vec<Option<Reply>>> {
-        self.call_by(Instant::now() + self.opts.call_timeout, reqs)
+        self.call_with(reqs, None)
+    }
+
+    /// [`PsClient::call`], dying at `point` once the requests are sent, if told to.
+    fn call_with(&mut self, reqs: Vec<Option<Request>>, point: Option<FailPoint>) -> Result<Vec<Option<Reply>>> {
+        self.call_by(Instant::now() + self.opts.call_timeout, reqs, point)
     }
 
     /// One pipelined round before `deadline`; error replies become errors.
-    fn call_by(&mut self, deadline: Instant, reqs: Vec<Option<Request>>) -> Result<Vec<Option<Reply>>> {
-        let replies = self.round(deadline, reqs)?;
+    fn call_by(
+        &mut self,
+        deadline: Instant,
+        reqs: Vec<Option<Request>>,
+        point: Option<FailPoint>,
+    ) -> Result<Vec<Option<Reply>>> {
+        let replies = self.round(deadline, reqs, point)?;
         for (s, r) in replies.iter().enumerate() {
             if let Some(Reply::Error { kind, message }) = r {
                 return Err(reply_error(*kind, message.clone(), &self.links[s].who));
@@ -345,19 +435,29 @@ impl PsClient {
 
     /// Sends server `s` request `reqs[s]` (if any) to every server first, then reads the
     /// replies in server order, all before `deadline`.
-    fn round(&mut self, deadline: Instant, reqs: Vec<Option<Request>>) -> Result<Vec<Option<Reply>>> {
+    fn round(
+        &mut self,
+        deadline: Instant,
+        reqs: Vec<Option<Request>>,
+        point: Option<FailPoint>,
+    ) -> Result<Vec<Option<Reply>>> {
         self.cancel.check()?;
         if let Some(why) = &self.broken {
             return Err(Error::Protocol(format!("the parameter-server connections failed earlier: {why}")));
         }
-        let result = self.exchange(deadline, reqs).map_err(|e| self.cancel.explain(e));
+        let result = self.exchange(deadline, reqs, point).map_err(|e| self.cancel.explain(e));
         if let Err(e) = &result {
             self.broken = Some(e.to_string());
         }
         result
     }
 
-    fn exchange(&mut self, deadline: Instant, reqs: Vec<Option<Request>>) -> Result<Vec<Option<Reply>>> {
+    fn exchange(
+        &mut self,
+        deadline: Instant,
+        reqs: Vec<Option<Request>>,
+        point: Option<FailPoint>,
+    ) -> Result<Vec<Option<Reply>>> {
         let n = self.links.len();
         let mut replies: Vec<Option<Reply>> = vec![None; n];
         let mut waiting: Vec<bool> = reqs.iter().map(Option::is_some).collect();
@@ -365,10 +465,15 @@ impl PsClient {
             if let Some(req) = req {
                 if let Err(e) = self.links[s].send(req, deadline) {
                     let why = link_failure(e)?;
-                    replies[s] = self.recover(s, Some(req), why, deadline)?;
+                    if let Some(r) = self.recover(s, Some(req), why, deadline)? {
+                        self.took(s, req, &mut replies, r);
+                    }
                     waiting[s] = replies[s].is_none();
                 }
             }
+        }
+        if let Some(p) = point {
+            self.maybe_fail(p);
         }
         // Every link is watched, idle ones too: a server that dies is noticed (and pushed
         // to again once back) even while this trainer waits for another server.
@@ -376,7 +481,7 @@ impl PsClient {
             for s in 0..n {
                 match self.links[s].poll_reply() {
                     Ok(Some(r)) if waiting[s] => {
-                        replies[s] = Some(r);
+                        self.took(s, reqs[s].as_ref().expect("awaited"), &mut replies, r);
                         waiting[s] = false;
                     }
                     Ok(Some(_)) => return Err(self.unexpected(s)),
@@ -385,7 +490,7 @@ impl PsClient {
                         let why = link_failure(e)?;
                         let req = reqs[s].as_ref().filter(|_| waiting[s]);
                         if let Some(r) = self.recover(s, req, why, deadline)? {
-                            replies[s] = Some(r);
+                            self.took(s, req.expect("a reply to an awaited request"), &mut replies, r);
                             waiting[s] = false;
                         }
                     }
@@ -396,6 +501,18 @@ impl PsClient {
             }
             self.wait_readable(deadline, &waiting)?;
         }
+    }
+
+    /// Takes server `s`'s reply `r` to `req`; a commit's acknowledgement is recorded on its
+    /// link at once, so that a restart of the server later in the same round pushes the step
+    /// again (sync) or resumes past it (async, SSP).
+    fn took(&mut self, s: usize, req: &Request, replies: &mut [Option<Reply>], r: Reply) {
+        if let (Request::Commit { step }, Reply::Pushed { durable }) = (req, &r) {
+            // Only sync pushes are pushed again after a server restart.
+            let sync = self.job.as_ref().is_some_and(|j| j.mode == Mode::Sync);
+            self.links[s].pushed(*step, if sync { *durable } else { None });
+        }
+        replies[s] = Some(r);
     }
 
     /// Recovers link `s` (see [`Link::recover`]).

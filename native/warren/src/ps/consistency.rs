@@ -15,6 +15,16 @@
 //!
 //! A trainer that leaves (finished, or given up) no longer holds anyone back; its pushes
 //! already received are still applied. The machine is generic over the pushed payload `G`.
+//!
+//! **Two-phase pushes.** A trainer's push of step `n` spans `S` servers, and a trainer can
+//! die between them. So a push is first *staged* at every server ([`Clocks::stage`]: held,
+//! not counted, the clock stays at `n`), and only once every server has it staged does the
+//! trainer *commit* it everywhere ([`Clocks::commit`]: counted and released as above). A
+//! replacement trainer (same id) finds, from the servers' clocks and staged steps, either
+//! that some server committed step `n` (then every server has it at least staged, and it
+//! commits the rest: the step is completed) or that none did (then it aborts the staged
+//! copies, [`Clocks::abort`]: the step is undone, and it computes it again from the same
+//! model). A staged push is always of the trainer's next step (`clock`).
 
 use std::collections::BTreeMap;
 
@@ -72,13 +82,23 @@ pub struct Clocks<G> {
     applied: u64,
     /// Sync: pushes of steps not yet released, by step then trainer.
     pending: BTreeMap<u64, BTreeMap<u32, G>>,
+    /// Pushes staged, not yet committed: trainer -> (its next step, payload).
+    #[serde(default = "BTreeMap::new")]
+    staged: BTreeMap<u32, (u64, G)>,
 }
 
 impl<G> Clocks<G> {
     /// A job of `trainers` trainers (ids `0..trainers`), all live at clock 0.
     pub fn new(mode: Mode, trainers: u32) -> Clocks<G> {
         let n = trainers as usize;
-        Clocks { mode, clock: vec![0; n], live: vec![true; n], applied: 0, pending: BTreeMap::new() }
+        Clocks {
+            mode,
+            clock: vec![0; n],
+            live: vec![true; n],
+            applied: 0,
+            pending: BTreeMap::new(),
+            staged: BTreeMap::new(),
+        }
     }
 
     /// The mode.
@@ -124,9 +144,16 @@ impl<G> Clocks<G> {
         Ok(t)
     }
 
-    /// Takes `trainer`'s push of `step`, which must be its next one; returns the batches now
-    /// released (to be applied in order).
+    /// Takes `trainer`'s push of `step`, which must be its next one, staged and committed at
+    /// once; returns the batches now released (to be applied in order).
     pub fn push(&mut self, trainer: u32, step: u64, payload: G) -> Result<Vec<Batch<G>>> {
+        self.stage(trainer, step, payload)?;
+        self.commit(trainer, step)
+    }
+
+    /// Holds `trainer`'s push of `step` (its next one) until it is committed; staging the
+    /// same step again replaces it (a trainer sending it again after a lost connection).
+    pub fn stage(&mut self, trainer: u32, step: u64, payload: G) -> Result<()> {
         let t = self.check(trainer)?;
         if step != self.clock[t] {
             return Err(Error::InvalidArgument(format!(
@@ -134,6 +161,40 @@ impl<G> Clocks<G> {
                 self.clock[t]
             )));
         }
+        self.staged.insert(trainer, (step, payload));
+        Ok(())
+    }
+
+    /// The step `trainer` has staged and not committed, if any.
+    pub fn staged(&self, trainer: u32) -> Option<u64> {
+        self.staged.get(&trainer).map(|(s, _)| *s)
+    }
+
+    /// Drops `trainer`'s staged push of `step`, if it has one (a push its replacement undoes).
+    pub fn abort(&mut self, trainer: u32, step: u64) -> Result<()> {
+        self.check(trainer)?;
+        if self.staged(trainer) == Some(step) {
+            self.staged.remove(&trainer);
+        }
+        Ok(())
+    }
+
+    /// Commits `trainer`'s staged push of `step`: it counts (the clock moves) and is released
+    /// as its mode says; returns the batches now released. A step already committed is a
+    /// no-op (the commit was sent again).
+    pub fn commit(&mut self, trainer: u32, step: u64) -> Result<Vec<Batch<G>>> {
+        let t = self.check(trainer)?;
+        if step < self.clock[t] {
+            return Ok(Vec::new());
+        }
+        if self.staged(trainer) != Some(step) {
+            return Err(Error::InvalidArgument(format!(
+                "trainer {trainer} commits step {step}, but it has {} staged here (next step {})",
+                self.staged(trainer).map_or("nothing".to_string(), |s| format!("step {s}")),
+                self.clock[t]
+            )));
+        }
+        let (_, payload) = self.staged.remove(&trainer).expect("checked above");
         self.clock[t] += 1;
         if self.mode != Mode::Sync {
             return Ok(vec![vec![(trainer, step, payload)]]);
@@ -158,15 +219,16 @@ impl<G> Clocks<G> {
         Ok(lost)
     }
 
-    /// `trainer` leaves the job: it holds nobody back any more. Returns the batches released.
+    /// `trainer` leaves the job: it holds nobody back any more; a push it staged is dropped.
     /// Leaving again is a no-op: a leave sent again to a server restarted from a checkpoint
-    /// that holds it, or by a re-run of a trainer that had left.
+    /// that holds it, or by a re-run of a trainer that had left. Returns the batches released.
     pub fn leave(&mut self, trainer: u32) -> Result<Vec<Batch<G>>> {
-        if trainer < self.trainers() && !self.is_live(trainer) {
+        if (trainer as usize) < self.live.len() && !self.live[trainer as usize] {
             return Ok(Vec::new());
         }
         let t = self.check(trainer)?;
         self.live[t] = false;
+        self.staged.remove(&trainer);
         Ok(if self.mode == Mode::Sync { self.release() } else { Vec::new() })
     }
 
@@ -262,6 +324,27 @@ mod tests {
         assert!(c.push(1, 0, ()).unwrap_err().to_string().contains("left"));
         assert_eq!(c.leave(1).unwrap(), Vec::<Batch<()>>::new(), "leaving again is a no-op");
         assert!(c.leave(5).unwrap_err().to_string().contains("trainer 5 is not in this job"));
+    }
+
+    #[test]
+    fn a_staged_push_counts_only_once_committed_and_can_be_undone() {
+        let mut c = Clocks::new(Mode::Sync, 2);
+        c.stage(0, 0, "a0").unwrap();
+        c.push(1, 0, "b0").unwrap();
+        assert_eq!((c.clock(0), c.staged(0), c.applied()), (0, Some(0), 0), "staged: not counted");
+        assert!(!c.pull_ready(1), "trainer 1 waits for trainer 0's step 0");
+        c.stage(0, 0, "a0'").unwrap();
+        c.abort(0, 0).unwrap();
+        assert_eq!(c.staged(0), None, "undone");
+        let e = c.commit(0, 0).unwrap_err().to_string();
+        assert!(e.contains("commits step 0, but it has nothing staged"), "{e}");
+        c.stage(0, 0, "a0''").unwrap();
+        assert_eq!(c.commit(0, 0).unwrap(), vec![vec![(0, 0, "a0''"), (1, 0, "b0")]], "the last staged copy");
+        assert_eq!(c.commit(0, 0).unwrap(), Vec::<Batch<&str>>::new(), "committing again is a no-op");
+        assert!(c.stage(0, 0, "x").unwrap_err().to_string().contains("next step here is 1"));
+        c.stage(0, 1, "a1").unwrap();
+        c.leave(0).unwrap();
+        assert_eq!(c.staged(0), None, "a trainer leaving drops what it staged");
     }
 
     #[test]

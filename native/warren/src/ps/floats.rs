@@ -1,49 +1,256 @@
-//! `f32` arrays in JSON frames as hex strings of their little-endian bytes: exact (no decimal
-//! round trip) and decoded without parsing numbers. For `#[serde(with = "floats")]`.
+//! The parameter server's binary encoding: a message (or a checkpoint) is a small JSON
+//! *header* and a binary *tail* holding its bulk arrays (`f32` values, `u64` keys) as
+//! little-endian bytes, so that a 64 MiB model crosses the wire as 64 MiB, copied, not
+//! printed and parsed.
+//!
+//! Frame: `u32` little-endian body length (the [`wire`](crate::wire) framing), then the body:
+//! `u32` tail length, the tail, the header. In the header each bulk array is `[offset,
+//! count]` into the tail (order-independent, so serde's buffering of tagged enums is fine).
+//! Fields opt in with `#[serde(with = "floats")]` (`f32`) or `#[serde(with = "floats::u64s")]`.
+//! Outside [`encode_frame`] / [`decode_body`] (plain `serde_json`, e.g. a status dump) an
+//! array is written as the hex string of its little-endian bytes, as in format 1, which is
+//! still read.
 
-use serde::{Deserialize, Deserializer, Serializer};
+use std::cell::RefCell;
 
-/// Writes `v` as the hex string of its little-endian bytes.
-pub fn serialize<S: Serializer>(v: &[f32], s: S) -> Result<S::Ok, S::Error> {
-    let mut bytes = Vec::with_capacity(v.len() * 4);
-    for x in v {
-        bytes.extend_from_slice(&x.to_le_bytes());
-    }
-    s.serialize_str(&hex::encode(bytes))
+use serde::de::{self, DeserializeOwned, Deserializer, SeqAccess, Visitor};
+use serde::{Serialize, Serializer};
+
+use crate::error::Error;
+
+/// Bytes before the tail in an encoded frame: the frame length and the tail length.
+const PREFIX: usize = 8;
+
+thread_local! {
+    /// The frame being encoded on this thread (its tail grows as arrays are serialized).
+    static OUT: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+    /// The tail of the body being decoded on this thread.
+    static IN: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
 }
 
-/// Reads what [`serialize`] wrote; a string of odd length, with a non-hex digit, or not a
-/// whole number of floats is an error.
-pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
-    let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
-    let bytes = hex::decode(s.as_bytes()).map_err(serde::de::Error::custom)?;
-    if bytes.len() % 4 != 0 {
-        return Err(serde::de::Error::custom(format!("{} bytes are not a whole number of f32s", bytes.len())));
+/// Encodes `msg` as one frame: length, tail length, tail, JSON header.
+pub fn encode_frame<T: Serialize>(msg: &T) -> Vec<u8> {
+    OUT.with(|o| *o.borrow_mut() = Some(vec![0u8; PREFIX]));
+    let header = serde_json::to_vec(msg);
+    let mut out = OUT.with(|o| o.borrow_mut().take()).expect("set above");
+    let header = header.expect("parameter-server messages always serialize");
+    let tail = out.len() - PREFIX;
+    out.extend_from_slice(&header);
+    let body = out.len() - 4;
+    out[..4].copy_from_slice(&(body as u32).to_le_bytes());
+    out[4..8].copy_from_slice(&(tail as u32).to_le_bytes());
+    out
+}
+
+/// Decodes a whole frame (its length included) as written by [`encode_frame`]; anything
+/// malformed is an [`Error::Protocol`]. The arrays are copied once, out of `frame`.
+pub fn decode_frame<T: DeserializeOwned>(frame: Vec<u8>) -> crate::error::Result<T> {
+    let bad = |why: String| Error::Protocol(format!("malformed message: {why}"));
+    if frame.len() < PREFIX {
+        return Err(bad(format!("{} bytes, no tail length", frame.len())));
     }
-    Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
+    let tail = u32::from_le_bytes(frame[4..8].try_into().expect("4 bytes")) as usize;
+    if tail > frame.len() - PREFIX {
+        return Err(bad(format!("a tail of {tail} bytes in a frame of {}", frame.len())));
+    }
+    let header = frame[PREFIX + tail..].to_vec();
+    IN.with(|i| *i.borrow_mut() = Some(frame));
+    let msg = serde_json::from_slice(&header).map_err(|e| bad(e.to_string()));
+    IN.with(|i| i.borrow_mut().take());
+    msg
+}
+
+/// [`decode_frame`] of a frame's body (after its length).
+#[cfg(test)]
+fn decode_body<T: DeserializeOwned>(body: &[u8]) -> crate::error::Result<T> {
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(body);
+    decode_frame(frame)
+}
+
+/// Writes `bytes` (`n` elements) to the tail of the frame being encoded, or, outside one,
+/// as a hex string.
+fn put<S: Serializer>(s: S, n: usize, write: impl Fn(&mut Vec<u8>)) -> Result<S::Ok, S::Error> {
+    let at = OUT.with(|o| {
+        o.borrow_mut().as_mut().map(|out| {
+            let at = out.len() - PREFIX;
+            write(out);
+            at
+        })
+    });
+    match at {
+        Some(at) => (at as u64, n as u64).serialize(s),
+        None => {
+            let mut bytes = Vec::new();
+            write(&mut bytes);
+            s.serialize_str(&hex::encode(bytes))
+        }
+    }
+}
+
+/// Reads `[offset, count]` into the tail, or a hex string, as a `Vec` of `T`: `size`-byte
+/// little-endian elements converted by `conv`.
+struct Array<T> {
+    size: usize,
+    conv: fn(&[u8]) -> Vec<T>,
+}
+
+impl<'de, T> Visitor<'de> for Array<T> {
+    type Value = Vec<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "[offset, count] into the tail, or a hex string")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Vec<T>, E> {
+        let bytes = hex::decode(v.as_bytes()).map_err(E::custom)?;
+        if bytes.len() % self.size != 0 {
+            return Err(E::custom(format!(
+                "{} bytes are not a whole number of {}-byte elements",
+                bytes.len(),
+                self.size
+            )));
+        }
+        Ok((self.conv)(&bytes))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+        let at: u64 = seq.next_element()?.ok_or_else(|| de::Error::custom("no offset"))?;
+        let n: u64 = seq.next_element()?.ok_or_else(|| de::Error::custom("no count"))?;
+        let range = usize::try_from(at)
+            .ok()
+            .zip(usize::try_from(n).ok().and_then(|n| n.checked_mul(self.size)))
+            .and_then(|(a, len)| Some(a.checked_add(PREFIX)?..a.checked_add(PREFIX)?.checked_add(len)?));
+        IN.with(|i| {
+            let frame = i.borrow();
+            let Some(frame) = frame.as_ref() else {
+                return Err(de::Error::custom("an array in a tail, outside a binary frame"));
+            };
+            let tail_end = PREFIX + u32::from_le_bytes(frame[4..8].try_into().expect("checked")) as usize;
+            match range {
+                Some(r) if r.end <= tail_end => Ok((self.conv)(&frame[r])),
+                _ => Err(de::Error::custom(format!(
+                    "{n} elements at {at} overrun a tail of {} bytes",
+                    tail_end - PREFIX
+                ))),
+            }
+        })
+    }
+}
+
+/// Little-endian bytes to `f32`s, by one copy.
+fn f32s(b: &[u8]) -> Vec<f32> {
+    let mut v = vec![0f32; b.len() / 4];
+    bytemuck::cast_slice_mut::<f32, u8>(&mut v).copy_from_slice(b);
+    v.iter_mut().for_each(|x| *x = f32::from_bits(u32::from_le(x.to_bits())));
+    v
+}
+
+/// Little-endian bytes to `u64`s, by one copy.
+fn u64s_of(b: &[u8]) -> Vec<u64> {
+    let mut v = vec![0u64; b.len() / 8];
+    bytemuck::cast_slice_mut::<u64, u8>(&mut v).copy_from_slice(b);
+    v.iter_mut().for_each(|x| *x = u64::from_le(*x));
+    v
+}
+
+/// Appends `v` as little-endian bytes (one copy on a little-endian machine).
+fn put_le<T: bytemuck::Pod>(out: &mut Vec<u8>, v: &[T], le: impl Fn(&T) -> T) {
+    if cfg!(target_endian = "little") {
+        out.extend_from_slice(bytemuck::cast_slice(v));
+    } else {
+        for x in v {
+            out.extend_from_slice(bytemuck::bytes_of(&le(x)));
+        }
+    }
+}
+
+/// Writes `v` (see the module documentation).
+pub fn serialize<S: Serializer>(v: &[f32], s: S) -> Result<S::Ok, S::Error> {
+    put(s, v.len(), |out| put_le(out, v, |x| f32::from_bits(x.to_bits().to_le())))
+}
+
+/// Reads what [`serialize`] wrote.
+pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
+    d.deserialize_any(Array { size: 4, conv: f32s })
+}
+
+/// `u64` arrays (sparse keys), the same way.
+pub mod u64s {
+    use super::*;
+
+    /// Writes `v` (see the module documentation).
+    pub fn serialize<S: Serializer>(v: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        put(s, v.len(), |out| put_le(out, v, |x| x.to_le()))
+    }
+
+    /// Reads what [`serialize`] wrote.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        d.deserialize_any(Array { size: 8, conv: u64s_of })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use serde::{Deserialize, Serialize};
 
-    #[derive(Debug, Serialize, Deserialize)]
-    struct V(#[serde(with = "super")] Vec<f32>);
+    use super::*;
 
-    #[test]
-    fn floats_round_trip_bit_for_bit() {
-        let v = V(vec![0.1, -0.0, f32::MIN_POSITIVE, f32::MAX, 1e-45, f32::NAN]);
-        let json = serde_json::to_string(&v).unwrap();
-        assert_eq!(&json[..9], "\"cdcccc3d", "little-endian hex of 0.1");
-        let back: V = serde_json::from_str(&json).unwrap();
-        let bits = |v: &V| v.0.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&back), bits(&v));
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    #[serde(tag = "kind")]
+    enum M {
+        A {
+            #[serde(with = "super")]
+            v: Vec<f32>,
+            #[serde(with = "super::u64s")]
+            k: Vec<u64>,
+            #[serde(with = "super")]
+            w: Vec<f32>,
+        },
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
     }
 
     #[test]
-    fn malformed_hex_is_an_error() {
+    fn arrays_cross_as_little_endian_bytes_bit_for_bit() {
+        let v = vec![0.1, -0.0, f32::MIN_POSITIVE, f32::MAX, 1e-45, f32::NAN];
+        let m = M::A { v: v.clone(), k: vec![u64::MAX, 3], w: vec![] };
+        let frame = encode_frame(&m);
+        let body = u32::from_le_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(body, frame.len() - 4);
+        assert_eq!(&frame[8..12], &0.1f32.to_le_bytes(), "the tail starts with v's bytes");
+        assert_eq!(u32::from_le_bytes(frame[4..8].try_into().unwrap()), 6 * 4 + 2 * 8);
+        let header = std::str::from_utf8(&frame[8 + 40..]).unwrap();
+        assert_eq!(header, r#"{"kind":"A","v":[0,6],"k":[24,2],"w":[40,0]}"#);
+        let M::A { v: back, k, w } = decode_frame::<M>(frame).unwrap();
+        assert_eq!((bits(&back), k, w), (bits(&v), vec![u64::MAX, 3], vec![]));
+    }
+
+    #[test]
+    fn outside_a_frame_arrays_are_hex_as_in_format_1() {
+        let m = M::A { v: vec![0.1], k: vec![1], w: vec![] };
+        let json = serde_json::to_string(&m).unwrap();
+        assert_eq!(json, r#"{"kind":"A","v":"cdcccc3d","k":"0100000000000000","w":""}"#);
+        assert_eq!(serde_json::from_str::<M>(&json).unwrap(), m);
+    }
+
+    #[test]
+    fn malformed_bodies_are_errors() {
+        let good = encode_frame(&M::A { v: vec![1.0; 4], k: vec![], w: vec![] });
+        let mut overrun = good[4..].to_vec();
+        overrun[..4].copy_from_slice(&8u32.to_le_bytes()); // tail shorter than the array
+        let cases: [&[u8]; 4] =
+            [b"", &[9, 0, 0, 0, 1], &overrun, b"\x00\x00\x00\x00{\"kind\":\"A\",\"v\":[0,1],\"k\":\"\",\"w\":\"\"}"];
+        for bad in cases {
+            let e = decode_body::<M>(bad).unwrap_err();
+            assert!(matches!(e, Error::Protocol(_)), "{e}");
+        }
         for bad in ["\"abc\"", "\"zz000000\"", "\"000000\"", "7"] {
-            assert!(serde_json::from_str::<V>(bad).is_err(), "{bad}");
+            let json = format!(r#"{{"kind":"A","v":{bad},"k":"","w":""}}"#);
+            assert!(serde_json::from_str::<M>(&json).is_err(), "{bad}");
         }
     }
 }

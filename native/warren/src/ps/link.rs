@@ -2,7 +2,8 @@
 //! server has them in a checkpoint, and the way back after the server restarts: connect
 //! again (waiting, with progress lines naming the server, until the call's deadline), say
 //! hello, define the job if the server lost it, then push again what the restart lost
-//! (sync) or resume past it, counting the lost updates (async, SSP).
+//! (sync) or resume past it, counting the lost updates (async, SSP), and stage again the
+//! push in flight if the server had it staged and lost it.
 
 use std::collections::VecDeque;
 use std::io;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use super::consistency::Mode;
-use super::proto::{JobSpec, MAX_PS_FRAME, Reply, Request, reply_error};
+use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, reply_error};
 use super::shard::Grad;
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
@@ -43,8 +44,10 @@ pub(crate) struct Link {
     conn: Option<Connection>,
     /// Pushes `(step, gradients)` not yet in a checkpoint of the server, oldest first.
     kept: VecDeque<(u64, Vec<Grad>)>,
-    /// The step after the last push the server acknowledged.
+    /// The step after the last push the server acknowledged (committed).
     acked: u64,
+    /// The push being made (kept, staged or to be staged, not yet committed here).
+    in_flight: Option<u64>,
 }
 
 impl Link {
@@ -52,13 +55,13 @@ impl Link {
     pub fn open(index: usize, uri: &str, secret: &[u8], deadline: Instant, cancel: &CancelHandle) -> Result<Link> {
         let who = format!("ps server {index} ({uri})");
         let conn = connect(uri, secret, &who, deadline, cancel)?;
-        Ok(Link { who, uri: uri.to_string(), conn: Some(conn), kept: VecDeque::new(), acked: 0 })
+        Ok(Link { who, uri: uri.to_string(), conn: Some(conn), kept: VecDeque::new(), acked: 0, in_flight: None })
     }
 
     /// Sends a request; an [`Error::Io`] means the link failed.
     pub fn send(&mut self, req: &Request, deadline: Instant) -> Result<()> {
         match self.conn.as_mut() {
-            Some(c) => c.send(req, deadline),
+            Some(c) => c.send_frame(&proto::encode(req), deadline),
             None => Err(closed(&self.who)),
         }
     }
@@ -66,8 +69,8 @@ impl Link {
     /// Receives the reply to the oldest request; a closed connection is an [`Error::Io`].
     pub fn recv(&mut self, deadline: Instant) -> Result<Reply> {
         let Some(c) = self.conn.as_mut() else { return Err(closed(&self.who)) };
-        match c.recv::<Reply>(deadline)? {
-            Some(r) => Ok(r),
+        match c.recv_frame(deadline)? {
+            Some(f) => proto::decode(f),
             None => {
                 self.conn = None;
                 Err(closed(&self.who))
@@ -85,12 +88,12 @@ impl Link {
     /// idle).
     pub fn poll_reply(&mut self) -> Result<Option<Reply>> {
         let Some(c) = self.conn.as_mut() else { return Err(closed(&self.who)) };
-        if let Some(r) = c.next_buffered::<Reply>()? {
-            return Ok(Some(r));
+        if let Some(f) = c.next_buffered_frame()? {
+            return proto::decode(f).map(Some);
         }
         let open = c.read_available()?;
-        if let Some(r) = c.next_buffered::<Reply>()? {
-            return Ok(Some(r));
+        if let Some(f) = c.next_buffered_frame()? {
+            return proto::decode(f).map(Some);
         }
         if !open {
             self.conn = None;
@@ -108,22 +111,23 @@ impl Link {
         }
     }
 
-    /// Keeps push `step` to push it again after a restart.
+    /// Keeps push `step` (the one being made) to stage it again, or push it again, after a
+    /// restart.
     pub fn keep(&mut self, step: u64, grads: Vec<Grad>) {
         self.kept.push_back((step, grads));
+        self.in_flight = Some(step);
     }
 
-    /// The server's answer to push `step`: drop what its checkpoint holds (everything, if it
-    /// keeps no checkpoints).
+    /// The server's answer to the commit of push `step`: drop what its checkpoint holds
+    /// (`durable`; with `None`, every push up to `step`).
     pub fn pushed(&mut self, step: u64, durable: Option<u64>) {
         self.acked = self.acked.max(step + 1);
-        match durable {
-            Some(d) => {
-                while self.kept.front().is_some_and(|(step, _)| *step < d) {
-                    self.kept.pop_front();
-                }
-            }
-            None => self.kept.clear(),
+        let keep_from = durable.map_or(step + 1, |d| d.min(step + 1));
+        while self.kept.front().is_some_and(|(s, _)| *s < keep_from) {
+            self.kept.pop_front();
+        }
+        if self.in_flight.is_some_and(|s| s <= step) {
+            self.in_flight = None;
         }
     }
 
@@ -176,13 +180,13 @@ impl Link {
         lost: &mut u64,
     ) -> Result<Option<Reply>> {
         self.conn = Some(connect(&self.uri, secret, &self.who, deadline, session.cancel)?);
-        let clock = match self.ask(&Request::Hello { trainer: session.trainer }, deadline)? {
+        let (clock, staged) = match self.ask(&Request::Hello { trainer: session.trainer }, deadline)? {
             Reply::Hello { job: None, .. } if session.job.is_some() => {
                 let job = session.job.expect("checked").clone();
                 self.ask(&Request::Define { job }, deadline)?;
-                0
+                (0, None)
             }
-            Reply::Hello { clock, .. } => clock,
+            Reply::Hello { clock, staged, .. } => (clock, staged),
             _ => return Err(Error::Protocol(format!("{} answered a hello with something else", self.who))),
         };
         let mode = session.job.map(|j| j.mode);
@@ -190,14 +194,16 @@ impl Link {
             // Push again (or resume past) every push the server had acknowledged, also one
             // acknowledged in the round that is still waiting for another server.
             let upto = match req {
-                Some(Request::Push { step, .. }) => *step,
+                Some(Request::Push { step, .. } | Request::Commit { step }) => *step,
                 _ => session.step.max(self.acked),
             };
-            if let Some(Request::Push { step, .. }) = req {
-                if *step < clock {
-                    // The server's checkpoint already holds this push.
+            match req {
+                // The server's checkpoint already holds this push.
+                Some(Request::Push { step, .. }) if *step < clock => return Ok(Some(Reply::Staged)),
+                Some(Request::Commit { step }) if *step < clock => {
                     return Ok(Some(Reply::Pushed { durable: Some(0) }));
                 }
+                _ => {}
             }
             if mode == Mode::Sync {
                 self.push_again(t, clock, upto, deadline)?;
@@ -207,11 +213,29 @@ impl Link {
                     *lost += n;
                 }
             }
+            // The push being made, staged here before the restart (a push request in flight
+            // is sent again below).
+            let resent = matches!(req, Some(Request::Push { .. }));
+            if let Some(s) = self.in_flight.filter(|&s| s == clock.max(upto) && staged != Some(s) && !resent) {
+                self.stage_again(s, deadline)?;
+            }
         }
         if let Some(req) = req {
             self.send(req, deadline)?;
         }
         Ok(None)
+    }
+
+    /// Stages kept push `step` again.
+    fn stage_again(&mut self, step: u64, deadline: Instant) -> Result<()> {
+        let grads =
+            self.kept.iter().find(|(s, _)| *s == step).map(|(_, g)| g.clone()).ok_or_else(|| {
+                Error::Protocol(format!("{}: the push of step {step} being made was not kept", self.who))
+            })?;
+        match self.ask(&Request::Push { step, grads }, deadline)? {
+            Reply::Staged => Ok(()),
+            _ => Err(Error::Protocol(format!("{} answered a push with something else", self.who))),
+        }
     }
 
     /// Sync: pushes steps `clock..upto` again from what was kept.
@@ -232,8 +256,9 @@ impl Link {
             self.kept.iter().filter(|(s, _)| (clock..upto).contains(s)).cloned().collect();
         info!("trainer {t}: pushing steps {clock}..{upto} to {} again", self.who);
         for (step, grads) in again {
-            match self.ask(&Request::Push { step, grads }, deadline)? {
-                Reply::Pushed { durable } => self.pushed(step, durable),
+            let staged = self.ask(&Request::Push { step, grads }, deadline)?;
+            match (staged, self.ask(&Request::Commit { step }, deadline)?) {
+                (Reply::Staged, Reply::Pushed { durable }) => self.pushed(step, durable),
                 _ => return Err(Error::Protocol(format!("{} answered a push with something else", self.who))),
             }
         }

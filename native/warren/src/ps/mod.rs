@@ -10,7 +10,10 @@
 //! - `shard.rs`: [`Shard`], one server's share of every table: pulls, checks of pushed
 //!   [`Grad`]ients, and batches of pushes summed in the order given and applied once.
 //! - `consistency.rs`: [`Clocks`], the state machine deciding when pushes are applied and
-//!   pulls answered ([`Mode`]: sync, async, SSP(k)), with property tests.
+//!   pulls answered ([`Mode`]: sync, async, SSP(k)), with property tests; pushes are
+//!   two-phase (staged, then committed), so that a trainer that dies half-way through a push
+//!   is replaced by one that completes or undoes it.
+//! - [`failpoint`]: `WARREN_PS_MOCK`, trainers killing themselves at given points (tests).
 //! - [`proto`]: the messages.
 //! - `checkpoint.rs`: [`Checkpoint`]s of a shard in a generic [`FileStore`](crate::store::FileStore)
 //!   (atomic snapshots), and the [`CheckpointPolicy`] (every `K` steps or `T` seconds).
@@ -25,6 +28,7 @@
 mod checkpoint;
 mod client;
 mod consistency;
+pub mod failpoint;
 mod floats;
 mod link;
 mod optim;
@@ -36,6 +40,7 @@ mod table;
 pub use checkpoint::{Checkpoint, CheckpointCodec, CheckpointPolicy};
 pub use client::{PsClient, PsClientOptions};
 pub use consistency::{Batch, Clocks, Mode};
+pub use failpoint::{FailPoint, PsMock};
 pub use optim::Optimizer;
 pub use proto::{JobSpec, ServerStatus};
 pub use service::{PsConfig, PsServer};

@@ -3,9 +3,10 @@
 //!
 //! A connection opens with the handshake every Warren service uses (see [`crate::wire`]),
 //! for [`Purpose::ParamServer`](crate::wire::auth::Purpose::ParamServer). Then the client
-//! sends [`Request`] frames (`u32` little-endian length + JSON, at most [`MAX_PS_FRAME`]
-//! bytes; floats as hex strings of their little-endian bytes) and gets exactly one
-//! [`Reply`] for each, in order. A client may send several requests before reading the
+//! sends [`Request`] frames and gets exactly one [`Reply`] for each, in order. A frame is
+//! binary ([`encode`], [`decode`]): the [`wire`](crate::wire) framing (`u32` little-endian
+//! length, at most [`MAX_PS_FRAME`] bytes), then a tail of little-endian `f32` values and
+//! `u64` keys and a small JSON header pointing into it (see `floats.rs`). A client may send several requests before reading the
 //! replies (the trainer client sends one to every server before it waits).
 
 use serde::{Deserialize, Serialize};
@@ -15,9 +16,19 @@ use super::shard::Grad;
 use super::table::TableSpec;
 use crate::error::Error;
 
-/// Largest frame a parameter server or its client accepts (a 64 MiB model pulled whole is a
-/// 128 MiB hex string).
+/// Largest frame a parameter server or its client accepts.
 pub const MAX_PS_FRAME: usize = 1 << 30;
+
+/// Encodes a request, a reply (or any message with bulk arrays) as one binary frame.
+pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
+    super::floats::encode_frame(msg)
+}
+
+/// Decodes a whole frame (length included) written by [`encode`]; anything malformed is an
+/// [`Error::Protocol`].
+pub fn decode<T: serde::de::DeserializeOwned>(frame: Vec<u8>) -> crate::error::Result<T> {
+    super::floats::decode_frame(frame)
+}
 
 /// What a job runs: its trainers, its consistency mode and its tables. The first trainer to
 /// send it defines it; the same again is a no-op, another one an error.
@@ -60,14 +71,27 @@ pub enum Request {
         /// The table.
         table: String,
         /// The keys.
+        #[serde(with = "super::floats::u64s")]
         keys: Vec<u64>,
     },
-    /// The trainer's gradients of `step` for this server (possibly none).
+    /// Stages the trainer's gradients of `step` for this server (possibly none): held, not
+    /// counted until [`Request::Commit`] (see the two-phase pushes of `consistency.rs`).
     Push {
         /// The trainer's step: its pushes to this server so far.
         step: u64,
         /// The gradients.
         grads: Vec<Grad>,
+    },
+    /// Commits the trainer's staged push of `step` (a no-op if it is already committed).
+    Commit {
+        /// The step.
+        step: u64,
+    },
+    /// Drops the trainer's staged push of `step`, if any: its replacement undoes a push that
+    /// no server committed.
+    Abort {
+        /// The step.
+        step: u64,
     },
     /// Async and SSP, after this server restarted from an older checkpoint: the trainer
     /// goes on at `step`; the steps in between are counted as lost.
@@ -117,10 +141,15 @@ pub enum Reply {
         job: Option<JobSpec>,
         /// The trainer's clock here (0 for a new trainer).
         clock: u64,
+        /// The step the trainer has staged here and not committed, if any.
+        #[serde(default)]
+        staged: Option<u64>,
     },
     /// The request was carried out.
     Done,
-    /// Answer to [`Request::Push`]: taken.
+    /// Answer to [`Request::Push`]: staged.
+    Staged,
+    /// Answer to [`Request::Commit`]: counted.
     Pushed {
         /// The trainer's clock in this server's last checkpoint: the trainer must keep its
         /// pushes from this step on, to push them again should the server restart from that
@@ -191,7 +220,6 @@ mod tests {
     use super::*;
     use crate::ps::optim::Optimizer;
     use crate::ps::table::{Init, TableKind};
-    use crate::wire::{decode_frame_within, encode_frame};
 
     #[test]
     fn requests_and_replies_round_trip_through_frames() {
@@ -214,24 +242,25 @@ mod tests {
                 step: 7,
                 grads: vec![Grad::Sparse { table: "emb".into(), keys: vec![1], values: vec![0.5; 16] }],
             },
+            Request::Commit { step: 7 },
+            Request::Abort { step: 7 },
             Request::Resume { step: 9 },
             Request::Leave,
             Request::Status,
         ];
         for r in reqs {
-            let f = encode_frame(&r);
-            assert_eq!(decode_frame_within::<Request>(&f, MAX_PS_FRAME).unwrap(), Some((r, f.len())));
+            assert_eq!(decode::<Request>(encode(&r)).unwrap(), r);
         }
         let replies = [
-            Reply::Hello { index: 1, servers: 2, job: Some(job), clock: 5 },
+            Reply::Hello { index: 1, servers: 2, job: Some(job), clock: 5, staged: Some(5) },
+            Reply::Staged,
             Reply::Floats { values: vec![1.5, -0.0] },
             Reply::Pushed { durable: Some(3) },
             Reply::Resumed { lost: 2 },
             error_reply(&Error::InvalidArgument("no table".into())),
         ];
         for r in replies {
-            let f = encode_frame(&r);
-            assert_eq!(decode_frame_within::<Reply>(&f, MAX_PS_FRAME).unwrap(), Some((r, f.len())));
+            assert_eq!(decode::<Reply>(encode(&r)).unwrap(), r);
         }
         let json = serde_json::to_string(&Request::PullDense { table: "w".into(), start: 0, end: 1 }).unwrap();
         assert_eq!(json, r#"{"op":"pull_dense","table":"w","start":0,"end":1}"#);

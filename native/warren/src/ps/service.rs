@@ -7,6 +7,10 @@
 //! any replies (the pipelined trainer client) never stalls the reader. Bad input gets an
 //! error reply and the connection (and every other one) goes on; a malformed frame gets an
 //! error reply and that connection is closed.
+//!
+//! A trainer's hello *supersedes* its earlier connections: requests still arriving on them
+//! (a killed trainer's last bytes, read after its replacement said hello) are refused, so a
+//! replacement deciding to complete or undo a half-pushed step is never overtaken.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -18,7 +22,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::checkpoint::{self, Checkpoint, CheckpointCodec, CheckpointPolicy};
 use super::consistency::{Clocks, Mode};
-use super::proto::{JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
+use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
 use super::shard::{Grad, Shard};
 use crate::error::{Error, Result};
 use crate::store::{FileStore, Store};
@@ -83,11 +87,22 @@ struct Checkpoints {
     durable: Vec<u64>,
 }
 
+/// Who a connection speaks for.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Conn {
+    /// The trainer, once it said hello as one (`None`: an observer, or no hello yet).
+    pub trainer: Option<u32>,
+    /// Which of the trainer's hellos this connection's was (see [`State::handle`]).
+    pub generation: u64,
+}
+
 /// What a server holds; every request is carried out under its lock, briefly.
 pub(crate) struct State {
     index: usize,
     servers: usize,
     job: Option<Job>,
+    /// Each trainer's hellos so far: only its latest connection may act for it.
+    generations: std::collections::HashMap<u32, u64>,
     pushes: u64,
     /// Trainers' pushes lost in restarts (async, SSP), as reported by their `Resume`s.
     lost: u64,
@@ -96,7 +111,7 @@ pub(crate) struct State {
 
 impl State {
     pub(crate) fn new(index: usize, servers: usize) -> State {
-        State { index, servers, job: None, pushes: 0, lost: 0, checkpoints: None }
+        State { index, servers, job: None, generations: Default::default(), pushes: 0, lost: 0, checkpoints: None }
     }
 
     /// Goes on from `c`.
@@ -155,8 +170,25 @@ impl State {
         self.job.as_mut().ok_or_else(|| Error::InvalidArgument("no job defined yet: a trainer must define it".into()))
     }
 
-    fn trainer(trainer: Option<u32>, op: &str) -> Result<u32> {
-        trainer.ok_or_else(|| Error::InvalidArgument(format!("{op} needs a trainer id (say hello as a trainer)")))
+    /// The connection's trainer, for `op`; refused if a later hello superseded the connection.
+    fn trainer(&self, conn: &Conn, op: &str) -> Result<u32> {
+        let t = conn
+            .trainer
+            .ok_or_else(|| Error::InvalidArgument(format!("{op} needs a trainer id (say hello as a trainer)")))?;
+        self.current(conn)?;
+        Ok(t)
+    }
+
+    /// Refuses a trainer's connection superseded by a later hello of the same trainer.
+    fn current(&self, conn: &Conn) -> Result<()> {
+        match conn.trainer {
+            Some(t) if self.generations.get(&t).copied().unwrap_or(0) != conn.generation => {
+                Err(Error::InvalidArgument(format!(
+                    "trainer {t} connected again (a replacement?): this older connection may no longer act for it"
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Whether a pull by `trainer` may be answered now (observers never wait).
@@ -174,47 +206,53 @@ impl State {
         format!("trainers {who:?} to reach step {} (mode {})", job.clocks.clock(trainer), job.clocks.mode())
     }
 
-    /// Carries out a request whose wait (if a pull) is over; `trainer` is the connection's.
+    /// Carries out a request whose wait (if a pull) is over, for connection `conn`.
     /// Returns the reply and whether the clocks moved.
-    pub(crate) fn handle(&mut self, req: Request, trainer: &mut Option<u32>) -> Result<(Reply, bool)> {
+    pub(crate) fn handle(&mut self, req: Request, conn: &mut Conn) -> Result<(Reply, bool)> {
         match req {
-            Request::Hello { trainer: t } => {
-                let clock = match (&self.job, t) {
-                    (Some(job), Some(t)) if t >= job.clocks.trainers() => {
-                        return Err(Error::InvalidArgument(format!(
-                            "trainer {t} is not in this job of {} trainers",
-                            job.clocks.trainers()
-                        )));
-                    }
-                    (Some(job), Some(t)) => job.clocks.clock(t),
-                    _ => 0,
-                };
-                *trainer = t;
-                let job = self.job.as_ref().map(|j| j.spec.clone());
-                Ok((Reply::Hello { index: self.index, servers: self.servers, job, clock }, false))
+            Request::Hello { trainer: t } => self.hello(t, conn),
+            Request::Define { job } => {
+                self.current(conn)?;
+                self.define(job, conn.trainer).map(|()| (Reply::Done, false))
             }
-            Request::Define { job } => self.define(job, *trainer).map(|()| (Reply::Done, false)),
             Request::PullDense { table, start, end } => {
+                self.current(conn)?;
                 let values = self.job()?.shard.pull_dense(&table, start..end)?;
                 Ok((Reply::Floats { values }, false))
             }
             Request::PullSparse { table, keys } => {
+                self.current(conn)?;
                 let values = self.job()?.shard.pull_sparse(&table, &keys)?;
                 Ok((Reply::Floats { values }, false))
             }
             Request::Push { step, grads } => {
-                let t = State::trainer(*trainer, "a push")?;
+                let t = self.trainer(conn, "a push")?;
                 let job = self.job()?;
                 job.shard.check(&grads)?;
-                let batches = job.clocks.push(t, step, grads)?;
+                job.clocks.stage(t, step, grads)?;
+                Ok((Reply::Staged, false))
+            }
+            Request::Commit { step } => {
+                let t = self.trainer(conn, "a commit")?;
+                let job = self.job()?;
+                let before = job.clocks.clock(t);
+                let batches = job.clocks.commit(t, step)?;
                 for b in &batches {
                     job.shard.apply(b.iter().map(|(_, _, g)| g.as_slice()));
                 }
-                self.pushes += 1;
-                Ok((Reply::Pushed { durable: self.durable(t) }, true))
+                let counted = job.clocks.clock(t) > before;
+                if counted {
+                    self.pushes += 1;
+                }
+                Ok((Reply::Pushed { durable: self.durable(t) }, counted))
+            }
+            Request::Abort { step } => {
+                let t = self.trainer(conn, "an abort")?;
+                self.job()?.clocks.abort(t, step)?;
+                Ok((Reply::Done, false))
             }
             Request::Resume { step } => {
-                let t = State::trainer(*trainer, "resuming")?;
+                let t = self.trainer(conn, "resuming")?;
                 let lost = self.job()?.clocks.resume(t, step)?;
                 if lost > 0 {
                     warn!("ps server {}: trainer {t} lost {lost} update(s) in this server's restart", self.index);
@@ -223,7 +261,7 @@ impl State {
                 Ok((Reply::Resumed { lost }, true))
             }
             Request::Leave => {
-                let t = State::trainer(*trainer, "leaving")?;
+                let t = self.trainer(conn, "leaving")?;
                 let job = self.job()?;
                 for b in &job.clocks.leave(t)? {
                     job.shard.apply(b.iter().map(|(_, _, g)| g.as_slice()));
@@ -232,6 +270,28 @@ impl State {
             }
             Request::Status => Ok((Reply::Status { status: self.status() }, false)),
         }
+    }
+
+    /// A hello: the connection now speaks for trainer `t` (superseding its earlier ones).
+    fn hello(&mut self, t: Option<u32>, conn: &mut Conn) -> Result<(Reply, bool)> {
+        let (clock, staged) = match (&self.job, t) {
+            (Some(job), Some(t)) if t >= job.clocks.trainers() => {
+                return Err(Error::InvalidArgument(format!(
+                    "trainer {t} is not in this job of {} trainers",
+                    job.clocks.trainers()
+                )));
+            }
+            (Some(job), Some(t)) => (job.clocks.clock(t), job.clocks.staged(t)),
+            _ => (0, None),
+        };
+        conn.trainer = t;
+        if let Some(t) = t {
+            let g = self.generations.entry(t).or_insert(0);
+            *g += 1;
+            conn.generation = *g;
+        }
+        let job = self.job.as_ref().map(|j| j.spec.clone());
+        Ok((Reply::Hello { index: self.index, servers: self.servers, job, clock, staged }, false))
     }
 
     fn define(&mut self, spec: JobSpec, trainer: Option<u32>) -> Result<()> {
@@ -340,14 +400,14 @@ impl Shared {
         }
     }
 
-    async fn answer(self: &Arc<Self>, req: Request, trainer: &mut Option<u32>) -> Reply {
+    async fn answer(self: &Arc<Self>, req: Request, conn: &mut Conn) -> Reply {
         let leaving = matches!(req, Request::Leave);
         if matches!(req, Request::PullDense { .. } | Request::PullSparse { .. }) {
-            if let Err(e) = self.wait_pull(*trainer).await {
+            if let Err(e) = self.wait_pull(conn.trainer).await {
                 return error_reply(&e);
             }
         }
-        let result = self.lock().handle(req, trainer);
+        let result = self.lock().handle(req, conn);
         match result {
             Ok((reply, moved)) => {
                 if moved {
@@ -533,14 +593,14 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         }
     });
     let mut requests = FrameReader::new(rd, peer.clone()).with_max_frame(MAX_PS_FRAME);
-    let mut trainer = None;
+    let mut conn = Conn::default();
     loop {
-        let req = match requests.next::<Request>().await {
+        let req = match requests.next_frame().await.and_then(|f| f.map(proto::decode::<Request>).transpose()) {
             Ok(Some(req)) => req,
             Ok(None) => break,
             Err(e @ Error::Protocol(_)) => {
                 warn!("ps server {}: {peer} sent a bad frame, closing: {e}", shared.index);
-                let _ = tx.send(wire::encode_frame(&error_reply(&e)));
+                let _ = tx.send(proto::encode(&error_reply(&e)));
                 break;
             }
             Err(e) => {
@@ -548,8 +608,8 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                 break;
             }
         };
-        let reply = shared.answer(req, &mut trainer).await;
-        if tx.send(wire::encode_frame(&reply)).is_err() {
+        let reply = shared.answer(req, &mut conn).await;
+        if tx.send(proto::encode(&reply)).is_err() {
             break;
         }
     }
@@ -581,10 +641,16 @@ mod tests {
         Request::Push { step, grads: vec![Grad::Dense { table: "w".into(), offset: 0, values: vec![v; 4] }] }
     }
 
+    /// Stages and commits push `step` of `v`s.
+    fn push_both(s: &mut State, conn: &mut Conn, step: u64, v: f32) -> Result<Reply> {
+        s.handle(push(step, v), conn)?;
+        Ok(s.handle(Request::Commit { step }, conn)?.0)
+    }
+
     #[test]
     fn requests_are_carried_out_on_the_state_with_clear_errors() {
         let mut s = State::new(0, 1);
-        let (mut a, mut b, mut observer) = (None, None, None);
+        let (mut a, mut b, mut observer) = (Conn::default(), Conn::default(), Conn::default());
         let e = s.handle(Request::PullDense { table: "w".into(), start: 0, end: 1 }, &mut a).unwrap_err();
         assert!(e.to_string().contains("no job defined"), "{e}");
         s.handle(Request::Hello { trainer: Some(0) }, &mut a).unwrap();
@@ -595,18 +661,38 @@ mod tests {
         let e = s.handle(Request::Define { job: job(Mode::Async) }, &mut b).unwrap_err();
         assert!(e.to_string().contains("already defined differently"), "{e}");
         assert!(s.handle(push(0, 1.0), &mut observer).unwrap_err().to_string().contains("needs a trainer id"));
-        s.handle(push(0, 1.0), &mut b).unwrap();
-        assert!(!s.pull_ready(b), "trainer 1 waits for trainer 0's step 0");
-        assert!(s.pull_ready(observer));
+        assert_eq!(s.handle(push(0, 1.0), &mut b).unwrap().0, Reply::Staged);
+        assert_eq!(s.status().clocks, vec![0, 0], "a staged push does not count");
+        assert!(matches!(s.handle(Request::Commit { step: 0 }, &mut b).unwrap().0, Reply::Pushed { .. }));
+        assert!(!s.pull_ready(b.trainer), "trainer 1 waits for trainer 0's step 0");
+        assert!(s.pull_ready(observer.trainer));
         let e = s.handle(push(0, 1.0), &mut b).unwrap_err();
         assert!(e.to_string().contains("next step here is 1"), "{e}");
-        s.handle(push(0, 2.0), &mut a).unwrap();
-        assert!(s.pull_ready(b));
+        push_both(&mut s, &mut a, 0, 2.0).unwrap();
+        assert!(s.pull_ready(b.trainer));
         let (r, _) = s.handle(Request::PullDense { table: "w".into(), start: 0, end: 4 }, &mut b).unwrap();
         assert_eq!(r, Reply::Floats { values: vec![-3.0; 4] });
         let bad =
             Request::Push { step: 1, grads: vec![Grad::Dense { table: "w".into(), offset: 3, values: vec![1.0; 2] }] };
         assert!(s.handle(bad, &mut a).unwrap_err().to_string().contains("not on server 0"));
         assert_eq!(s.status().clocks, vec![1, 1], "a refused push does not move the clock");
+    }
+
+    #[test]
+    fn a_replacement_hello_supersedes_the_trainers_older_connection() {
+        let mut s = State::new(0, 1);
+        let (mut old, mut new) = (Conn::default(), Conn::default());
+        s.handle(Request::Hello { trainer: Some(0) }, &mut old).unwrap();
+        s.handle(Request::Define { job: job(Mode::Sync) }, &mut old).unwrap();
+        s.handle(push(0, 1.0), &mut old).unwrap();
+        let (r, _) = s.handle(Request::Hello { trainer: Some(0) }, &mut new).unwrap();
+        let Reply::Hello { clock: 0, staged: Some(0), .. } = r else { panic!("{r:?}") };
+        let e = s.handle(Request::Commit { step: 0 }, &mut old).unwrap_err().to_string();
+        assert!(e.contains("trainer 0 connected again"), "{e}");
+        s.handle(Request::Abort { step: 0 }, &mut new).unwrap();
+        let (r, _) = s.handle(Request::Hello { trainer: Some(0) }, &mut new).unwrap();
+        assert!(matches!(r, Reply::Hello { clock: 0, staged: None, .. }), "undone: {r:?}");
+        push_both(&mut s, &mut new, 0, 1.0).unwrap();
+        assert_eq!(s.status().clocks, vec![1, 0]);
     }
 }

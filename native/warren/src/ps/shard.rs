@@ -30,6 +30,7 @@ pub enum Grad {
         /// The table.
         table: String,
         /// Row keys.
+        #[serde(with = "super::floats::u64s")]
         keys: Vec<u64>,
         /// The rows, concatenated.
         #[serde(with = "super::floats")]

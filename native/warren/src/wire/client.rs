@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::auth::Purpose;
 use super::deadline::{timed_out, write_all_by};
-use super::frame::{MAX_FRAME, decode_frame_within, encode_frame};
+use super::frame::{MAX_FRAME, decode_frame_within, encode_frame, frame_len_within, take_frame};
 use super::handshake::{HandshakeFailure, client_handshake};
 use crate::error::{Error, Result};
 
@@ -102,16 +102,30 @@ impl Connection {
 
     /// Sends one message as a frame before `deadline`.
     pub fn send<T: Serialize>(&mut self, msg: &T, deadline: Instant) -> Result<()> {
-        write_all_by(&mut self.stream, &encode_frame(msg), deadline, &self.who)
+        self.send_frame(&encode_frame(msg), deadline)
+    }
+
+    /// Sends a frame already encoded (its length prefix included) before `deadline`.
+    pub fn send_frame(&mut self, frame: &[u8], deadline: Instant) -> Result<()> {
+        write_all_by(&mut self.stream, frame, deadline, &self.who)
     }
 
     /// Receives the next message before `deadline`: `Ok(None)` if the other end closed the
     /// connection; [`Error::Protocol`] for a malformed frame, [`Error::Timeout`] naming the
     /// other end, or [`Error::Io`].
     pub fn recv<T: for<'de> Deserialize<'de>>(&mut self, deadline: Instant) -> Result<Option<T>> {
+        self.recv_with(deadline, Connection::next_buffered)
+    }
+
+    /// [`recv`](Self::recv) of a whole frame as bytes (its length prefix included).
+    pub fn recv_frame(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>> {
+        self.recv_with(deadline, Connection::next_buffered_frame)
+    }
+
+    fn recv_with<T>(&mut self, deadline: Instant, next: fn(&mut Connection) -> Result<Option<T>>) -> Result<Option<T>> {
         let started = Instant::now();
         loop {
-            if let Some(msg) = self.next_buffered()? {
+            if let Some(msg) = next(self)? {
                 return Ok(Some(msg));
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -154,6 +168,12 @@ impl Connection {
             self.inbox.drain(..used);
             msg
         }))
+    }
+
+    /// The next whole frame among the bytes already read, if any, as bytes (its length
+    /// prefix included).
+    pub fn next_buffered_frame(&mut self) -> Result<Option<Vec<u8>>> {
+        Ok(frame_len_within(&self.inbox, self.max_frame)?.map(|len| take_frame(&mut self.inbox, len)))
     }
 
     fn read_chunk(&mut self) -> io::Result<usize> {

@@ -28,6 +28,16 @@ pub fn decode_frame<T: for<'de> Deserialize<'de>>(buf: &[u8]) -> Result<Option<(
 /// [`decode_frame`] with a limit of `max` body bytes instead of [`MAX_FRAME`] (services that
 /// carry model parameters, like the parameter server, accept larger frames).
 pub fn decode_frame_within<T: for<'de> Deserialize<'de>>(buf: &[u8], max: usize) -> Result<Option<(T, usize)>> {
+    let Some(used) = frame_len_within(buf, max)? else { return Ok(None) };
+    let msg = serde_json::from_slice(&buf[4..used]).map_err(|e| Error::Protocol(format!("malformed message: {e}")))?;
+    Ok(Some((msg, used)))
+}
+
+/// The length (prefix included) of the frame at the front of `buf` once it has arrived
+/// whole, `Ok(None)` before; a body over `max` bytes is an [`Error::Protocol`] as soon as its
+/// length is read. For services whose bodies are not JSON (the parameter server's binary
+/// frames), which take the frame's bytes as they are.
+pub fn frame_len_within(buf: &[u8], max: usize) -> Result<Option<usize>> {
     if buf.len() < 4 {
         return Ok(None);
     }
@@ -35,12 +45,14 @@ pub fn decode_frame_within<T: for<'de> Deserialize<'de>>(buf: &[u8], max: usize)
     if len > max {
         return Err(Error::Protocol(format!("frame of {len} bytes exceeds the {max}-byte limit")));
     }
-    if buf.len() < 4 + len {
-        return Ok(None);
-    }
-    let msg =
-        serde_json::from_slice(&buf[4..4 + len]).map_err(|e| Error::Protocol(format!("malformed message: {e}")))?;
-    Ok(Some((msg, 4 + len)))
+    Ok((buf.len() >= 4 + len).then_some(4 + len))
+}
+
+/// Takes the first `len` bytes of `inbox` out as one frame (moving, not copying, the buffer
+/// when the frame is all it holds).
+pub(crate) fn take_frame(inbox: &mut Vec<u8>, len: usize) -> Vec<u8> {
+    let rest = inbox.split_off(len);
+    std::mem::replace(inbox, rest)
 }
 
 #[cfg(test)]
@@ -102,6 +114,18 @@ mod tests {
         assert!(decode_frame::<String>(&big).is_err(), "over the default limit");
         let (s, used) = decode_frame_within::<String>(&big, 2 * MAX_FRAME).unwrap().unwrap();
         assert_eq!((s.len(), used), (MAX_FRAME, big.len()), "within a larger limit");
+    }
+
+    #[test]
+    fn raw_frames_are_taken_whole_and_the_rest_stays() {
+        let mut inbox = encode_frame(&msg());
+        let first = inbox.len();
+        assert_eq!(frame_len_within(&inbox[..first - 1], MAX_FRAME).unwrap(), None);
+        inbox.extend_from_slice(&[9, 0]);
+        assert_eq!(frame_len_within(&inbox, MAX_FRAME).unwrap(), Some(first));
+        let frame = take_frame(&mut inbox, first);
+        assert_eq!((frame, inbox), (encode_frame(&msg()), vec![9, 0]));
+        assert!(frame_len_within(&u32::MAX.to_le_bytes(), MAX_FRAME).is_err());
     }
 
     #[test]

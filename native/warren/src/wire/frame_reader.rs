@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::frame::{MAX_FRAME, decode_frame_within};
+use super::frame::{MAX_FRAME, decode_frame_within, frame_len_within, take_frame};
 use crate::error::{Error, Result};
 
 /// Reads whole frames from an async stream, buffering what arrives between them.
@@ -39,11 +39,34 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 self.inbox.drain(..used);
                 return Ok(Some(msg));
             }
-            match self.rd.read(&mut self.chunk).await {
-                Ok(0) => return Ok(None),
-                Ok(n) => self.inbox.extend_from_slice(&self.chunk[..n]),
-                Err(e) => return Err(Error::io(format!("reading from {}", self.who), e)),
+            if !self.fill().await? {
+                return Ok(None);
             }
+        }
+    }
+
+    /// The next whole frame as bytes (its length prefix included), for services whose
+    /// bodies are not JSON; otherwise as [`next`](Self::next).
+    pub async fn next_frame(&mut self) -> Result<Option<Vec<u8>>> {
+        loop {
+            if let Some(len) = frame_len_within(&self.inbox, self.max_frame)? {
+                return Ok(Some(take_frame(&mut self.inbox, len)));
+            }
+            if !self.fill().await? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Reads what arrives next into the inbox; `false` once the other end has closed.
+    async fn fill(&mut self) -> Result<bool> {
+        match self.rd.read(&mut self.chunk).await {
+            Ok(0) => Ok(false),
+            Ok(n) => {
+                self.inbox.extend_from_slice(&self.chunk[..n]);
+                Ok(true)
+            }
+            Err(e) => Err(Error::io(format!("reading from {}", self.who), e)),
         }
     }
 }

@@ -74,7 +74,7 @@ mod preamble;
 pub use accept::{Bound, HANDSHAKE_TIMEOUT, accept_authenticated, bind, serve};
 pub use client::{Backoff, Connection, connect_by, resolve};
 pub use deadline::{read_exact_by, write_all_by};
-pub use frame::{MAX_FRAME, decode_frame, decode_frame_within, encode_frame};
+pub use frame::{MAX_FRAME, decode_frame, decode_frame_within, encode_frame, frame_len_within};
 pub use frame_reader::FrameReader;
 pub use handshake::HandshakeFailure;
 pub use preamble::{MAGIC, PREAMBLE_LEN, VERSION, check_preamble, is_warren, preamble};
