@@ -58,9 +58,27 @@ pub fn dataset(dir: &Path) -> String {
     dir.join("part-*.rio").display().to_string()
 }
 
-/// A port that was free a moment ago.
+/// A port that was free a moment ago, below the kernel's ephemeral range: a killed server is
+/// restarted on the same port, and a port from that range (what binding port 0 gives) may be
+/// taken meanwhile as the local port of any outgoing connection ("Address already in use").
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (low, span) = (ephemeral_low.saturating_sub(12_000).max(1024), 12_000u32.min(ephemeral_low - 1024));
+    // Test processes run in parallel: each starts at its own place and steps by a number
+    // prime to the span, so it visits every port once.
+    let start = std::process::id().wrapping_mul(7919);
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let port = low + start.wrapping_add(n.wrapping_mul(7)) % span;
+        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    panic!("no free port in {low}..{}", low + span)
 }
 
 /// A `warren master` process; killed (SIGKILL) on drop.
