@@ -44,7 +44,7 @@ EXAMPLES_JAR = ROOT / "spark-examples" / "target" / f"warren-spark-examples_2.13
 
 
 def built_jars() -> list[Path]:
-    """Warren's three library jars (core, runner, Spark) and the examples' jar; fails naming the
+    """Warren's library jars (core, runner, Scala, Spark) and the examples' jar; fails naming the
     first missing one."""
     jars = [CORE_JAR, RUNNER_JAR, SCALA_JAR, SPARK_JAR, EXAMPLES_JAR]
     for jar in jars:
@@ -241,7 +241,7 @@ def submit(
         **(conf or {}),
     }
     if jars is None:
-        jars = built_jars()[:3]
+        jars = [j for j in built_jars() if j != EXAMPLES_JAR]
     cmd = [str(home / "bin" / "spark-submit"), "--master", master, "--deploy-mode", deploy_mode,
            "--driver-java-options", quiet_java_options(log_dir / "spark.log"), "--class", main_class]
     for k, v in settings.items():
