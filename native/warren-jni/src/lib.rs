@@ -182,12 +182,16 @@ pub extern "system" fn Java_io_warren_Native_cancel<'l>(
     ch: jlong,
     reason: JString<'l>,
 ) {
-    run(&mut env, |env| {
-        let cancel = handle::shared::<warren::CancelHandle>(ch, "Communicator")?;
-        let reason = if reason.is_null() { "cancelled".to_string() } else { reason.try_to_string(env)? };
-        cancel.cancel(&reason);
-        Ok(())
-    })
+    run(&mut env, |env| cancel_handle(env, ch, &reason, "Communicator"))
+}
+
+/// Cancels through cancel handle `ch` (of a `what`, for errors) with `reason` (null:
+/// "cancelled"); shared by every JVM class whose calls are cancellable.
+pub(crate) fn cancel_handle(env: &mut Env<'_>, ch: jlong, reason: &JString<'_>, what: &'static str) -> JniResult<()> {
+    let cancel = handle::shared::<warren::CancelHandle>(ch, what)?;
+    let reason = if reason.is_null() { "cancelled".to_string() } else { reason.try_to_string(env)? };
+    cancel.cancel(&reason);
+    Ok(())
 }
 
 /// Releases a cancel handle (the communicator keeps its own clone).

@@ -13,7 +13,9 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use jni::objects::{JByteBuffer, JClass, JFloatArray, JIntArray, JLongArray, JObjectArray, JString};
+use jni::objects::{
+    JByteBuffer, JClass, JFloatArray, JIntArray, JLongArray, JObjectArray, JPrimitiveArray, JString, TypeArray,
+};
 use jni::sys::{jint, jlong};
 use jni::{Env, EnvUnowned};
 use warren::CancelHandle;
@@ -163,12 +165,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_cancel<'l>(
     ch: jlong,
     reason: JString<'l>,
 ) {
-    run(&mut env, |env| {
-        let cancel = handle::shared::<CancelHandle>(ch, "PsClient")?;
-        let reason = if reason.is_null() { "cancelled".to_string() } else { reason.try_to_string(env)? };
-        cancel.cancel(&reason);
-        Ok(())
-    })
+    run(&mut env, |env| crate::cancel_handle(env, ch, &reason, "PsClient"))
 }
 
 /// Releases a cancel handle (the client keeps its own clone).
@@ -220,32 +217,12 @@ fn at<T: Copy>(values: &[T], i: usize, what: &str) -> JniResult<T> {
     values.get(i).copied().ok_or_else(|| argument(format!("{what} has fewer elements than the tables")))
 }
 
-/// Reads a whole `int[]`.
-fn ints(env: &Env<'_>, a: &JIntArray<'_>, what: &str) -> JniResult<Vec<i32>> {
+/// Reads a whole primitive array (`int[]`, `long[]`, `float[]`...).
+fn whole<T: TypeArray + Default + Clone>(env: &Env<'_>, a: &JPrimitiveArray<'_, T>, what: &str) -> JniResult<Vec<T>> {
     if a.is_null() {
         return Err(argument(format!("{what} is null")));
     }
-    let mut v = vec![0; a.len(env)?];
-    a.get_region(env, 0, &mut v)?;
-    Ok(v)
-}
-
-/// Reads a whole `long[]`.
-fn longs(env: &Env<'_>, a: &JLongArray<'_>, what: &str) -> JniResult<Vec<i64>> {
-    if a.is_null() {
-        return Err(argument(format!("{what} is null")));
-    }
-    let mut v = vec![0; a.len(env)?];
-    a.get_region(env, 0, &mut v)?;
-    Ok(v)
-}
-
-/// Reads a whole `float[]`.
-fn floats(env: &Env<'_>, a: &JFloatArray<'_>, what: &str) -> JniResult<Vec<f32>> {
-    if a.is_null() {
-        return Err(argument(format!("{what} is null")));
-    }
-    let mut v = vec![0.0; a.len(env)?];
+    let mut v = vec![T::default(); a.len(env)?];
     a.get_region(env, 0, &mut v)?;
     Ok(v)
 }
@@ -315,10 +292,10 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientDefine<'l>(
         let mode = Mode::parse(&string(env, &mode, "mode")?, unsigned(staleness, "staleness")?)?;
         let tables = TableArrays {
             names: strings(env, &names, "table names")?,
-            kinds: ints(env, &kinds, "kinds")?,
-            sizes: longs(env, &sizes, "sizes")?,
-            scales: floats(env, &scales, "scales")?,
-            seeds: longs(env, &seeds, "seeds")?,
+            kinds: whole(env, &kinds, "kinds")?,
+            sizes: whole(env, &sizes, "sizes")?,
+            scales: whole(env, &scales, "scales")?,
+            seeds: whole(env, &seeds, "seeds")?,
             optimizers: strings(env, &optimizers, "optimizers")?,
         }
         .specs()?;
@@ -473,7 +450,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPullSparse<'l>(
     run(&mut env, |env| {
         let c = client(h)?;
         let table = string(env, &table, "table")?;
-        let keys: Vec<u64> = longs(env, &keys, "keys")?.into_iter().map(|k| k as u64).collect();
+        let keys: Vec<u64> = whole(env, &keys, "keys")?.into_iter().map(|k| k as u64).collect();
         let values = c.pull_sparse(&table, &keys)?;
         write_out(env, &values, &out, &buf, offset, count)
     })
@@ -500,9 +477,9 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPush<'l>(
     run(&mut env, |env| {
         let c = client(h)?;
         let names = strings(env, &tables, "tables")?;
-        let offsets = longs(env, &offsets, "offsets")?;
-        let positions = ints(env, &positions, "positions")?;
-        let counts = ints(env, &counts, "counts")?;
+        let offsets = whole(env, &offsets, "offsets")?;
+        let positions = whole(env, &positions, "positions")?;
+        let counts = whole(env, &counts, "counts")?;
         let mut grads = Vec::with_capacity(names.len());
         for (i, table) in names.into_iter().enumerate() {
             let k = keys.get_element(env, i)?;
@@ -512,7 +489,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPush<'l>(
             grads.push(if k.is_null() {
                 Grad::Dense { table, offset: unsigned(at(&offsets, i, "offsets")?, "offset")?, values }
             } else {
-                let keys = longs(env, &k, "keys")?.into_iter().map(|k| k as u64).collect();
+                let keys = whole(env, &k, "keys")?.into_iter().map(|k| k as u64).collect();
                 Grad::Sparse { table, keys, values }
             });
             env.delete_local_ref(k);
