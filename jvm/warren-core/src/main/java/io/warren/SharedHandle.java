@@ -9,8 +9,11 @@ import java.util.function.LongFunction;
  * Master}): any number of calls use it at once (a read lock), and {@link #close} releases it
  * once, after the calls in flight (the write lock), so that no call ever sees a released
  * handle (the contract of {@code native/warren-jni/src/handle.rs}).
+ *
+ * <p>Public only for Warren's other packages ({@code io.warren.ps}: the parameter server's
+ * handle); not an API.
  */
-final class SharedHandle {
+public final class SharedHandle {
   private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
   private final String owner;
   private volatile long handle;
@@ -19,7 +22,7 @@ final class SharedHandle {
    * @param handle the native handle (not zero)
    * @param owner the class name used in "is closed" errors
    */
-  SharedHandle(long handle, String owner) {
+  public SharedHandle(long handle, String owner) {
     this.handle = handle;
     this.owner = owner;
   }
@@ -29,7 +32,7 @@ final class SharedHandle {
    *
    * @throws IllegalStateException if {@link #close} was called
    */
-  void checkOpen() {
+  public void checkOpen() {
     if (handle == 0) {
       throw new IllegalStateException(owner + " is closed");
     }
@@ -43,7 +46,7 @@ final class SharedHandle {
    * @return what it returned
    * @throws IllegalStateException if {@link #close} was called
    */
-  <T> T call(LongFunction<T> call) {
+  public <T> T call(LongFunction<T> call) {
     lock.readLock().lock();
     try {
       checkOpen();
@@ -58,7 +61,7 @@ final class SharedHandle {
    *
    * @return true once closed
    */
-  boolean isClosed() {
+  public boolean isClosed() {
     return handle == 0;
   }
 
@@ -67,7 +70,7 @@ final class SharedHandle {
    *
    * @param release the native release, given the handle
    */
-  void close(LongConsumer release) {
+  public void close(LongConsumer release) {
     lock.writeLock().lock();
     try {
       long h = handle;

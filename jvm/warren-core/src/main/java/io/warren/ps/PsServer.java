@@ -1,10 +1,10 @@
 package io.warren.ps;
 
 import io.warren.NativeLoader;
+import io.warren.SharedHandle;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Objects;
-import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * A parameter server run inside this JVM (the Spark driver, say): server {@code index} of a
@@ -25,14 +25,13 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * <p>Thread-safe; {@link #close()} waits for running calls and is idempotent.
  */
 public final class PsServer implements AutoCloseable {
-  private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
+  private final SharedHandle handle;
   private final int index;
   private final int servers;
   private final String uri;
-  private volatile long handle;
 
   private PsServer(long handle, int index, int servers) {
-    this.handle = handle;
+    this.handle = new SharedHandle(handle, "PsServer");
     this.index = index;
     this.servers = servers;
     this.uri = PsNative.serverUri(handle);
@@ -177,16 +176,7 @@ public final class PsServer implements AutoCloseable {
    * @throws IllegalStateException if closed
    */
   public PsStatus status() {
-    lock.readLock().lock();
-    try {
-      long h = handle;
-      if (h == 0) {
-        throw new IllegalStateException("PsServer is closed");
-      }
-      return PsStatus.parse(PsNative.serverStatus(h)).get(0);
-    } finally {
-      lock.readLock().unlock();
-    }
+    return PsStatus.parse(handle.call(PsNative::serverStatus)).get(0);
   }
 
   /**
@@ -195,7 +185,7 @@ public final class PsServer implements AutoCloseable {
    * @return true once closed
    */
   public boolean isClosed() {
-    return handle == 0;
+    return handle.isClosed();
   }
 
   /**
@@ -204,17 +194,7 @@ public final class PsServer implements AutoCloseable {
    */
   @Override
   public void close() {
-    lock.writeLock().lock();
-    try {
-      long h = handle;
-      if (h == 0) {
-        return;
-      }
-      handle = 0;
-      PsNative.serverClose(h);
-    } finally {
-      lock.writeLock().unlock();
-    }
+    handle.close(PsNative::serverClose);
   }
 
   @Override
