@@ -42,9 +42,16 @@ fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
 
 /// Starts the training worker of `task` (attempt `attempt`) against `tracker`.
 fn spawn(tracker: &Tracker, task: &str, attempt: u32) -> Worker {
+    spawn_with(tracker, task, attempt, &[], &[])
+}
+
+/// [`spawn`] with more environment and more arguments for the training job.
+fn spawn_with(tracker: &Tracker, task: &str, attempt: u32, env: &[(&str, &str)], args: &[&str]) -> Worker {
     let mut child = Command::new(WARREN)
         .args(["example", "train", "--elastic", "--iters", ITERS, "--model-bytes", "40000", "--compute-ms", "100"])
+        .args(args)
         .envs(tracker.worker_env())
+        .envs(env.iter().copied())
         .env("WARREN_TASK_ID", task)
         .env("WARREN_ATTEMPT", attempt.to_string())
         .env("WARREN_CONNECT_TIMEOUT_S", "60")
@@ -58,9 +65,15 @@ fn spawn(tracker: &Tracker, task: &str, attempt: u32) -> Worker {
 }
 
 fn elastic_tracker(tasks: usize, min: usize, max: usize) -> Tracker {
+    elastic_tracker_with(tasks, min, max, None)
+}
+
+/// [`elastic_tracker`] with a rejoin timeout.
+fn elastic_tracker_with(tasks: usize, min: usize, max: usize, rejoin: Option<Duration>) -> Tracker {
     let mut cfg = TrackerConfig::new(tasks, "elastic-test-secret");
     cfg.elastic = Some(Limits { min, max });
     cfg.rendezvous_timeout = Duration::from_secs(60);
+    cfg.rejoin_timeout = rejoin;
     Tracker::start(cfg).unwrap()
 }
 
@@ -263,4 +276,125 @@ fn a_kill_right_after_a_resize_is_recovered_with_the_same_model() {
     assert!(killed.contains("\"restarts\":1"), "the mock kill did not happen:\n{killed}\n{killed_log}");
     assert!(killed.lines().any(|l| l == "JOINED 12 3"), "{killed}\n{killed_log}");
     assert_eq!(hash(&killed), hash(&clean), "{killed}\n{killed_log}");
+}
+
+/// The rejoin timeout of the tests below.
+const REJOIN: Duration = Duration::from_secs(2);
+
+/// Tasks 0, 1, 2 (min 2); task 1 dies at the second call after checkpoint 10
+/// (`WARREN_MOCK`) and nobody restarts it. Returns the tracker, the survivors and the dead
+/// worker's result once the tracker has given up on it.
+fn lose_task_1_for_good() -> (Tracker, Vec<Worker>, Done) {
+    let tracker = elastic_tracker_with(3, 2, 3, Some(REJOIN));
+    let dies = spawn_with(&tracker, "1", 0, &[("WARREN_MOCK", "1,10,1,0")], &[]);
+    let workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "2", 0)];
+    let dead = finish(vec![dies]).remove(0);
+    assert!(!dead.ok && dead.stderr.contains("WARREN_MOCK: rank 1 exits"), "{}", report(&[dead]));
+    let lost = |t: &Tracker| t.list().is_ok_and(|l| l.iter().any(|t| t.task_id == "1" && t.state == "lost"));
+    let until = Instant::now() + REJOIN + Duration::from_secs(30);
+    while !lost(&tracker) {
+        assert!(Instant::now() < until, "task 1 was never given up on: {:?}", tracker.list());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (tracker, workers, dead)
+}
+
+/// A lost worker whose replacement never registers: dropped after the rejoin timeout, the
+/// survivors roll back to checkpoint 10 in the view without it and finish; returns the model.
+fn never_comes_back() -> String {
+    let (tracker, workers, _) = lose_task_1_for_good();
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+    for d in &done {
+        assert_eq!(line(d, "ROLLED_BACK "), Some("10 2"), "{all}");
+    }
+    let listed: Vec<(String, String)> = tracker.list().unwrap().into_iter().map(|t| (t.task_id, t.state)).collect();
+    let want = [("0", "running"), ("1", "lost"), ("2", "running")];
+    assert_eq!(listed, want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
+    line(&done[0], "MODEL_HASH ").expect("rank 0 prints the model hash").to_string()
+}
+
+/// The schedule "task 1 leaves at checkpoint 10", as a graceful remove; returns the model.
+fn removed_at_10() -> String {
+    let tracker = elastic_tracker(3, 2, 3);
+    let workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "1", 0), spawn(&tracker, "2", 0)];
+    wait_for(&tracker, "the first view is made", |r| r.assigned());
+    tracker.remove_worker("1", Some(10)).unwrap();
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok) && line(&done[1], "LEFT ") == Some("10"), "{all}");
+    line(&done[0], "MODEL_HASH ").expect("rank 0 prints the model hash").to_string()
+}
+
+/// A replacement that never comes back: after the rejoin timeout the job goes on without it
+/// from the last checkpoint; twice, the same model, bit for bit, and the model of the same
+/// schedule made with a graceful remove at that checkpoint (the calls made after it in the
+/// old view are dropped, not kept).
+#[test]
+fn a_worker_that_never_comes_back_is_dropped_and_the_survivors_roll_back() {
+    let first = never_comes_back();
+    let second = never_comes_back();
+    assert_eq!(first, second, "the same schedule gave different models");
+    assert_eq!(first, removed_at_10(), "the roll-back did not give the model of a remove at checkpoint 10");
+}
+
+/// The given-up worker comes back (a new process of task 1): it rejoins at a later
+/// checkpoint, loading the model from its peers, and the job finishes with three workers.
+#[test]
+fn a_worker_given_up_on_rejoins_when_it_comes_back() {
+    let (tracker, mut workers, _) = lose_task_1_for_good();
+    workers.push(spawn(&tracker, "1", 1));
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    let joined = line(&done[2], "JOINED ").expect("task 1 rejoins");
+    let (version, world) = joined.split_once(' ').unwrap();
+    assert!(version.parse::<u32>().unwrap() > 10 && world == "3", "{all}");
+    assert!(tracker.list().unwrap().iter().all(|t| t.state == "running"), "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+}
+
+/// A worker lost for good when going on without it would leave fewer than the minimum: the
+/// job fails with an error naming the missing task, on the tracker and on the survivors.
+#[test]
+fn a_drop_below_the_minimum_fails_the_job_naming_the_missing_tasks() {
+    let tracker = elastic_tracker_with(3, 3, 3, Some(REJOIN));
+    let dies = spawn_with(&tracker, "1", 0, &[("WARREN_MOCK", "1,5,1,0")], &[]);
+    let workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "2", 0)];
+    let done = finish(workers);
+    let all = report(&done);
+    let e = tracker.wait(Some(Duration::from_secs(10))).unwrap_err().to_string();
+    assert!(e.contains("tasks [\"1\"]") && e.contains("below the minimum of 3"), "{e}\n{all}");
+    for d in &done {
+        assert!(!d.ok && d.stderr.contains("below the minimum of 3"), "{all}");
+    }
+    drop(finish(vec![dies]));
+}
+
+/// A join while a recovery is running: task 1 dies after checkpoint 6 and its replacement
+/// takes 4 s to come back; meanwhile task 2 is added and registers. The recovery completes
+/// without it, and it joins at the next boundary; the job finishes with three workers.
+#[test]
+fn a_join_while_a_recovery_is_running() {
+    let tracker = elastic_tracker(2, 2, 3);
+    let dies = spawn_with(&tracker, "1", 0, &[("WARREN_MOCK", "1,6,1,0")], &["--rejoin-delay-ms", "4000"]);
+    let mut workers = vec![spawn(&tracker, "0", 0)];
+    let dead = finish(vec![dies]).remove(0);
+    assert!(!dead.ok, "{}", report(&[dead]));
+    workers.push(spawn_with(&tracker, "1", 1, &[], &["--rejoin-delay-ms", "4000"]));
+    wait_for(&tracker, "the survivor waits in a re-link round", |r| r.round_members() == ["0"]);
+    tracker.add_worker("2", None).unwrap();
+    workers.push(spawn(&tracker, "2", 0));
+    wait_for(&tracker, "task 2 registered during the recovery", |r| {
+        r.state_of("2") == Some(WorkerState::Running) && r.round_members() == ["0"]
+    });
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    let joined = line(&done[2], "JOINED ").expect("task 2 joins");
+    let (version, world) = joined.split_once(' ').unwrap();
+    assert!(version.parse::<u32>().unwrap() >= 6 && world == "3", "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
 }
