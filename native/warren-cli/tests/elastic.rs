@@ -112,6 +112,16 @@ fn line<'a>(d: &'a Done, prefix: &str) -> Option<&'a str> {
     d.stdout.lines().find_map(|l| l.strip_prefix(prefix))
 }
 
+/// The `MODEL_HASH` rank 0 (the first worker started) printed.
+fn model_of(done: &[Done]) -> String {
+    line(&done[0], "MODEL_HASH ").expect("rank 0 prints the model hash").to_string()
+}
+
+/// Every task the tracker knows, with its state.
+fn states(tracker: &Tracker) -> Vec<(String, String)> {
+    tracker.list().unwrap().into_iter().map(|t| (t.task_id, t.state)).collect()
+}
+
 fn report(done: &[Done]) -> String {
     done.iter().map(|d| format!("--- task {} ok={}\n{}{}", d.task, d.ok, d.stdout, d.stderr)).collect()
 }
@@ -141,10 +151,9 @@ fn grow_then_shrink() -> String {
     assert_eq!(line(&done[1], "LEFT "), Some("16"), "{all}");
     assert_eq!(line(&done[3], "LEFT "), Some("16"), "{all}");
     assert_eq!(line(&done[2], "LEFT "), None, "{all}");
-    let listed: Vec<(String, String)> = tracker.list().unwrap().into_iter().map(|t| (t.task_id, t.state)).collect();
     let want = [("0", "running"), ("1", "stopped"), ("2", "running"), ("3", "stopped")];
-    assert_eq!(listed, want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
-    line(&done[0], "MODEL_HASH ").expect("rank 0 prints the model hash").to_string()
+    assert_eq!(states(&tracker), want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
+    model_of(&done)
 }
 
 /// Grow 2 -> 4 and shrink 4 -> 2 while training, twice: the same schedule gives the same
@@ -196,9 +205,16 @@ const SECRET: &str = "ctl-test-secret";
 /// `control` runs with the tracker's address once the job has started. Returns the run's
 /// stdout (workers' lines and the summary) and its log.
 fn elastic_run(env: &[(&str, &str)], control: impl FnOnce(&str)) -> (String, String) {
+    elastic_run_with(&[], env, control)
+}
+
+/// [`elastic_run`] with more arguments for `warren run`.
+fn elastic_run_with(run_args: &[&str], env: &[(&str, &str)], control: impl FnOnce(&str)) -> (String, String) {
     let train = ["example", "train", "--elastic", "--iters", "30", "--model-bytes", "40000", "--compute-ms", "100"];
     let mut run = Command::new(WARREN)
-        .args(["run", "--min-workers", "2", "--max-workers", "3", "--", WARREN])
+        .args(["run", "--min-workers", "2", "--max-workers", "3"])
+        .args(run_args)
+        .args(["--", WARREN])
         .args(train)
         .env("WARREN_JOB_SECRET", SECRET)
         .env("WARREN_CONNECT_TIMEOUT_S", "60")
@@ -310,10 +326,9 @@ fn never_comes_back() -> String {
     for d in &done {
         assert_eq!(line(d, "ROLLED_BACK "), Some("10 2"), "{all}");
     }
-    let listed: Vec<(String, String)> = tracker.list().unwrap().into_iter().map(|t| (t.task_id, t.state)).collect();
     let want = [("0", "running"), ("1", "lost"), ("2", "running")];
-    assert_eq!(listed, want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
-    line(&done[0], "MODEL_HASH ").expect("rank 0 prints the model hash").to_string()
+    assert_eq!(states(&tracker), want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
+    model_of(&done)
 }
 
 /// The schedule "task 1 leaves at checkpoint 10", as a graceful remove; returns the model.
@@ -325,7 +340,7 @@ fn removed_at_10() -> String {
     let done = finish(workers);
     let all = report(&done);
     assert!(done.iter().all(|d| d.ok) && line(&done[1], "LEFT ") == Some("10"), "{all}");
-    line(&done[0], "MODEL_HASH ").expect("rank 0 prints the model hash").to_string()
+    model_of(&done)
 }
 
 /// A replacement that never comes back: after the rejoin timeout the job goes on without it
@@ -397,4 +412,19 @@ fn a_join_while_a_recovery_is_running() {
     let (version, world) = joined.split_once(' ').unwrap();
     assert!(version.parse::<u32>().unwrap() >= 6 && world == "3", "{all}");
     assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+}
+
+/// `warren run --rejoin-timeout 2 --max-restarts 0`: task 2 joins at version 4 and dies at
+/// the second call after checkpoint 12; with no restart left the launcher leaves it dead, the
+/// tracker drops it after the timeout, the two others roll back to checkpoint 12 and the job
+/// finishes ok.
+#[test]
+fn warren_run_goes_on_without_a_worker_that_is_not_back_within_the_rejoin_timeout() {
+    let run_args = ["--rejoin-timeout", "2", "--max-restarts", "0"];
+    let grow = |uri: &str| assert!(ctl(uri, SECRET, &["add", "2", "--at-version", "4"]).0);
+    let (out, log) = elastic_run_with(&run_args, &[("WARREN_MOCK", "2,12,1,0")], grow);
+    assert!(out.contains("\"status\":\"ok\""), "{out}\n{log}");
+    assert_eq!(out.lines().filter(|l| *l == "ROLLED_BACK 12 2").count(), 2, "{out}\n{log}");
+    assert!(log.contains("no replacement for tasks [\"2\"] within the rejoin timeout"), "{log}");
+    assert!(out.contains("MODEL_HASH "), "{out}");
 }

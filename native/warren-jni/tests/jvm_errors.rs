@@ -19,7 +19,7 @@ use warren::Error;
 use warren_jni::errors::{self, JniError, JniResult};
 
 /// Number of variants of `warren::Error`; [`variant_index`] must cover `0..VARIANTS`.
-const VARIANTS: usize = 19;
+const VARIANTS: usize = 20;
 
 /// An index per variant. No wildcard arm: a new variant does not compile until it is listed
 /// here (then bump [`VARIANTS`] and add a sample to [`samples`]).

@@ -135,7 +135,7 @@ impl<G> Clocks<G> {
             )));
         }
         if self.live[t] {
-            return match self.clock[t] == step && self.from_step(t) == step {
+            return match self.clock[t] == step && self.first_step(t) == step {
                 true => Ok(()),
                 false => Err(Error::InvalidArgument(format!(
                     "trainer {trainer} already takes part (its next step is {})",
@@ -162,7 +162,7 @@ impl<G> Clocks<G> {
     }
 
     /// The step `trainer` takes part from.
-    fn from_step(&self, t: usize) -> u64 {
+    fn first_step(&self, t: usize) -> u64 {
         self.from.get(t).copied().unwrap_or(0)
     }
 
@@ -305,7 +305,7 @@ impl<G> Clocks<G> {
         loop {
             let step = self.applied;
             let complete = self.pending.get(&step).is_some_and(|pushes| {
-                let member = |t: usize| self.live[t] && self.from_step(t) <= step;
+                let member = |t: usize| self.live[t] && self.first_step(t) <= step;
                 (0..self.live.len()).all(|t| !member(t) || pushes.contains_key(&(t as u32)))
             });
             if !complete {
