@@ -62,7 +62,7 @@ pub(crate) fn new_state(world: usize, peer_timeout: Option<Duration>, elastic: O
     ))
 }
 
-fn set_outcome(state: &SharedState, s: &mut Shared, outcome: JobOutcome) {
+pub(crate) fn set_outcome(state: &SharedState, s: &mut Shared, outcome: JobOutcome) {
     if s.outcome.is_none() {
         s.outcome = Some(outcome);
         state.1.notify_all();
@@ -157,7 +157,7 @@ async fn connection(stream: TcpStream, state: SharedState) {
 
 /// Sends every member of `view` its assignment: the view, everyone's addresses, its
 /// incarnation (the connection's id) and the peer timeout; heartbeats are due from then on.
-fn assign(s: &mut Shared, view: &View) {
+pub(crate) fn assign(s: &mut Shared, view: &View) {
     let peers = s.registry.peers();
     let round = s.registry.rounds();
     let now = Instant::now();
