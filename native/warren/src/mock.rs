@@ -138,7 +138,16 @@ mod tests {
 
     #[test]
     fn malformed_entries_name_the_syntax() {
-        for bad in ["1,2,3", "1,boot:2,0", "x,1,2,0", "1,linking", "1,bootstrap:-1,0", "1,2,3,4,5", "1,linking,cut", "1,2,3,0,hang"] {
+        for bad in [
+            "1,2,3",
+            "1,boot:2,0",
+            "x,1,2,0",
+            "1,linking",
+            "1,bootstrap:-1,0",
+            "1,2,3,4,5",
+            "1,linking,cut",
+            "1,2,3,0,hang",
+        ] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains("WARREN_MOCK") && e.contains("rank,bootstrap:n,attempt"), "{bad}: {e}");
         }
