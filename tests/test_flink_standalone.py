@@ -60,18 +60,37 @@ def taskmanager_pids(d: Path) -> dict[str, int]:
     return {p.stem: int(p.read_text()) for p in sorted(d.glob("taskmanager-*.pid"))}
 
 
+def flink_run(home: Path, out_dir: Path, args: list[str]) -> subprocess.Popen:
+    """`bin/flink run` of the example with `args`, its output in out_dir/stdout and stderr."""
+    env = dict(os.environ, FLINK_CONF_DIR=str(home / "conf"), FLINK_LOG_DIR=str(out_dir))
+    with open(out_dir / "stdout", "w") as out, open(out_dir / "stderr", "w") as err:
+        return subprocess.Popen(
+            [str(home / "bin" / "flink"), "run", "-c", EXAMPLE_CLASS, str(EXAMPLES_JAR), *args],
+            stdout=out, stderr=err, env=env)
+
+
+def succeeded(job: subprocess.Popen, out_dir: Path) -> str:
+    """The stdout of `job` once it exited 0 (within 400 s)."""
+    code = job.wait(timeout=400)
+    stdout = (out_dir / "stdout").read_text()
+    assert code == 0, f"flink run exited {code}:\n{stdout[-3000:]}\n{(out_dir / 'stderr').read_text()[-4000:]}"
+    return stdout
+
+
+def ended(job: subprocess.Popen) -> None:
+    """Kills `job` if it still runs."""
+    if job.poll() is None:
+        job.kill()
+        job.wait(timeout=30)
+
+
 def test_sigkill_a_taskmanager_then_a_new_one_recovers_the_failure_free_model(flink, tmp_path):
     d = flink["dir"]
     home = Path(flink["FLINK_HOME"])
     args, recorded = demo_job()
     before = taskmanager_pids(d)
     assert len(before) == TASKMANAGERS and all(alive(p) for p in before.values())
-    env = dict(os.environ, FLINK_CONF_DIR=str(home / "conf"), FLINK_LOG_DIR=str(tmp_path))
-    with open(tmp_path / "stdout", "w") as out, open(tmp_path / "stderr", "w") as err:
-        job = subprocess.Popen(
-            [str(home / "bin" / "flink"), "run", "-c", EXAMPLE_CLASS, str(EXAMPLES_JAR), *args,
-             "--kill-taskmanager", "8", "--set", "warren.connectTimeout=180"],
-            stdout=out, stderr=err, env=env)
+    job = flink_run(home, tmp_path, [*args, "--kill-taskmanager", "8", "--set", "warren.connectTimeout=180"])
     try:
         # The SIGKILL: one TaskManager process ends while the job runs.
         deadline = time.monotonic() + 240
@@ -83,13 +102,9 @@ def test_sigkill_a_taskmanager_then_a_new_one_recovers_the_failure_free_model(fl
         assert len(dead) == 1, f"one TaskManager killed, not {dead}"
         # A new TaskManager gives the restarted subtask a slot.
         script("add-taskmanager", str(d), timeout=200)
-        code = job.wait(timeout=400)
-        stdout = (tmp_path / "stdout").read_text()
-        assert code == 0, f"flink run exited {code}:\n{stdout[-3000:]}\n{(tmp_path / 'stderr').read_text()[-4000:]}"
+        stdout = succeeded(job, tmp_path)
     finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait(timeout=30)
+        ended(job)
     r = Result.parse(stdout)
     assert r.model_hash == recorded, "the recovered model differs from the failure-free one"
     # Flink's own attempt numbers: only subtask 1 was restarted.
@@ -128,12 +143,8 @@ def test_sigstop_a_taskmanager_its_worker_is_fenced_and_flink_replaces_it(flink,
     script("add-taskmanager", str(d), timeout=200)
     before = {n: p for n, p in taskmanager_pids(d).items() if alive(p)}
     assert len(before) >= TASKMANAGERS + 1, before
-    env = dict(os.environ, FLINK_CONF_DIR=str(home / "conf"), FLINK_LOG_DIR=str(tmp_path))
-    with open(tmp_path / "stdout", "w") as out, open(tmp_path / "stderr", "w") as err:
-        job = subprocess.Popen(
-            [str(home / "bin" / "flink"), "run", "-c", EXAMPLE_CLASS, str(EXAMPLES_JAR), *args,
-             "--pause-taskmanager", "8", "--set", "warren.peerTimeout=5", "--set", "warren.connectTimeout=180"],
-            stdout=out, stderr=err, env=env)
+    job = flink_run(home, tmp_path, [*args, "--pause-taskmanager", "8", "--set", "warren.peerTimeout=5",
+                                     "--set", "warren.connectTimeout=180"])
     paused = None
     try:
         deadline = time.monotonic() + 240
@@ -152,13 +163,9 @@ def test_sigstop_a_taskmanager_its_worker_is_fenced_and_flink_replaces_it(flink,
             if s["attempt"] >= 1 and s["status"] in ("RUNNING", "FINISHED"):
                 restarted = time.monotonic()
             time.sleep(0.1)
-        code = job.wait(timeout=400)
-        stdout = (tmp_path / "stdout").read_text()
-        assert code == 0, f"flink run exited {code}:\n{stdout[-3000:]}\n{(tmp_path / 'stderr').read_text()[-4000:]}"
+        stdout = succeeded(job, tmp_path)
     finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait(timeout=30)
+        ended(job)
         if paused is not None:
             os.kill(paused, signal.SIGKILL)
     r = Result.parse(stdout)
