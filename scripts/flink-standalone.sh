@@ -14,7 +14,8 @@
 # home/ (a FLINK_HOME: a copy of the distribution's bin/, symlinks to its opt/ and plugins/, lib/
 # with symlinks to its jars and to JARs, conf/ with this cluster's config.yaml), one log per process, and their pids. The
 # configuration: fixed-delay restarts, region failover, heartbeats every second (a SIGKILLed
-# TaskManager is declared lost after two refused heartbeats), 1 GiB per process (no managed
+# TaskManager is declared lost after two refused heartbeats; a frozen one after
+# heartbeat.timeout: FLINK_HEARTBEAT_TIMEOUT_MS, default 30000), 1 GiB per process (no managed
 # memory).
 # `start` waits (FLINK_STANDALONE_TIMEOUT s, default 180) until every TaskManager has
 # registered, and stops what it started if that fails.
@@ -81,7 +82,7 @@ restart-strategy.fixed-delay.attempts: 3
 restart-strategy.fixed-delay.delay: 1 s
 jobmanager.execution.failover-strategy: region
 heartbeat.interval: 1000
-heartbeat.timeout: 30000
+heartbeat.timeout: ${FLINK_HEARTBEAT_TIMEOUT_MS:-30000}
 io.tmp.dirs: $dir/tmp
 env.java.opts.all: ${java_opens[*]}
 EOF_CONF

@@ -88,6 +88,26 @@ fn a_long_pause_fences_the_worker_and_the_job_goes_on_with_a_replacement() {
     }
 }
 
+/// A worker cut off from the tracker while its process runs (`WARREN_MOCK` `,cut`: no
+/// heartbeat leaves it, no answer reaches it) is fenced (by the tracker or by itself), replaced
+/// by `warren run`, and the job ends with the failure-free model.
+#[test]
+fn a_worker_cut_off_from_the_tracker_is_fenced_and_replaced() {
+    let _one = one_at_a_time();
+    let want = want(4);
+    let env = [("WARREN_PEER_TIMEOUT_S", "2"), ("WARREN_MOCK", "2,20,0,0,cut")];
+    let r = train(4, &[], &ARGS, &env, |_| {});
+    assert!(r.ok(), "job failed:\n{}", r.stderr);
+    assert_eq!(r.hash().as_deref(), Some(want.as_str()), "model differs from the failure-free run");
+    assert_eq!(r.restarts(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("WARREN_MOCK: rank 2 is cut off from the tracker at 2,20,0,0,cut"), "{}", r.stderr);
+    // Both sides time the same silence: whichever notices first fences (the worker, which then
+    // exits and is seen lost, or the tracker).
+    let tracker = r.stderr.contains("tracker: fenced rank 2 (task 2 on 127.0.0.1");
+    let itself = r.stderr.contains("fenced: task 2 heard nothing from the tracker");
+    assert!(tracker || itself, "no line says task 2 was fenced:\n{}", r.stderr);
+}
+
 /// The secret of the jobs run by hand.
 const SECRET: &str = "faults-test";
 

@@ -194,6 +194,20 @@ pub(crate) fn cancel_handle(env: &mut Env<'_>, ch: jlong, reason: &JString<'_>, 
     Ok(())
 }
 
+/// Why the communicator of cancel handle `ch` was fenced (the tracker fenced it, or it took
+/// itself for cut off from the tracker), or null while it was not. Never blocks.
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_cancelFenced<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    ch: jlong,
+) -> JString<'l> {
+    run(&mut env, |env| match handle::shared::<warren::CancelHandle>(ch, "Communicator")?.fenced() {
+        Some(why) => Ok(env.new_string(why)?),
+        None => Ok(JString::null()),
+    })
+}
+
 /// Releases a cancel handle (the communicator keeps its own clone).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_cancelFree<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, ch: jlong) {

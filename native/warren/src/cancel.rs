@@ -116,6 +116,17 @@ impl CancelHandle {
         self.shared.cancelled.load(Ordering::Relaxed)
     }
 
+    /// Why the tracker fenced this worker (or why it took itself for cut off), once it was;
+    /// `None` while it was not fenced (even if cancelled for another reason). Whoever runs the
+    /// worker polls it to end a task whose thread is busy outside Warren's calls.
+    pub fn fenced(&self) -> Option<String> {
+        if !self.is_cancelled() {
+            return None;
+        }
+        let w = self.lock();
+        w.fenced.then(|| w.reason.clone().unwrap_or_default())
+    }
+
     /// `Err(Aborted)` once cancelled.
     pub(crate) fn check(&self) -> Result<()> {
         if self.is_cancelled() { Err(self.error()) } else { Ok(()) }
@@ -198,6 +209,17 @@ mod tests {
         }
         h.set_rank(3);
         assert!(matches!(h.explain(Error::Protocol("x".into())), Error::Aborted { rank: 3, .. }));
+        assert_eq!(h.fenced(), None, "cancelled, not fenced");
+    }
+
+    #[test]
+    fn a_fence_is_told_apart_from_a_cancel_and_its_reason_kept() {
+        let h = CancelHandle::new();
+        assert_eq!(h.fenced(), None);
+        h.fence("no heartbeat for 3.1s");
+        h.cancel("later");
+        assert_eq!(h.fenced().as_deref(), Some("no heartbeat for 3.1s"));
+        assert!(matches!(h.check(), Err(Error::Fenced(r)) if r == "no heartbeat for 3.1s"));
     }
 
     #[test]

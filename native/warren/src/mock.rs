@@ -1,12 +1,17 @@
 //! Failure injection for tests and demos: `WARREN_MOCK` names the points where a worker exits
-//! abruptly (`_exit`, like a crash), by rank, point and attempt.
+//! abruptly (`_exit`, like a crash), or is cut off from the tracker, by rank, point and attempt.
 //!
 //! `WARREN_MOCK=entry[;entry...]`, each entry one of
 //! - `rank,version,seq,attempt`: at the start of ordinary call `seq` (counted from 0 after
 //!   each checkpoint; a checkpoint is two calls, its prepare and its ack) after checkpoint
 //!   `version`;
 //! - `rank,bootstrap:n,attempt`: at the start of the worker's `n`-th bootstrap call (from 0);
-//! - `rank,linking,attempt`: after registering with the tracker, before linking to the peers.
+//! - `rank,linking,attempt`: after registering with the tracker, before linking to the peers;
+//!
+//! each optionally followed by `,cut`: instead of exiting, the worker is cut off from the
+//! tracker from that point on, as behind a link that drops every packet: its heartbeats stop
+//! (the tracker fences it after the peer timeout) and it hears nothing from the tracker (it
+//! fences itself after the peer timeout), while the process and its peer links go on.
 
 use crate::error::{Error, Result};
 
@@ -26,6 +31,16 @@ pub enum Point {
     Linking,
 }
 
+/// What an injected failure does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Action {
+    /// The process exits at once (`_exit`), like a crash.
+    #[default]
+    Exit,
+    /// The worker is cut off from the tracker: no heartbeat leaves, no answer is read.
+    Cut,
+}
+
 /// One injected failure: the worker of `rank` fails at `point` in attempt `attempt`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mock {
@@ -35,16 +50,29 @@ pub struct Mock {
     pub point: Point,
     /// Which attempt of its task fails (0: the first run).
     pub attempt: u32,
+    /// How it fails.
+    pub action: Action,
+}
+
+impl Mock {
+    /// Whether this entry names the worker of `rank` in `attempt` at `point`.
+    pub fn matches(&self, rank: usize, point: Point, attempt: u32) -> bool {
+        (self.rank, self.point, self.attempt) == (rank, point, attempt)
+    }
 }
 
 impl std::fmt::Display for Mock {
     /// The entry as written in `WARREN_MOCK`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let Mock { rank, point, attempt } = self;
+        let Mock { rank, point, attempt, action } = self;
         match point {
-            Point::Call { version, seq } => write!(f, "{rank},{version},{seq},{attempt}"),
-            Point::Bootstrap(n) => write!(f, "{rank},bootstrap:{n},{attempt}"),
-            Point::Linking => write!(f, "{rank},linking,{attempt}"),
+            Point::Call { version, seq } => write!(f, "{rank},{version},{seq},{attempt}")?,
+            Point::Bootstrap(n) => write!(f, "{rank},bootstrap:{n},{attempt}")?,
+            Point::Linking => write!(f, "{rank},linking,{attempt}")?,
+        }
+        match action {
+            Action::Exit => Ok(()),
+            Action::Cut => write!(f, ",cut"),
         }
     }
 }
@@ -57,11 +85,18 @@ pub fn parse(spec: &str) -> Result<Vec<Mock>> {
 fn parse_entry(entry: &str) -> Result<Mock> {
     let bad = || {
         Error::Config(format!(
-            "{}: {entry:?} is none of rank,version,seq,attempt / rank,bootstrap:n,attempt / rank,linking,attempt",
+            "{}: {entry:?} is none of rank,version,seq,attempt / rank,bootstrap:n,attempt / rank,linking,attempt \\
+             (each optionally followed by ,cut)",
             crate::config::keys::MOCK
         ))
     };
-    let f: Vec<&str> = entry.split(',').map(str::trim).collect();
+    let mut f: Vec<&str> = entry.split(',').map(str::trim).collect();
+    let action = if f.len() > 3 && f.last() == Some(&"cut") {
+        f.pop();
+        Action::Cut
+    } else {
+        Action::Exit
+    };
     let num = |s: &str| s.parse::<u32>().map_err(|_| bad());
     let (rank, point, attempt) = match f.as_slice() {
         [rank, version, seq, attempt] => (rank, Point::Call { version: num(version)?, seq: num(seq)? }, attempt),
@@ -72,7 +107,7 @@ fn parse_entry(entry: &str) -> Result<Mock> {
         }
         _ => return Err(bad()),
     };
-    Ok(Mock { rank: rank.parse().map_err(|_| bad())?, point, attempt: num(attempt)? })
+    Ok(Mock { rank: rank.parse().map_err(|_| bad())?, point, attempt: num(attempt)?, action })
 }
 
 #[cfg(test)]
@@ -81,24 +116,38 @@ mod tests {
 
     #[test]
     fn every_kind_of_entry_parses_and_prints_back() {
-        let spec = "0,1,2,0; 4,bootstrap:1,0 ;1,linking,1;";
+        let spec = "0,1,2,0; 4,bootstrap:1,0 ;1,linking,1;2,5,0,0,cut; 3,linking,0, cut";
         let m = parse(spec).unwrap();
+        let exit = Action::Exit;
         assert_eq!(
             m,
             vec![
-                Mock { rank: 0, point: Point::Call { version: 1, seq: 2 }, attempt: 0 },
-                Mock { rank: 4, point: Point::Bootstrap(1), attempt: 0 },
-                Mock { rank: 1, point: Point::Linking, attempt: 1 },
+                Mock { rank: 0, point: Point::Call { version: 1, seq: 2 }, attempt: 0, action: exit },
+                Mock { rank: 4, point: Point::Bootstrap(1), attempt: 0, action: exit },
+                Mock { rank: 1, point: Point::Linking, attempt: 1, action: exit },
+                Mock { rank: 2, point: Point::Call { version: 5, seq: 0 }, attempt: 0, action: Action::Cut },
+                Mock { rank: 3, point: Point::Linking, attempt: 0, action: Action::Cut },
             ]
         );
         let printed: Vec<String> = m.iter().map(Mock::to_string).collect();
-        assert_eq!(printed.join(";"), "0,1,2,0;4,bootstrap:1,0;1,linking,1");
+        assert_eq!(printed.join(";"), "0,1,2,0;4,bootstrap:1,0;1,linking,1;2,5,0,0,cut;3,linking,0,cut");
+        assert!(m[3].matches(2, Point::Call { version: 5, seq: 0 }, 0));
+        assert!(!m[3].matches(2, Point::Call { version: 5, seq: 0 }, 1));
         assert_eq!(parse("").unwrap(), vec![]);
     }
 
     #[test]
     fn malformed_entries_name_the_syntax() {
-        for bad in ["1,2,3", "1,boot:2,0", "x,1,2,0", "1,linking", "1,bootstrap:-1,0", "1,2,3,4,5"] {
+        for bad in [
+            "1,2,3",
+            "1,boot:2,0",
+            "x,1,2,0",
+            "1,linking",
+            "1,bootstrap:-1,0",
+            "1,2,3,4,5",
+            "1,linking,cut",
+            "1,2,3,0,hang",
+        ] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains("WARREN_MOCK") && e.contains("rank,bootstrap:n,attempt"), "{bad}: {e}");
         }

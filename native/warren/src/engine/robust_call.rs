@@ -7,7 +7,7 @@ use super::recovery::Round;
 use super::{CallBuf, CallOptions, Communicator, recoverable};
 use crate::collective::header::{CallHeader, CallKind};
 use crate::error::Result;
-use crate::mock::{Mock, Point as MockPoint};
+use crate::mock::{Action as MockAction, Point as MockPoint};
 use crate::robust::{BootstrapKey, Want};
 
 /// A collective run from `input` into `out` (of the same length).
@@ -136,13 +136,22 @@ impl Communicator {
         self.maybe_mock(point);
     }
 
-    /// Exits abruptly if `WARREN_MOCK` names this worker at this point (failure injection).
+    /// Exits abruptly, or cuts this worker off from the tracker, if `WARREN_MOCK` names it at
+    /// this point (failure injection).
     pub(super) fn maybe_mock(&self, point: MockPoint) {
-        let me = Mock { rank: self.topo.rank, point, attempt: self.cfg.attempt };
-        if self.cfg.mock.contains(&me) {
-            eprintln!("WARREN_MOCK: rank {} exits at {me}", me.rank);
-            // SAFETY: _exit ends the process at once, like a crash; nothing runs after it.
-            unsafe { libc::_exit(86) }
+        let (rank, attempt) = (self.topo.rank, self.cfg.attempt);
+        for m in self.cfg.mock.iter().filter(|m| m.matches(rank, point, attempt)) {
+            match m.action {
+                MockAction::Exit => {
+                    eprintln!("WARREN_MOCK: rank {rank} exits at {m}");
+                    // SAFETY: _exit ends the process at once, like a crash; nothing runs after it.
+                    unsafe { libc::_exit(86) }
+                }
+                MockAction::Cut => {
+                    eprintln!("WARREN_MOCK: rank {rank} is cut off from the tracker at {m}");
+                    self.watch.cut();
+                }
+            }
         }
     }
 

@@ -98,6 +98,14 @@ fn beat(mut client: TrackerClient, pulse: &Pulse, watch: &Watch, cancel: &Cancel
     let mut heard = Instant::now();
     while !stop.load(Ordering::SeqCst) && !cancel.is_cancelled() {
         let next = Instant::now() + interval;
+        if watch.is_cut() {
+            // Injected cut: nothing leaves, nothing is read; only the silence counts.
+            std::thread::sleep(interval.min(Duration::from_millis(50)));
+            if heard.elapsed() > pulse.timeout {
+                return cancel.fence(&cut_off(pulse, heard.elapsed()));
+            }
+            continue;
+        }
         let msg =
             ToTracker::Beat { task_id: pulse.task_id.clone(), incarnation: pulse.incarnation, stall: watch.stall() };
         // A full send buffer (a silent tracker) is waited out here, then judged below.
@@ -128,13 +136,18 @@ fn beat(mut client: TrackerClient, pulse: &Pulse, watch: &Watch, cancel: &Cancel
         }
         let silent = heard.elapsed();
         if silent > pulse.timeout {
-            return cancel.fence(&format!(
-                "task {} heard nothing from the tracker for {silent:.1?} (peer timeout {:?}): it is cut off, and the \
-                 tracker replaces it",
-                pulse.task_id, pulse.timeout
-            ));
+            return cancel.fence(&cut_off(pulse, silent));
         }
     }
+}
+
+/// Why a worker that heard nothing from the tracker for `silent` fences itself.
+fn cut_off(pulse: &Pulse, silent: Duration) -> String {
+    format!(
+        "task {} heard nothing from the tracker for {silent:.1?} (peer timeout {:?}): it is cut off, and the tracker \
+         replaces it",
+        pulse.task_id, pulse.timeout
+    )
 }
 
 /// The connection ended: the job is over (or the worker is stopping its heartbeats).

@@ -34,6 +34,9 @@ pub struct Watch {
     stall_warn: Option<Duration>,
     /// Set when `notice` holds a fenced peer (read on every idle wait: one relaxed load).
     pending: AtomicBool,
+    /// Set by failure injection (`WARREN_MOCK` `,cut`): the heartbeat thread neither sends
+    /// nor reads, as behind a link to the tracker that drops every packet.
+    cut: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -55,7 +58,12 @@ struct Inner {
 impl Watch {
     /// A watch that reports stalls after `stall_warn` without progress (never with `None`).
     pub fn new(stall_warn: Option<Duration>) -> Watch {
-        Watch { stall_warn, pending: AtomicBool::new(false), inner: Mutex::new(Inner::default()) }
+        Watch {
+            stall_warn,
+            pending: AtomicBool::new(false),
+            cut: AtomicBool::new(false),
+            inner: Mutex::new(Inner::default()),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -126,6 +134,17 @@ impl Watch {
     pub(crate) fn peer_fenced(&self, rank: usize, task: String, reason: String, round: u64) {
         self.lock().notice = Some((rank, task, format!("fenced by the tracker: {reason}"), round));
         self.pending.store(true, Ordering::Relaxed);
+    }
+
+    /// Cuts this worker off from the tracker (failure injection): from now on its heartbeat
+    /// thread sends nothing and reads nothing, so both sides fence it after the peer timeout.
+    pub(crate) fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`cut`](Self::cut) was called.
+    pub(crate) fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::SeqCst)
     }
 
     /// Forgets a fence notice (the worker is re-linking anyway).

@@ -4,6 +4,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 
 /**
  * One worker's membership in a Warren job: runs collectives (allreduce, broadcast, allgather,
@@ -709,6 +710,23 @@ public final class Communicator implements AutoCloseable {
       closed = true;
       freeCancel();
       Native.commAbort(h);
+    }
+  }
+
+  /**
+   * Why the tracker fenced this worker, if it did: it heard no heartbeat from it within the peer
+   * timeout (a paused or frozen process, a cut network), or this worker heard nothing from the
+   * tracker for that long and took itself for cut off. A fenced worker has been replaced: its
+   * running and later calls fail with {@link WorkerFencedException}. A task whose thread may be
+   * busy outside Warren's calls polls this (from another thread: it never blocks and takes no
+   * lock the calls hold) to end the task at once rather than at its next call.
+   *
+   * @return the fence's reason, empty while not fenced (and after {@link #close()} or {@link
+   *     #abort()})
+   */
+  public Optional<String> fenced() {
+    synchronized (cancelLock) {
+      return cancelHandle == 0 ? Optional.empty() : Optional.ofNullable(Native.cancelFenced(cancelHandle));
     }
   }
 

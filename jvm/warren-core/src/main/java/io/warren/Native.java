@@ -25,6 +25,9 @@ final class Native {
 
   static native void cancelFree(long cancelHandle);
 
+  /** Why the communicator of a cancel handle was fenced, or null; never blocks. */
+  static native String cancelFenced(long cancelHandle);
+
   static native long commCreate(String[] keys, String[] values, long cancelHandle);
 
   static native int commRank(long handle);

@@ -212,4 +212,22 @@ class CancelTest {
         InterruptWatcher.targets() > 0 || !InterruptWatcher.running(),
         "the watcher thread ends with no target");
   }
+
+  @Test
+  @Timeout(30)
+  void aCommunicatorCancelledByAnInterruptIsNotFenced() {
+    Communicator c = Communicator.create(Map.of());
+    try {
+      assertEquals(java.util.Optional.empty(), c.fenced(), "a fresh worker");
+      Thread.currentThread().interrupt();
+      org.junit.jupiter.api.Assertions.assertThrows(
+          CollectiveInterruptedException.class, () -> c.allreduce(new float[4], Op.SUM));
+      Thread.interrupted();
+      assertEquals(java.util.Optional.empty(), c.fenced(), "cancelled, not fenced");
+    } finally {
+      Thread.interrupted();
+      c.abort();
+    }
+    assertEquals(java.util.Optional.empty(), c.fenced(), "after abort()");
+  }
 }

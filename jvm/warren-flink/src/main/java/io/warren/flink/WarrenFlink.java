@@ -74,6 +74,18 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  *       {@code core-site.xml} and the {@code flink.hadoop.*} entries of the job's configuration).
  * </ul>
  *
+ * <h2>Hung, frozen and cut-off workers</h2>
+ *
+ * The tracker fences a worker silent for {@code warren.peerTimeout} (default 30 s); the others
+ * wait for its replacement. If its TaskManager still runs (a network cut, a pause that ended),
+ * the worker's own side fails its subtask at once ({@code Environment.failExternally}, from the
+ * runner's watch thread, even while the task thread is busy outside Warren's calls) and Flink
+ * restarts that subtask alone. A frozen TaskManager cannot, and Flink has no API to fail one
+ * subtask from outside: Flink replaces its worker after the cluster's {@code heartbeat.timeout}
+ * (50 s by default), which {@code train} logs against the peer timeout, warning when it is not
+ * below {@code warren.connectTimeout} (the other workers would stop waiting first). Lower {@code
+ * heartbeat.timeout} on the cluster to replace frozen TaskManagers sooner.
+ *
  * <h2>Requirements</h2>
  *
  * STREAMING execution mode (BATCH may run the workers in turns, and they wait for each other),
@@ -252,6 +264,11 @@ public final class WarrenFlink {
           null);
     }
     Slots.check(conf, numWorkers, s.slotWaitTimeout());
+    String connect = s.workerSettings().get(RunnerSettings.CONNECT_TIMEOUT.worker());
+    Heartbeats.log(
+        conf,
+        s.trackerPeerTimeout(),
+        connect == null ? null : Duration.ofMillis((long) (Double.parseDouble(connect) * 1000)));
     boolean failAll = s.recovery() == Recovery.FAIL_ALL;
     int attempts = failAll ? failAllAttempts(conf) : 1;
     String host = s.trackerHost().orElse("127.0.0.1");

@@ -1,5 +1,6 @@
 package io.warren.flink;
 
+import io.warren.WorkerFencedException;
 import io.warren.runner.WorkerRun;
 import java.util.ArrayList;
 import java.util.List;
@@ -18,6 +19,12 @@ import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
  *
  * <p>Cancellation: Flink cancels a task by interrupting its thread, which aborts the worker's
  * collective call (the communicator's interrupt watcher); the worker then leaves as lost.
+ *
+ * <p>Fencing: when the tracker fences the worker (no heartbeat within {@code warren.peerTimeout})
+ * while this TaskManager still runs (a network cut, a pause shorter than Flink's own heartbeat
+ * timeout), the runner's watch fails the subtask at once through {@code
+ * Environment.failExternally}, even if its thread is busy outside Warren's calls; Flink then
+ * restarts only its failover region.
  *
  * @param <T> the rows
  * @param <R> the result
@@ -66,7 +73,12 @@ final class WorkerOperator<T, R> extends AbstractStreamOperator<R>
         settings.put("WARREN_CHECKPOINT_DIR", stage.local());
       }
       WorkerRun.Options options =
-          new WorkerRun.Options(null, run.label(), run.progressIntervalS(), stage == null ? null : stage.setup());
+          new WorkerRun.Options(
+              null,
+              run.label(),
+              run.progressIntervalS(),
+              stage == null ? null : stage.setup(),
+              reason -> failFenced(index, attempt, reason));
       List<T> mine = rows;
       rows = null;
       R result =
@@ -80,5 +92,24 @@ final class WorkerOperator<T, R> extends AbstractStreamOperator<R>
         stage.cleanup().close();
       }
     }
+  }
+
+  /**
+   * Fails this subtask at once because the tracker fenced its worker (called from the runner's
+   * watch thread, never blocks): Flink interrupts the task thread wherever it is, reports the
+   * failure to the JobManager when the thread has ended, and its failover region is restarted.
+   */
+  private void failFenced(int index, int attempt, String reason) {
+    getContainingTask()
+        .getEnvironment()
+        .failExternally(
+            new WorkerFencedException(
+                "Warren fenced the worker of subtask "
+                    + index
+                    + " (attempt "
+                    + attempt
+                    + "), which the job goes on without: "
+                    + reason
+                    + "; failing the subtask so that Flink restarts it"));
   }
 }

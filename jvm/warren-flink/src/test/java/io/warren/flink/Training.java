@@ -58,12 +58,28 @@ final class Training {
    * @param failAt the iteration it throws at
    * @param sleepMs a pause per iteration (room for a test to act mid-run)
    * @param blockTask a task that sleeps a minute before its first allreduce (-1: none)
+   * @param hangTask a task whose thread hangs (sleeps ten minutes) on its attempt 0 at the
+   *     start of iteration {@code hangAt}, outside Warren's calls (-1: none)
+   * @param hangAt the iteration it hangs at
    */
-  record Plan(String run, int iters, int failTask, int failAt, long sleepMs, int blockTask)
+  record Plan(
+      String run, int iters, int failTask, int failAt, long sleepMs, int blockTask, int hangTask, int hangAt)
       implements java.io.Serializable {
+    Plan(String run, int iters, int failTask, int failAt, long sleepMs, int blockTask) {
+      this(run, iters, failTask, failAt, sleepMs, blockTask, -1, -1);
+    }
+
     static Plan clean(String run, int iters) {
       return new Plan(run, iters, -1, -1, 0, -1);
     }
+  }
+
+  /** Per-run times (nanoTime) of events: {@code "hung"}, {@code "interrupted"}, and {@code
+   * "task/attempt/iteration"} when that worker committed that iteration's checkpoint. */
+  static final Map<String, Map<String, Long>> EVENTS = new ConcurrentHashMap<>();
+
+  private static void event(Plan plan, String what) {
+    EVENTS.computeIfAbsent(plan.run(), k -> new ConcurrentHashMap<>()).putIfAbsent(what, System.nanoTime());
   }
 
   /** One worker: the weights after {@code plan.iters()} iterations, with its identity. */
@@ -79,6 +95,15 @@ final class Training {
         Thread.sleep(60_000);
       }
       for (int it = ckpt.version(); it < plan.iters(); it++) {
+        if (task == plan.hangTask() && attempt == 0 && it == plan.hangAt()) {
+          event(plan, "hung");
+          try {
+            Thread.sleep(600_000);
+          } catch (InterruptedException e) {
+            event(plan, "interrupted");
+            throw e;
+          }
+        }
         if (task == plan.failTask() && attempt == 0 && it == plan.failAt()) {
           throw new IllegalStateException("injected failure of task " + task + " at iteration " + it);
         }
@@ -103,6 +128,9 @@ final class Training {
         b.asDoubleBuffer().put(w);
         comm.checkpoint(b.array(), null);
         ITERATIONS.computeIfAbsent(plan.run(), k -> new AtomicInteger()).incrementAndGet();
+        if (plan.hangTask() >= 0) {
+          event(plan, task + "/" + attempt + "/" + it);
+        }
         if (plan.sleepMs() > 0) {
           Thread.sleep(plan.sleepMs());
         }

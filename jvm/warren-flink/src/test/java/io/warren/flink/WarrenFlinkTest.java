@@ -55,16 +55,20 @@ class WarrenFlinkTest {
   private static final int ITERS = 30;
   private static final TypeInformation<double[]> ROW = PrimitiveArrayTypeInfo.DOUBLE_PRIMITIVE_ARRAY_TYPE_INFO;
 
-  @RegisterExtension
-  static final MiniClusterExtension CLUSTER =
-      new MiniClusterExtension(
-          new MiniClusterResourceConfiguration.Builder()
-              .setNumberTaskManagers(WORKERS)
-              .setNumberSlotsPerTaskManager(1)
-              .setConfiguration(clusterConfig())
-              .build());
+  @RegisterExtension static final MiniClusterExtension CLUSTER = newCluster();
 
-  private static Configuration clusterConfig() {
+  /** A MiniCluster of one TaskManager of one slot per worker, {@link #clusterConfig()}. */
+  static MiniClusterExtension newCluster() {
+    return new MiniClusterExtension(
+        new MiniClusterResourceConfiguration.Builder()
+            .setNumberTaskManagers(WORKERS)
+            .setNumberSlotsPerTaskManager(1)
+            .setConfiguration(clusterConfig())
+            .build());
+  }
+
+  /** Fixed-delay restarts 200 ms apart, region failover. */
+  static Configuration clusterConfig() {
     Configuration c = new Configuration();
     c.setString("restart-strategy.type", "fixed-delay");
     c.setString("restart-strategy.fixed-delay.attempts", "3");
@@ -76,7 +80,7 @@ class WarrenFlinkTest {
   private static volatile double[] reference;
 
   /** The model trained by the same workers as threads of this JVM, without Flink. */
-  private static synchronized double[] withoutFlink() throws Exception {
+  static synchronized double[] withoutFlink() throws Exception {
     if (reference != null) {
       return reference;
     }
@@ -125,7 +129,7 @@ class WarrenFlinkTest {
   }
 
   /** source(N) → workers(N) → collect(N) → discard(N): forward edges only. */
-  private static void job(StreamExecutionEnvironment env, Training.Plan plan, Map<String, String> settings) {
+  static void job(StreamExecutionEnvironment env, Training.Plan plan, Map<String, String> settings) {
     DataStream<double[]> rows =
         env.fromSource(
                 new PartitionedSource<>(WORKERS, Training::partition),

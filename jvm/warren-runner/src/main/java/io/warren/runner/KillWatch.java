@@ -1,12 +1,15 @@
 package io.warren.runner;
 
 import io.warren.Communicator;
+import java.util.Optional;
 import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Aborts a task's communicator when the engine kills the task without interrupting its thread.
+ * Watches a task from beside its thread: aborts its communicator when the engine kills the task
+ * without interrupting its thread, and tells the engine when the tracker fenced the worker.
  *
  * <p>An engine may merely mark a task killed (Spark's {@code TaskContext.isInterrupted} after a
  * {@code cancelJobGroup} without {@code interruptOnCancel}), which a thread blocked in a
@@ -15,21 +18,29 @@ import org.slf4j.LoggerFactory;
  * {@code CollectiveAbortedException} within milliseconds, and the peers see the worker leave).
  * With an interrupt, {@code Communicator}'s own interrupt watcher is faster; both may fire, {@code
  * abort()} is idempotent.
+ *
+ * <p>A fenced worker (see {@link Communicator#fenced()}) has been replaced in the job: its calls
+ * fail with {@code WorkerFencedException}, but a thread busy outside Warren's calls (its own
+ * computation, a hung read) would only find out at its next call. The same thread polls {@code
+ * fenced()} and hands the reason to the engine's {@code onFenced}, which fails the task at once
+ * (Flink: {@code Environment.failExternally}), so that the engine runs it again.
  */
 public final class KillWatch {
   private static final Logger LOG = LoggerFactory.getLogger(KillWatch.class);
 
-  /** How often a watch looks at the task's kill mark, in milliseconds. */
+  /** How often a watch looks at the task's kill mark and fence, in milliseconds. */
   public static final long POLL_MS = 100L;
 
   private final BooleanSupplier killed;
+  private final Consumer<String> onFenced;
   private final Communicator comm;
   private final String task;
   private volatile boolean stopped;
   private final Thread thread;
 
-  private KillWatch(BooleanSupplier killed, Communicator comm, String task) {
+  private KillWatch(BooleanSupplier killed, Consumer<String> onFenced, Communicator comm, String task) {
     this.killed = killed;
+    this.onFenced = onFenced;
     this.comm = comm;
     this.task = task;
     this.thread = new Thread(this::loop, "warren-kill-watch-" + task);
@@ -45,22 +56,49 @@ public final class KillWatch {
    * @return the running watch
    */
   public static KillWatch start(BooleanSupplier killed, Communicator comm, String task) {
-    KillWatch w = new KillWatch(killed, comm, task);
+    return start(killed, null, comm, task);
+  }
+
+  /**
+   * Watches {@code killed} and the worker's fence until {@link #stop()}; stop it before closing
+   * {@code comm}.
+   *
+   * @param killed whether the engine has killed the task (null: not watched)
+   * @param onFenced told the fence's reason once, when the tracker fenced the worker (null: not
+   *     watched); it should fail the task without blocking
+   * @param comm the task's communicator
+   * @param task the task, for the thread's name and the log
+   * @return the running watch
+   */
+  public static KillWatch start(
+      BooleanSupplier killed, Consumer<String> onFenced, Communicator comm, String task) {
+    KillWatch w = new KillWatch(killed, onFenced, comm, task);
     w.thread.start();
     return w;
   }
 
   private void loop() {
     try {
-      while (!stopped && !killed.getAsBoolean()) {
+      while (!stopped) {
+        if (killed != null && killed.getAsBoolean()) {
+          LOG.info("task {} was killed: aborting its Warren calls", task);
+          comm.abort();
+          return;
+        }
+        Optional<String> fence = onFenced == null ? Optional.empty() : comm.fenced();
+        if (fence.isPresent()) {
+          if (!stopped) {
+            LOG.warn("task {} was fenced: failing it so that it runs again ({})", task, fence.get());
+            onFenced.accept(fence.get());
+          }
+          return;
+        }
         Thread.sleep(POLL_MS);
-      }
-      if (!stopped) {
-        LOG.info("task {} was killed: aborting its Warren calls", task);
-        comm.abort();
       }
     } catch (InterruptedException e) {
       // stopped
+    } catch (RuntimeException e) {
+      LOG.warn("task {}: the kill and fence watch stopped", task, e);
     }
   }
 

@@ -4,6 +4,7 @@ import io.warren.Communicator;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
 
 /**
  * The body of one worker task, whatever the engine: joins the job with the task's identity,
@@ -54,15 +55,31 @@ public final class WorkerRun {
    * @param label the job's label in progress lines
    * @param progressIntervalS seconds between rank 0's progress lines, 0 for none
    * @param setup done after joining, before the work (null: nothing)
+   * @param onFenced told the reason, from another thread, when the tracker fences the worker
+   *     (see {@link KillWatch}): it should fail the task at once, without blocking (null: the
+   *     task learns it at its next Warren call, which fails with {@code WorkerFencedException})
    */
-  public record Options(BooleanSupplier killed, String label, double progressIntervalS, Setup setup) {
+  public record Options(
+      BooleanSupplier killed, String label, double progressIntervalS, Setup setup, Consumer<String> onFenced) {
+    /**
+     * Options without a fence callback.
+     *
+     * @param killed whether the engine killed the task without an interrupt (null: never asked)
+     * @param label the job's label in progress lines
+     * @param progressIntervalS seconds between rank 0's progress lines, 0 for none
+     * @param setup done after joining, before the work (null: nothing)
+     */
+    public Options(BooleanSupplier killed, String label, double progressIntervalS, Setup setup) {
+      this(killed, label, progressIntervalS, setup, null);
+    }
+
     /**
      * No kill watch, no progress lines, no setup.
      *
      * @return the options
      */
     public static Options plain() {
-      return new Options(null, "", 0, null);
+      return new Options(null, "", 0, null, null);
     }
   }
 
@@ -95,7 +112,10 @@ public final class WorkerRun {
   public static <R> R run(Map<String, String> settings, Options options, Body<R> body) throws Exception {
     Communicator comm = Communicator.create(settings);
     String task = settings.getOrDefault("WARREN_TASK_ID", "?");
-    KillWatch watch = options.killed() == null ? null : KillWatch.start(options.killed(), comm, task);
+    KillWatch watch =
+        options.killed() == null && options.onFenced() == null
+            ? null
+            : KillWatch.start(options.killed(), options.onFenced(), comm, task);
     Progress progress = null;
     try {
       if (options.setup() != null) {

@@ -79,6 +79,11 @@ public final class LogisticRegression {
      * only on a cluster whose TaskManagers have their own processes.
      */
     public int killTaskManager = -1;
+    /**
+     * SIGSTOP the TaskManager process of task 1's first attempt at this iteration (-1: never): a
+     * frozen TaskManager; only on a cluster whose TaskManagers have their own processes.
+     */
+    public int pauseTaskManager = -1;
     /** Milliseconds each worker sleeps after each checkpoint (0: none). */
     public int pauseMs;
     /** {@code warren.*} settings. */
@@ -108,6 +113,7 @@ public final class LogisticRegression {
           case "--seed" -> p.seed = Long.parseLong(v);
           case "--kill-task" -> p.killTask = Integer.parseInt(v);
           case "--kill-taskmanager" -> p.killTaskManager = Integer.parseInt(v);
+          case "--pause-taskmanager" -> p.pauseTaskManager = Integer.parseInt(v);
           case "--pause-ms" -> p.pauseMs = Integer.parseInt(v);
           case "--recovery" -> p.settings.put("recovery", v);
           case "--checkpoint-dir" -> p.settings.put("checkpointDir", v);
@@ -132,7 +138,7 @@ public final class LogisticRegression {
    */
   public static String usage() {
     return "usage: [--workers N] [--rows N] [--features N] [--iters N] [--step-size X] [--seed N]"
-        + " [--kill-task ITER] [--kill-taskmanager ITER] [--pause-ms MS] [--recovery retry-one|fail-all] [--checkpoint-dir"
+        + " [--kill-task ITER] [--kill-taskmanager ITER] [--pause-taskmanager ITER] [--pause-ms MS] [--recovery retry-one|fail-all] [--checkpoint-dir"
         + " DIR] [--set warren.KEY=VALUE]...";
   }
 
@@ -278,7 +284,16 @@ public final class LogisticRegression {
             "injected failure of task 1 at iteration " + it + " (attempt " + ctx.attempt() + ")");
       }
       if (ctx.taskId() == 1 && it == p.killTaskManager && ctx.attempt() == 0) {
-        killThisTaskManager(it);
+        signalThisTaskManager("KILL", it);
+        Thread.sleep(60_000); // the signal ends the process first
+        throw new IllegalStateException("this TaskManager survived its SIGKILL");
+      }
+      if (ctx.taskId() == 1 && it == p.pauseTaskManager && ctx.attempt() == 0) {
+        signalThisTaskManager("STOP", it);
+        // Continued (SIGCONT) later: the tracker fenced this worker meanwhile, and the job
+        // went on with its replacement.
+        throw new IllegalStateException(
+            "task 1 was paused at iteration " + it + " and continued: " + comm.fenced().orElse("not fenced"));
       }
       gradient(xy, n, d, w, buf);
       comm.allreduce(buf, Op.SUM);
@@ -321,32 +336,33 @@ public final class LogisticRegression {
   static final String TASK_MANAGER_MAIN = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner";
 
   /**
-   * SIGKILLs the process this worker runs in, a TaskManager of its own: Flink loses every task
-   * it ran, and a restarted subtask needs a slot on another TaskManager.
+   * Sends {@code SIG<signal>} to the process this worker runs in, a TaskManager of its own:
+   * {@code KILL} ends it (Flink loses every task it ran, and a restarted subtask needs a slot on
+   * another TaskManager); {@code STOP} freezes it (nothing in it runs or answers until a {@code
+   * SIGCONT}).
    *
+   * @param signal KILL or STOP
    * @param it the iteration (for the message)
    * @throws IllegalStateException if this TaskManager shares its process with others or with
-   *     the JobManager (a MiniCluster): killing it would end the whole job
+   *     the JobManager (a MiniCluster): the signal would reach the whole job
    * @throws InterruptedException if interrupted while waiting for the signal
    */
-  private static void killThisTaskManager(int it) throws InterruptedException {
+  private static void signalThisTaskManager(String signal, int it) throws InterruptedException {
     String main = System.getProperty("sun.java.command", "").split(" ")[0];
     if (!main.equals(TASK_MANAGER_MAIN)) {
       throw new IllegalStateException(
-          "--kill-taskmanager needs TaskManagers in processes of their own (a standalone cluster),"
-              + " but this worker runs in "
+          "--kill-taskmanager and --pause-taskmanager need TaskManagers in processes of their own (a"
+              + " standalone cluster), but this worker runs in "
               + main
               + ", which the JobManager shares: use --kill-task");
     }
     long pid = ProcessHandle.current().pid();
-    System.err.printf(Locale.ROOT, "task 1: SIGKILL to this TaskManager (pid %d) at iteration %d%n", pid, it);
+    System.err.printf(Locale.ROOT, "task 1: SIG%s to this TaskManager (pid %d) at iteration %d%n", signal, pid, it);
     try {
-      new ProcessBuilder("kill", "-KILL", Long.toString(pid)).inheritIO().start().waitFor();
+      new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start().waitFor();
     } catch (java.io.IOException e) {
       throw new java.io.UncheckedIOException("cannot run kill", e);
     }
-    Thread.sleep(60_000); // the signal ends the process first
-    throw new IllegalStateException("TaskManager process " + pid + " survived its SIGKILL");
   }
 
   /** The gradient, loss and row count of one partition into {@code buf}. */
@@ -487,9 +503,9 @@ public final class LogisticRegression {
     Params p = Params.parse(args);
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(localConfiguration());
     String target = env.getConfiguration().get(DeploymentOptions.TARGET);
-    if (p.killTaskManager >= 0 && (target == null || target.equals("local"))) {
+    if ((p.killTaskManager >= 0 || p.pauseTaskManager >= 0) && (target == null || target.equals("local"))) {
       throw new IllegalArgumentException(
-          "--kill-taskmanager needs a cluster whose TaskManagers have processes of their own (flink"
+          "--kill-taskmanager and --pause-taskmanager need a cluster whose TaskManagers have processes of their own (flink"
               + " run on a standalone cluster); this local run's TaskManagers share this JVM: use"
               + " --kill-task");
     }
