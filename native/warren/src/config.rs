@@ -28,6 +28,9 @@ pub mod keys {
     pub const RING_THRESHOLD: &str = "WARREN_RING_THRESHOLD";
     /// How long a waiting rank polls its sockets before it blocks, in microseconds.
     pub const SPIN_US: &str = "WARREN_SPIN_US";
+    /// How much of that spin, in microseconds, polls without yielding the core (only while
+    /// this host runs no more workers than it has CPUs; `0`: always yield).
+    pub const BUSY_POLL_US: &str = "WARREN_BUSY_POLL_US";
     /// Address this worker's peer listener binds to and advertises.
     pub const HOST: &str = "WARREN_HOST";
     /// SO_SNDBUF / SO_RCVBUF of peer links in bytes (kernel auto-tuning when absent).
@@ -68,6 +71,9 @@ pub mod keys {
     /// tracker: `warren run`, `warren tracker`); `0` turns heartbeats and fencing off.
     pub const PEER_TIMEOUT_S: &str = "WARREN_PEER_TIMEOUT_S";
 }
+
+/// Default of [`keys::BUSY_POLL_US`] (see docs/benchmarks.md, "Busy-polling").
+pub const DEFAULT_BUSY_POLL: Duration = Duration::ZERO;
 
 /// Default of [`keys::STALL_WARN_S`].
 pub const DEFAULT_STALL_WARN: Duration = Duration::from_secs(10);
@@ -120,6 +126,9 @@ pub struct Config {
     pub ring_threshold: usize,
     /// Spin before blocking. Default: 50 µs.
     pub spin: Duration,
+    /// The first part of the spin, polling without yielding the core, used only while this
+    /// host runs no more of the job's workers than it has CPUs. Default: [`DEFAULT_BUSY_POLL`].
+    pub busy_poll: Duration,
     /// Advertised host. Default: the local address of the connection to the tracker.
     pub host: Option<String>,
     /// Socket buffer size. Default: none (kernel auto-tuning).
@@ -163,6 +172,7 @@ impl std::fmt::Debug for Config {
             .field("connect_timeout", &self.connect_timeout)
             .field("ring_threshold", &self.ring_threshold)
             .field("spin", &self.spin)
+            .field("busy_poll", &self.busy_poll)
             .field("host", &self.host)
             .field("socket_buffer", &self.socket_buffer)
             .field("transport", &self.transport)
@@ -192,6 +202,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(300),
             ring_threshold: 256 << 10,
             spin: Duration::from_micros(50),
+            busy_poll: DEFAULT_BUSY_POLL,
             host: None,
             socket_buffer: None,
             transport: TransportChoice::Auto,
@@ -243,6 +254,7 @@ impl Config {
             connect_timeout: secs(&get, keys::CONNECT_TIMEOUT_S)?.unwrap_or(d.connect_timeout),
             ring_threshold: parse(&get, keys::RING_THRESHOLD)?.unwrap_or(d.ring_threshold),
             spin: parse::<u64>(&get, keys::SPIN_US)?.map(Duration::from_micros).unwrap_or(d.spin),
+            busy_poll: parse::<u64>(&get, keys::BUSY_POLL_US)?.map(Duration::from_micros).unwrap_or(d.busy_poll),
             host: get(keys::HOST).filter(|s| !s.is_empty()),
             socket_buffer: parse(&get, keys::SOCKET_BUFFER)?,
             transport: match get(keys::TRANSPORT).as_deref().map(str::trim) {
@@ -375,6 +387,7 @@ mod tests {
             ("WARREN_TIMEOUT_S", "1.5"),
             ("WARREN_RING_THRESHOLD", "1024"),
             ("WARREN_SPIN_US", "0"),
+            ("WARREN_BUSY_POLL_US", "7"),
             ("WARREN_SOCKET_BUFFER", "65536"),
             ("WARREN_ROBUST", "0"),
             ("WARREN_BOOTSTRAP_CACHE", "0"),
@@ -391,6 +404,7 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_millis(1500));
         assert_eq!(c.ring_threshold, 1024);
         assert_eq!(c.spin, Duration::ZERO);
+        assert_eq!(c.busy_poll, Duration::from_micros(7));
         assert_eq!(c.socket_buffer, Some(65536));
         assert!(!c.robust && !c.bootstrap_cache);
         assert_eq!(c.mock, crate::mock::parse("0,1,2,0;4,0,7,1").unwrap());

@@ -112,11 +112,14 @@ pub(crate) fn ring_pipeline(
                 let whole = have - have % elem;
                 if whole > 0 {
                     let at = r.recv.start + rdone;
-                    if let Some(input) = input {
-                        // Chunk by chunk, so the reduction reads the copy back from the cache.
-                        buf[at..at + whole].copy_from_slice(&input[at..at + whole]);
-                    }
-                    (reducer.expect("reduce step needs a reducer"))(&mut buf[at..at + whole], &stage[..whole]);
+                    let reduce = reducer.expect("reduce step needs a reducer");
+                    reduce_from(
+                        input.map(|i| &i[at..at + whole]),
+                        &mut buf[at..at + whole],
+                        &stage[..whole],
+                        elem,
+                        reduce,
+                    );
                     stage.copy_within(whole..have, 0);
                     rdone += whole;
                 }
@@ -148,12 +151,24 @@ fn reduce_direct(
     let max = out.len();
     let mut done = 0;
     let mut apply = |src: &[u8]| {
-        let dst = &mut out[done..done + src.len()];
-        if let Some(input) = input {
-            dst.copy_from_slice(&input[done..done + src.len()]);
-        }
-        reduce(dst, src);
+        let at = done..done + src.len();
+        reduce_from(input.map(|i| &i[at.clone()]), &mut out[at], src, elem, reduce);
         done += src.len();
     };
     net.link(prev)?.read_in_place(max, elem, &mut apply)
+}
+
+/// Bytes reduced at a time out of place: the input's copy is still in the L1 cache when the
+/// reduction reads it back.
+const FUSED_BLOCK: usize = 16 << 10;
+
+/// `out = input op other` out of place (`input`: this rank's operand, left intact), else
+/// `out = out op other` in place; `other` as long as `out`, whole `elem`-byte elements.
+fn reduce_from(input: Option<&[u8]>, out: &mut [u8], other: &[u8], elem: usize, reduce: &ByteReducer) {
+    let Some(input) = input else { return reduce(out, other) };
+    let block = (FUSED_BLOCK - FUSED_BLOCK % elem).max(elem);
+    for ((o, i), x) in out.chunks_mut(block).zip(input.chunks(block)).zip(other.chunks(block)) {
+        o.copy_from_slice(i);
+        reduce(o, x);
+    }
 }

@@ -157,6 +157,7 @@ impl Communicator {
         let ids: Vec<&str> = peers.iter().map(|p| p.host_id.as_str()).collect();
         // From the same peers, every rank makes the same layout (whatever its transport).
         self.hosts = HostLayout::new(&ids, me);
+        self.waiter.set_busy_poll(busy_poll(&self.cfg, &ids, me));
         let mut neighbours = self.topo.neighbours();
         neighbours.extend(self.hosts.iter().flat_map(|h| h.neighbours(me)));
         neighbours.sort_unstable();
@@ -309,6 +310,16 @@ fn start_heartbeat(
         stall_warn: cfg.stall_warn,
     };
     Heartbeat::start(pulse, watch.clone(), cancel.clone()).map(Some)
+}
+
+/// How long a waiting rank of this host polls without yielding the core: the configured
+/// time while the host (the ranks with this rank's host id in `ids`, indexed by rank) runs no
+/// more workers than this process may use CPUs, else none (a spinning rank would hold the
+/// core that the rank it waits for needs).
+fn busy_poll(cfg: &Config, ids: &[&str], me: usize) -> Duration {
+    let local = ids.iter().filter(|h| ids.get(me) == Some(*h)).count();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if local <= cpus { cfg.busy_poll } else { Duration::ZERO }
 }
 
 /// This worker's host id: `WARREN_HOST_ID`, else the kernel's boot id (the same for every

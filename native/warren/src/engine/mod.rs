@@ -276,6 +276,9 @@ impl Communicator {
         body: impl FnOnce(&mut Net, &Topology, &mut Scratch) -> Result<()>,
     ) -> Result<()> {
         let started = Instant::now();
+        // Each call's waits spin afresh: a call that ended without waiting again must not
+        // leave its last idle time to the next one, whose first wait would then block at once.
+        self.waiter.progressed()?;
         let mut net = Net {
             me: self.topo.rank,
             links: &mut self.links,

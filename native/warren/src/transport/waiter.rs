@@ -1,9 +1,12 @@
-//! The readiness loop's wait: spin briefly (yielding the core), then block in `epoll`.
+//! The readiness loop's wait: busy-poll briefly, spin yielding the core, then block in `epoll`.
 //!
-//! A rank that waits for a peer first re-tries its sockets for `spin` (a 4-byte round trip on
-//! loopback is ~10 µs when the receiver is awake and ~100 µs when it must be woken), yielding
-//! the core between tries so that oversubscribed workers still make progress, then sleeps in
-//! `epoll_wait` until a link is ready or the deadline passes. Shared-memory links have no
+//! A rank that waits for a peer first re-tries its links for `spin` (a 4-byte round trip on
+//! loopback is ~10 µs when the receiver is awake and ~100 µs when it must be woken), then
+//! sleeps in `epoll_wait` until a link is ready or the deadline passes. During the first
+//! `busy` of the spin it re-tries without giving up the core (a shared-memory round trip
+//! then costs about a microsecond, not a context switch); after that it yields the core
+//! between tries so that oversubscribed workers still make progress (the communicator turns
+//! `busy` off when its host runs more workers than it has CPUs). Shared-memory links have no
 //! readiness of their own: before blocking, each asks its peer for a wake-up (a byte on its
 //! socket) and says whether its data arrived meanwhile; after, each reads its socket for
 //! wake-ups and for the peer's end (a dead peer's socket closes, which wakes `epoll_wait`).
@@ -26,6 +29,7 @@ pub struct Waiter {
     poll: Poll,
     events: Events,
     spin: Duration,
+    busy: Duration,
     idle_since: Option<Instant>,
     cancel: CancelHandle,
     /// Stall reports and fence notices ([`Watch`]), if set.
@@ -36,7 +40,7 @@ pub struct Waiter {
 
 impl std::fmt::Debug for Waiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Waiter").field("spin", &self.spin).finish()
+        f.debug_struct("Waiter").field("spin", &self.spin).field("busy", &self.busy).finish()
     }
 }
 
@@ -51,11 +55,17 @@ impl Waiter {
             poll,
             events: Events::with_capacity(64),
             spin,
+            busy: Duration::ZERO,
             idle_since: None,
             cancel: cancel.clone(),
             watch: None,
             reports: 0,
         })
+    }
+
+    /// Polls without yielding the core for the first `busy` of each spin (at most the spin).
+    pub fn set_busy_poll(&mut self, busy: Duration) {
+        self.busy = busy.min(self.spin);
     }
 
     /// Reports stalls to `watch`, and ends a wait with a lost peer when it holds a fence
@@ -115,6 +125,10 @@ impl Waiter {
             return Err(Error::Timeout { what: waiting_for(), after: now - started });
         }
         let idle_since = *self.idle_since.get_or_insert(now);
+        if now - idle_since < self.busy {
+            std::hint::spin_loop();
+            return Ok(());
+        }
         if now - idle_since < self.spin {
             std::thread::yield_now();
             return Ok(());
