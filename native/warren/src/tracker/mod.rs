@@ -67,6 +67,8 @@ pub struct TrackerConfig {
     /// these limits at checkpoint boundaries ([`Tracker::add_worker`], ...; default `None`:
     /// a fixed world).
     pub elastic: Option<Limits>,
+    /// TLS on every connection (default `None`: plain TCP); the workers must use TLS too.
+    pub tls: Option<crate::wire::Tls>,
 }
 
 impl TrackerConfig {
@@ -80,6 +82,7 @@ impl TrackerConfig {
             rendezvous_timeout: Duration::from_secs(600),
             peer_timeout: Some(DEFAULT_PEER_TIMEOUT),
             elastic: None,
+            tls: None,
         }
     }
 }
@@ -91,6 +94,7 @@ pub struct Tracker {
     uri: String,
     secret: String,
     world: usize,
+    tls: bool,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -118,14 +122,15 @@ impl Tracker {
             }
         }
         let state = server::new_state(cfg.num_workers, cfg.peer_timeout, cfg.elastic);
-        runtime.spawn(server::serve(listener, state.clone(), Arc::new(cfg.secret.clone().into_bytes())));
+        let tls = cfg.tls.is_some();
+        runtime.spawn(server::serve(listener, state.clone(), Arc::new(cfg.secret.clone().into_bytes()), cfg.tls));
         runtime.spawn(server::rendezvous_deadline(state.clone(), cfg.rendezvous_timeout));
         if let Some(timeout) = cfg.peer_timeout {
             runtime.spawn(fencing::watchdog(state.clone(), timeout));
         }
         let uri = format!("{}:{}", cfg.host, bound.port());
         log::info!("tracker: listening on {uri} for {} workers", cfg.num_workers);
-        Ok(Tracker { runtime: Some(runtime), state, uri, secret: cfg.secret, world: cfg.num_workers })
+        Ok(Tracker { runtime: Some(runtime), state, uri, secret: cfg.secret, world: cfg.num_workers, tls })
     }
 
     /// `host:port` workers connect to.
@@ -133,13 +138,18 @@ impl Tracker {
         &self.uri
     }
 
-    /// The settings every worker needs (add `WARREN_TASK_ID` per worker).
+    /// The settings every worker needs (add `WARREN_TASK_ID` per worker; with TLS on, user
+    /// certificates, if any, come from each worker's own settings).
     pub fn worker_env(&self) -> Vec<(String, String)> {
-        vec![
+        let mut env = vec![
             (keys::TRACKER_URI.into(), self.uri.clone()),
             (keys::NUM_WORKERS.into(), self.world.to_string()),
             (keys::JOB_SECRET.into(), self.secret.clone()),
-        ]
+        ];
+        if self.tls {
+            env.push((keys::TLS.into(), "1".into()));
+        }
+        env
     }
 
     /// Task ids fenced since the last call (no heartbeat within the peer timeout), oldest
