@@ -6,11 +6,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, SanType};
+use support::crash::Dir;
 use support::procs::{Proc, worker_env};
 use support::training::{Run, WARREN, launch};
 
@@ -46,24 +47,6 @@ fn a_job_under_tls_gives_the_plain_model_and_recovers_from_a_sigkill() {
     assert_eq!(killed.hash(), plain.hash(), "the same model bits under TLS after a SIGKILL");
 }
 
-/// A temporary directory removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("warren-tls-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A certificate authority named `name`, written to `dir/<name>-ca.pem`, and a certificate
 /// for 127.0.0.1 it signs (for servers and clients), in `dir/<name>-cert.pem` and
 /// `dir/<name>-key.pem`. Returns the three paths.
@@ -96,9 +79,10 @@ fn pki_env(paths: &[String; 3]) -> Vec<(&'static str, String)> {
 
 #[test]
 fn a_job_with_user_certificates_gives_the_plain_model() {
-    let dir = Dir::new("pki-job");
+    let dir = Dir::new("tls-pki-job");
     let ours = authority(&dir.0, "ours");
-    let env: Vec<(&str, String)> = [("WARREN_TRANSPORT", "tcp".to_string())].into_iter().chain(pki_env(&ours)).collect();
+    let env: Vec<(&str, String)> =
+        [("WARREN_TRANSPORT", "tcp".to_string())].into_iter().chain(pki_env(&ours)).collect();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let args = ["--model-bytes", "40000", "--iters", "12"];
     let plain = launch(3, &[], &args, &[], |_| {});
@@ -158,7 +142,7 @@ fn tls_on_one_side_only_or_a_wrong_secret_fails_fast_naming_it() {
 
 #[test]
 fn a_certificate_of_another_authority_or_none_is_refused() {
-    let dir = Dir::new("pki-refused");
+    let dir = Dir::new("tls-pki-refused");
     let (ours, theirs) = (authority(&dir.0, "ours"), authority(&dir.0, "theirs"));
     let (t, uri) = tracker(&pki_env(&ours));
     // Signed by another authority: each end refuses the other's certificate.

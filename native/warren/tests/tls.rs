@@ -29,7 +29,11 @@ fn master(tag: &str, tls: Option<Tls>) -> (MasterService, std::path::PathBuf) {
 }
 
 fn master_client(uri: &str, secret: &str, tls: Option<Tls>) -> warren::Result<MasterClient> {
-    MasterClient::connect(uri, secret, ClientOptions { call_timeout: Duration::from_secs(10), tls, ..Default::default() })
+    MasterClient::connect(
+        uri,
+        secret,
+        ClientOptions { call_timeout: Duration::from_secs(10), tls, ..Default::default() },
+    )
 }
 
 /// Runs `f` and checks that it took less than 5 s (no wait for a timeout).
@@ -69,7 +73,8 @@ fn parameter_servers_under_tls_serve_trainers_under_tls_only() {
         })
         .collect();
     let uris: Vec<String> = servers.iter().map(|s| s.uri().to_string()).collect();
-    let opts = |tls| PsClientOptions { connect_timeout: Duration::from_secs(10), call_timeout: Duration::from_secs(10), tls };
+    let opts =
+        |tls| PsClientOptions { connect_timeout: Duration::from_secs(10), call_timeout: Duration::from_secs(10), tls };
     let mut c = PsClient::connect(&uris, SECRET, None, opts(tls())).unwrap();
     assert_eq!(c.status().unwrap().len(), 2, "both servers answer under TLS");
     let e = fast("a plain trainer", || PsClient::connect(&uris, SECRET, Some(0), opts(None)).unwrap_err());
@@ -94,7 +99,12 @@ fn peers(l0: &PeerListener, l1: &PeerListener) -> Vec<PeerAddr> {
 }
 
 /// Links rank 0 (with `tls0`, `secret0`) and rank 1 (with `tls1`, `secret1`).
-fn link_pair(tls0: Option<Tls>, secret0: &'static [u8], tls1: Option<Tls>, secret1: &'static [u8]) -> [warren::Result<Vec<Link>>; 2] {
+fn link_pair(
+    tls0: Option<Tls>,
+    secret0: &'static [u8],
+    tls1: Option<Tls>,
+    secret1: &'static [u8],
+) -> [warren::Result<Vec<Link>>; 2] {
     let (l0, l1) = (PeerListener::bind("127.0.0.1").unwrap(), PeerListener::bind("127.0.0.1").unwrap());
     let p = peers(&l0, &l1);
     let deadline = Instant::now() + Duration::from_secs(3);

@@ -175,8 +175,14 @@ impl Communicator {
         let host_id = host_id(&self.cfg, &listener.host);
         let shm = (self.cfg.transport == TransportChoice::Auto)
             .then_some(ShmSetup { host_id: &host_id, ring: self.cfg.shm_ring });
-        let setup =
-            LinkSetup { me, secret: &secret, tls: self.tls.as_ref(), deadline, socket_buffer: self.cfg.socket_buffer, shm };
+        let setup = LinkSetup {
+            me,
+            secret: &secret,
+            tls: self.tls.as_ref(),
+            deadline,
+            socket_buffer: self.cfg.socket_buffer,
+            shm,
+        };
         let linked = connect_peers(listener, &setup, peers, &neighbours, &mut cancel)?;
         for mut l in linked {
             self.waiter.register(&mut l)?;

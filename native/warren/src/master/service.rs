@@ -435,7 +435,8 @@ impl Drop for MasterService {
 }
 
 async fn serve(listener: TcpListener, shared: Arc<Shared>, secret: Arc<Vec<u8>>, tls: Option<wire::Tls>) {
-    wire::serve(listener, secret, tls, Purpose::Master, "master", move |stream| connection(stream, shared.clone())).await
+    wire::serve(listener, secret, tls, Purpose::Master, "master", move |stream| connection(stream, shared.clone()))
+        .await
 }
 
 async fn connection(stream: wire::ServiceStream, shared: Arc<Shared>) {

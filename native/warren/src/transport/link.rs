@@ -221,7 +221,12 @@ impl Link {
 
 /// Reads plaintext from a TLS link: what the session holds, else what the socket brings
 /// (`Ok(0)` only once the socket has nothing more, so that its next data wakes the waiter).
-fn tls_read(tls: &mut rustls::Connection, sock: &mut mio::net::TcpStream, buf: &mut [u8], peer: usize) -> Result<usize> {
+fn tls_read(
+    tls: &mut rustls::Connection,
+    sock: &mut mio::net::TcpStream,
+    buf: &mut [u8],
+    peer: usize,
+) -> Result<usize> {
     loop {
         match tls.reader().read(buf) {
             Ok(0) => return Err(lost(peer, "closed the connection")),
@@ -245,7 +250,13 @@ fn tls_read(tls: &mut rustls::Connection, sock: &mut mio::net::TcpStream, buf: &
 
 /// Writes `a` then `b` to a TLS link: nothing while earlier records are still to send (the
 /// link is full), else what the session takes, sent at once as far as the socket allows.
-fn tls_write(tls: &mut rustls::Connection, sock: &mut mio::net::TcpStream, a: &[u8], b: &[u8], peer: usize) -> Result<usize> {
+fn tls_write(
+    tls: &mut rustls::Connection,
+    sock: &mut mio::net::TcpStream,
+    a: &[u8],
+    b: &[u8],
+    peer: usize,
+) -> Result<usize> {
     if !tls_flush(tls, sock, peer)? {
         return Ok(0);
     }

@@ -24,7 +24,9 @@ use super::shm::{Segment, ShmEnd};
 use crate::error::{Error, Result};
 use crate::tracker::proto::PeerAddr;
 use crate::wire::auth::{PROOF_LEN, Purpose};
-use crate::wire::handshake::{ACCEPTED, CHALLENGE_LEN, Challenge, HandshakeFailure, REFUSED, client_channel, server_tls_proofs};
+use crate::wire::handshake::{
+    ACCEPTED, CHALLENGE_LEN, Challenge, HandshakeFailure, REFUSED, client_channel, server_tls_proofs,
+};
 use crate::wire::{self, Backoff, Channel, PREAMBLE_LEN, Tls, read_exact_by, write_all_by};
 
 /// Longest a single incoming connection may take to complete its handshake, so that a stray

@@ -111,9 +111,9 @@ async fn accept_tls(
     s.write_all(&tls::server_proof(secret, purpose, &binding)).await.map_err(|e| e.to_string())?;
     s.flush().await.map_err(|e| e.to_string())?;
     let mut proof = [0u8; PROOF_LEN];
-    s.read_exact(&mut proof)
-        .await
-        .map_err(|e| format!("it sent no proof of the job secret ({e}): it holds another job's secret, or refused ours"))?;
+    s.read_exact(&mut proof).await.map_err(|e| {
+        format!("it sent no proof of the job secret ({e}): it holds another job's secret, or refused ours")
+    })?;
     let ok = tls::proof_holds(secret, purpose, &binding, &proof, false);
     s.write_all(&[if ok { ACCEPTED } else { REFUSED }]).await.map_err(|e| e.to_string())?;
     s.flush().await.map_err(|e| e.to_string())?;

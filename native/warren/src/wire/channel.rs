@@ -67,7 +67,11 @@ impl Channel {
                 return Ok(());
             }
             if left.is_zero() {
-                return Err(super::deadline::timed_out(format!("{who} to complete the TLS handshake"), started, deadline));
+                return Err(super::deadline::timed_out(
+                    format!("{who} to complete the TLS handshake"),
+                    started,
+                    deadline,
+                ));
             }
             let sock = self.socket();
             let timeouts = sock.set_read_timeout(Some(left)).and_then(|()| sock.set_write_timeout(Some(left)));
@@ -81,7 +85,11 @@ impl Channel {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                    return Err(super::deadline::timed_out(format!("{who} to complete the TLS handshake"), started, deadline));
+                    return Err(super::deadline::timed_out(
+                        format!("{who} to complete the TLS handshake"),
+                        started,
+                        deadline,
+                    ));
                 }
                 Err(e) => return Err(crate::error::Error::io(format!("TLS handshake with {who}"), e)),
             }

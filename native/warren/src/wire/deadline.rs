@@ -23,7 +23,10 @@ pub fn read_exact_by(stream: &mut impl Timed, buf: &mut [u8], deadline: Instant,
         if left.is_zero() {
             return Err(timed_out(who, started, deadline));
         }
-        stream.socket().set_read_timeout(Some(left)).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
+        stream
+            .socket()
+            .set_read_timeout(Some(left))
+            .map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
         match stream.read(&mut buf[got..]) {
             Ok(0) => return Err(Error::Protocol(format!("{who} closed the connection"))),
             Ok(n) => got += n,

@@ -83,5 +83,7 @@ pub use deadline::{read_exact_by, write_all_by};
 pub use frame::{MAX_FRAME, decode_frame, decode_frame_within, encode_frame, frame_len_within};
 pub use frame_reader::FrameReader;
 pub use handshake::HandshakeFailure;
-pub use preamble::{MAGIC, PREAMBLE_LEN, TLS_FLAG, VERSION, check_mode, check_preamble, is_warren, preamble, preamble_with};
+pub use preamble::{
+    MAGIC, PREAMBLE_LEN, TLS_FLAG, VERSION, check_mode, check_preamble, is_warren, preamble, preamble_with,
+};
 pub use tls::{Tls, TlsSettings};

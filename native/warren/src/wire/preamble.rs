@@ -105,7 +105,10 @@ mod tests {
         assert_eq!(&preamble_with(true), b"WRN1\x02\0\0\x80");
         assert!(check_mode(&preamble_with(true), "x", true).is_ok());
         let e = check_preamble(&preamble_with(true), "client c:1").unwrap_err();
-        assert!(e.to_string().contains("TLS mismatch: client c:1 uses TLS (WARREN_TLS=1 there) but TLS is off here"), "{e}");
+        assert!(
+            e.to_string().contains("TLS mismatch: client c:1 uses TLS (WARREN_TLS=1 there) but TLS is off here"),
+            "{e}"
+        );
         let e = check_mode(&preamble(), "tracker t:1", true).unwrap_err();
         assert!(e.to_string().contains("TLS mismatch: tracker t:1 does not use TLS"), "{e}");
         let mut old = preamble_with(true);

@@ -283,7 +283,9 @@ pub(crate) fn proof_holds(secret: &[u8], purpose: Purpose, binding: &[u8], proof
 pub(crate) fn refusal(e: &std::io::Error) -> Option<String> {
     e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()).map(|t| match t {
         rustls::Error::InvalidCertificate(c) => format!("its TLS certificate is not accepted here ({c:?})"),
-        rustls::Error::NoCertificatesPresented => "it presented no TLS certificate (WARREN_TLS_CERT unset there)".into(),
+        rustls::Error::NoCertificatesPresented => {
+            "it presented no TLS certificate (WARREN_TLS_CERT unset there)".into()
+        }
         rustls::Error::AlertReceived(a) => format!("it refused the TLS handshake ({a:?}: our certificate, or none)"),
         other => format!("TLS failed: {other}"),
     })
