@@ -23,7 +23,8 @@
 #                      TCP (warren with WARREN_TRANSPORT=tcp); warren-shm (Warren's same-host
 #                      shared-memory links, WARREN_TRANSPORT=auto) and mpi-shm (Open MPI's shared
 #                      memory, --mca btl self,vader); add warren-robust for Warren in robust mode
-#                      (WARREN_ROBUST=1) next to plain Warren in the same run
+#                      (WARREN_ROBUST=1) next to plain Warren in the same run, warren-tls for
+#                      Warren's TCP links under TLS (WARREN_TLS=1, issue 17)
 #   REPORT=1           run bench/report.py at the end (0: only collect)
 #   OUT=path           results file
 #   QUIET_LOAD=x       before starting, wait (up to QUIET_WAIT=900 s) until the 1-min load
@@ -155,6 +156,9 @@ for n in $WORKERS; do
       case $impl in
         warren-robust)
           run_one warren-robust "$n" "$b" "$k" env WARREN_ROBUST=1 WARREN_TRANSPORT=tcp "$WARREN" bench allreduce \
+            -n "$n" --bytes "$b" --iters "$k" --dtype f32 --op sum ;;
+        warren-tls)
+          run_one warren-tls "$n" "$b" "$k" env WARREN_TLS=1 WARREN_TRANSPORT=tcp "$WARREN" bench allreduce \
             -n "$n" --bytes "$b" --iters "$k" --dtype f32 --op sum ;;
         warren-shm)
           run_one warren-shm "$n" "$b" "$k" env WARREN_TRANSPORT=auto "$WARREN" bench allreduce -n "$n" --bytes "$b" \

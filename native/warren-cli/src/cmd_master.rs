@@ -122,6 +122,7 @@ pub fn run(a: MasterArgs) -> warren::Result<u8> {
     let store = warren::store::open_with::<QueueCodec>(&spec, &a.etcd.open_options())?;
     let secret = super::launcher::job_secret(true)?;
     let mut cfg = MasterConfig::new(secret);
+    cfg.tls = super::launcher::tls()?;
     cfg.host = a.host;
     cfg.port = a.port;
     cfg.progress_interval = Duration::from_secs_f64(a.progress_s.max(0.1));
@@ -149,7 +150,11 @@ pub fn run(a: MasterArgs) -> warren::Result<u8> {
 }
 
 fn status(s: StatusArgs) -> warren::Result<u8> {
-    let opts = ClientOptions { call_timeout: Duration::from_secs_f64(s.timeout_s), ..Default::default() };
+    let opts = ClientOptions {
+        call_timeout: Duration::from_secs_f64(s.timeout_s),
+        tls: super::launcher::tls()?,
+        ..Default::default()
+    };
     let mut client = MasterClient::new(&s.uri, client_secret()?, opts);
     let st = client.status()?;
     println!("{}", serde_json::to_string(&st).expect("status serializes"));

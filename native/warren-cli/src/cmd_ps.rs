@@ -77,6 +77,7 @@ pub fn start_servers(
     pull_timeout: Duration,
     checkpoint: Option<CheckpointPolicy>,
 ) -> warren::Result<Vec<PsServer>> {
+    let tls = super::launcher::tls()?;
     indices
         .enumerate()
         .map(|(n, i)| {
@@ -85,6 +86,7 @@ pub fn start_servers(
             cfg.port = if port == 0 { 0 } else { port + n as u16 };
             cfg.pull_timeout = pull_timeout;
             cfg.checkpoint = checkpoint.clone();
+            cfg.tls = tls.clone();
             PsServer::start(cfg)
         })
         .collect()
@@ -136,7 +138,7 @@ pub fn run(a: PsArgs) -> warren::Result<u8> {
 fn status(s: StatusArgs) -> warren::Result<u8> {
     let secret = super::cmd_master::client_secret()?;
     let timeout = Duration::from_secs_f64(s.timeout_s.max(0.001));
-    let opts = PsClientOptions { connect_timeout: timeout, call_timeout: timeout };
+    let opts = PsClientOptions { connect_timeout: timeout, call_timeout: timeout, tls: super::launcher::tls()? };
     let mut c = PsClient::connect(&parse_uris(&s.uris)?, secret, None, opts)?;
     for st in c.status()? {
         println!("{}", serde_json::to_string(&st).map_err(|e| Error::Protocol(e.to_string()))?);

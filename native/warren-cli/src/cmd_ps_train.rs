@@ -222,7 +222,12 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<
     })?)?;
     let secret = super::cmd_master::client_secret()?;
     let mocks = warren::ps::failpoint::parse(a.mock.as_deref().unwrap_or(""))?;
-    let mut c = PsClient::connect(&uris, &secret, Some(a.trainer), PsClientOptions::default())?;
+    let mut c = PsClient::connect(
+        &uris,
+        &secret,
+        Some(a.trainer),
+        PsClientOptions { tls: super::launcher::tls()?, ..Default::default() },
+    )?;
     for m in mocks.iter().filter(|m| m.trainer == a.trainer && m.attempt == a.attempt) {
         c.fail_at(m.step, m.point);
     }

@@ -33,6 +33,7 @@ pub fn run(a: TrackerArgs) -> warren::Result<u8> {
     cfg.port = a.port;
     cfg.rendezvous_timeout = Duration::from_secs_f64(a.rendezvous_timeout);
     cfg.peer_timeout = warren::config::peer_timeout_from_env()?;
+    cfg.tls = super::launcher::tls()?;
     let tracker = Tracker::start(cfg)?;
     println!("{}={}", keys::TRACKER_URI, tracker.uri());
     println!("{}={}", keys::NUM_WORKERS, a.workers);

@@ -59,6 +59,12 @@ pub struct LaunchOutcome {
     pub elapsed: Duration,
 }
 
+/// TLS from the environment (`WARREN_TLS`, and `WARREN_TLS_CA`, `_CERT`, `_KEY` for user
+/// certificates): `None` when off. Child processes inherit the same settings.
+pub fn tls() -> warren::Result<Option<warren::wire::Tls>> {
+    warren::config::TlsSettings::from_env()?.context()
+}
+
 /// The job secret from the environment, or a fresh one. With `announce`, a fresh secret is
 /// written to a private file whose path is printed for the workers to use.
 pub fn job_secret(announce: bool) -> warren::Result<String> {
@@ -184,8 +190,10 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
         None => job_secret(false)?,
     };
     let peer_timeout = warren::config::peer_timeout_from_env()?;
+    let tls = tls()?;
     let start_tracker = || {
         let mut cfg = TrackerConfig::new(spec.workers, secret.clone());
+        cfg.tls = tls.clone();
         cfg.rendezvous_timeout = spec.rendezvous_timeout;
         cfg.peer_timeout = peer_timeout;
         cfg.elastic = spec.elastic;

@@ -206,6 +206,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientConnect<'l>(
         let opts = PsClientOptions {
             connect_timeout: millis(connect_timeout_ms, "connectTimeout")?,
             call_timeout: millis(call_timeout_ms, "callTimeout")?,
+            ..Default::default()
         };
         let cancel = handle::shared::<CancelHandle>(ch, "PsClient")?.clone();
         Ok(handle::into_handle(PsClient::connect_cancellable(&uris, secret, trainer, opts, cancel)?))

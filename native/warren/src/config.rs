@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+pub use crate::wire::tls::TlsSettings;
 
 /// Environment variable / map key names. These are a contract shared with the CLI and the JVM.
 pub mod keys {
@@ -70,6 +71,16 @@ pub mod keys {
     /// Seconds without a heartbeat after which the tracker fences a worker (read by the
     /// tracker: `warren run`, `warren tracker`); `0` turns heartbeats and fencing off.
     pub const PEER_TIMEOUT_S: &str = "WARREN_PEER_TIMEOUT_S";
+    /// `1` to encrypt every connection that can leave a host with TLS (tracker, master,
+    /// parameter servers, TCP peer links), keyed from the job secret unless certificates are
+    /// given; default `0`. Every process of a job must agree (see [`crate::wire::tls`]).
+    pub const TLS: &str = "WARREN_TLS";
+    /// With `WARREN_TLS=1`: a PEM bundle of the authorities that sign every end's certificate.
+    pub const TLS_CA: &str = "WARREN_TLS_CA";
+    /// With `WARREN_TLS=1`: the PEM certificate chain this process presents.
+    pub const TLS_CERT: &str = "WARREN_TLS_CERT";
+    /// With `WARREN_TLS=1`: the PEM private key of `WARREN_TLS_CERT`.
+    pub const TLS_KEY: &str = "WARREN_TLS_KEY";
 }
 
 /// Default of [`keys::BUSY_POLL_US`] (see docs/benchmarks.md, "Busy-polling").
@@ -158,6 +169,8 @@ pub struct Config {
     /// Time without progress in a call after which the worker reports a stall. Default:
     /// 10 s ([`DEFAULT_STALL_WARN`]); `None` for no reports.
     pub stall_warn: Option<Duration>,
+    /// Encryption in transit. Default: off ([`TlsSettings`]).
+    pub tls: TlsSettings,
 }
 
 impl std::fmt::Debug for Config {
@@ -186,6 +199,7 @@ impl std::fmt::Debug for Config {
             .field("durable_every", &self.durable_every)
             .field("checkpoint_dir", &self.checkpoint_dir)
             .field("stall_warn", &self.stall_warn)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -216,6 +230,7 @@ impl Default for Config {
             durable_every: 1,
             checkpoint_dir: None,
             stall_warn: Some(DEFAULT_STALL_WARN),
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -275,6 +290,7 @@ impl Config {
             durable_every: parse::<u32>(&get, keys::DURABLE_EVERY)?.unwrap_or(d.durable_every).max(1),
             checkpoint_dir: get(keys::CHECKPOINT_DIR).filter(|s| !s.is_empty()).map(Into::into),
             stall_warn: secs_or_off(&get, keys::STALL_WARN_S)?.unwrap_or(d.stall_warn),
+            tls: TlsSettings::from_lookup(&get)?,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -333,7 +349,8 @@ fn parse<T: std::str::FromStr>(get: &impl Fn(&str) -> Option<String>, key: &str)
     }
 }
 
-fn flag(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>> {
+/// A `1`/`0` setting (also `true`/`false`, `on`/`off`, `yes`/`no`): `None` when unset.
+pub(crate) fn flag(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>> {
     match get(key).as_deref().map(str::trim) {
         None => Ok(None),
         Some("1" | "true" | "on" | "yes") => Ok(Some(true)),

@@ -373,7 +373,7 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
     let rank0 = std::thread::spawn(move || {
         connect_peers(
             &l0,
-            &LinkSetup { me: 0, secret: b"k", deadline, socket_buffer: None, shm: None },
+            &LinkSetup { me: 0, secret: b"k", tls: None, deadline, socket_buffer: None, shm: None },
             &p,
             &[1],
             &mut || Ok(()),
@@ -384,7 +384,7 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
         let l = PeerListener::bind("127.0.0.1").unwrap();
         connect_peers(
             &l,
-            &LinkSetup { me: 1, secret: b"wrong", deadline, socket_buffer: None, shm: None },
+            &LinkSetup { me: 1, secret: b"wrong", tls: None, deadline, socket_buffer: None, shm: None },
             &p,
             &[0],
             &mut || Ok(()),
@@ -398,7 +398,7 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
     let real = std::thread::spawn(move || {
         connect_peers(
             &l1,
-            &LinkSetup { me: 1, secret: b"k", deadline, socket_buffer: None, shm: None },
+            &LinkSetup { me: 1, secret: b"k", tls: None, deadline, socket_buffer: None, shm: None },
             &p,
             &[0],
             &mut || Ok(()),

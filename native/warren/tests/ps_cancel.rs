@@ -28,7 +28,11 @@ fn job() -> JobSpec {
 }
 
 fn opts() -> PsClientOptions {
-    PsClientOptions { connect_timeout: Duration::from_secs(20), call_timeout: Duration::from_secs(120) }
+    PsClientOptions {
+        connect_timeout: Duration::from_secs(20),
+        call_timeout: Duration::from_secs(120),
+        ..Default::default()
+    }
 }
 
 fn push(c: &mut PsClient) {

@@ -33,7 +33,11 @@ fn servers(n: usize) -> (Vec<PsServer>, Vec<String>) {
 }
 
 fn opts() -> PsClientOptions {
-    PsClientOptions { connect_timeout: Duration::from_secs(20), call_timeout: Duration::from_secs(60) }
+    PsClientOptions {
+        connect_timeout: Duration::from_secs(20),
+        call_timeout: Duration::from_secs(60),
+        ..Default::default()
+    }
 }
 
 fn job(trainers: u32, mode: Mode) -> JobSpec {

@@ -39,6 +39,22 @@ impl Net<'_> {
         }
     }
 
+    /// Sends what TLS links still hold of this call's writes ([`Link::flush`]) before the
+    /// call returns: their peers wait for those bytes in this call.
+    pub(crate) fn drain(&mut self) -> Result<()> {
+        loop {
+            let mut pending = false;
+            for l in self.links.iter_mut().flatten() {
+                pending |= !l.flush()?;
+            }
+            if !pending {
+                return Ok(());
+            }
+            let waiting_for = || "the peers to take the last bytes of the call (TLS)".to_string();
+            self.waiter.wait(self.deadline, self.started, waiting_for, self.links)?;
+        }
+    }
+
     /// Sends `head` (the rest of a header) then `data` to `rank` with one vectored write.
     /// Returns how many bytes of each were taken.
     pub(crate) fn send2(&mut self, rank: usize, head: &[u8], data: &[u8]) -> Result<(usize, usize)> {

@@ -63,7 +63,8 @@ impl Communicator {
             return Communicator::assemble(cfg, view, waiter, None, None, watch, cancel);
         };
         let deadline = Instant::now() + cfg.connect_timeout;
-        let mut tracker = TrackerClient::connect(&uri, cfg.secret.as_bytes(), deadline)?;
+        let tls = cfg.tls.context()?;
+        let mut tracker = TrackerClient::connect(&uri, cfg.secret.as_bytes(), tls.as_ref(), deadline)?;
         cancel.watch_tracker(tracker.socket());
         let host = match &cfg.host {
             Some(h) => h.clone(),
@@ -72,11 +73,12 @@ impl Communicator {
         let listener = PeerListener::bind(&host)?;
         let a = register(&mut tracker, &cfg, &listener, deadline)?;
         // Beating from now on: the tracker expects heartbeats from the assignment on.
-        let heartbeat = start_heartbeat(&cfg, &uri, &a, &watch, cancel)?;
+        let heartbeat = start_heartbeat(&cfg, &uri, tls.as_ref(), &a, &watch, cancel)?;
         watch.set_peers(&a.peers, a.round);
         let mut comm =
             Communicator::assemble(cfg, a.view.clone(), waiter, Some(tracker), Some(listener), watch, cancel)?;
         comm.heartbeat = heartbeat;
+        comm.tls = tls;
         comm.elastic = a.elastic;
         comm.maybe_mock(MockPoint::Linking);
         match comm.install_links(&a.peers, a.round, deadline) {
@@ -138,6 +140,7 @@ impl Communicator {
             scratch: Scratch::default(),
             stats: CallStats::default(),
             robust,
+            tls: None,
             cancel: cancel.clone(),
             watch,
             heartbeat: None,
@@ -181,7 +184,14 @@ impl Communicator {
         let host_id = host_id(&self.cfg, &listener.host);
         let shm = (self.cfg.transport == TransportChoice::Auto)
             .then_some(ShmSetup { host_id: &host_id, ring: self.cfg.shm_ring });
-        let setup = LinkSetup { me, secret: &secret, deadline, socket_buffer: self.cfg.socket_buffer, shm };
+        let setup = LinkSetup {
+            me,
+            secret: &secret,
+            tls: self.tls.as_ref(),
+            deadline,
+            socket_buffer: self.cfg.socket_buffer,
+            shm,
+        };
         let linked = connect_peers(listener, &setup, peers, &neighbours, &mut cancel)?;
         for mut l in linked {
             self.waiter.register(&mut l)?;
@@ -296,6 +306,7 @@ fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
 fn start_heartbeat(
     cfg: &Config,
     uri: &str,
+    tls: Option<&crate::wire::Tls>,
     a: &Assigned,
     watch: &Arc<Watch>,
     cancel: &CancelHandle,
@@ -304,6 +315,7 @@ fn start_heartbeat(
     let pulse = Pulse {
         uri: uri.to_string(),
         secret: cfg.secret.as_bytes().to_vec(),
+        tls: tls.cloned(),
         task_id: cfg.task_id.clone(),
         incarnation: a.incarnation,
         timeout,

@@ -98,6 +98,8 @@ pub struct Communicator {
     scratch: Scratch,
     stats: CallStats,
     robust: Option<Robust>,
+    /// TLS on the peer links (and the tracker connections), if on.
+    tls: Option<crate::wire::Tls>,
     /// Cancels the calls from another thread (its `Waiter` and tracker socket are woken).
     cancel: CancelHandle,
     /// Stall reports and fence notices, shared by the waiter and the heartbeat thread.
@@ -286,7 +288,7 @@ impl Communicator {
             started,
             deadline: started + self.cfg.timeout,
         };
-        let result = body(&mut net, &self.topo, &mut self.scratch);
+        let result = body(&mut net, &self.topo, &mut self.scratch).and_then(|()| net.drain());
         if result.is_ok() && self.robust.is_none() {
             self.stats.record(hdr.kind, started.elapsed());
         }
@@ -297,6 +299,11 @@ impl Communicator {
     /// on this host unless `WARREN_TRANSPORT=tcp`), in rank order.
     pub fn link_transports(&self) -> Vec<(usize, Transport)> {
         self.links.iter().flatten().map(|l| (l.peer, l.transport())).collect()
+    }
+
+    /// How many links are encrypted (TLS: the TCP links when `WARREN_TLS=1`).
+    pub fn tls_links(&self) -> usize {
+        self.links.iter().flatten().filter(|l| l.is_tls()).count()
     }
 
     fn close_links(&mut self) {

@@ -28,6 +28,8 @@ pub(crate) struct Pulse {
     pub(crate) uri: String,
     /// The job secret.
     pub(crate) secret: Vec<u8>,
+    /// TLS, if on.
+    pub(crate) tls: Option<crate::wire::Tls>,
     /// This worker's task id.
     pub(crate) task_id: String,
     /// The incarnation the tracker assigned.
@@ -63,7 +65,8 @@ impl std::fmt::Debug for Heartbeat {
 impl Heartbeat {
     /// Connects to the tracker (before the peer timeout passes) and starts beating.
     pub(crate) fn start(pulse: Pulse, watch: Arc<Watch>, cancel: CancelHandle) -> Result<Heartbeat> {
-        let client = TrackerClient::connect(&pulse.uri, &pulse.secret, Instant::now() + pulse.timeout)?;
+        let client =
+            TrackerClient::connect(&pulse.uri, &pulse.secret, pulse.tls.as_ref(), Instant::now() + pulse.timeout)?;
         let socket = client.socket().try_clone().map_err(|e| Error::io("duplicating the heartbeat socket", e))?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -166,6 +169,7 @@ mod tests {
         let pulse = |timeout_ms: u64, stall_ms: Option<u64>| Pulse {
             uri: String::new(),
             secret: Vec::new(),
+            tls: None,
             task_id: "0".into(),
             incarnation: 1,
             timeout: Duration::from_millis(timeout_ms),

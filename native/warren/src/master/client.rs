@@ -32,6 +32,8 @@ pub struct ClientOptions {
     pub backoff: Duration,
     /// Longest pause between attempts.
     pub max_backoff: Duration,
+    /// TLS (default `None`: plain TCP, as the master must be).
+    pub tls: Option<crate::wire::Tls>,
 }
 
 impl Default for ClientOptions {
@@ -40,6 +42,7 @@ impl Default for ClientOptions {
             call_timeout: Duration::from_secs(120),
             backoff: Duration::from_millis(10),
             max_backoff: Duration::from_millis(500),
+            tls: None,
         }
     }
 }
@@ -190,10 +193,12 @@ impl MasterClient {
         let who = format!("master {}", self.uri);
         let addr = wire::resolve(&self.uri, "master").map_err(Failure::Fatal)?;
         let stream = wire::connect_by(addr, deadline, &who, NO_RETRY, &mut |_| Ok(false)).map_err(Failure::Retry)?;
-        Connection::handshake(stream, &self.secret, Purpose::Master, deadline, who).map_err(|f| match f {
-            HandshakeFailure::Broken(e) => Failure::Retry(e),
-            HandshakeFailure::Refused(e) => Failure::Fatal(e),
-        })
+        Connection::handshake(stream, &self.secret, Purpose::Master, self.opts.tls.as_ref(), deadline, who).map_err(
+            |f| match f {
+                HandshakeFailure::Broken(e) => Failure::Retry(e),
+                HandshakeFailure::Refused(e) => Failure::Fatal(e),
+            },
+        )
     }
 }
 

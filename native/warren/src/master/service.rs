@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use log::{error, info, warn};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::dataset;
@@ -61,6 +61,8 @@ pub struct MasterConfig {
     /// durable round trips of a get/finish pair (docs/benchmarks-master.md). `true` keeps
     /// the seed's behaviour: no hand-out is ever forgotten.
     pub durable_hand_outs: bool,
+    /// TLS on every connection (default `None`: plain TCP); clients must use TLS too.
+    pub tls: Option<wire::Tls>,
 }
 
 impl MasterConfig {
@@ -75,6 +77,7 @@ impl MasterConfig {
             progress_interval: Duration::from_secs(10),
             dataset: None,
             durable_hand_outs: false,
+            tls: None,
         }
     }
 }
@@ -371,7 +374,7 @@ impl MasterService {
         };
         let wire::Bound { runtime, listener, addr: bound } = wire::bind("master", 2, &cfg.host, cfg.port)?;
         let uri = format!("{}:{}", cfg.host, bound.port());
-        runtime.spawn(serve(listener, shared.clone(), Arc::new(cfg.secret.into_bytes())));
+        runtime.spawn(serve(listener, shared.clone(), Arc::new(cfg.secret.into_bytes()), cfg.tls));
         runtime.spawn(clock(shared.clone(), cfg.tick_interval, cfg.progress_interval));
         let status = shared.status()?;
         info!(
@@ -431,11 +434,12 @@ impl Drop for MasterService {
     }
 }
 
-async fn serve(listener: TcpListener, shared: Arc<Shared>, secret: Arc<Vec<u8>>) {
-    wire::serve(listener, secret, Purpose::Master, "master", move |stream| connection(stream, shared.clone())).await
+async fn serve(listener: TcpListener, shared: Arc<Shared>, secret: Arc<Vec<u8>>, tls: Option<wire::Tls>) {
+    wire::serve(listener, secret, tls, Purpose::Master, "master", move |stream| connection(stream, shared.clone()))
+        .await
 }
 
-async fn connection(stream: TcpStream, shared: Arc<Shared>) {
+async fn connection(stream: wire::ServiceStream, shared: Arc<Shared>) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (rd, mut wr) = stream.into_split();
     let mut requests = FrameReader::new(rd, peer.clone());

@@ -46,11 +46,13 @@ pub struct PsClientOptions {
     /// How long one call may take, a pull waiting for slower trainers included (default 600 s;
     /// the servers' own pull timeout should be shorter, so that the error names who is slow).
     pub call_timeout: Duration,
+    /// TLS (default `None`: plain TCP, as the servers must be).
+    pub tls: Option<crate::wire::Tls>,
 }
 
 impl Default for PsClientOptions {
     fn default() -> Self {
-        PsClientOptions { connect_timeout: Duration::from_secs(60), call_timeout: Duration::from_secs(600) }
+        PsClientOptions { connect_timeout: Duration::from_secs(60), call_timeout: Duration::from_secs(600), tls: None }
     }
 }
 
@@ -105,7 +107,7 @@ impl PsClient {
         let links = uris
             .iter()
             .enumerate()
-            .map(|(i, uri)| Link::open(i, uri, &secret, deadline, &cancel))
+            .map(|(i, uri)| Link::open(i, uri, &secret, opts.tls.clone(), deadline, &cancel))
             .collect::<Result<_>>()?;
         let mut c = PsClient {
             links,

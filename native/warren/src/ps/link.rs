@@ -18,7 +18,7 @@ use super::shard::Grad;
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 use crate::wire::auth::Purpose;
-use crate::wire::{self, Backoff, Connection, HandshakeFailure};
+use crate::wire::{self, Backoff, Connection, HandshakeFailure, Tls};
 
 /// How often a trainer waiting for a server says so.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
@@ -41,6 +41,8 @@ pub(crate) struct Link {
     /// `ps server I (host:port)`, for errors and logs.
     pub who: String,
     uri: String,
+    /// TLS, if on.
+    tls: Option<Tls>,
     conn: Option<Connection>,
     /// Pushes `(step, gradients)` not yet in a checkpoint of the server, oldest first.
     kept: VecDeque<(u64, Vec<Grad>)>,
@@ -52,10 +54,17 @@ pub(crate) struct Link {
 
 impl Link {
     /// Connects to server `index` at `uri` before `deadline`.
-    pub fn open(index: usize, uri: &str, secret: &[u8], deadline: Instant, cancel: &CancelHandle) -> Result<Link> {
+    pub fn open(
+        index: usize,
+        uri: &str,
+        secret: &[u8],
+        tls: Option<Tls>,
+        deadline: Instant,
+        cancel: &CancelHandle,
+    ) -> Result<Link> {
         let who = format!("ps server {index} ({uri})");
-        let conn = connect(uri, secret, &who, deadline, cancel)?;
-        Ok(Link { who, uri: uri.to_string(), conn: Some(conn), kept: VecDeque::new(), acked: 0, in_flight: None })
+        let conn = connect(uri, secret, tls.as_ref(), &who, deadline, cancel)?;
+        Ok(Link { who, uri: uri.to_string(), tls, conn: Some(conn), kept: VecDeque::new(), acked: 0, in_flight: None })
     }
 
     /// Sends a request; an [`Error::Io`] means the link failed.
@@ -179,7 +188,7 @@ impl Link {
         deadline: Instant,
         lost: &mut u64,
     ) -> Result<Option<Reply>> {
-        self.conn = Some(connect(&self.uri, secret, &self.who, deadline, session.cancel)?);
+        self.conn = Some(connect(&self.uri, secret, self.tls.as_ref(), &self.who, deadline, session.cancel)?);
         let (clock, staged) = match self.ask(&Request::Hello { trainer: session.trainer }, deadline)? {
             Reply::Hello { job: None, .. } if session.job.is_some() => {
                 let job = session.job.expect("checked").clone();
@@ -272,7 +281,14 @@ fn closed(who: &str) -> Error {
 
 /// Connects and authenticates, waiting (with a progress line every few seconds) while the
 /// server is not listening; a wrong secret fails at once; `cancel` ends the wait.
-fn connect(uri: &str, secret: &[u8], who: &str, deadline: Instant, cancel: &CancelHandle) -> Result<Connection> {
+fn connect(
+    uri: &str,
+    secret: &[u8],
+    tls: Option<&Tls>,
+    who: &str,
+    deadline: Instant,
+    cancel: &CancelHandle,
+) -> Result<Connection> {
     let addr = wire::resolve(uri, "parameter server")?;
     let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_millis(200) };
     let mut next_progress = Instant::now() + PROGRESS_EVERY;
@@ -289,7 +305,7 @@ fn connect(uri: &str, secret: &[u8], who: &str, deadline: Instant, cancel: &Canc
             Error::Timeout { what, after } => Error::Timeout { what: format!("{what} (is it running?)"), after },
             other => other,
         })?;
-        match Connection::handshake(stream, secret, Purpose::ParamServer, deadline, who) {
+        match Connection::handshake(stream, secret, Purpose::ParamServer, tls, deadline, who) {
             Ok(mut c) => {
                 c.set_max_frame(MAX_PS_FRAME);
                 return Ok(c);

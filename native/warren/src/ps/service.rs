@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use log::{error, info, warn};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 use super::checkpoint::{self, Checkpoint, CheckpointCodec, CheckpointPolicy};
@@ -49,6 +49,8 @@ pub struct PsConfig {
     /// Where and how often to checkpoint the shard (default: never). A server started on a
     /// directory holding a checkpoint of its index loads it and goes on from there.
     pub checkpoint: Option<CheckpointPolicy>,
+    /// TLS on every connection (default `None`: plain TCP); trainers must use TLS too.
+    pub tls: Option<wire::Tls>,
 }
 
 impl PsConfig {
@@ -63,6 +65,7 @@ impl PsConfig {
             pull_timeout: Duration::from_secs(300),
             progress_interval: Duration::from_secs(10),
             checkpoint: None,
+            tls: None,
         }
     }
 }
@@ -543,7 +546,7 @@ impl PsServer {
         });
         let wire::Bound { runtime, listener, addr } = wire::bind("ps", 2, &cfg.host, cfg.port)?;
         let uri = format!("{}:{}", cfg.host, addr.port());
-        runtime.spawn(serve(listener, shared.clone(), Arc::new(cfg.secret.into_bytes())));
+        runtime.spawn(serve(listener, shared.clone(), Arc::new(cfg.secret.into_bytes()), cfg.tls));
         info!("ps server {} of {}: listening on {uri}", cfg.index, cfg.servers);
         Ok(PsServer { runtime: Some(runtime), shared, uri })
     }
@@ -583,11 +586,12 @@ impl Drop for PsServer {
     }
 }
 
-async fn serve(listener: TcpListener, shared: Arc<Shared>, secret: Arc<Vec<u8>>) {
-    wire::serve(listener, secret, Purpose::ParamServer, "ps", move |stream| connection(stream, shared.clone())).await
+async fn serve(listener: TcpListener, shared: Arc<Shared>, secret: Arc<Vec<u8>>, tls: Option<wire::Tls>) {
+    wire::serve(listener, secret, tls, Purpose::ParamServer, "ps", move |stream| connection(stream, shared.clone()))
+        .await
 }
 
-async fn connection(stream: TcpStream, shared: Arc<Shared>) {
+async fn connection(stream: wire::ServiceStream, shared: Arc<Shared>) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (rd, mut wr) = stream.into_split();
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();

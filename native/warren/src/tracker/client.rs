@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::proto::{FromTracker, ToTracker};
 use crate::error::{Error, Result};
 use crate::wire::auth::Purpose;
-use crate::wire::{self, Backoff, Connection};
+use crate::wire::{self, Backoff, Connection, Tls};
 
 /// Pauses between attempts to reach a tracker that is not listening yet.
 const CONNECT_BACKOFF: Backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_secs(1) };
@@ -22,15 +22,16 @@ pub struct TrackerClient {
 }
 
 impl TrackerClient {
-    /// Connects to `uri` (`host:port`) and proves we hold `secret`, before `deadline`. A
-    /// tracker that refuses connections (not started yet) is tried again until then.
-    pub fn connect(uri: &str, secret: &[u8], deadline: Instant) -> Result<TrackerClient> {
+    /// Connects to `uri` (`host:port`) and proves we hold `secret` (under TLS if `tls` is
+    /// set), before `deadline`. A tracker that refuses connections (not started yet) is tried
+    /// again until then.
+    pub fn connect(uri: &str, secret: &[u8], tls: Option<&Tls>, deadline: Instant) -> Result<TrackerClient> {
         let who = format!("tracker {uri}");
         let addr = wire::resolve(uri, "tracker")?;
         let stream = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, &mut |e| {
             Ok(e.kind() == std::io::ErrorKind::ConnectionRefused)
         })?;
-        let conn = Connection::handshake(stream, secret, Purpose::Tracker, deadline, who)?;
+        let conn = Connection::handshake(stream, secret, Purpose::Tracker, tls, deadline, who)?;
         Ok(TrackerClient { conn, notifications: VecDeque::new() })
     }
 

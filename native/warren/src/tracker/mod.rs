@@ -75,6 +75,8 @@ pub struct TrackerConfig {
     /// it rejoins at a later checkpoint when it registers again (default `None`: wait for
     /// the replacement as long as the workers' connect timeout allows).
     pub rejoin_timeout: Option<Duration>,
+    /// TLS on every connection (default `None`: plain TCP); the workers must use TLS too.
+    pub tls: Option<crate::wire::Tls>,
 }
 
 impl TrackerConfig {
@@ -89,6 +91,7 @@ impl TrackerConfig {
             peer_timeout: Some(DEFAULT_PEER_TIMEOUT),
             elastic: None,
             rejoin_timeout: None,
+            tls: None,
         }
     }
 }
@@ -100,6 +103,7 @@ pub struct Tracker {
     uri: String,
     secret: String,
     world: usize,
+    tls: bool,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -130,7 +134,8 @@ impl Tracker {
             }
         }
         let state = server::new_state(cfg.num_workers, cfg.peer_timeout, cfg.elastic);
-        runtime.spawn(server::serve(listener, state.clone(), Arc::new(cfg.secret.clone().into_bytes())));
+        let tls = cfg.tls.is_some();
+        runtime.spawn(server::serve(listener, state.clone(), Arc::new(cfg.secret.clone().into_bytes()), cfg.tls));
         runtime.spawn(server::rendezvous_deadline(state.clone(), cfg.rendezvous_timeout));
         if let Some(timeout) = cfg.peer_timeout {
             runtime.spawn(fencing::watchdog(state.clone(), timeout));
@@ -140,7 +145,7 @@ impl Tracker {
         }
         let uri = format!("{}:{}", cfg.host, bound.port());
         log::info!("tracker: listening on {uri} for {} workers", cfg.num_workers);
-        Ok(Tracker { runtime: Some(runtime), state, uri, secret: cfg.secret, world: cfg.num_workers })
+        Ok(Tracker { runtime: Some(runtime), state, uri, secret: cfg.secret, world: cfg.num_workers, tls })
     }
 
     /// `host:port` workers connect to.
@@ -148,13 +153,18 @@ impl Tracker {
         &self.uri
     }
 
-    /// The settings every worker needs (add `WARREN_TASK_ID` per worker).
+    /// The settings every worker needs (add `WARREN_TASK_ID` per worker; with TLS on, user
+    /// certificates, if any, come from each worker's own settings).
     pub fn worker_env(&self) -> Vec<(String, String)> {
-        vec![
+        let mut env = vec![
             (keys::TRACKER_URI.into(), self.uri.clone()),
             (keys::NUM_WORKERS.into(), self.world.to_string()),
             (keys::JOB_SECRET.into(), self.secret.clone()),
-        ]
+        ];
+        if self.tls {
+            env.push((keys::TLS.into(), "1".into()));
+        }
+        env
     }
 
     /// Task ids fenced since the last call (no heartbeat within the peer timeout), oldest

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use super::fencing;
@@ -70,8 +70,9 @@ pub(crate) fn set_outcome(state: &SharedState, s: &mut Shared, outcome: JobOutco
 }
 
 /// Serves authenticated connections until the runtime shuts down.
-pub(crate) async fn serve(listener: TcpListener, state: SharedState, secret: Arc<Vec<u8>>) {
-    wire::serve(listener, secret, Purpose::Tracker, "tracker", move |stream| connection(stream, state.clone())).await
+pub(crate) async fn serve(listener: TcpListener, state: SharedState, secret: Arc<Vec<u8>>, tls: Option<wire::Tls>) {
+    wire::serve(listener, secret, tls, Purpose::Tracker, "tracker", move |stream| connection(stream, state.clone()))
+        .await
 }
 
 /// Fails the job if not all workers have arrived by `deadline`.
@@ -88,7 +89,7 @@ pub(crate) async fn rendezvous_deadline(state: SharedState, after: Duration) {
     }
 }
 
-async fn connection(stream: TcpStream, state: SharedState) {
+async fn connection(stream: wire::ServiceStream, state: SharedState) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     state.0.lock().unwrap().open_connections += 1;
     let (rd, mut wr) = stream.into_split();

@@ -1,12 +1,18 @@
-//! One non-blocking link to a peer rank: over TCP, or over shared memory with a peer on the
-//! same host (the TCP socket then carries only wake-ups and the peer's liveness). The
-//! algorithms see the same byte stream either way.
+//! One non-blocking link to a peer rank: over TCP (under TLS if on), or over shared memory
+//! with a peer on the same host (the TCP socket then carries only wake-ups and the peer's
+//! liveness). The algorithms see the same byte stream either way.
+//!
+//! Under TLS a write hands bytes to the session, which encrypts them into records that the
+//! socket may not take at once: a link with records still to send takes no new bytes until
+//! they are out, the waiter sends them before it blocks ([`Link::arm`]), and every call ends
+//! by flushing its links ([`Link::flush`]), so no byte a peer waits for stays behind here.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 
 use super::shm::ShmEnd;
 use crate::error::{Error, Result};
+use crate::wire::Channel;
 
 /// A connected, authenticated, non-blocking link to the worker of rank `peer`.
 #[derive(Debug)]
@@ -15,6 +21,8 @@ pub struct Link {
     pub peer: usize,
     stream: mio::net::TcpStream,
     shm: Option<Shm>,
+    /// The TLS session of a TCP link under TLS.
+    tls: Option<Box<rustls::Connection>>,
 }
 
 /// The shared-memory side of a link.
@@ -46,10 +54,19 @@ impl Transport {
 }
 
 impl Link {
-    pub(crate) fn new(peer: usize, stream: std::net::TcpStream, shm: Option<ShmEnd>) -> Result<Link> {
+    /// A link over `channel` (its TLS session, if any, is kept for a TCP link; a link over
+    /// shared memory leaves it: its socket only carries wake-ups from then on).
+    pub(crate) fn new(peer: usize, channel: Channel, shm: Option<ShmEnd>) -> Result<Link> {
+        let (stream, session) = channel.into_parts();
         stream.set_nonblocking(true).map_err(|e| Error::io(format!("configuring link to rank {peer}"), e))?;
+        let tls = if shm.is_some() { None } else { session.map(Box::new) };
         let shm = shm.map(|end| Shm { end, gone: None });
-        Ok(Link { peer, stream: mio::net::TcpStream::from_std(stream), shm })
+        Ok(Link { peer, stream: mio::net::TcpStream::from_std(stream), shm, tls })
+    }
+
+    /// Whether the link is encrypted (TLS).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     pub(crate) fn source(&mut self) -> &mut mio::net::TcpStream {
@@ -76,6 +93,9 @@ impl Link {
             }
             self.wake(wake);
             return Ok(n);
+        }
+        if let Some(tls) = self.tls.as_mut() {
+            return tls_read(tls, &mut self.stream, buf, self.peer);
         }
         loop {
             match self.stream.read(buf) {
@@ -123,6 +143,9 @@ impl Link {
             self.wake(wake);
             return Ok(n);
         }
+        if let Some(tls) = self.tls.as_mut() {
+            return tls_write(tls, &mut self.stream, a, b, self.peer);
+        }
         let bufs = [io::IoSlice::new(a), io::IoSlice::new(b)];
         let bufs = match (a.is_empty(), b.is_empty()) {
             (true, true) => return Ok(0),
@@ -145,9 +168,24 @@ impl Link {
         let _ = self.stream.shutdown(Shutdown::Both);
     }
 
-    /// Before the waiter blocks: a shared-memory link asks its peer for a wake-up and says
-    /// whether what it waited for arrived meanwhile (then the waiter must not block).
+    /// Sends what a TLS link still holds of earlier writes: `Ok(true)` once nothing is
+    /// left (at once on a link without TLS), `Ok(false)` while the socket is full.
+    pub fn flush(&mut self) -> Result<bool> {
+        match self.tls.as_mut() {
+            Some(tls) => tls_flush(tls, &mut self.stream, self.peer),
+            None => Ok(true),
+        }
+    }
+
+    /// Before the waiter blocks: a TLS link sends what it holds (the socket's writability
+    /// wakes the waiter if it cannot); a shared-memory link asks its peer for a wake-up and
+    /// says whether what it waited for arrived meanwhile (then the waiter must not block).
     pub(crate) fn arm(&mut self) -> bool {
+        if self.tls.is_some() {
+            // A broken link shows in its next read or write.
+            let _ = self.flush();
+            return false;
+        }
         match self.shm.as_mut() {
             // A gone peer is known already: its link's next read or write fails.
             Some(shm) => shm.gone.is_none() && shm.end.arm(),
@@ -179,6 +217,75 @@ impl Link {
             let _ = (&self.stream).write(&[1]);
         }
     }
+}
+
+/// Reads plaintext from a TLS link: what the session holds, else what the socket brings
+/// (`Ok(0)` only once the socket has nothing more, so that its next data wakes the waiter).
+fn tls_read(
+    tls: &mut rustls::Connection,
+    sock: &mut mio::net::TcpStream,
+    buf: &mut [u8],
+    peer: usize,
+) -> Result<usize> {
+    loop {
+        match tls.reader().read(buf) {
+            Ok(0) => return Err(lost(peer, "closed the connection")),
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(lost(peer, "closed the connection")),
+            Err(e) => return Err(lost(peer, &e.to_string())),
+        }
+        match tls.read_tls(sock) {
+            Ok(0) => return Err(lost(peer, "closed the connection")),
+            Ok(_) => {
+                tls.process_new_packets().map_err(|e| lost(peer, &format!("TLS: {e}")))?;
+                // Answers the session owes (a key update) go out with the next flush.
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(lost(peer, &e.to_string())),
+        }
+    }
+}
+
+/// Writes `a` then `b` to a TLS link: nothing while earlier records are still to send (the
+/// link is full), else what the session takes, sent at once as far as the socket allows.
+fn tls_write(
+    tls: &mut rustls::Connection,
+    sock: &mut mio::net::TcpStream,
+    a: &[u8],
+    b: &[u8],
+    peer: usize,
+) -> Result<usize> {
+    if !tls_flush(tls, sock, peer)? {
+        return Ok(0);
+    }
+    let mut n = 0;
+    for part in [a, b] {
+        if part.is_empty() {
+            continue;
+        }
+        let k = tls.writer().write(part).map_err(|e| lost(peer, &e.to_string()))?;
+        n += k;
+        if k < part.len() {
+            break;
+        }
+    }
+    tls_flush(tls, sock, peer)?;
+    Ok(n)
+}
+
+/// Sends the records a TLS session holds: `Ok(true)` once none is left.
+fn tls_flush(tls: &mut rustls::Connection, sock: &mut mio::net::TcpStream, peer: usize) -> Result<bool> {
+    while tls.wants_write() {
+        match tls.write_tls(sock) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(lost(peer, &e.to_string())),
+        }
+    }
+    Ok(true)
 }
 
 fn lost(peer: usize, reason: &str) -> Error {

@@ -3,6 +3,12 @@
 //! holds the job secret with an HMAC over the acceptor's nonce and its own rank: the handshake
 //! of [`crate::wire::handshake`] with [`Purpose::Peer`], whose hello carries the rank.
 //!
+//! Under TLS ([`crate::wire::tls`]) the connector is the TLS client: the hello carries the
+//! TLS flag, the TLS handshake follows, and the proofs of the secret, bound to the channel,
+//! run inside it; so does the transport offer. A link over TCP stays under TLS; a link over
+//! shared memory moves its data through memory that never leaves the host, and its socket
+//! carries only one-byte wake-ups from then on, unencrypted.
+//!
 //! Then the connector offers a transport: TCP, or (to a peer with the same host id, unless
 //! shared memory is off) a shared-memory segment it created, by name. The acceptor takes it if
 //! it can open it (it is on the same host after all), else the link stays on TCP.
@@ -18,8 +24,10 @@ use super::shm::{Segment, ShmEnd};
 use crate::error::{Error, Result};
 use crate::tracker::proto::PeerAddr;
 use crate::wire::auth::{PROOF_LEN, Purpose};
-use crate::wire::handshake::{ACCEPTED, Challenge, HandshakeFailure, REFUSED, client_handshake};
-use crate::wire::{self, Backoff, PREAMBLE_LEN, read_exact_by, write_all_by};
+use crate::wire::handshake::{
+    ACCEPTED, CHALLENGE_LEN, Challenge, HandshakeFailure, REFUSED, client_channel, server_tls_proofs,
+};
+use crate::wire::{self, Backoff, Channel, PREAMBLE_LEN, Tls, read_exact_by, write_all_by};
 
 /// Longest a single incoming connection may take to complete its handshake, so that a stray
 /// client (or garbage on the port) cannot stall the set-up for long.
@@ -60,19 +68,19 @@ impl PeerListener {
         expected: &[usize],
         have: &[usize],
         cancel: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<(usize, TcpStream, Option<ShmEnd>)> {
-        let LinkSetup { me, secret, deadline, socket_buffer, .. } = *setup;
+    ) -> Result<(usize, Channel, Option<ShmEnd>)> {
+        let LinkSetup { me, deadline, socket_buffer, .. } = *setup;
         let opts = LinkOptions { socket_buffer };
         loop {
             match self.listener.accept() {
                 Ok((stream, addr)) => {
                     stream.set_nonblocking(false).map_err(|e| Error::io("configuring accepted socket", e))?;
                     let hs_deadline = deadline.min(Instant::now() + HANDSHAKE_TIMEOUT);
-                    let accepted = accept_handshake(stream, me, expected, have, secret, hs_deadline, addr)
+                    let accepted = accept_handshake(stream, setup, expected, have, hs_deadline, addr)
                         .and_then(|(rank, mut s)| Ok((rank, answer_shm(&mut s, setup, hs_deadline, addr)?, s)));
                     match accepted {
                         Ok((rank, shm, s)) => {
-                            opts.apply(&s)?;
+                            opts.apply(wire::Timed::socket(&s))?;
                             return Ok((rank, s, shm));
                         }
                         Err(e) => warn!("rank {me}: refused connection from {addr}: {e}"),
@@ -103,6 +111,8 @@ pub struct LinkSetup<'a> {
     pub me: usize,
     /// The job secret.
     pub secret: &'a [u8],
+    /// TLS on the links, if on.
+    pub tls: Option<&'a Tls>,
     /// When to give up.
     pub deadline: Instant,
     /// SO_SNDBUF / SO_RCVBUF, if set.
@@ -148,32 +158,46 @@ impl LinkOptions {
 
 fn accept_handshake(
     mut s: TcpStream,
-    me: usize,
+    setup: &LinkSetup,
     expected: &[usize],
     have: &[usize],
-    secret: &[u8],
     deadline: Instant,
     addr: SocketAddr,
-) -> Result<(usize, TcpStream)> {
+) -> Result<(usize, Channel)> {
+    let LinkSetup { me, secret, tls, .. } = *setup;
     let who = format!("connection from {addr}");
     let mut hello = [0u8; PREAMBLE_LEN + 4];
     read_exact_by(&mut s, &mut hello, deadline, &who)?;
     let pre: &[u8; PREAMBLE_LEN] = hello[..PREAMBLE_LEN].try_into().unwrap();
     let challenge = Challenge::new();
-    if let Err(e) = wire::check_preamble(pre, &who) {
+    if let Err(e) = wire::check_mode(pre, &who, tls.is_some()) {
         if wire::is_warren(pre) {
-            // Another version: our challenge tells it which one we speak.
-            let _ = write_all_by(&mut s, &challenge.bytes(), deadline, &who);
+            // Another version, or TLS on one end only: our preamble tells it which we speak.
+            let mut answer = challenge.bytes();
+            answer[..PREAMBLE_LEN].copy_from_slice(&wire::preamble_with(tls.is_some()));
+            let _ = write_all_by(&mut s, &answer[..CHALLENGE_LEN], deadline, &who);
         }
         return Err(e);
     }
     let rank = u32::from_le_bytes(hello[PREAMBLE_LEN..].try_into().unwrap()) as usize;
-    write_all_by(&mut s, &challenge.bytes(), deadline, &who)?;
-    let mut proof = [0u8; PROOF_LEN];
-    read_exact_by(&mut s, &mut proof, deadline, &who)?;
-    let ok = challenge.accepts(secret, Purpose::Peer(rank as u32), &proof);
+    let purpose = Purpose::Peer(rank as u32);
     let wanted = expected.contains(&rank) && !have.contains(&rank);
-    write_all_by(&mut s, &[if ok && wanted { ACCEPTED } else { REFUSED }], deadline, &who)?;
+    let (s, ok) = match tls {
+        None => {
+            write_all_by(&mut s, &challenge.bytes(), deadline, &who)?;
+            let mut proof = [0u8; PROOF_LEN];
+            read_exact_by(&mut s, &mut proof, deadline, &who)?;
+            let ok = challenge.accepts(secret, purpose, &proof);
+            write_all_by(&mut s, &[if ok && wanted { ACCEPTED } else { REFUSED }], deadline, &who)?;
+            (Channel::Plain(s), ok)
+        }
+        Some(tls) => {
+            write_all_by(&mut s, &wire::preamble_with(true), deadline, &who)?;
+            let mut ch = Channel::Server(Box::new(rustls::StreamOwned::new(tls.server()?, s)));
+            let ok = server_tls_proofs(&mut ch, secret, purpose, wanted, deadline, &who)?;
+            (ch, ok)
+        }
+    };
     if !ok {
         return Err(Error::Auth(format!("{who} claiming rank {rank} does not hold the job secret")));
     }
@@ -185,8 +209,8 @@ fn accept_handshake(
     Ok((rank, s))
 }
 
-fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut() -> Result<()>) -> Result<TcpStream> {
-    let LinkSetup { me, secret, deadline, socket_buffer, .. } = *setup;
+fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut() -> Result<()>) -> Result<Channel> {
+    let LinkSetup { me, secret, tls, deadline, socket_buffer, .. } = *setup;
     let opts = LinkOptions { socket_buffer };
     let who = format!("peer rank {} ({}:{})", peer.rank, peer.host, peer.port);
     let addrs: Vec<SocketAddr> = (peer.host.as_str(), peer.port)
@@ -195,7 +219,7 @@ fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut(
         .collect();
     let addr = *addrs.first().ok_or_else(|| Error::Config(format!("{who} has no address")))?;
     loop {
-        let mut s = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, &mut |e| {
+        let s = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, &mut |e| {
             cancel()?;
             debug!("rank {me}: connecting to {who}: {e}; retrying");
             Ok(true)
@@ -206,8 +230,8 @@ fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut(
         // into slices with `cancel` (which sees a new round) polled between them: waiting the
         // whole deadline here once kept a re-link round from completing for 30 s.
         let slice = deadline.min(Instant::now() + HANDSHAKE_SLICE);
-        match client_handshake(&mut s, secret, Purpose::Peer(me as u32), slice, &who) {
-            Ok(()) => return Ok(s),
+        match client_channel(s, secret, Purpose::Peer(me as u32), tls, slice, &who) {
+            Ok(ch) => return Ok(ch),
             Err(HandshakeFailure::Broken(Error::Timeout { .. })) if Instant::now() < deadline => {
                 cancel()?;
                 debug!("rank {me}: {who} has not answered the handshake yet; connecting again");
@@ -229,7 +253,7 @@ pub fn connect_peers(
     cancel: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<Link>> {
     let me = setup.me;
-    let mut streams: Vec<(usize, TcpStream, Option<ShmEnd>)> = Vec::new();
+    let mut streams: Vec<(usize, Channel, Option<ShmEnd>)> = Vec::new();
     for &p in neighbours.iter().filter(|&&p| p < me) {
         let mut s = connect_handshake(&peers[p], setup, cancel)?;
         let shm = offer_shm(&mut s, &peers[p], setup)?;
@@ -253,7 +277,7 @@ pub fn connect_peers(
 
 /// The connector's transport offer: a shared-memory segment to a peer with this worker's host
 /// id (if it can create one), else TCP. Returns this end of the segment if the peer took it.
-fn offer_shm(s: &mut TcpStream, peer: &PeerAddr, setup: &LinkSetup) -> Result<Option<ShmEnd>> {
+fn offer_shm(s: &mut Channel, peer: &PeerAddr, setup: &LinkSetup) -> Result<Option<ShmEnd>> {
     let me = setup.me;
     let who = format!("peer rank {} ({}:{})", peer.rank, peer.host, peer.port);
     let deadline = setup.deadline.min(Instant::now() + HANDSHAKE_TIMEOUT);
@@ -288,7 +312,7 @@ fn offer_shm(s: &mut TcpStream, peer: &PeerAddr, setup: &LinkSetup) -> Result<Op
 
 /// The acceptor's side of the transport offer: opens an offered segment if shared memory is
 /// on here, and answers whether it took it.
-fn answer_shm(s: &mut TcpStream, setup: &LinkSetup, deadline: Instant, addr: SocketAddr) -> Result<Option<ShmEnd>> {
+fn answer_shm(s: &mut Channel, setup: &LinkSetup, deadline: Instant, addr: SocketAddr) -> Result<Option<ShmEnd>> {
     let who = format!("connection from {addr}");
     let mut kind = [0u8; 2];
     read_exact_by(s, &mut kind[..1], deadline, &who)?;

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::auth::Purpose;
+use super::channel::{Channel, Timed};
 use super::deadline::{timed_out, write_all_by};
 use super::frame::{MAX_FRAME, decode_frame_within, encode_frame, frame_len_within, take_frame};
-use super::handshake::{HandshakeFailure, client_handshake};
+use super::handshake::{HandshakeFailure, client_channel};
+use super::tls::Tls;
 use crate::error::{Error, Result};
 
 /// Resolves `uri` (`host:port`) to its first address; `what` names the service in errors
@@ -59,28 +61,30 @@ pub fn connect_by(
     }
 }
 
-/// An authenticated, blocking connection to a Warren service that carries frames.
+/// An authenticated, blocking connection to a Warren service that carries frames (in plain
+/// TCP or under TLS).
 #[derive(Debug)]
 pub struct Connection {
-    stream: TcpStream,
+    stream: Channel,
     who: String,
     inbox: Vec<u8>,
     max_frame: usize,
 }
 
 impl Connection {
-    /// Authenticates over a connected `stream` for `purpose` before `deadline`; `who` names
-    /// the service in errors.
+    /// Authenticates over a connected `stream` for `purpose` before `deadline`, under TLS
+    /// if `tls` is set; `who` names the service in errors.
     pub fn handshake(
-        mut stream: TcpStream,
+        stream: TcpStream,
         secret: &[u8],
         purpose: Purpose,
+        tls: Option<&Tls>,
         deadline: Instant,
         who: impl Into<String>,
     ) -> std::result::Result<Connection, HandshakeFailure> {
         let who = who.into();
         let _ = stream.set_nodelay(true);
-        client_handshake(&mut stream, secret, purpose, deadline, &who)?;
+        let stream = client_channel(stream, secret, purpose, tls, deadline, &who)?;
         Ok(Connection { stream, who, inbox: Vec::new(), max_frame: MAX_FRAME })
     }
 
@@ -95,9 +99,14 @@ impl Connection {
         &self.who
     }
 
-    /// The socket (for its addresses).
+    /// The socket (for its addresses, and to shut it down from another thread).
     pub fn stream(&self) -> &TcpStream {
-        &self.stream
+        self.stream.socket()
+    }
+
+    /// Whether the connection is encrypted (TLS).
+    pub fn is_tls(&self) -> bool {
+        self.stream.is_tls()
     }
 
     /// Sends one message as a frame before `deadline`.
@@ -132,7 +141,7 @@ impl Connection {
             if left.is_zero() {
                 return Err(timed_out(format!("a reply from {}", self.who), started, deadline));
             }
-            self.stream.set_read_timeout(Some(left)).map_err(|e| self.io("configuring socket to", e))?;
+            self.stream.socket().set_read_timeout(Some(left)).map_err(|e| self.io("configuring socket to", e))?;
             match self.read_chunk() {
                 Ok(0) => return Ok(None),
                 Ok(_) => {}
@@ -148,7 +157,7 @@ impl Connection {
     /// Reads, without waiting, whatever has arrived; `Ok(false)` if the other end closed the
     /// connection. The messages are then taken with [`next_buffered`](Self::next_buffered).
     pub fn read_available(&mut self) -> Result<bool> {
-        self.stream.set_nonblocking(true).map_err(|e| self.io("configuring socket to", e))?;
+        self.stream.socket().set_nonblocking(true).map_err(|e| self.io("configuring socket to", e))?;
         let read = loop {
             match self.read_chunk() {
                 Ok(0) => break Ok(false),
@@ -158,7 +167,7 @@ impl Connection {
                 Err(e) => break Err(self.io("reading from", e)),
             }
         };
-        self.stream.set_nonblocking(false).map_err(|e| self.io("configuring socket to", e))?;
+        self.stream.socket().set_nonblocking(false).map_err(|e| self.io("configuring socket to", e))?;
         read
     }
 

@@ -1,10 +1,9 @@
 //! Blocking reads and writes bound by a deadline, for handshakes and blocking clients: a
 //! silent or stalled other end becomes a timeout naming it, never a hang.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use super::channel::Timed;
 use crate::error::{Error, Result};
 
 /// The timeout of a wait for `what` that began at `started` with `deadline`: it says how long
@@ -16,7 +15,7 @@ pub(crate) fn timed_out(what: impl Into<String>, started: Instant, deadline: Ins
 
 /// Reads exactly `buf.len()` bytes from a blocking stream before `deadline`; `who` names the
 /// other end in errors.
-pub fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant, who: &str) -> Result<()> {
+pub fn read_exact_by(stream: &mut impl Timed, buf: &mut [u8], deadline: Instant, who: &str) -> Result<()> {
     let started = Instant::now();
     let mut got = 0;
     while got < buf.len() {
@@ -24,7 +23,10 @@ pub fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant, 
         if left.is_zero() {
             return Err(timed_out(who, started, deadline));
         }
-        stream.set_read_timeout(Some(left)).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
+        stream
+            .socket()
+            .set_read_timeout(Some(left))
+            .map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
         match stream.read(&mut buf[got..]) {
             Ok(0) => return Err(Error::Protocol(format!("{who} closed the connection"))),
             Ok(n) => got += n,
@@ -39,14 +41,14 @@ pub fn read_exact_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant, 
 }
 
 /// Writes all of `buf` to a blocking stream before `deadline`.
-pub fn write_all_by(stream: &mut TcpStream, buf: &[u8], deadline: Instant, who: &str) -> Result<()> {
+pub fn write_all_by(stream: &mut impl Timed, buf: &[u8], deadline: Instant, who: &str) -> Result<()> {
     let started = Instant::now();
     let left = deadline.saturating_duration_since(started);
     if left.is_zero() {
         return Err(timed_out(who, started, deadline));
     }
-    stream.set_write_timeout(Some(left)).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
-    stream.write_all(buf).map_err(|e| match e.kind() {
+    stream.socket().set_write_timeout(Some(left)).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
+    stream.write_all(buf).and_then(|()| stream.flush()).map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
             timed_out(format!("{who} to take our bytes"), started, deadline)
         }

@@ -17,9 +17,13 @@
 use std::net::TcpStream;
 use std::time::Instant;
 
+use rustls::StreamOwned;
+
 use super::auth::{self, PROOF_LEN, Purpose};
+use super::channel::Channel;
 use super::deadline::{read_exact_by, write_all_by};
-use super::preamble::{PREAMBLE_LEN, check_preamble, preamble};
+use super::preamble::{PREAMBLE_LEN, check_mode, check_preamble, preamble, preamble_with};
+use super::tls::{self, Tls};
 use crate::error::{Error, Result};
 
 /// Byte length of a challenge: the preamble, then the nonce.
@@ -32,7 +36,12 @@ pub const REFUSED: u8 = 0;
 /// What a client sends first: the preamble, followed on a peer link by the connecting rank
 /// (`u32` little-endian), which the proof also binds.
 pub fn hello(purpose: Purpose) -> Vec<u8> {
-    let mut b = preamble().to_vec();
+    hello_with(purpose, false)
+}
+
+/// The hello of an end where TLS is `tls`: the same bytes, [`super::TLS_FLAG`] set if on.
+pub fn hello_with(purpose: Purpose, tls: bool) -> Vec<u8> {
+    let mut b = preamble_with(tls).to_vec();
     if let Purpose::Peer(rank) = purpose {
         b.extend_from_slice(&rank.to_le_bytes());
     }
@@ -128,6 +137,84 @@ pub fn client_handshake(
     let mut verdict = [0u8; 1];
     read_exact_by(stream, &mut verdict, deadline, who).map_err(Broken)?;
     check_verdict(verdict[0], purpose, who).map_err(Refused)
+}
+
+/// Opens a client connection over a connected blocking `stream` before `deadline`: the
+/// handshake in plain text when `tls` is `None`, else TLS first and then the proofs of the
+/// secret bound to the channel ([`super::tls`]). `who` names the server in errors.
+pub fn client_channel(
+    mut stream: TcpStream,
+    secret: &[u8],
+    purpose: Purpose,
+    tls: Option<&Tls>,
+    deadline: Instant,
+    who: &str,
+) -> std::result::Result<Channel, HandshakeFailure> {
+    use HandshakeFailure::{Broken, Refused};
+    let Some(tls) = tls else {
+        client_handshake(&mut stream, secret, purpose, deadline, who)?;
+        return Ok(Channel::Plain(stream));
+    };
+    write_all_by(&mut stream, &hello_with(purpose, true), deadline, who).map_err(Broken)?;
+    let mut pre = [0u8; PREAMBLE_LEN];
+    read_exact_by(&mut stream, &mut pre, deadline, who).map_err(Broken)?;
+    check_mode(&pre, who, true).map_err(Refused)?;
+    let ip = stream.peer_addr().map_err(|e| Broken(Error::io(format!("reading the address of {who}"), e)))?.ip();
+    let session = tls.client(ip).map_err(Refused)?;
+    let mut ch = Channel::Client(Box::new(StreamOwned::new(session, stream)));
+    // The first read drives the TLS handshake, then brings the server's proof.
+    let mut theirs = [0u8; PROOF_LEN];
+    read_exact_by(&mut ch, &mut theirs, deadline, who).map_err(|e| tls_failure(e, who))?;
+    let binding = ch.binding().map_err(Refused)?.expect("a TLS channel");
+    if !tls::proof_holds(secret, purpose, &binding, &theirs, true) {
+        return Err(Refused(Error::Auth(format!(
+            "{who} did not prove the job secret over TLS (it holds another job's secret, or something sits in between): nothing sent to it"
+        ))));
+    }
+    write_all_by(&mut ch, &tls::client_proof(secret, purpose, &binding), deadline, who).map_err(Broken)?;
+    let mut verdict = [0u8; 1];
+    read_exact_by(&mut ch, &mut verdict, deadline, who).map_err(|e| tls_failure(e, who))?;
+    check_verdict(verdict[0], purpose, who).map_err(Refused)?;
+    Ok(ch)
+}
+
+/// The server's side of the proofs on a TLS channel `ch` (for a peer link; tokio services
+/// have their own): completes the TLS handshake, proves `secret` for `purpose`, checks the
+/// client's proof and answers the verdict: accepted if the proof holds and `wanted`. Returns
+/// whether the proof held.
+pub(crate) fn server_tls_proofs(
+    ch: &mut Channel,
+    secret: &[u8],
+    purpose: Purpose,
+    wanted: bool,
+    deadline: Instant,
+    who: &str,
+) -> Result<bool> {
+    ch.complete_handshake(deadline, who).map_err(|e| Error::from(tls_failure(e, who)))?;
+    let binding = ch.binding()?.expect("a TLS channel");
+    write_all_by(ch, &tls::server_proof(secret, purpose, &binding), deadline, who)?;
+    let mut proof = [0u8; PROOF_LEN];
+    read_exact_by(ch, &mut proof, deadline, who).map_err(|e| match e {
+        Error::Protocol(_) => Error::Auth(format!(
+            "{who} sent no proof of the job secret: it holds another job's secret, or refused ours"
+        )),
+        other => other,
+    })?;
+    let ok = tls::proof_holds(secret, purpose, &binding, &proof, false);
+    write_all_by(ch, &[if ok && wanted { ACCEPTED } else { REFUSED }], deadline, who)?;
+    Ok(ok)
+}
+
+/// A failed read during a TLS handshake: refused for good if TLS refused the other end (or
+/// it us), else broken (a new attempt may succeed).
+pub(crate) fn tls_failure(e: Error, who: &str) -> HandshakeFailure {
+    match &e {
+        Error::Io { source, .. } => match tls::refusal(source) {
+            Some(why) => HandshakeFailure::Refused(Error::Auth(format!("{who}: {why}"))),
+            None => HandshakeFailure::Broken(e),
+        },
+        _ => HandshakeFailure::Broken(e),
+    }
 }
 
 #[cfg(test)]

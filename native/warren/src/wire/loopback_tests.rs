@@ -23,7 +23,7 @@ struct Echo {
 
 fn echo_service() -> Echo {
     let super::Bound { runtime, listener, addr } = super::bind("echo", 1, "127.0.0.1", 0).unwrap();
-    runtime.spawn(serve(listener, Arc::new(SECRET.to_vec()), Purpose::Master, "echo", |stream| async move {
+    runtime.spawn(serve(listener, Arc::new(SECRET.to_vec()), None, Purpose::Master, "echo", |stream| async move {
         let (rd, mut wr) = stream.into_split();
         let mut requests = FrameReader::new(rd, "a client");
         loop {
@@ -46,7 +46,7 @@ fn soon() -> Instant {
 
 fn dial(addr: SocketAddr, secret: &[u8], purpose: Purpose) -> Result<Connection, HandshakeFailure> {
     let stream = connect_by(addr, soon(), "echo", ONCE, &mut |_| Ok(false)).map_err(HandshakeFailure::Broken)?;
-    Connection::handshake(stream, secret, purpose, soon(), "echo service")
+    Connection::handshake(stream, secret, purpose, None, soon(), "echo service")
 }
 
 #[test]

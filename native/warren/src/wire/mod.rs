@@ -25,7 +25,7 @@
 //! # fn main() -> warren::Result<()> {
 //! # let secret = Arc::new(b"job secret".to_vec());
 //! let bound = wire::bind("my-service", 1, "127.0.0.1", 0)?; // its runtime, any free port
-//! let service = wire::serve(bound.listener, secret, Purpose::Master, "my-service", |stream| async move {
+//! let service = wire::serve(bound.listener, secret, None, Purpose::Master, "my-service", |stream| async move {
 //!     let (rd, mut wr) = stream.into_split();
 //!     let mut requests = FrameReader::new(rd, "a client");
 //!     while let Ok(Some(request)) = requests.next::<String>().await {
@@ -50,18 +50,22 @@
 //! let addr = wire::resolve("127.0.0.1:7000", "my-service")?;
 //! let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_secs(1) };
 //! let stream = wire::connect_by(addr, deadline, "my-service", backoff, &mut |_| Ok(false))?;
-//! let mut conn = Connection::handshake(stream, secret, Purpose::Master, deadline, "my-service")?;
+//! let mut conn = Connection::handshake(stream, secret, Purpose::Master, None, deadline, "my-service")?;
 //! conn.send(&"hello", deadline)?;
 //! let reply: Option<String> = conn.recv(deadline)?; // None: the service closed the connection
 //! # Ok(())
 //! # }
 //! ```
 //!
+//! `None` above is plain TCP; a [`Tls`] context (from [`TlsSettings`]) puts both on TLS,
+//! keyed from the job secret or from user certificates (see [`tls`]).
+//!
 //! Peer links between workers use the same handshake (with
 //! [`Purpose::Peer`](auth::Purpose::Peer)) but no frames: see [`crate::transport`].
 
 mod accept;
 pub mod auth;
+mod channel;
 mod client;
 mod deadline;
 mod frame;
@@ -70,11 +74,16 @@ pub mod handshake;
 #[cfg(test)]
 mod loopback_tests;
 mod preamble;
+pub mod tls;
 
 pub use accept::{Bound, HANDSHAKE_TIMEOUT, accept_authenticated, bind, serve};
+pub use channel::{Channel, ServiceStream, Timed};
 pub use client::{Backoff, Connection, connect_by, resolve};
 pub use deadline::{read_exact_by, write_all_by};
 pub use frame::{MAX_FRAME, decode_frame, decode_frame_within, encode_frame, frame_len_within};
 pub use frame_reader::FrameReader;
 pub use handshake::HandshakeFailure;
-pub use preamble::{MAGIC, PREAMBLE_LEN, VERSION, check_preamble, is_warren, preamble};
+pub use preamble::{
+    MAGIC, PREAMBLE_LEN, TLS_FLAG, VERSION, check_mode, check_preamble, is_warren, preamble, preamble_with,
+};
+pub use tls::{Tls, TlsSettings};

@@ -11,12 +11,21 @@ pub const MAGIC: u32 = 0x314E_5257;
 pub const VERSION: u32 = 2;
 /// Byte length of the preamble.
 pub const PREAMBLE_LEN: usize = 8;
+/// Set in the preamble's version by an end that speaks TLS ([`super::tls`]): TLS begins once
+/// both ends have sent it; an end that sees the other's flag differ from its own refuses the
+/// connection, naming the mismatch.
+pub const TLS_FLAG: u32 = 0x8000_0000;
 
 /// The 8-byte preamble `MAGIC, VERSION` both ends send first.
 pub fn preamble() -> [u8; PREAMBLE_LEN] {
+    preamble_with(false)
+}
+
+/// The preamble, with [`TLS_FLAG`] set if `tls`.
+pub fn preamble_with(tls: bool) -> [u8; PREAMBLE_LEN] {
     let mut b = [0u8; PREAMBLE_LEN];
     b[..4].copy_from_slice(&MAGIC.to_le_bytes());
-    b[4..].copy_from_slice(&VERSION.to_le_bytes());
+    b[4..].copy_from_slice(&(VERSION | if tls { TLS_FLAG } else { 0 }).to_le_bytes());
     b
 }
 
@@ -27,17 +36,32 @@ pub fn is_warren(b: &[u8; PREAMBLE_LEN]) -> bool {
     b[..4] == MAGIC.to_le_bytes()
 }
 
-/// Checks a received preamble; `who` names the other end for the error.
+/// Checks a received preamble of a plain connection; `who` names the other end for the error.
 pub fn check_preamble(b: &[u8; PREAMBLE_LEN], who: &str) -> Result<()> {
+    check_mode(b, who, false)
+}
+
+/// Checks a received preamble on an end where TLS is `tls` (on or off): a Warren endpoint of
+/// this version, with TLS alike. `who` names the other end for the error.
+pub fn check_mode(b: &[u8; PREAMBLE_LEN], who: &str, tls: bool) -> Result<()> {
     let magic = u32::from_le_bytes(b[..4].try_into().unwrap());
-    let version = u32::from_le_bytes(b[4..].try_into().unwrap());
+    let raw = u32::from_le_bytes(b[4..].try_into().unwrap());
+    let (version, theirs) = (raw & !TLS_FLAG, raw & TLS_FLAG != 0);
     if magic != MAGIC {
         return Err(Error::Protocol(format!("{who} is not a Warren endpoint (bad magic {magic:#010x})")));
     }
     if version != VERSION {
         return Err(Error::Protocol(format!("{who} speaks protocol version {version}, this build speaks {VERSION}")));
     }
-    Ok(())
+    match (theirs, tls) {
+        (true, false) => Err(Error::Protocol(format!(
+            "TLS mismatch: {who} uses TLS (WARREN_TLS=1 there) but TLS is off here; set WARREN_TLS alike on every process of the job"
+        ))),
+        (false, true) => Err(Error::Protocol(format!(
+            "TLS mismatch: {who} does not use TLS (WARREN_TLS is off there) but TLS is on here (WARREN_TLS=1); set WARREN_TLS alike on every process of the job"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -74,5 +98,22 @@ mod tests {
         q[4] = 9;
         let e = check_preamble(&q, "x").unwrap_err();
         assert!(matches!(&e, Error::Protocol(m) if m.contains("version 9") && m.contains("speaks 2")), "{e}");
+    }
+
+    #[test]
+    fn a_tls_mismatch_is_named_from_either_side() {
+        assert_eq!(&preamble_with(true), b"WRN1\x02\0\0\x80");
+        assert!(check_mode(&preamble_with(true), "x", true).is_ok());
+        let e = check_preamble(&preamble_with(true), "client c:1").unwrap_err();
+        assert!(
+            e.to_string().contains("TLS mismatch: client c:1 uses TLS (WARREN_TLS=1 there) but TLS is off here"),
+            "{e}"
+        );
+        let e = check_mode(&preamble(), "tracker t:1", true).unwrap_err();
+        assert!(e.to_string().contains("TLS mismatch: tracker t:1 does not use TLS"), "{e}");
+        let mut old = preamble_with(true);
+        old[4] = 1;
+        let e = check_mode(&old, "x", true).unwrap_err();
+        assert!(e.to_string().contains("version 1"), "the version is checked first: {e}");
     }
 }
