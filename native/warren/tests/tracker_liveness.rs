@@ -36,12 +36,12 @@ fn a_worker_whose_tracker_connection_closed_is_refused_as_fenced() {
     let tracker = Tracker::start(cfg).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
 
-    let mut main = TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), deadline).unwrap();
+    let mut main = TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), None, deadline).unwrap();
     let incarnation = match main.request(&register("0"), deadline).unwrap() {
         FromTracker::Assignment { incarnation, .. } => incarnation,
         other => panic!("expected an assignment, got {other:?}"),
     };
-    let mut beats = TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), deadline).unwrap();
+    let mut beats = TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), None, deadline).unwrap();
     match beats.request(&beat("0", incarnation), deadline) {
         Ok(FromTracker::Ack) => {}
         other => panic!("a heartbeat of the running worker must be acknowledged, got {other:?}"),
@@ -69,7 +69,7 @@ fn a_finished_worker_is_not_fenced() {
     let deadline = Instant::now() + Duration::from_secs(20);
 
     let mut workers: Vec<TrackerClient> =
-        (0..2).map(|_| TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), deadline).unwrap()).collect();
+        (0..2).map(|_| TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), None, deadline).unwrap()).collect();
     for (task, w) in workers.iter_mut().enumerate() {
         w.send(&register(&task.to_string()), deadline).unwrap();
     }
