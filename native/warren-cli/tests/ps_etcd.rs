@@ -15,30 +15,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use support::ps::{WARREN, finish, model_hash, run_limited};
+use support::crash::Dir;
+use support::ps::{JOB, WARREN, finish, model_hash, run_limited};
 use warren::ps::EtcdRegistry;
 
 const SECRET: &str = "ps-etcd-test-secret";
-const JOB: [&str; 10] =
-    ["--steps", "60", "--batch", "64", "--buckets", "4096", "--optimizer", "adam:0.05", "--max-sleep-ms", "30"];
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("warren-ps-etcd-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A `warren ps --store etcd:...` process: the index it claimed and its address come on
 /// `line` (`WARREN_PS_URI_<index>=<uri>`).
 struct Registered {
@@ -105,7 +86,7 @@ fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 #[test]
 fn servers_racing_for_an_index_end_with_distinct_indices() {
     let etcd = etcd::Etcd::start("ps-race");
-    let dir = TempDir::new("race");
+    let dir = Dir::new("ps-etcd-race");
     for round in 0..3 {
         let store = format!("etcd:{}/warren/ps/race-{round}", etcd.endpoint);
         // Three servers of a job of three, started at the same moment.
@@ -187,7 +168,7 @@ fn a_trainers_key_disappears_when_its_lease_expires_after_it_is_killed() {
 #[test]
 fn a_killed_server_is_found_again_at_its_index_and_a_sync_job_loses_nothing() {
     let etcd = etcd::Etcd::start("ps-restart");
-    let dir = TempDir::new("restart");
+    let dir = Dir::new("ps-etcd-restart");
     let store = format!("etcd:{}/warren/ps/restart", etcd.endpoint);
     let ckpt = dir.0.join("ckpt");
     let ckpt_s = ckpt.to_str().unwrap().to_string();
