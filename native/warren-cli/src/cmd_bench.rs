@@ -91,6 +91,7 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
     let outcome = launch(&LaunchSpec {
         workers: a.workers,
         elastic: None,
+        rejoin_timeout: None,
         max_restarts: 0,
         command,
         env,

@@ -107,6 +107,7 @@ fn ps_elapsed(a: &BenchPsArgs) -> warren::Result<f64> {
     let len = (a.bytes / 4) as u64;
     let job = JobSpec {
         trainers: a.trainers,
+        joining: Vec::new(),
         mode: Mode::parse(&a.mode, 0)?,
         tables: vec![TableSpec {
             name: "w".into(),

@@ -40,7 +40,8 @@ pub struct TrainArgs {
     /// An elastic job (`warren run --min-workers/--max-workers`, or a tracker with limits):
     /// follow view changes after each checkpoint (the rank and world size change, so the
     /// model depends on the membership schedule); a worker that is removed prints `LEFT
-    /// <version>` and exits 0, a joiner prints `JOINED <version> <world>`.
+    /// <version>` and exits 0, a joiner prints `JOINED <version> <world>`, and a worker that
+    /// rolls back (a lost worker given up on) prints `ROLLED_BACK <version> <world>`.
     #[arg(long)]
     elastic: bool,
 }
@@ -82,51 +83,52 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
         u64::from_le_bytes(seed.as_slice().try_into().map_err(|_| Error::Protocol("seed of wrong size".into()))?);
     let n = (a.model_bytes / 4).max(1);
     // Resume from the latest checkpoint: one per iteration, so its version is the iteration.
-    let ckpt = comm.load_checkpoint()?;
-    let start = ckpt.version as u64;
-    let mut model: Vec<f32> = if start == 0 { vec![0f32; n] } else { bytemuck::pod_collect_to_vec(&ckpt.global) };
-    // The local model: this worker's own running state, which only it (and its replica) has.
-    let mut local_sum: u64 = match &ckpt.local {
-        // In an elastic job the rank may have changed since the model was written.
-        Some(l) if l.len() == 16 && (a.elastic || u64::from_le_bytes(l[..8].try_into().unwrap()) == rank) => {
-            u64::from_le_bytes(l[8..].try_into().unwrap())
-        }
-        None if start == 0 || a.no_local || a.elastic => 0,
-        other => {
-            return Err(Error::Protocol(format!("rank {rank} got a wrong local model at version {start}: {other:?}")));
-        }
-    };
-    if model.len() != n {
-        return Err(Error::Protocol(format!("checkpoint holds {} floats, expected {n}", model.len())));
-    }
+    let (start, mut model, mut local_sum, had_local) = resume(&mut comm, a, n)?;
     if start > 0 {
         log::info!("rank {rank}: resuming at iteration {start} from the checkpoint");
     }
-    if a.elastic && start > 0 && ckpt.local.is_none() {
+    if a.elastic && start > 0 && !had_local {
         println!("JOINED {start} {world}");
     }
     let mut grad = vec![0f32; n];
     let started = std::time::Instant::now();
-    for it in start..a.iters {
+    let mut it = start;
+    'iters: while it < a.iters {
+        // A lost worker given up on (the rejoin timeout) during this iteration: the job rolls
+        // back to the last checkpoint in the new view, so this worker goes on from there.
+        macro_rules! step {
+            ($call:expr) => {
+                match $call {
+                    Err(Error::RolledBack { version, .. }) => {
+                        (it, model, local_sum, _) = resume(&mut comm, a, n)?;
+                        let _ = comm.take_view_change();
+                        (rank, world) = (comm.rank() as u64, comm.world_size());
+                        println!("ROLLED_BACK {version} {world}");
+                        continue 'iters;
+                    }
+                    r => r?,
+                }
+            };
+        }
         if a.compute_ms > 0 {
             std::thread::sleep(std::time::Duration::from_millis(a.compute_ms));
         }
         for (i, g) in grad.iter_mut().enumerate() {
             *g = noise(seed ^ rank, it, i as u64) + model[i] * 0.01 + cols[0] as f32 * 1e-4;
         }
-        comm.allreduce(&mut grad, Op::Sum)?;
+        step!(comm.allreduce(&mut grad, Op::Sum));
         let mut loss = [grad.iter().take(1024).map(|g| (*g as f64).powi(2)).sum::<f64>(), 1.0];
-        comm.allreduce(&mut loss, Op::Sum)?;
+        step!(comm.allreduce(&mut loss, Op::Sum));
         let mut lr =
             if rank == it % world as u64 { (0.1f32 / (1.0 + it as f32)).to_le_bytes().to_vec() } else { Vec::new() };
-        comm.broadcast(&mut lr, (it % world as u64) as usize)?;
+        step!(comm.broadcast(&mut lr, (it % world as u64) as usize));
         let lr = f32::from_le_bytes(lr.as_slice().try_into().map_err(|_| Error::Protocol("lr of wrong size".into()))?);
         for (m, g) in model.iter_mut().zip(&grad) {
             *m -= lr * g / world as f32;
         }
         local_sum = local_sum.wrapping_add(it * (rank + 1));
         let local: Vec<u8> = [rank.to_le_bytes(), local_sum.to_le_bytes()].concat();
-        comm.checkpoint(bytemuck::cast_slice(&model), (!a.no_local).then_some(local.as_slice()))?;
+        step!(comm.checkpoint(bytemuck::cast_slice(&model), (!a.no_local).then_some(local.as_slice())));
         if let Some(change) = comm.take_view_change() {
             let Some(r) = change.rank else {
                 println!("LEFT {}", it + 1);
@@ -145,6 +147,7 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
                 started.elapsed()
             );
         }
+        it += 1;
     }
     // Every worker's local state must be what a failure-free run gives.
     let expected: u64 = (0..a.iters).map(|it| it * (rank + 1)).fold(0, u64::wrapping_add);
@@ -163,6 +166,30 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
     }
     comm.finalize()?;
     Ok(0)
+}
+
+/// Where training resumes: the latest checkpoint's version (the iteration), its global model,
+/// this worker's local state, and whether the checkpoint held a local model for it.
+fn resume(comm: &mut Communicator, a: &TrainArgs, n: usize) -> warren::Result<(u64, Vec<f32>, u64, bool)> {
+    let rank = comm.rank() as u64;
+    let ckpt = comm.load_checkpoint()?;
+    let start = ckpt.version as u64;
+    let model: Vec<f32> = if start == 0 { vec![0f32; n] } else { bytemuck::pod_collect_to_vec(&ckpt.global) };
+    // The local model: this worker's own running state, which only it (and its replica) has.
+    let local_sum: u64 = match &ckpt.local {
+        // In an elastic job the rank may have changed since the model was written.
+        Some(l) if l.len() == 16 && (a.elastic || u64::from_le_bytes(l[..8].try_into().unwrap()) == rank) => {
+            u64::from_le_bytes(l[8..].try_into().unwrap())
+        }
+        None if start == 0 || a.no_local || a.elastic => 0,
+        other => {
+            return Err(Error::Protocol(format!("rank {rank} got a wrong local model at version {start}: {other:?}")));
+        }
+    };
+    if model.len() != n {
+        return Err(Error::Protocol(format!("checkpoint holds {} floats, expected {n}", model.len())));
+    }
+    Ok((start, model, local_sum, ckpt.local.is_some()))
 }
 
 fn value(r: usize, i: usize, op: Op) -> i64 {

@@ -6,7 +6,9 @@
 //! `--features` hashed feature keys in `0..--buckets` and a label from a hidden weight vector.
 //! The model is a sparse table `w` (one float per key) and a dense table `bias` (one float).
 //! Trainer 0 waits for every trainer to finish, then prints `MODEL_HASH` (SHA-256 of every
-//! weight in key order, then the bias).
+//! weight in key order, then the bias). Trainers may join and leave at given steps (`--join`,
+//! `--leave`): a sync step counts the trainers taking part in it, and `--serial` follows the
+//! same schedule.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,6 +80,14 @@ pub struct PsTrainArgs {
     /// This run's attempt of the trainer's task (default: WARREN_ATTEMPT, set by `warren run`).
     #[arg(long, env = keys::ATTEMPT, default_value_t = 0)]
     attempt: u32,
+    /// Trainer `T` joins the job at step `STEP` (`T:STEP`, repeatable): it takes part in steps
+    /// `STEP..` only (a sync step counts the trainers taking part in it).
+    #[arg(long = "join", value_name = "T:STEP")]
+    joins: Vec<String>,
+    /// Trainer `T` leaves the job after step `STEP - 1` (`T:STEP`, repeatable): it takes part
+    /// in the steps before `STEP` only.
+    #[arg(long = "leave", value_name = "T:STEP")]
+    leaves: Vec<String>,
     /// Train every trainer's batches serially in this process, without servers, as sync mode
     /// defines it (all trainers of a step read the same model; their gradients are summed in
     /// trainer order).
@@ -93,6 +103,7 @@ pub fn run(a: &PsTrainArgs) -> warren::Result<u8> {
     }
     let job = JobSpec {
         trainers: a.trainers,
+        joining: Vec::new(),
         mode: Mode::parse(&a.mode, a.staleness)?,
         tables: vec![
             TableSpec {
@@ -104,7 +115,47 @@ pub fn run(a: &PsTrainArgs) -> warren::Result<u8> {
             TableSpec { name: "bias".into(), kind: TableKind::Dense { len: 1 }, init: Init::Zeros, optimizer },
         ],
     };
-    if a.serial { serial(a, &job) } else { trainer(a, &job) }
+    let plan = Membership::parse(a)?;
+    let job = JobSpec { joining: plan.joining(), ..job };
+    if a.serial { serial(a, &job, &plan) } else { trainer(a, &job, &plan) }
+}
+
+/// Which steps each trainer takes part in (`--join`, `--leave`).
+struct Membership {
+    /// Per trainer, its steps `from..to`.
+    steps: Vec<std::ops::Range<u64>>,
+}
+
+impl Membership {
+    fn parse(a: &PsTrainArgs) -> warren::Result<Membership> {
+        let mut steps = vec![0..a.steps; a.trainers as usize];
+        let entry = |e: &str, what: &str| -> warren::Result<(usize, u64)> {
+            let bad = || Error::Config(format!("--{what} {e:?}: expected TRAINER:STEP with TRAINER < {}", a.trainers));
+            let (t, n) = e.split_once(':').ok_or_else(bad)?;
+            let (t, n) = (t.parse::<usize>().map_err(|_| bad())?, n.parse::<u64>().map_err(|_| bad())?);
+            if t >= a.trainers as usize || n > a.steps {
+                return Err(bad());
+            }
+            Ok((t, n))
+        };
+        for e in &a.joins {
+            let (t, n) = entry(e, "join")?;
+            steps[t].start = n;
+        }
+        for e in &a.leaves {
+            let (t, n) = entry(e, "leave")?;
+            steps[t].end = n;
+        }
+        if let Some(n) = (0..a.steps).find(|&n| !steps.iter().any(|r| r.contains(&n))) {
+            return Err(Error::Config(format!("no trainer takes part in step {n} (see --join and --leave)")));
+        }
+        Ok(Membership { steps })
+    }
+
+    /// The trainers that join after step 0.
+    fn joining(&self) -> Vec<u32> {
+        (0..self.steps.len() as u32).filter(|&t| self.steps[t as usize].start > 0).collect()
+    }
 }
 
 /// One example: its feature keys and its label.
@@ -171,7 +222,8 @@ fn model_hash(w: &[f32], bias: &[f32]) -> String {
     hex::encode(h.finalize())
 }
 
-fn trainer(a: &PsTrainArgs, job: &JobSpec) -> warren::Result<u8> {
+fn trainer(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<u8> {
+    let mine = plan.steps[a.trainer as usize].clone();
     let secret = super::cmd_master::client_secret()?;
     let mocks = warren::ps::failpoint::parse(a.mock.as_deref().unwrap_or(""))?;
     let (uris, resolver) = match a.registry.connect()? {
@@ -197,10 +249,14 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec) -> warren::Result<u8> {
         log::info!("trainer {}: resuming at step {} (attempt {})", a.trainer, c.step(), a.attempt);
     }
     c.define(job)?;
+    if c.step() < mine.start {
+        log::info!("trainer {}: joins at step {}", a.trainer, mine.start);
+        c.join(mine.start)?;
+    }
     let started = Instant::now();
     let mut rng = rand::thread_rng();
     let mut loss = 0.0;
-    for n in c.step()..a.steps {
+    for n in c.step()..mine.end {
         if a.max_sleep_ms > 0 {
             std::thread::sleep(Duration::from_millis(rng.gen_range(0..=a.max_sleep_ms)));
         }
@@ -216,12 +272,12 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec) -> warren::Result<u8> {
         }
     }
     c.leave()?;
-    println!("TRAINER {} done: {} steps, last loss {loss:.4}", a.trainer, a.steps);
+    println!("TRAINER {} done: steps {mine:?}, last loss {loss:.4}", a.trainer);
     if job.mode != Mode::Sync {
         println!("PS_LOST_UPDATES trainer {}: {}", a.trainer, c.lost_updates());
     }
     if a.trainer == 0 {
-        wait_all_done(&mut c, a.steps)?;
+        wait_all_done(&mut c, plan)?;
         let all: Vec<u64> = (0..a.buckets).collect();
         let w = c.pull_sparse("w", &all)?;
         let bias = c.pull_dense("bias", 0..1)?;
@@ -244,18 +300,20 @@ fn discover(a: &PsTrainArgs, registry: EtcdRegistry) -> warren::Result<(Vec<Stri
     Ok((uris, Some(Resolver(Arc::new(move |i| registry.resolve(i))))))
 }
 
-/// Waits (at most 10 minutes) until every server has every trainer's pushes of every step.
-fn wait_all_done(c: &mut PsClient, steps: u64) -> warren::Result<()> {
+/// Waits (at most 10 minutes) until every server has every trainer's pushes of every step it
+/// takes part in.
+fn wait_all_done(c: &mut PsClient, plan: &Membership) -> warren::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(600);
+    let ends: Vec<u64> = plan.steps.iter().map(|r| r.end).collect();
     loop {
         let status = c.status()?;
-        if status.iter().all(|s| s.clocks.iter().all(|&k| k >= steps)) {
+        if status.iter().all(|s| s.clocks.iter().zip(&ends).all(|(&k, &end)| k >= end)) {
             return Ok(());
         }
         if Instant::now() >= deadline {
             let clocks: Vec<&Vec<u64>> = status.iter().map(|s| &s.clocks).collect();
             return Err(Error::Timeout {
-                what: format!("every trainer to push {steps} steps (clocks per server: {clocks:?})"),
+                what: format!("every trainer to push its steps {ends:?} (clocks per server: {clocks:?})"),
                 after: Duration::from_secs(600),
             });
         }
@@ -263,11 +321,11 @@ fn wait_all_done(c: &mut PsClient, steps: u64) -> warren::Result<()> {
     }
 }
 
-fn serial(a: &PsTrainArgs, job: &JobSpec) -> warren::Result<u8> {
+fn serial(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<u8> {
     let mut shard = Shard::new(0, 1, &job.tables)?;
     for n in 0..a.steps {
         let mut pushes = Vec::with_capacity(a.trainers as usize);
-        for t in 0..a.trainers {
+        for t in (0..a.trainers).filter(|&t| plan.steps[t as usize].contains(&n)) {
             let examples = batch(a, t, n);
             let keys = distinct_keys(&examples);
             let w = shard.pull_sparse("w", &keys)?;

@@ -23,6 +23,13 @@ pub struct RunArgs {
     /// starts the worker of every task added or restarted).
     #[arg(long, requires = "min_workers")]
     max_workers: Option<usize>,
+    /// An elastic job: seconds a failed worker's replacement has to register before the job
+    /// goes on without it (the others roll back to the last checkpoint in a view without it;
+    /// never below --min-workers: the job fails then, naming the missing tasks); it rejoins at
+    /// a later checkpoint when it comes back. Default: wait for it (up to the workers'
+    /// WARREN_CONNECT_TIMEOUT_S).
+    #[arg(long, requires = "min_workers")]
+    rejoin_timeout: Option<f64>,
     /// Restarts allowed over the whole job; a worker that exits non-zero is re-run alone
     /// (retry-one) with WARREN_ATTEMPT incremented.
     #[arg(long, default_value_t = 3)]
@@ -80,6 +87,7 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
     let outcome = launch(&LaunchSpec {
         workers,
         elastic,
+        rejoin_timeout: a.rejoin_timeout.map(Duration::from_secs_f64),
         max_restarts: a.max_restarts,
         command: a.command,
         env,

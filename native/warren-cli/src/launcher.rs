@@ -24,6 +24,10 @@ pub struct LaunchSpec {
     /// An elastic job's limits: the launcher starts the worker of every task id added or
     /// restarted through the tracker (`warren ctl`).
     pub elastic: Option<Limits>,
+    /// An elastic job's rejoin timeout: a lost worker whose replacement does not register
+    /// within it is dropped from the view (`TrackerConfig::rejoin_timeout`); a worker with no
+    /// restarts left is then left dead instead of failing the job.
+    pub rejoin_timeout: Option<Duration>,
     /// Restarts allowed over the whole job.
     pub max_restarts: u32,
     /// The program and its arguments.
@@ -185,6 +189,7 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
         cfg.rendezvous_timeout = spec.rendezvous_timeout;
         cfg.peer_timeout = peer_timeout;
         cfg.elastic = spec.elastic;
+        cfg.rejoin_timeout = spec.rejoin_timeout;
         Tracker::start(cfg)
     };
     let mut tracker = start_tracker()?;
@@ -230,6 +235,15 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
                 warn!("task {} (attempt {}) reports that the job cannot be recovered; stopping", w.task, w.attempt);
                 ok = false;
                 break 'watch;
+            }
+            if restarts >= spec.max_restarts && spec.rejoin_timeout.is_some() {
+                warn!(
+                    "task {} (attempt {}) failed with {status}; no restarts left: the job goes on without it once \
+                     the rejoin timeout passes",
+                    w.task, w.attempt
+                );
+                w.done = true;
+                continue;
             }
             if restarts >= spec.max_restarts {
                 warn!(

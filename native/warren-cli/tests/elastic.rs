@@ -42,9 +42,16 @@ fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
 
 /// Starts the training worker of `task` (attempt `attempt`) against `tracker`.
 fn spawn(tracker: &Tracker, task: &str, attempt: u32) -> Worker {
+    spawn_with(tracker, task, attempt, &[], &[])
+}
+
+/// [`spawn`] with more environment and more arguments for the training job.
+fn spawn_with(tracker: &Tracker, task: &str, attempt: u32, env: &[(&str, &str)], args: &[&str]) -> Worker {
     let mut child = Command::new(WARREN)
         .args(["example", "train", "--elastic", "--iters", ITERS, "--model-bytes", "40000", "--compute-ms", "100"])
+        .args(args)
         .envs(tracker.worker_env())
+        .envs(env.iter().copied())
         .env("WARREN_TASK_ID", task)
         .env("WARREN_ATTEMPT", attempt.to_string())
         .env("WARREN_CONNECT_TIMEOUT_S", "60")
@@ -58,9 +65,15 @@ fn spawn(tracker: &Tracker, task: &str, attempt: u32) -> Worker {
 }
 
 fn elastic_tracker(tasks: usize, min: usize, max: usize) -> Tracker {
+    elastic_tracker_with(tasks, min, max, None)
+}
+
+/// [`elastic_tracker`] with a rejoin timeout.
+fn elastic_tracker_with(tasks: usize, min: usize, max: usize, rejoin: Option<Duration>) -> Tracker {
     let mut cfg = TrackerConfig::new(tasks, "elastic-test-secret");
     cfg.elastic = Some(Limits { min, max });
     cfg.rendezvous_timeout = Duration::from_secs(60);
+    cfg.rejoin_timeout = rejoin;
     Tracker::start(cfg).unwrap()
 }
 
@@ -99,6 +112,16 @@ fn line<'a>(d: &'a Done, prefix: &str) -> Option<&'a str> {
     d.stdout.lines().find_map(|l| l.strip_prefix(prefix))
 }
 
+/// The `MODEL_HASH` rank 0 (the first worker started) printed.
+fn model_of(done: &[Done]) -> String {
+    line(&done[0], "MODEL_HASH ").expect("rank 0 prints the model hash").to_string()
+}
+
+/// Every task the tracker knows, with its state.
+fn states(tracker: &Tracker) -> Vec<(String, String)> {
+    tracker.list().unwrap().into_iter().map(|t| (t.task_id, t.state)).collect()
+}
+
 fn report(done: &[Done]) -> String {
     done.iter().map(|d| format!("--- task {} ok={}\n{}{}", d.task, d.ok, d.stdout, d.stderr)).collect()
 }
@@ -128,10 +151,9 @@ fn grow_then_shrink() -> String {
     assert_eq!(line(&done[1], "LEFT "), Some("16"), "{all}");
     assert_eq!(line(&done[3], "LEFT "), Some("16"), "{all}");
     assert_eq!(line(&done[2], "LEFT "), None, "{all}");
-    let listed: Vec<(String, String)> = tracker.list().unwrap().into_iter().map(|t| (t.task_id, t.state)).collect();
     let want = [("0", "running"), ("1", "stopped"), ("2", "running"), ("3", "stopped")];
-    assert_eq!(listed, want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
-    line(&done[0], "MODEL_HASH ").expect("rank 0 prints the model hash").to_string()
+    assert_eq!(states(&tracker), want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
+    model_of(&done)
 }
 
 /// Grow 2 -> 4 and shrink 4 -> 2 while training, twice: the same schedule gives the same
@@ -183,9 +205,16 @@ const SECRET: &str = "ctl-test-secret";
 /// `control` runs with the tracker's address once the job has started. Returns the run's
 /// stdout (workers' lines and the summary) and its log.
 fn elastic_run(env: &[(&str, &str)], control: impl FnOnce(&str)) -> (String, String) {
+    elastic_run_with(&[], env, control)
+}
+
+/// [`elastic_run`] with more arguments for `warren run`.
+fn elastic_run_with(run_args: &[&str], env: &[(&str, &str)], control: impl FnOnce(&str)) -> (String, String) {
     let train = ["example", "train", "--elastic", "--iters", "30", "--model-bytes", "40000", "--compute-ms", "100"];
     let mut run = Command::new(WARREN)
-        .args(["run", "--min-workers", "2", "--max-workers", "3", "--", WARREN])
+        .args(["run", "--min-workers", "2", "--max-workers", "3"])
+        .args(run_args)
+        .args(["--", WARREN])
         .args(train)
         .env("WARREN_JOB_SECRET", SECRET)
         .env("WARREN_CONNECT_TIMEOUT_S", "60")
@@ -263,4 +292,139 @@ fn a_kill_right_after_a_resize_is_recovered_with_the_same_model() {
     assert!(killed.contains("\"restarts\":1"), "the mock kill did not happen:\n{killed}\n{killed_log}");
     assert!(killed.lines().any(|l| l == "JOINED 12 3"), "{killed}\n{killed_log}");
     assert_eq!(hash(&killed), hash(&clean), "{killed}\n{killed_log}");
+}
+
+/// The rejoin timeout of the tests below.
+const REJOIN: Duration = Duration::from_secs(2);
+
+/// Tasks 0, 1, 2 (min 2); task 1 dies at the second call after checkpoint 10
+/// (`WARREN_MOCK`) and nobody restarts it. Returns the tracker, the survivors and the dead
+/// worker's result once the tracker has given up on it.
+fn lose_task_1_for_good() -> (Tracker, Vec<Worker>, Done) {
+    let tracker = elastic_tracker_with(3, 2, 3, Some(REJOIN));
+    let dies = spawn_with(&tracker, "1", 0, &[("WARREN_MOCK", "1,10,1,0")], &[]);
+    let workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "2", 0)];
+    let dead = finish(vec![dies]).remove(0);
+    assert!(!dead.ok && dead.stderr.contains("WARREN_MOCK: rank 1 exits"), "{}", report(&[dead]));
+    let lost = |t: &Tracker| t.list().is_ok_and(|l| l.iter().any(|t| t.task_id == "1" && t.state == "lost"));
+    let until = Instant::now() + REJOIN + Duration::from_secs(30);
+    while !lost(&tracker) {
+        assert!(Instant::now() < until, "task 1 was never given up on: {:?}", tracker.list());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (tracker, workers, dead)
+}
+
+/// A lost worker whose replacement never registers: dropped after the rejoin timeout, the
+/// survivors roll back to checkpoint 10 in the view without it and finish; returns the model.
+fn never_comes_back() -> String {
+    let (tracker, workers, _) = lose_task_1_for_good();
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+    for d in &done {
+        assert_eq!(line(d, "ROLLED_BACK "), Some("10 2"), "{all}");
+    }
+    let want = [("0", "running"), ("1", "lost"), ("2", "running")];
+    assert_eq!(states(&tracker), want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
+    model_of(&done)
+}
+
+/// The schedule "task 1 leaves at checkpoint 10", as a graceful remove; returns the model.
+fn removed_at_10() -> String {
+    let tracker = elastic_tracker(3, 2, 3);
+    let workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "1", 0), spawn(&tracker, "2", 0)];
+    wait_for(&tracker, "the first view is made", |r| r.assigned());
+    tracker.remove_worker("1", Some(10)).unwrap();
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok) && line(&done[1], "LEFT ") == Some("10"), "{all}");
+    model_of(&done)
+}
+
+/// A replacement that never comes back: after the rejoin timeout the job goes on without it
+/// from the last checkpoint; twice, the same model, bit for bit, and the model of the same
+/// schedule made with a graceful remove at that checkpoint (the calls made after it in the
+/// old view are dropped, not kept).
+#[test]
+fn a_worker_that_never_comes_back_is_dropped_and_the_survivors_roll_back() {
+    let first = never_comes_back();
+    let second = never_comes_back();
+    assert_eq!(first, second, "the same schedule gave different models");
+    assert_eq!(first, removed_at_10(), "the roll-back did not give the model of a remove at checkpoint 10");
+}
+
+/// The given-up worker comes back (a new process of task 1): it rejoins at a later
+/// checkpoint, loading the model from its peers, and the job finishes with three workers.
+#[test]
+fn a_worker_given_up_on_rejoins_when_it_comes_back() {
+    let (tracker, mut workers, _) = lose_task_1_for_good();
+    workers.push(spawn(&tracker, "1", 1));
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    let joined = line(&done[2], "JOINED ").expect("task 1 rejoins");
+    let (version, world) = joined.split_once(' ').unwrap();
+    assert!(version.parse::<u32>().unwrap() > 10 && world == "3", "{all}");
+    assert!(tracker.list().unwrap().iter().all(|t| t.state == "running"), "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+}
+
+/// A worker lost for good when going on without it would leave fewer than the minimum: the
+/// job fails with an error naming the missing task, on the tracker and on the survivors.
+#[test]
+fn a_drop_below_the_minimum_fails_the_job_naming_the_missing_tasks() {
+    let tracker = elastic_tracker_with(3, 3, 3, Some(REJOIN));
+    let dies = spawn_with(&tracker, "1", 0, &[("WARREN_MOCK", "1,5,1,0")], &[]);
+    let workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "2", 0)];
+    let done = finish(workers);
+    let all = report(&done);
+    let e = tracker.wait(Some(Duration::from_secs(10))).unwrap_err().to_string();
+    assert!(e.contains("tasks [\"1\"]") && e.contains("below the minimum of 3"), "{e}\n{all}");
+    for d in &done {
+        assert!(!d.ok && d.stderr.contains("below the minimum of 3"), "{all}");
+    }
+    drop(finish(vec![dies]));
+}
+
+/// A join while a recovery is running: task 1 dies after checkpoint 6 and its replacement
+/// takes 4 s to come back; meanwhile task 2 is added and registers. The recovery completes
+/// without it, and it joins at the next boundary; the job finishes with three workers.
+#[test]
+fn a_join_while_a_recovery_is_running() {
+    let tracker = elastic_tracker(2, 2, 3);
+    let dies = spawn_with(&tracker, "1", 0, &[("WARREN_MOCK", "1,6,1,0")], &["--rejoin-delay-ms", "4000"]);
+    let mut workers = vec![spawn(&tracker, "0", 0)];
+    let dead = finish(vec![dies]).remove(0);
+    assert!(!dead.ok, "{}", report(&[dead]));
+    workers.push(spawn_with(&tracker, "1", 1, &[], &["--rejoin-delay-ms", "4000"]));
+    wait_for(&tracker, "the survivor waits in a re-link round", |r| r.round_members() == ["0"]);
+    tracker.add_worker("2", None).unwrap();
+    workers.push(spawn(&tracker, "2", 0));
+    wait_for(&tracker, "task 2 registered during the recovery", |r| {
+        r.state_of("2") == Some(WorkerState::Running) && r.round_members() == ["0"]
+    });
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    let joined = line(&done[2], "JOINED ").expect("task 2 joins");
+    let (version, world) = joined.split_once(' ').unwrap();
+    assert!(version.parse::<u32>().unwrap() >= 6 && world == "3", "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+}
+
+/// `warren run --rejoin-timeout 2 --max-restarts 0`: task 2 joins at version 4 and dies at
+/// the second call after checkpoint 12; with no restart left the launcher leaves it dead, the
+/// tracker drops it after the timeout, the two others roll back to checkpoint 12 and the job
+/// finishes ok.
+#[test]
+fn warren_run_goes_on_without_a_worker_that_is_not_back_within_the_rejoin_timeout() {
+    let run_args = ["--rejoin-timeout", "2", "--max-restarts", "0"];
+    let grow = |uri: &str| assert!(ctl(uri, SECRET, &["add", "2", "--at-version", "4"]).0);
+    let (out, log) = elastic_run_with(&run_args, &[("WARREN_MOCK", "2,12,1,0")], grow);
+    assert!(out.contains("\"status\":\"ok\""), "{out}\n{log}");
+    assert_eq!(out.lines().filter(|l| *l == "ROLLED_BACK 12 2").count(), 2, "{out}\n{log}");
+    assert!(log.contains("no replacement for tasks [\"2\"] within the rejoin timeout"), "{log}");
+    assert!(out.contains("MODEL_HASH "), "{out}");
 }

@@ -89,3 +89,43 @@ fn a_trainer_with_a_wrong_secret_is_refused_and_says_so() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("ps server 0") && stderr.contains("secret"), "{stderr}");
 }
+
+/// Trainers joining and leaving: trainer 3 joins at step 5 and trainer 2 at step 8, trainer 1
+/// leaves after step 9.
+const SCHEDULE: [&str; 6] = ["--join", "3:5", "--join", "2:8", "--leave", "1:10"];
+
+/// `warren run -n 4 --ps-servers 2` of the example with the membership schedule.
+fn elastic_run(mode: &str, sleep_ms: u64) -> Output {
+    let mut cmd = Command::new(WARREN);
+    cmd.args(["run", "-n", "4", "--max-restarts", "0", "--ps-servers", "2", "--", WARREN])
+        .args(train_args(mode, sleep_ms))
+        .args(SCHEDULE);
+    run_limited(cmd.env("WARREN_JOB_SECRET", SECRET), Duration::from_secs(180))
+}
+
+/// Under sync a step counts the trainers taking part in it: the same join and leave steps
+/// give the same model on every run, whatever the timings, equal to the serial training
+/// that follows the same schedule (and not to the one without it).
+#[test]
+fn sync_trainers_join_and_leave_with_a_deterministic_model() {
+    let mut cmd = Command::new(WARREN);
+    cmd.args(["example", "ps-train", "--serial", "--trainers", "4"]).args(JOB).args(SCHEDULE);
+    let want = model_hash(&run_limited(&mut cmd, Duration::from_secs(120)));
+    assert_ne!(want, serial(), "the schedule changes the model");
+    for sleep_ms in [0, 25] {
+        let out = elastic_run("sync", sleep_ms);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("TRAINER 3 done: steps 5..15"), "{stdout}");
+        assert!(stdout.contains("TRAINER 1 done: steps 0..10"), "{stdout}");
+        assert_eq!(model_hash(&out), want, "sleeps up to {sleep_ms} ms");
+    }
+}
+
+/// Under async the same schedule runs to the end (joiners and leavers hold nobody back).
+#[test]
+fn async_trainers_join_and_leave_and_the_job_finishes() {
+    let out = elastic_run("async", 5);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("TRAINER 2 done: steps 8..15"), "{stdout}");
+    assert_eq!(model_hash(&out).len(), 64, "{stdout}");
+}

@@ -84,6 +84,7 @@ pub fn exception_class(e: &warren::Error) -> &'static str {
         Corrupt { .. } => "io/warren/CorruptDataException",
         RecoveryImpossible { .. } => "io/warren/RecoveryImpossibleException",
         RelinkSuperseded(_) => "io/warren/RelinkSupersededException",
+        RolledBack { .. } => "io/warren/RolledBackException",
         Fenced(_) => "io/warren/WorkerFencedException",
         DatasetMismatch(_) => "io/warren/DatasetMismatchException",
         StoreCorrupt { .. } => "io/warren/StoreCorruptException",

@@ -299,7 +299,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientDefine<'l>(
             optimizers: strings(env, &optimizers, "optimizers")?,
         }
         .specs()?;
-        Ok(c.define(&JobSpec { trainers, mode, tables })?)
+        Ok(c.define(&JobSpec { trainers, mode, tables, joining: Vec::new() })?)
     })
 }
 

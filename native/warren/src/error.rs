@@ -87,6 +87,19 @@ pub enum Error {
     #[error("re-linking superseded: {0}")]
     RelinkSuperseded(String),
 
+    /// Elastic membership: the view changed during a recovery (a lost worker whose
+    /// replacement did not register within the rejoin timeout was dropped), and this worker
+    /// rolled back to the last committed checkpoint in the new view. The call did not run and
+    /// the communicator stays usable: call `load_checkpoint` and go on from its version
+    /// (`take_view_change` says the new rank and world size).
+    #[error("rolled back to checkpoint version {version}: {reason}")]
+    RolledBack {
+        /// The checkpoint version the job goes on from.
+        version: u32,
+        /// What changed.
+        reason: String,
+    },
+
     /// Recovery cannot proceed: the data a restarted worker needs is held by no live worker,
     /// or the workers' positions cannot be reconciled. Raised on every worker.
     #[error("recovery impossible: {reason}{}", lost_suffix(lost))]

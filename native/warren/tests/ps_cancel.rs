@@ -16,6 +16,7 @@ const SECRET: &str = "ps-cancel-secret";
 fn job() -> JobSpec {
     JobSpec {
         trainers: 2,
+        joining: Vec::new(),
         mode: Mode::Sync,
         tables: vec![TableSpec {
             name: "w".into(),

@@ -39,6 +39,7 @@ fn opts() -> PsClientOptions {
 fn job(trainers: u32, mode: Mode) -> JobSpec {
     JobSpec {
         trainers,
+        joining: Vec::new(),
         mode,
         tables: vec![
             TableSpec {

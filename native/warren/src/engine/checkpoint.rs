@@ -101,12 +101,21 @@ impl Communicator {
     /// gets the checkpoint from the others (its local model from a worker that kept a replica
     /// of it, and the replicas it keeps itself from their holders); with
     /// `WARREN_CHECKPOINT_DIR` and no live copy (the fail-all strategy), it is read from disk.
+    /// After a call failed with [`Error::RolledBack`], it returns the checkpoint the job goes
+    /// on from, in the new view.
     pub fn load_checkpoint(&mut self) -> Result<Checkpoint> {
         self.check_failed()?;
-        let Some(r) = self.robust.as_ref() else {
+        if self.robust.is_none() {
             return Err(Error::InvalidArgument("checkpoints need robust mode (WARREN_ROBUST=1)".into()));
-        };
-        if !r.consensus {
+        }
+        // After a roll-back, a worker that committed the newest checkpoint stands right after
+        // it (its state was rebased there); the others load it in the recovery round.
+        let rolled_back = self.rolled_back.take();
+        if rolled_back == Some(false) {
+            return Ok(self.current_checkpoint());
+        }
+        let r = self.robust.as_ref().expect("robust mode");
+        if !r.consensus && rolled_back.is_none() {
             if r.state.version() == 0 && self.cfg.checkpoint_dir.is_some() {
                 return self.load_durable();
             }
@@ -117,7 +126,11 @@ impl Communicator {
             match self.recovery_round(&hdr, Want::LoadCheckpoint, None) {
                 Ok(Round::Loaded) => return Ok(self.current_checkpoint()),
                 Ok(_) => continue,
-                Err(e) if recoverable(&e) => self.relink(&e).map_err(|e| self.poison(e))?,
+                Err(e) if recoverable(&e) => match self.relink(&e) {
+                    // Rolled back meanwhile: load what the roll-back says.
+                    Err(Error::RolledBack { .. }) => return self.load_checkpoint(),
+                    r => r.map_err(|e| self.poison(e))?,
+                },
                 Err(e) => return Err(self.poison(e)),
             }
         }

@@ -7,8 +7,9 @@
 
 use std::time::Instant;
 
-use log::info;
+use log::{info, warn};
 
+use super::init::Assigned;
 use super::{Communicator, LOG, recoverable};
 use crate::error::{Error, Result};
 use crate::membership::{Placement, Role, Transition, View};
@@ -66,19 +67,36 @@ impl Communicator {
                 self.view_change = Some(ViewChange { from: t.from().clone(), to: t.to().clone(), rank: None });
                 Ok(())
             }
-            Role::Stays { new_rank, .. } => self.enter(&t, new_rank, deadline),
+            Role::Stays { .. } => self.enter(&t, deadline),
             role => Err(Error::Protocol(format!("task {task} is {role:?} in the change from {t:?}"))),
         }
     }
 
-    /// Moves this worker into the new view of `t` as rank `rank`: the new link round, the
+    /// Moves this worker into the new view of `t`: the new link round, the
     /// recovery state re-placed (joiners' local models are known to be empty), consensus mode.
-    fn enter(&mut self, t: &Transition, rank: usize, deadline: Instant) -> Result<()> {
+    /// If a member was given up on meanwhile (the rejoin timeout), the round's view, which
+    /// lacks it, is entered instead: nothing ran since the checkpoint, so nothing rolls back.
+    fn enter(&mut self, t: &Transition, deadline: Instant) -> Result<()> {
         self.close_links();
         let a = self.rejoin(deadline)?;
-        if &a.view != t.to() {
-            return Err(Error::Protocol(format!("the tracker decided {:?} but linked {:?}", t.to(), a.view)));
-        }
+        let t = if &a.view == t.to() {
+            t.clone()
+        } else {
+            Transition::new(t.from().clone(), a.view.clone()).map_err(Error::Protocol)?
+        };
+        self.adopt(&t, &a, deadline)?;
+        self.rs().consensus = true;
+        Ok(())
+    }
+
+    /// Re-derives everything rank-shaped for the view `a` assigned (the new view of `t`):
+    /// topology, links, the recovery state rebased right after its last commit (replicas
+    /// renumbered, joiners' local models known to be empty), and the change the user is told.
+    fn adopt(&mut self, t: &Transition, a: &Assigned, deadline: Instant) -> Result<()> {
+        let task = self.cfg.task_id.clone();
+        let Role::Stays { new_rank: rank, .. } = t.role(&task) else {
+            return Err(Error::Protocol(format!("task {task} is {:?} in the change from {t:?}", t.role(&task))));
+        };
         let world = a.view.world();
         self.topo = a.view.topology(rank);
         self.links = (0..world).map(|_| None).collect();
@@ -92,21 +110,46 @@ impl Communicator {
         for owner in joiners {
             state.take(&Item::LocalModel { owner, version }, Vec::new())?;
         }
+        self.view_change = Some(ViewChange { from: t.from().clone(), to: t.to().clone(), rank: Some(rank) });
+        info!(
+            target: LOG,
+            "task {task}: rank {rank} of {world} in view epoch {} from checkpoint version {version} (joined: {:?}, left: {:?})",
+            a.view.epoch(),
+            t.joiners(),
+            t.leavers()
+        );
         self.watch.set_peers(&a.peers, a.round);
         match self.install_links(&a.peers, a.round, deadline) {
             Err(e) if recoverable(&e) && !self.cancel.is_cancelled() => self.relink(&e)?,
             r => r?,
         }
-        self.rs().consensus = true;
-        info!(
-            target: LOG,
-            "task {}: rank {rank} of {world} in view epoch {} after checkpoint version {version} (joined: {:?}, left: {:?})",
-            self.cfg.task_id,
-            a.view.epoch(),
-            t.joiners(),
-            t.leavers()
-        );
-        self.view_change = Some(ViewChange { from: t.from().clone(), to: t.to().clone(), rank: Some(rank) });
         Ok(())
+    }
+
+    /// A re-link round was assigned a view other than this worker's: members lost in the
+    /// middle of a checkpoint interval were given up on (the rejoin timeout). Rolls back to
+    /// the last committed checkpoint in the new view: the results of the calls made since are
+    /// dropped, the workers agree on the checkpoint version they go on from (the newest one a
+    /// survivor committed: a worker that had not committed it loads it from the others), and
+    /// the call being made fails with [`Error::RolledBack`] (the communicator stays usable:
+    /// the user loads the checkpoint and goes on from its version).
+    pub(super) fn roll_back(&mut self, a: Assigned, deadline: Instant) -> Result<()> {
+        let t = Transition::new(self.view.clone(), a.view.clone()).map_err(Error::Protocol)?;
+        self.adopt(&t, &a, deadline)?;
+        let mine = self.version();
+        let versions = self.gather(&[u64::from(mine)])?;
+        let newest = versions.iter().map(|v| v[0] as u32).max().unwrap_or(mine);
+        let r = self.rs();
+        r.consensus = true;
+        r.recoveries += 1;
+        self.rolled_back = Some(mine < newest);
+        let reason = format!(
+            "tasks {:?} did not come back within the rejoin timeout; the job goes on with {} workers {:?}",
+            t.leavers(),
+            t.to().world(),
+            t.to().members()
+        );
+        warn!(target: LOG, "task {}: rolled back to checkpoint version {newest}: {reason}", self.cfg.task_id);
+        Err(Error::RolledBack { version: newest, reason })
     }
 }

@@ -23,8 +23,11 @@ use crate::transport::{LinkSetup, PeerListener, ShmSetup, Waiter, connect_peers}
 
 /// What the tracker assigned a registering worker.
 pub(super) struct Assigned {
+    /// The members of the job.
     pub(super) view: View,
+    /// Every member's address, by rank.
     pub(super) peers: Vec<PeerAddr>,
+    /// Link rounds completed (this one included).
     pub(super) round: u64,
     recovered: bool,
     incarnation: u64,
@@ -77,7 +80,11 @@ impl Communicator {
         comm.elastic = a.elastic;
         comm.maybe_mock(MockPoint::Linking);
         match comm.install_links(&a.peers, a.round, deadline) {
-            Err(e) if recoverable(&e) && comm.robust.is_some() && !cancel.is_cancelled() => comm.relink(&e)?,
+            Err(e) if recoverable(&e) && comm.robust.is_some() && !cancel.is_cancelled() => match comm.relink(&e) {
+                // No call made yet: the rolled-back view is simply the one it starts in.
+                Err(Error::RolledBack { .. }) => {}
+                r => r?,
+            },
             r => r?,
         }
         let rank = comm.topo.rank;
@@ -137,6 +144,7 @@ impl Communicator {
             elastic: false,
             view_change: None,
             left: false,
+            rolled_back: None,
             cfg,
         })
     }
@@ -184,7 +192,8 @@ impl Communicator {
 
     /// Re-links after a lost peer: closes every link (so the neighbours learn at once), joins
     /// the tracker's re-link round, and links to the new addresses. Retries until
-    /// `connect_timeout` if a worker fails again meanwhile.
+    /// `connect_timeout` if a worker fails again meanwhile. If the round's view lacks members
+    /// given up on, rolls back instead ([`Error::RolledBack`]).
     pub(super) fn relink(&mut self, cause: &Error) -> Result<()> {
         let deadline = Instant::now() + self.cfg.connect_timeout;
         warn!(target: LOG, "rank {}: {cause}; re-linking", self.topo.rank);
@@ -195,11 +204,8 @@ impl Communicator {
             self.cancel.check()?;
             let a = self.rejoin(deadline)?;
             if a.view != self.view {
-                return Err(Error::Protocol(format!(
-                    "the membership changed during a re-link (from {:?} to {:?}), which this version does not support",
-                    self.view.members(),
-                    a.view.members()
-                )));
+                // Members were given up on (an elastic job's rejoin timeout): roll back.
+                return self.roll_back(a, deadline);
             }
             self.watch.set_peers(&a.peers, a.round);
             match self.install_links(&a.peers, a.round, deadline) {
@@ -280,6 +286,7 @@ fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
                 elastic,
             })
         }
+        FromTracker::Error { message } => Err(Error::Tracker(message)),
         other => Err(Error::Protocol(format!("tracker answered {what} with {other:?}"))),
     }
 }

@@ -110,6 +110,9 @@ pub struct Communicator {
     view_change: Option<ViewChange>,
     /// This worker left the (elastic) job.
     left: bool,
+    /// Set by a roll-back (elastic membership) until the user loads the checkpoint: whether
+    /// this worker must load it from the others (it had not committed the newest one).
+    rolled_back: Option<bool>,
 }
 
 impl std::fmt::Debug for Communicator {
@@ -229,6 +232,10 @@ impl Communicator {
     /// after a mismatch) so that peers learn at once. A call that failed because it was
     /// cancelled fails with the cancellation, whatever it was waiting for.
     fn poison(&mut self, e: Error) -> Error {
+        // A roll-back leaves the communicator usable: the user loads the checkpoint.
+        if matches!(e, Error::RolledBack { .. }) {
+            return e;
+        }
         let cancelled = self.cancel.is_cancelled();
         let e = self.named(self.cancel.explain(e));
         self.failed = Some(e.to_string());

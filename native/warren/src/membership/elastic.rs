@@ -260,6 +260,40 @@ impl Roster {
         next
     }
 
+    /// Goes on without the lost members `tasks` at once, in the middle of a checkpoint
+    /// interval: their replacements did not register within the rejoin timeout. The view
+    /// changes now (one epoch more; the survivors roll back to their last checkpoint in it),
+    /// and it is what the last decided version is answered with from now on. Each of them is
+    /// `lost` and rejoins when it registers again. Refused, naming them, if fewer than the
+    /// minimum would be left.
+    pub fn drop_lost(&mut self, tasks: &[String]) -> Result<View, String> {
+        let gone: BTreeSet<&String> = tasks.iter().filter(|t| self.view.rank_of(t).is_some()).collect();
+        if gone.is_empty() {
+            return Err(format!("none of tasks {tasks:?} is a member of the current view"));
+        }
+        let left = self.view.world() - gone.len();
+        if left < self.limits.min {
+            let names: Vec<&str> = gone.iter().map(|t| t.as_str()).collect();
+            return Err(format!(
+                "going on without task{} {} would leave {left} workers, below the minimum of {}",
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", "),
+                self.limits.min
+            ));
+        }
+        for &t in &gone {
+            self.target.remove(t);
+            self.ready.remove(t);
+            self.stopped.remove(t);
+            self.lost.insert(t.clone());
+            self.scheduled.retain(|s| &s.task != t);
+        }
+        let next = View::new(self.view.epoch() + 1, self.view.members().iter().filter(|t| !gone.contains(t)).cloned());
+        self.changes.insert(self.last_decided.unwrap_or(0), next.clone());
+        self.view = next.clone();
+        Ok(next)
+    }
+
     /// The view decided for an earlier version.
     fn view_after(&self, version: u32) -> View {
         self.changes.range(..=version).next_back().map_or(&self.initial, |(_, v)| v).clone()
@@ -466,6 +500,24 @@ mod tests {
         assert_eq!(r.state_of("1"), Some(TaskState::Lost));
         r.arrived("1").unwrap();
         assert_eq!(r.decide(1).members(), ["0", "1", "2"]);
+    }
+
+    #[test]
+    fn a_lost_member_is_dropped_at_once_and_rejoins_later() {
+        let mut r = roster(&["0", "1", "2"], 2, 3);
+        assert_eq!(r.decide(4).epoch(), 0);
+        r.request(Change::Remove, "1", Some(9)).unwrap();
+        let v = r.drop_lost(&["1".into()]).unwrap();
+        assert_eq!(v, View::new(1, ["0", "2"]));
+        assert_eq!(r.decide(4), v, "the last decided version is answered with the view without it");
+        assert_eq!(r.decide(9), v, "its scheduled remove went with it");
+        assert_eq!(r.state_of("1"), Some(TaskState::Lost));
+        let e = r.drop_lost(&["0".into(), "2".into()]).unwrap_err();
+        assert_eq!(e, "going on without tasks 0, 2 would leave 0 workers, below the minimum of 2");
+        assert!(r.drop_lost(&["2".into()]).unwrap_err().contains("without task 2 would leave 1 workers"));
+        assert!(r.drop_lost(&["7".into()]).is_err());
+        r.arrived("1").unwrap();
+        assert_eq!(r.decide(10), View::new(2, ["0", "1", "2"]), "back at the next boundary");
     }
 
     #[test]

@@ -393,6 +393,14 @@ impl PsClient {
         Ok(per)
     }
 
+    /// Joins the job at step `step` (a trainer the job names as joining, or one that left):
+    /// the steps from `step` on count it, and its next push is of `step`.
+    pub fn join(&mut self, step: u64) -> Result<()> {
+        self.expect_done((0..self.servers()).map(|_| Some(Request::Join { step })).collect())?;
+        self.step = step;
+        Ok(())
+    }
+
     /// Leaves the job: this trainer holds nobody back any more (its pushes stay applied).
     pub fn leave(&mut self) -> Result<()> {
         self.expect_done((0..self.servers()).map(|_| Some(Request::Leave)).collect())

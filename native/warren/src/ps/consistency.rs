@@ -14,7 +14,11 @@
 //!   `c - k`: no trainer runs more than `k` steps ahead of the slowest.
 //!
 //! A trainer that leaves (finished, or given up) no longer holds anyone back; its pushes
-//! already received are still applied. The machine is generic over the pushed payload `G`.
+//! already received are still applied. A trainer that joins ([`Clocks::join`]: named in the
+//! job as joining later, or one that left) takes part from the step it names on. So the
+//! members of step `n` are the trainers live at `n`: a sync step counts exactly them, and the
+//! same join and leave steps give the same batches whatever the timing. The machine is
+//! generic over the pushed payload `G`.
 //!
 //! **Two-phase pushes.** A trainer's push of step `n` spans `S` servers, and a trainer can
 //! die between them. So a push is first *staged* at every server ([`Clocks::stage`]: held,
@@ -85,6 +89,9 @@ pub struct Clocks<G> {
     /// Pushes staged, not yet committed: trainer -> (its next step, payload).
     #[serde(default = "BTreeMap::new")]
     staged: BTreeMap<u32, (u64, G)>,
+    /// The step each trainer took part from (its join step; empty: all from step 0).
+    #[serde(default)]
+    from: Vec<u64>,
 }
 
 impl<G> Clocks<G> {
@@ -98,7 +105,65 @@ impl<G> Clocks<G> {
             applied: 0,
             pending: BTreeMap::new(),
             staged: BTreeMap::new(),
+            from: vec![0; n],
         }
+    }
+
+    /// A job of `trainers` trainers of which those in `joining` do not take part at first:
+    /// each joins later at a step of its choosing ([`Clocks::join`]).
+    pub fn with_joiners(mode: Mode, trainers: u32, joining: &[u32]) -> Result<Clocks<G>> {
+        let mut c = Clocks::new(mode, trainers);
+        for &j in joining {
+            let live = c.live.get_mut(j as usize).ok_or_else(|| {
+                Error::InvalidArgument(format!("joining trainer {j} is not in a job of {trainers} trainers"))
+            })?;
+            *live = false;
+        }
+        Ok(c)
+    }
+
+    /// `trainer`, not taking part (named as joining later, or it left), takes part from its
+    /// step `step` on: later steps count it (sync waits for its pushes from `step` on), earlier
+    /// ones do not. Joining again at the same step is a no-op (sent again). Refused at a step
+    /// already applied (sync) or below the trainer's own clock.
+    pub fn join(&mut self, trainer: u32, step: u64) -> Result<()> {
+        let t = trainer as usize;
+        if t >= self.clock.len() {
+            return Err(Error::InvalidArgument(format!(
+                "trainer {trainer} is not in this job of {} trainers",
+                self.clock.len()
+            )));
+        }
+        if self.live[t] {
+            return match self.clock[t] == step && self.first_step(t) == step {
+                true => Ok(()),
+                false => Err(Error::InvalidArgument(format!(
+                    "trainer {trainer} already takes part (its next step is {})",
+                    self.clock[t]
+                ))),
+            };
+        }
+        let earliest = match self.mode {
+            Mode::Sync => self.applied.max(self.clock[t]),
+            _ => self.clock[t],
+        };
+        if step < earliest {
+            return Err(Error::InvalidArgument(format!(
+                "trainer {trainer} cannot join at step {step}: the earliest step it can join at is {earliest}"
+            )));
+        }
+        if self.from.len() < self.clock.len() {
+            self.from.resize(self.clock.len(), 0);
+        }
+        self.clock[t] = step;
+        self.from[t] = step;
+        self.live[t] = true;
+        Ok(())
+    }
+
+    /// The step `trainer` takes part from.
+    fn first_step(&self, t: usize) -> u64 {
+        self.from.get(t).copied().unwrap_or(0)
     }
 
     /// The mode.
@@ -139,7 +204,9 @@ impl<G> Clocks<G> {
             )));
         }
         if !self.live[t] {
-            return Err(Error::InvalidArgument(format!("trainer {trainer} has left the job")));
+            return Err(Error::InvalidArgument(format!(
+                "trainer {trainer} does not take part in the job (it left, or has not joined yet)"
+            )));
         }
         Ok(t)
     }
@@ -236,13 +303,14 @@ impl<G> Clocks<G> {
     fn release(&mut self) -> Vec<Batch<G>> {
         let mut out = Vec::new();
         loop {
-            let complete = self.pending.get(&self.applied).is_some_and(|pushes| {
-                self.live.iter().enumerate().all(|(t, &live)| !live || pushes.contains_key(&(t as u32)))
+            let step = self.applied;
+            let complete = self.pending.get(&step).is_some_and(|pushes| {
+                let member = |t: usize| self.live[t] && self.first_step(t) <= step;
+                (0..self.live.len()).all(|t| !member(t) || pushes.contains_key(&(t as u32)))
             });
             if !complete {
                 return out;
             }
-            let step = self.applied;
             let pushes = self.pending.remove(&step).expect("checked above");
             out.push(pushes.into_iter().map(|(t, g)| (t, step, g)).collect());
             self.applied += 1;
@@ -298,6 +366,35 @@ mod tests {
         assert_eq!(c.leave(2).unwrap(), Vec::<Batch<&str>>::new(), "trainer 1 has not pushed step 1");
         assert_eq!(c.push(1, 1, "b1").unwrap(), vec![vec![(0, 1, "a1"), (1, 1, "b1")]]);
         assert!(c.pull_ready(0));
+    }
+
+    #[test]
+    fn a_sync_step_counts_the_trainers_taking_part_in_it() {
+        let mut c = Clocks::with_joiners(Mode::Sync, 3, &[2]).unwrap();
+        assert!(Clocks::<()>::with_joiners(Mode::Sync, 2, &[5]).is_err());
+        assert!(c.push(2, 0, "c0").unwrap_err().to_string().contains("has not joined yet"));
+        c.join(2, 2).unwrap();
+        c.join(2, 2).unwrap();
+        assert!(c.join(2, 3).unwrap_err().to_string().contains("already takes part"));
+        assert!(c.pull_ready(0) && !c.pull_ready(2), "the joiner waits for steps 0 and 1");
+        c.push(0, 0, "a0").unwrap();
+        assert_eq!(c.push(1, 0, "b0").unwrap(), vec![vec![(0, 0, "a0"), (1, 0, "b0")]], "step 0 without it");
+        c.push(0, 1, "a1").unwrap();
+        assert_eq!(c.push(1, 1, "b1").unwrap().len(), 1);
+        assert!(c.pull_ready(2));
+        c.push(0, 2, "a2").unwrap();
+        assert!(c.push(1, 2, "b2").unwrap().is_empty(), "step 2 waits for the joiner");
+        assert_eq!(c.leave(1).unwrap(), Vec::<Batch<&str>>::new());
+        assert_eq!(c.push(2, 2, "c2").unwrap(), vec![vec![(0, 2, "a2"), (1, 2, "b2"), (2, 2, "c2")]]);
+        assert_eq!(c.push(0, 3, "a3").unwrap().len(), 0, "step 3: trainers 0 and 2");
+        assert_eq!(c.push(2, 3, "c3").unwrap(), vec![vec![(0, 3, "a3"), (2, 3, "c3")]]);
+        let e = c.join(1, 3).unwrap_err().to_string();
+        assert!(e.contains("earliest step it can join at is 4"), "{e}");
+        c.join(1, 5).unwrap();
+        let mut a = Clocks::<()>::with_joiners(Mode::Async, 2, &[1]).unwrap();
+        a.push(0, 0, ()).unwrap();
+        a.join(1, 0).unwrap();
+        assert_eq!(a.push(1, 0, ()).unwrap().len(), 1, "async: released on arrival");
     }
 
     #[test]

@@ -40,6 +40,10 @@ pub struct JobSpec {
     pub mode: Mode,
     /// The tables.
     pub tables: Vec<TableSpec>,
+    /// Trainer ids that do not take part at the start: each joins later, at a step it names
+    /// ([`Request::Join`]). Empty: every trainer takes part from step 0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub joining: Vec<u32>,
 }
 
 /// A request to one parameter server.
@@ -101,6 +105,11 @@ pub enum Request {
     },
     /// The trainer leaves the job: it holds nobody back any more.
     Leave,
+    /// The trainer (named as joining, or one that left) takes part from its step `step` on.
+    Join {
+        /// The first step it pushes.
+        step: u64,
+    },
     /// Asks for the server's state.
     Status,
 }
@@ -225,6 +234,7 @@ mod tests {
     fn requests_and_replies_round_trip_through_frames() {
         let job = JobSpec {
             trainers: 4,
+            joining: Vec::new(),
             mode: Mode::Ssp { staleness: 2 },
             tables: vec![TableSpec {
                 name: "emb".into(),

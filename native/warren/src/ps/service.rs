@@ -268,6 +268,11 @@ impl State {
                 }
                 Ok((Reply::Done, true))
             }
+            Request::Join { step } => {
+                let t = self.trainer(conn, "joining")?;
+                self.job()?.clocks.join(t, step)?;
+                Ok((Reply::Done, true))
+            }
             Request::Status => Ok((Reply::Status { status: self.status() }, false)),
         }
     }
@@ -323,7 +328,8 @@ impl State {
             spec.mode,
             names(&spec)
         );
-        self.job = Some(Job { clocks: Clocks::new(spec.mode, spec.trainers), shard, spec });
+        let clocks = Clocks::with_joiners(spec.mode, spec.trainers, &spec.joining)?;
+        self.job = Some(Job { clocks, shard, spec });
         Ok(())
     }
 
@@ -401,7 +407,7 @@ impl Shared {
     }
 
     async fn answer(self: &Arc<Self>, req: Request, conn: &mut Conn) -> Reply {
-        let leaving = matches!(req, Request::Leave);
+        let leaving = matches!(req, Request::Leave | Request::Join { .. });
         if matches!(req, Request::PullDense { .. } | Request::PullSparse { .. }) {
             if let Err(e) = self.wait_pull(conn.trainer).await {
                 return error_reply(&e);
@@ -414,8 +420,8 @@ impl Shared {
                     self.moved.send_modify(|n| *n += 1);
                 }
                 if leaving {
-                    // A trainer that left never pushes again: its leave must not be undone
-                    // by a restart from an older checkpoint.
+                    // A trainer that left never pushes again, and one that joined holds the
+                    // others back: neither must be undone by a restart from an older checkpoint.
                     if let Err(e) = self.checkpoint_now().await {
                         return error_reply(&e);
                     }
@@ -627,6 +633,7 @@ mod tests {
     fn job(mode: Mode) -> JobSpec {
         JobSpec {
             trainers: 2,
+            joining: Vec::new(),
             mode,
             tables: vec![TableSpec {
                 name: "w".into(),

@@ -8,13 +8,15 @@
 //! - [`proto`]: the messages, pure; they travel as [`crate::wire`] frames.
 //! - [`liveness`]: heartbeats, stall reports and fenced incarnations, pure.
 //! - `server.rs` (tokio) and `client.rs` (blocking): the I/O, over [`crate::wire`];
-//!   `fencing.rs`: heartbeats, stall reports and fencing a silent worker.
+//!   `fencing.rs`: heartbeats, stall reports and fencing a silent worker; `rejoin.rs`: an
+//!   elastic job's rejoin timeout (going on without a lost worker that did not come back).
 
 mod client;
 mod fencing;
 pub mod liveness;
 pub mod proto;
 pub mod registry;
+mod rejoin;
 mod server;
 
 use std::sync::Arc;
@@ -67,6 +69,12 @@ pub struct TrackerConfig {
     /// these limits at checkpoint boundaries ([`Tracker::add_worker`], ...; default `None`:
     /// a fixed world).
     pub elastic: Option<Limits>,
+    /// Elastic jobs: a lost member whose replacement has not registered within this time is
+    /// dropped from the view at once, and the survivors roll back to their last checkpoint
+    /// without it (never below the minimum: the job fails then, naming the missing tasks);
+    /// it rejoins at a later checkpoint when it registers again (default `None`: wait for
+    /// the replacement as long as the workers' connect timeout allows).
+    pub rejoin_timeout: Option<Duration>,
 }
 
 impl TrackerConfig {
@@ -80,6 +88,7 @@ impl TrackerConfig {
             rendezvous_timeout: Duration::from_secs(600),
             peer_timeout: Some(DEFAULT_PEER_TIMEOUT),
             elastic: None,
+            rejoin_timeout: None,
         }
     }
 }
@@ -108,6 +117,9 @@ impl Tracker {
         if cfg.secret.is_empty() {
             return Err(Error::Config("a tracker needs a non-empty job secret".into()));
         }
+        if cfg.rejoin_timeout.is_some() && cfg.elastic.is_none() {
+            return Err(Error::Config("a rejoin timeout needs an elastic job (min and max workers)".into()));
+        }
         let wire::Bound { runtime, listener, addr: bound } = wire::bind("tracker", 1, &cfg.host, cfg.port)?;
         if let Some(l) = cfg.elastic {
             if l.min == 0 || l.min > cfg.num_workers || cfg.num_workers > l.max {
@@ -122,6 +134,9 @@ impl Tracker {
         runtime.spawn(server::rendezvous_deadline(state.clone(), cfg.rendezvous_timeout));
         if let Some(timeout) = cfg.peer_timeout {
             runtime.spawn(fencing::watchdog(state.clone(), timeout));
+        }
+        if let Some(timeout) = cfg.rejoin_timeout {
+            runtime.spawn(rejoin::watchdog(state.clone(), timeout));
         }
         let uri = format!("{}:{}", cfg.host, bound.port());
         log::info!("tracker: listening on {uri} for {} workers", cfg.num_workers);

@@ -237,6 +237,32 @@ impl Registry {
         Ok(Decision { view, changed: true, joiners })
     }
 
+    /// Members of the current view whose connection dropped and that have not registered
+    /// again, in task order.
+    pub fn lost_members(&self) -> Vec<String> {
+        let Some(view) = &self.view else { return Vec::new() };
+        let lost = |t: &&String| self.workers.get(*t).is_some_and(|e| e.state == WorkerState::Lost);
+        view.members().iter().filter(lost).cloned().collect()
+    }
+
+    /// Goes on without lost members of an elastic job whose replacements did not register
+    /// within the rejoin timeout: the view changes at once ([`Roster::drop_lost`]; the
+    /// survivors roll back to their last checkpoint in it). Returns the new view if the
+    /// re-link round waiting for them is now complete (to be told to every member now).
+    /// Refused, naming the tasks, below the minimum.
+    pub fn give_up(&mut self, tasks: &[String]) -> Result<Option<View>, String> {
+        let roster = self.roster.as_mut().ok_or_else(|| "not an elastic job".to_string())?;
+        let view = roster.drop_lost(tasks)?;
+        self.view = Some(view.clone());
+        let complete = self.round.as_ref().is_some_and(|r| view.members().iter().all(|m| r.contains(m)));
+        if !complete {
+            return Ok(None);
+        }
+        self.round = None;
+        self.rounds += 1;
+        Ok(Some(view))
+    }
+
     /// A surviving worker asks to re-link (its links broke) at a new or the same address.
     pub fn rejoin(&mut self, task_id: &str, host: &str, port: u16) -> Registered {
         let member = self.rank_of(task_id).is_some();
@@ -540,6 +566,30 @@ mod tests {
         assert!(!r.finished("0"));
         assert!(r.finished("2"), "every member of the view finished");
         assert!(Registry::new(1).control(Change::Add, "1", None).unwrap_err().contains("not elastic"));
+    }
+
+    #[test]
+    fn a_lost_member_given_up_on_completes_the_round_without_it() {
+        let mut r = Registry::elastic(3, Limits { min: 2, max: 3 });
+        for t in ["0", "1", "2"] {
+            r.register(t, "h", 1);
+        }
+        assert!(r.lost_members().is_empty());
+        r.lost("1");
+        assert_eq!(r.lost_members(), vec!["1".to_string()]);
+        r.rejoin("0", "h", 1);
+        r.rejoin("2", "h", 3);
+        assert_eq!(r.round_members().len(), 2, "the round waits for task 1");
+        assert_eq!(r.give_up(&["1".into()]).unwrap(), Some(View::new(1, ["0", "2"])));
+        assert!(r.round_members().is_empty() && r.lost_members().is_empty());
+        assert_eq!(r.peers().len(), 2);
+        // It comes back: admitted, it joins at the next boundary.
+        assert_eq!(r.register("1", "h", 5), Registered::Admitted);
+        assert_eq!(r.decide(3).unwrap().view, View::new(2, ["0", "1", "2"]));
+        r.lost("2");
+        r.lost("0");
+        let e = r.give_up(&["0".into(), "2".into()]).unwrap_err();
+        assert!(e.contains("tasks 0, 2 would leave 1 workers, below the minimum of 2"), "{e}");
     }
 
     #[test]

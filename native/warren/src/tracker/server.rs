@@ -62,7 +62,7 @@ pub(crate) fn new_state(world: usize, peer_timeout: Option<Duration>, elastic: O
     ))
 }
 
-fn set_outcome(state: &SharedState, s: &mut Shared, outcome: JobOutcome) {
+pub(crate) fn set_outcome(state: &SharedState, s: &mut Shared, outcome: JobOutcome) {
     if s.outcome.is_none() {
         s.outcome = Some(outcome);
         state.1.notify_all();
@@ -127,13 +127,22 @@ async fn connection(stream: TcpStream, state: SharedState) {
         let current = s.conns.get(&task_id).map(|(id, _)| *id) == Some(conn_id);
         if current {
             s.conns.remove(&task_id);
+            let running = s.registry.state_of(&task_id) == Some(WorkerState::Running);
             if let Some(l) = s.liveness.as_mut() {
-                l.forget(&task_id);
+                // A running worker whose connection ended is lost, and its incarnation fenced:
+                // should its process live on (its connection closed under it), its next
+                // heartbeat is refused, and it stops with the fenced error instead of taking
+                // part, unwatched, in rounds that wait for its replacement.
+                if running {
+                    l.fence(&task_id);
+                } else {
+                    l.forget(&task_id);
+                }
             }
-            if s.registry.state_of(&task_id) == Some(WorkerState::Running) {
+            if running {
                 s.registry.lost(&task_id);
                 let rank = s.registry.rank_of(&task_id).map(|r| r.to_string()).unwrap_or_else(|| "-".into());
-                warn!("tracker: worker rank {rank} (task {task_id}) lost: {end_reason}");
+                warn!("tracker: worker rank {rank} (task {task_id}) lost: {end_reason} ({peer})");
             }
         }
     }
@@ -148,7 +157,7 @@ async fn connection(stream: TcpStream, state: SharedState) {
 
 /// Sends every member of `view` its assignment: the view, everyone's addresses, its
 /// incarnation (the connection's id) and the peer timeout; heartbeats are due from then on.
-fn assign(s: &mut Shared, view: &View) {
+pub(crate) fn assign(s: &mut Shared, view: &View) {
     let peers = s.registry.peers();
     let round = s.registry.rounds();
     let now = Instant::now();
