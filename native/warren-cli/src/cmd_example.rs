@@ -15,7 +15,7 @@ pub enum ExampleCmd {
     Check,
     /// A sparse logistic regression through parameter servers (sync, async or SSP); trainer 0
     /// prints `MODEL_HASH <hex>`. Run it under `warren run -n N --ps-servers S`.
-    PsTrain(super::cmd_ps_train::PsTrainArgs),
+    PsTrain(Box<super::cmd_ps_train::PsTrainArgs>),
 }
 
 /// Arguments of `warren example train`.

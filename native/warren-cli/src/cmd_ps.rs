@@ -1,12 +1,12 @@
 //! `warren ps`: parameter servers as threads of this process (or one server per process with
-//! `--index`), and `warren ps status`.
+//! `--index`, or registered in etcd with `--store`), and `warren ps status`.
 
 use std::io::Write;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use warren::Error;
-use warren::ps::{CheckpointPolicy, PsClient, PsClientOptions, PsConfig, PsServer};
+use warren::ps::{CheckpointPolicy, EtcdRegistry, PsClient, PsClientOptions, PsConfig, PsServer};
 
 /// The environment variable that gives trainers the servers' addresses, comma-separated in
 /// server order.
@@ -46,6 +46,40 @@ pub struct PsArgs {
     /// Seconds between checkpoints (with --checkpoint-dir; 0: by steps only).
     #[arg(long, default_value_t = 60.0)]
     checkpoint_every_s: f64,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// Registration in etcd (`--store etcd:...`), shared by `warren ps` and the trainers.
+#[derive(Args)]
+pub struct RegistryArgs {
+    /// Register in etcd, as in PaddlePaddle's design: `etcd:HOST:PORT[,HOST:PORT...][/PREFIX]`
+    /// (one prefix per job; default /warren/ps/default). A server claims the first free
+    /// PREFIX/ps/<index> below --servers (or waits for --index I to be free), runs alone in
+    /// this process and publishes its address there; trainers set PREFIX/trainer/<id> and
+    /// wait until every server is there.
+    #[arg(long)]
+    pub store: Option<String>,
+    /// TTL in seconds of the etcd lease the keys of this process are bound to: they are
+    /// deleted this long after it dies (etcd may raise it to its minimum, 2 s by default).
+    #[arg(long, default_value_t = 5)]
+    pub etcd_lease_ttl_s: i64,
+    /// Seconds to wait in etcd: for a free server index (a dead server keeps its key for a
+    /// lease TTL), or, for a trainer, for every server to register.
+    #[arg(long, default_value_t = 300.0)]
+    pub register_timeout_s: f64,
+}
+
+impl RegistryArgs {
+    /// The registration wait.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.register_timeout_s.max(0.001))
+    }
+
+    /// Connects to the etcd of `--store`, if given.
+    pub fn connect(&self) -> warren::Result<Option<EtcdRegistry>> {
+        self.store.as_deref().map(|spec| EtcdRegistry::connect(spec, self.etcd_lease_ttl_s)).transpose()
+    }
 }
 
 /// Subcommands of `warren ps`.
@@ -111,23 +145,32 @@ pub fn run(a: PsArgs) -> warren::Result<u8> {
     }
     let secret = super::launcher::job_secret(true)?;
     let pull_timeout = Duration::from_secs_f64(a.pull_timeout_s.max(0.001));
-    let indices: Vec<usize> = match a.index {
-        Some(i) if i >= a.servers => {
-            return Err(Error::Config(format!("--index {i} is not below --servers {}", a.servers)));
-        }
-        Some(i) => vec![i],
-        None => (0..a.servers).collect(),
-    };
     let checkpoint = a.checkpoint_dir.map(|dir| CheckpointPolicy {
         dir,
         every_steps: a.checkpoint_every_steps,
         every: Duration::from_secs_f64(a.checkpoint_every_s.max(0.0)),
     });
-    let running = start_servers(&secret, a.servers, indices.into_iter(), &a.host, a.port, pull_timeout, checkpoint)?;
+    // Kept until the process ends: its lease holds the server's key.
+    let registry = a.registry.connect()?;
+    let indices: Vec<usize> = match (a.index, &registry) {
+        (Some(i), _) if i >= a.servers => {
+            return Err(Error::Config(format!("--index {i} is not below --servers {}", a.servers)));
+        }
+        (wanted, Some(r)) => vec![r.claim_server(a.servers, wanted, a.registry.timeout())?],
+        (Some(i), None) => vec![i],
+        (None, None) => (0..a.servers).collect(),
+    };
+    let one = registry.is_some() || a.index.is_some();
+    let running =
+        start_servers(&secret, a.servers, indices.iter().copied(), &a.host, a.port, pull_timeout, checkpoint)?;
     let uris: Vec<&str> = running.iter().map(|s| s.uri()).collect();
-    match a.index {
-        Some(i) => println!("WARREN_PS_URI_{i}={}", uris[0]),
-        None => println!("{PS_URIS}={}", uris.join(",")),
+    if let Some(r) = &registry {
+        r.publish_server(indices[0], uris[0])?;
+    }
+    if one {
+        println!("WARREN_PS_URI_{}={}", indices[0], uris[0]);
+    } else {
+        println!("{PS_URIS}={}", uris.join(","));
     }
     let _ = std::io::stdout().flush();
     loop {

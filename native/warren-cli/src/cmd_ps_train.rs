@@ -10,6 +10,7 @@
 //! `--leave`): a sync step counts the trainers taking part in it, and `--serial` follows the
 //! same schedule.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -18,10 +19,11 @@ use sha2::{Digest, Sha256};
 use warren::Error;
 use warren::config::keys;
 use warren::ps::{
-    Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, Shard, TableKind, TableSpec, initial,
+    EtcdRegistry, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, Resolver, Shard, TableKind,
+    TableSpec, initial,
 };
 
-use super::cmd_ps::{PS_URIS, parse_uris};
+use super::cmd_ps::{PS_URIS, RegistryArgs, parse_uris};
 
 /// Arguments of `warren example ps-train`.
 #[derive(Args)]
@@ -65,6 +67,11 @@ pub struct PsTrainArgs {
     /// by `warren run --ps-servers` and printed by `warren ps`).
     #[arg(long, env = PS_URIS)]
     uris: Option<String>,
+    /// With --store: the job's number of servers, to wait for in etcd.
+    #[arg(long)]
+    servers: Option<usize>,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// Failure injection: `trainer,step,point,attempt[;...]` entries naming where a trainer
     /// kills itself with SIGKILL (points: before-push, staged, half-committed, after-push,
     /// mid-pull; attempt 0 is the first run, a replacement by `warren run` is attempt 1).
@@ -217,17 +224,24 @@ fn model_hash(w: &[f32], bias: &[f32]) -> String {
 
 fn trainer(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<u8> {
     let mine = plan.steps[a.trainer as usize].clone();
-    let uris = parse_uris(a.uris.as_deref().ok_or_else(|| {
-        Error::Config(format!("give the servers with --uris or {PS_URIS} (or run under warren run --ps-servers S)"))
-    })?)?;
     let secret = super::cmd_master::client_secret()?;
     let mocks = warren::ps::failpoint::parse(a.mock.as_deref().unwrap_or(""))?;
-    let mut c = PsClient::connect(
-        &uris,
-        &secret,
-        Some(a.trainer),
-        PsClientOptions { tls: super::launcher::tls()?, ..Default::default() },
-    )?;
+    let (uris, resolver) = match a.registry.connect()? {
+        Some(registry) => discover(a, registry)?,
+        None => {
+            let uris = parse_uris(a.uris.as_deref().ok_or_else(|| {
+                Error::Config(format!(
+                    "give the servers with --uris or {PS_URIS} (or run under warren run --ps-servers S), or \
+                     --store etcd:HOST:PORT/PREFIX with --servers S"
+                ))
+            })?)?;
+            (uris, None)
+        }
+    };
+    let mut c = PsClient::connect(&uris, &secret, Some(a.trainer), PsClientOptions { tls: super::launcher::tls()?, ..Default::default() })?;
+    if let Some(r) = resolver {
+        c.set_resolver(r);
+    }
     for m in mocks.iter().filter(|m| m.trainer == a.trainer && m.attempt == a.attempt) {
         c.fail_at(m.step, m.point);
     }
@@ -270,6 +284,20 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<
         println!("MODEL_HASH {}", model_hash(&w, &bias));
     }
     Ok(0)
+}
+
+/// Registers this trainer in etcd as `/trainer/<trainer>-<pid>-<random>` (bound to a lease: gone
+/// when the trainer dies) and waits until every server is there; returns their addresses and
+/// a resolver that asks etcd again for a server that failed (restarted, maybe elsewhere).
+fn discover(a: &PsTrainArgs, registry: EtcdRegistry) -> warren::Result<(Vec<String>, Option<Resolver>)> {
+    let servers =
+        a.servers.ok_or_else(|| Error::Config("--store needs --servers S (the job's server count)".into()))?;
+    let id = format!("{}-{}-{:08x}", a.trainer, std::process::id(), rand::random::<u32>());
+    let value = serde_json::json!({"trainer": a.trainer, "pid": std::process::id(), "attempt": a.attempt}).to_string();
+    registry.register_trainer(&id, &value)?;
+    let uris = registry.wait_servers(servers, a.registry.timeout())?;
+    let registry = Arc::new(registry);
+    Ok((uris, Some(Resolver(Arc::new(move |i| registry.resolve(i))))))
 }
 
 /// Waits (at most 10 minutes) until every server has every trainer's pushes of every step it

@@ -12,12 +12,10 @@ use std::time::Duration;
 mod support;
 
 use support::crash::free_port;
-use support::ps::{Server, WARREN, finish, model_hash, run_limited};
+use support::ps::{JOB, Server, WARREN, finish, model_hash, run_limited};
 use warren::ps::FailPoint;
 
 const SECRET: &str = "ps-recovery-test-secret";
-const JOB: [&str; 10] =
-    ["--steps", "60", "--batch", "64", "--buckets", "4096", "--optimizer", "adam:0.05", "--max-sleep-ms", "30"];
 
 struct TempDir(PathBuf);
 

@@ -8,6 +8,11 @@ use std::time::{Duration, Instant};
 /// The `warren` binary under test.
 pub const WARREN: &str = env!("CARGO_BIN_EXE_warren");
 
+/// The `ps-train` job of the recovery tests: long enough (60 steps with random pauses) for a
+/// server to be killed and restarted mid-run.
+pub const JOB: [&str; 10] =
+    ["--steps", "60", "--batch", "64", "--buckets", "4096", "--optimizer", "adam:0.05", "--max-sleep-ms", "30"];
+
 /// Waits for `child` (started with piped stdout and stderr), killing it if it outlives `limit`.
 pub fn finish(mut child: Child, limit: Duration) -> Output {
     let started = Instant::now();

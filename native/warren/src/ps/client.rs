@@ -22,6 +22,7 @@
 //! are at, with every server at the same one.
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::info;
@@ -56,6 +57,19 @@ impl Default for PsClientOptions {
     }
 }
 
+/// Where server `index` is now (`Ok(None)`: not registered at the moment), asked again each
+/// time its link is recovered, so that a server restarted on another address is found (e.g.
+/// through [`EtcdRegistry::resolve`](super::EtcdRegistry::resolve)). Without one, a link
+/// reconnects to the address it was given.
+#[derive(Clone)]
+pub struct Resolver(pub Arc<dyn Fn(usize) -> Result<Option<String>> + Send + Sync>);
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Resolver")
+    }
+}
+
 /// A trainer's (or an observer's) connections to the parameter servers of one job.
 #[derive(Debug)]
 pub struct PsClient {
@@ -73,6 +87,8 @@ pub struct PsClient {
     cancel: CancelHandle,
     /// Failure injection: die at these `(step, point)`s (see [`PsClient::fail_at`]).
     fail_at: Vec<(u64, FailPoint)>,
+    /// Finds a restarted server's address again, if set.
+    resolve: Option<Resolver>,
 }
 
 impl PsClient {
@@ -120,6 +136,7 @@ impl PsClient {
             broken: None,
             cancel,
             fail_at: Vec::new(),
+            resolve: None,
         };
         let replies = c.call_by(deadline, (0..uris.len()).map(|_| Some(Request::Hello { trainer })).collect(), None)?;
         let mut clocks = Vec::new();
@@ -525,9 +542,20 @@ impl PsClient {
         replies[s] = Some(r);
     }
 
+    /// Asks `resolve` for a server's address each time its link fails (see [`Resolver`]).
+    pub fn set_resolver(&mut self, resolve: Resolver) {
+        self.resolve = Some(resolve);
+    }
+
     /// Recovers link `s` (see [`Link::recover`]).
     fn recover(&mut self, s: usize, req: Option<&Request>, why: Error, deadline: Instant) -> Result<Option<Reply>> {
-        let session = Session { trainer: self.trainer, job: self.job.as_ref(), step: self.step, cancel: &self.cancel };
+        let session = Session {
+            trainer: self.trainer,
+            job: self.job.as_ref(),
+            step: self.step,
+            cancel: &self.cancel,
+            resolve: self.resolve.as_ref(),
+        };
         self.links[s].recover(&self.secret, &session, req, why, deadline, &mut self.lost)
     }
 

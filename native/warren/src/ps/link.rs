@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
+use super::client::Resolver;
 use super::consistency::Mode;
 use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, reply_error};
 use super::shard::Grad;
@@ -33,13 +34,20 @@ pub(crate) struct Session<'a> {
     pub step: u64,
     /// Cancels the wait for the server.
     pub cancel: &'a CancelHandle,
+    /// Finds the server's address again, if set.
+    pub resolve: Option<&'a Resolver>,
 }
+
+/// How long a link with a [`Resolver`] tries an address before it asks for the server's
+/// address again (a restarted server may listen elsewhere).
+const RESOLVE_AGAIN: Duration = Duration::from_secs(1);
 
 /// One server's connection and what the trainer keeps for it.
 #[derive(Debug)]
 pub(crate) struct Link {
     /// `ps server I (host:port)`, for errors and logs.
     pub who: String,
+    index: usize,
     uri: String,
     /// TLS, if on.
     tls: Option<Tls>,
@@ -62,9 +70,10 @@ impl Link {
         deadline: Instant,
         cancel: &CancelHandle,
     ) -> Result<Link> {
-        let who = format!("ps server {index} ({uri})");
+        let who = name(index, uri);
         let conn = connect(uri, secret, tls.as_ref(), &who, deadline, cancel)?;
-        Ok(Link { who, uri: uri.to_string(), tls, conn: Some(conn), kept: VecDeque::new(), acked: 0, in_flight: None })
+        let uri = uri.to_string();
+        Ok(Link { who, index, uri, tls, conn: Some(conn), kept: VecDeque::new(), acked: 0, in_flight: None })
     }
 
     /// Sends a request; an [`Error::Io`] means the link failed.
@@ -174,6 +183,8 @@ impl Link {
                     return Ok(reply);
                 }
                 Err(e @ Error::Io { .. }) => last = e,
+                // A resolved address tried only briefly: ask again.
+                Err(e @ Error::Timeout { .. }) if session.resolve.is_some() => last = e,
                 Err(e) => return Err(e),
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -188,7 +199,26 @@ impl Link {
         deadline: Instant,
         lost: &mut u64,
     ) -> Result<Option<Reply>> {
-        self.conn = Some(connect(&self.uri, secret, self.tls.as_ref(), &self.who, deadline, session.cancel)?);
+        let mut connect_by = deadline;
+        if let Some(resolve) = session.resolve {
+            // etcd not answering is one more reason to try again, until the deadline.
+            let found = (resolve.0)(self.index)
+                .map_err(|e| Error::io(format!("asking where {} is", self.who), io::Error::other(e.to_string())))?;
+            match found {
+                Some(uri) if uri != self.uri => {
+                    info!("{} is now registered at {uri}", self.who);
+                    self.who = name(self.index, &uri);
+                    self.uri = uri;
+                }
+                Some(_) => {}
+                None => {
+                    let why = io::Error::from(io::ErrorKind::NotFound);
+                    return Err(Error::io(format!("{} is not registered", self.who), why));
+                }
+            }
+            connect_by = deadline.min(Instant::now() + RESOLVE_AGAIN);
+        }
+        self.conn = Some(connect(&self.uri, secret, self.tls.as_ref(), &self.who, connect_by, session.cancel)?);
         let (clock, staged) = match self.ask(&Request::Hello { trainer: session.trainer }, deadline)? {
             Reply::Hello { job: None, .. } if session.job.is_some() => {
                 let job = session.job.expect("checked").clone();
@@ -273,6 +303,11 @@ impl Link {
         }
         Ok(())
     }
+}
+
+/// `ps server I (host:port)`.
+fn name(index: usize, uri: &str) -> String {
+    format!("ps server {index} ({uri})")
 }
 
 fn closed(who: &str) -> Error {

@@ -15,6 +15,8 @@
 //!   is replaced by one that completes or undoes it.
 //! - [`failpoint`]: `WARREN_PS_MOCK`, trainers killing themselves at given points (tests).
 //! - [`proto`]: the messages.
+//! - `registry.rs`: the etcd keys of a job's servers and trainers, which index a server
+//!   claims, the roster of addresses read back.
 //! - `checkpoint.rs`: [`Checkpoint`]s of a shard in a generic [`FileStore`](crate::store::FileStore)
 //!   (atomic snapshots), and the [`CheckpointPolicy`] (every `K` steps or `T` seconds).
 //!
@@ -24,6 +26,9 @@
 //! - [`PsClient`] (in `client.rs`): the trainer's blocking client, one connection per server,
 //!   requests split per server and pipelined; `link.rs`: its link to one server, which pauses
 //!   a call while the server is down and resynchronizes with it once it is back.
+//! - [`EtcdRegistry`] (in `registry_etcd.rs`, Cargo feature `etcd`): registration in a real
+//!   etcd as in the seed design (servers claim `/ps/<index>`, trainers set
+//!   `/trainer/<id>` with a lease and wait for every server).
 
 mod checkpoint;
 mod client;
@@ -33,16 +38,22 @@ mod floats;
 mod link;
 mod optim;
 pub mod proto;
+mod registry;
+#[cfg(feature = "etcd")]
+mod registry_etcd;
 mod service;
 mod shard;
 mod table;
 
 pub use checkpoint::{Checkpoint, CheckpointCodec, CheckpointPolicy};
-pub use client::{PsClient, PsClientOptions};
+pub use client::{PsClient, PsClientOptions, Resolver};
 pub use consistency::{Batch, Clocks, Mode};
 pub use failpoint::{FailPoint, PsMock};
 pub use optim::Optimizer;
 pub use proto::{JobSpec, ServerStatus};
+pub use registry::{DEFAULT_PS_PREFIX, RegistryKeys};
+#[cfg(feature = "etcd")]
+pub use registry_etcd::EtcdRegistry;
 pub use service::{PsConfig, PsServer};
 pub use shard::{Grad, Shard};
 pub use table::{Init, TableKind, TableSpec, dense_range, dense_server, initial, mix, sparse_server};

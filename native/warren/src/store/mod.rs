@@ -83,7 +83,7 @@
 
 mod codec;
 #[cfg(feature = "etcd")]
-mod etcd;
+pub(crate) mod etcd;
 mod file;
 mod fsutil;
 mod snapshot_every_change;
@@ -104,6 +104,7 @@ pub use file::{FileStore, FileStoreOptions, FileStoreStats};
 pub use snapshot_every_change::SnapshotEveryChangeStore;
 pub use spec::{
     DEFAULT_ETCD_PREFIX, DEFAULT_FLUSHES_IN_FLIGHT, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S, OpenOptions, open, open_with,
+    parse_etcd_spec,
 };
 
 use crate::error::Result;

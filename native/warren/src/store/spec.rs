@@ -41,6 +41,28 @@ impl Default for OpenOptions {
     }
 }
 
+/// `HOST:PORT[,HOST:PORT...][/PREFIX]` as endpoints and prefix (`default_prefix` if none).
+fn etcd_parts<'a>(rest: &'a str, default_prefix: &'a str) -> (Vec<String>, &'a str) {
+    let (endpoint, prefix) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, default_prefix),
+    };
+    (endpoint.split(',').map(String::from).collect(), prefix)
+}
+
+/// The endpoints and key prefix of a spec `etcd:HOST:PORT[,HOST:PORT...][/PREFIX]`
+/// (`default_prefix` when it names none), for services that keep something other than a
+/// store in etcd (the parameter servers' registration). Anything else is [`Error::Config`].
+pub fn parse_etcd_spec(spec: &str, default_prefix: &str) -> Result<(Vec<String>, String)> {
+    match spec.split_once(':') {
+        Some(("etcd", rest)) if !rest.is_empty() => {
+            let (endpoints, prefix) = etcd_parts(rest, default_prefix);
+            Ok((endpoints, prefix.to_string()))
+        }
+        _ => Err(Error::Config(format!("{spec:?}: expected etcd:HOST:PORT[,HOST:PORT...][/PREFIX]"))),
+    }
+}
+
 /// Opens the store named by `spec` with default [`OpenOptions`]; see [`open_with`].
 pub fn open<C: Replay>(spec: &str) -> Result<Box<dyn Store<C>>> {
     open_with(spec, &OpenOptions::default())
@@ -59,11 +81,8 @@ fn parse(spec: &str) -> Result<Spec<'_>> {
         Some(("file", dir)) if !dir.is_empty() => Ok(Spec::File(dir)),
         Some(("snapshot", dir)) if !dir.is_empty() => Ok(Spec::Snapshot(dir)),
         Some(("etcd", rest)) if !rest.is_empty() => {
-            let (endpoint, prefix) = match rest.find('/') {
-                Some(i) => (&rest[..i], &rest[i..]),
-                None => (rest, DEFAULT_ETCD_PREFIX),
-            };
-            Ok(Spec::Etcd { endpoints: endpoint.split(',').map(String::from).collect(), prefix })
+            let (endpoints, prefix) = etcd_parts(rest, DEFAULT_ETCD_PREFIX);
+            Ok(Spec::Etcd { endpoints, prefix })
         }
         _ => Err(Error::Config(format!(
             "store {spec:?}: expected file:DIR, snapshot:DIR or etcd:HOST:PORT[,HOST:PORT...][/PREFIX]"
@@ -130,6 +149,9 @@ mod tests {
             parse("etcd:127.0.0.1:2379").unwrap(),
             Spec::Etcd { endpoints: vec!["127.0.0.1:2379".into()], prefix: DEFAULT_ETCD_PREFIX }
         );
+        assert_eq!(parse_etcd_spec("etcd:a:1/j", "/d").unwrap(), (vec!["a:1".to_string()], "/j".to_string()));
+        assert_eq!(parse_etcd_spec("etcd:a:1", "/d").unwrap(), (vec!["a:1".to_string()], "/d".to_string()));
+        assert!(matches!(parse_etcd_spec("file:x", "/d"), Err(Error::Config(m)) if m.contains("etcd:HOST:PORT")));
     }
 
     #[test]

@@ -32,19 +32,15 @@
 //! `--max-request-bytes`, the etcd setting to raise. Reads accept responses of any size.
 
 mod flush;
-mod lease;
+pub(crate) mod lease;
 mod value;
 
 use std::io::{Read, Write};
 use std::marker::PhantomData;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn,
-    TxnOp,
-};
+use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp};
 
 use self::flush::{Log, State, failure_text};
 pub use self::value::COMPRESS_LOG_BYTES;
@@ -157,32 +153,7 @@ impl<C: Codec> EtcdStore<C> {
     /// [`Error::Config`] naming both.
     pub fn open(opts: EtcdOptions) -> Result<EtcdStore<C>> {
         opts.validate()?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("warren-etcd")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::io("starting the etcd client runtime", e))?;
-        let who = format!("etcd {}", opts.endpoints.join(","));
-        let connect =
-            ConnectOptions::new().with_connect_timeout(opts.request_timeout).with_timeout(opts.request_timeout);
-        let mut client = runtime
-            .block_on(Client::connect(&opts.endpoints, Some(connect)))
-            .map_err(|e| Error::StoreFailed(format!("connecting to {who}: {e}")))?;
-        let granted = runtime
-            .block_on(client.lease_grant(opts.lease_ttl_s, None))
-            .map_err(|e| Error::StoreFailed(format!("{who}: granting a lease: {e}")))?;
-        let lease = granted.id();
-        let ttl = Duration::from_secs(granted.ttl().max(1) as u64);
-        if granted.ttl() > opts.lease_ttl_s {
-            log::warn!(
-                "etcd store: {who} raised the lease TTL from {} s to its minimum of {} s (1.5 x its --election-timeout)",
-                opts.lease_ttl_s,
-                granted.ttl()
-            );
-        }
-        let lease_lost = Arc::new(AtomicBool::new(false));
-        runtime.spawn(lease::keep_alive(client.clone(), lease, ttl, lease_lost.clone()));
+        let lease::Leased { runtime, client, lease, lost: lease_lost, .. } = lease::connect(&opts)?;
         let log = Log {
             client,
             opts,
@@ -212,14 +183,7 @@ impl<C: Codec> EtcdStore<C> {
         what: &str,
         fut: impl std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
     ) -> Result<T> {
-        let who = self.log.who();
-        let after = self.log.opts.request_timeout;
-        // The timer must be created inside the runtime.
-        match self.runtime().block_on(async { tokio::time::timeout(after, fut).await }) {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(Error::StoreFailed(format!("{who}: {what}: {e}"))),
-            Err(_) => Err(Error::Timeout { what: format!("{who} to answer {what}"), after }),
-        }
+        lease::request(self.runtime(), &self.log.who(), what, self.log.opts.request_timeout, fut)
     }
 
     /// Reads one key's value, if present.
@@ -438,15 +402,8 @@ impl<C: Codec> Store<C> for EtcdStore<C> {
 impl<C: Codec> Drop for EtcdStore<C> {
     fn drop(&mut self) {
         let Some(rt) = self.runtime.take() else { return };
-        // Give the lock up at once (instead of after the lease's TTL) when we may block here.
-        if tokio::runtime::Handle::try_current().is_err() {
-            let mut client = self.log.client.clone();
-            let lease = self.lease;
-            let _ =
-                rt.block_on(
-                    async move { tokio::time::timeout(Duration::from_secs(2), client.lease_revoke(lease)).await },
-                );
-        }
+        // Give the lock up at once (instead of after the lease's TTL).
+        lease::revoke(&rt, &self.log.client, self.lease);
         rt.shutdown_background();
     }
 }

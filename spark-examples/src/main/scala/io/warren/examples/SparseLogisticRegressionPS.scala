@@ -22,6 +22,10 @@ import org.apache.spark.{SparkConf, SparkContext, TaskContext}
   *   --workers 2 --servers 2 --iters 30 --kill-task 10 --kill-server 20
   * }}}
   *
+  * With `--ps-servers process` (`spark.warren.ps.servers=process`) each server is a child JVM
+  * of the driver, and `--kill-server` SIGKILLs server 0's process; the driver starts it again
+  * with the same index, port and checkpoint directory.
+  *
   * Prints the mean log loss of the last steps, `LOST_UPDATES` (async/SSP server restarts) and
   * `MODEL_HASH <hex>` (SHA-256 of the final `w` rows of every key and `b`, little-endian floats).
   */
@@ -30,7 +34,7 @@ object SparseLogisticRegressionPS {
   /** The job's parameters.
     *
     * @param workers trainers (Spark tasks running together)
-    * @param servers parameter servers (in the driver)
+    * @param servers parameter servers (in the driver, or child JVMs of it with `ps.servers=process`)
     * @param rowsPerWorker rows of synthetic data per trainer
     * @param fields categorical features per row
     * @param vocab distinct values of each feature
@@ -43,7 +47,7 @@ object SparseLogisticRegressionPS {
     * @param seed seed of the data
     * @param killTask throw in trainer 1's first attempt at the start of this step (-1: never)
     * @param killServer restart server 0 from its checkpoint once it applied this many steps
-    *   (-1: never)
+    *   (-1: never; with `ps.servers=process`: SIGKILL its process, which the driver restarts)
     * @param pauseMs milliseconds each trainer sleeps after each push (0: none; gives a restart
     *   time to happen mid-run; the model does not change)
     * @param conf `spark.warren.*` settings
@@ -162,7 +166,8 @@ object SparseLogisticRegressionPS {
     val t = new Thread(() => {
       val deadline = System.nanoTime() + 600L * 1000000000L
       while (servers.status(0).applied() < step && System.nanoTime() < deadline) Thread.sleep(5)
-      println(s"restarting parameter server 0 at step ${servers.status(0).applied()}")
+      val how = servers.pid(0).fold("restarting")(pid => s"killing (SIGKILL, pid $pid)")
+      println(s"$how parameter server 0 at step ${servers.status(0).applied()}")
       servers.restart(0)
     }, "kill-server")
     t.setDaemon(true)
@@ -173,16 +178,20 @@ object SparseLogisticRegressionPS {
     *
     * @param sc the context
     * @param p the parameters
+    * @param watch called on the driver with the run's servers once they run (tests look at them)
     * @return trainer 0's result, with every trainer's lost updates
     */
-  def run(sc: SparkContext, p: Params): Result = {
+  def run(sc: SparkContext, p: Params, watch: PsServers => Unit = _ => ()): Result = {
     val rdd = sc.parallelize(0 until p.workers, p.workers)
     val conf =
       if (p.killServer >= 0 && !p.conf.contains("ps.checkpointDir")) {
         p.conf ++ Map("ps.checkpointDir" -> Files.createTempDirectory("warren-ps-").toString, "ps.checkpointEvery" -> "3")
       } else p.conf
     val started = System.nanoTime()
-    val onServers: PsServers => Unit = s => if (p.killServer >= 0) restartAt(p.killServer)(s)
+    val onServers: PsServers => Unit = { s =>
+      watch(s)
+      if (p.killServer >= 0) restartAt(p.killServer)(s)
+    }
     val results = WarrenSpark.trainPS(rdd, p.workers, p.servers, conf, onServers)(trainer(p))
     results.head.copy(lostUpdates = results.map(_.lostUpdates).sum, seconds = (System.nanoTime() - started) / 1e9)
   }
@@ -203,11 +212,12 @@ object SparseLogisticRegressionPS {
     case "--kill-server" :: v :: rest   => parse(rest, p.copy(killServer = v.toInt))
     case "--pause-ms" :: v :: rest      => parse(rest, p.copy(pauseMs = v.toInt))
     case "--checkpoint-dir" :: v :: rest => parse(rest, p.copy(conf = p.conf + ("ps.checkpointDir" -> v)))
+    case "--ps-servers" :: v :: rest    => parse(rest, p.copy(conf = p.conf + ("ps.servers" -> v)))
     case other :: _ =>
       throw new IllegalArgumentException(
         s"unknown argument $other; usage: [--workers N] [--servers N] [--rows N] [--bits B] [--batch N] " +
           "[--iters N] [--lr X] [--mode sync|async|ssp] [--staleness K] [--seed N] [--kill-task ITER] " +
-          "[--kill-server ITER] [--pause-ms MS] [--checkpoint-dir DIR]"
+          "[--kill-server ITER] [--pause-ms MS] [--checkpoint-dir DIR] [--ps-servers driver|process]"
       )
   }
 

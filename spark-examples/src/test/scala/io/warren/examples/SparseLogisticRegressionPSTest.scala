@@ -1,7 +1,7 @@
 package io.warren.examples
 
 import io.warren.examples.SparseLogisticRegressionPS.Params
-import io.warren.spark.WarrenSpark
+import io.warren.spark.{PsServers, WarrenSpark}
 import org.apache.spark.SparkContext
 import org.junit.jupiter.api.Assertions.{assertEquals, assertTrue}
 import org.junit.jupiter.api.TestInstance.Lifecycle
@@ -10,7 +10,9 @@ import org.junit.jupiter.api._
 /** The parameter-server example on `local-cluster[2,1,1024]` (two executor JVMs, trainers in
   * them, two servers in this driver JVM): sync training gives the same model on every run, and
   * the same again after a trainer task that threw (re-run by Spark as the same trainer id) and
-  * after a server restarted from its checkpoint mid-run; async finishes.
+  * after a server restarted from its checkpoint mid-run, and after a server running as a child
+  * JVM of the driver (`spark.warren.ps.servers=process`) is SIGKILLed and restarted by the
+  * driver; async finishes.
   */
 @TestInstance(Lifecycle.PER_CLASS)
 @TestMethodOrder(classOf[MethodOrderer.MethodName])
@@ -24,7 +26,7 @@ class SparseLogisticRegressionPSTest {
   def start(): Unit = {
     sc = LocalCluster.start(2, "warren-ps-local-cluster-test")
     sc.addSparkListener(counts)
-    assertTrue(WarrenSpark.awaitSlots(sc, 2, 60) >= 2, "the 2 executors did not register")
+    assertTrue(WarrenSpark.awaitSlots(sc, 2, 300) >= 2, "the 2 executors did not register within 300 s")
   }
 
   @AfterAll
@@ -71,6 +73,28 @@ class SparseLogisticRegressionPSTest {
       println(f"PS $mode kill-server: ${r.seconds}%.2f s, lost ${r.lostUpdates}, loss ${r.loss}%.6f")
       assertEquals((1 << params.bits) + 1, r.model.length)
       assertTrue(r.model.exists(_ != 0f))
+    }
+  }
+
+  @Test
+  def e_aServerProcessKilledWithSigkillIsRestartedAndTheSyncModelIsTheFailureFreeOne(): Unit = {
+    val h = clean.modelHash
+    counts.reset(sc, 2)
+    var servers: PsServers = null
+    var firstPid = -1L
+    val p = params.copy(killServer = 7, pauseMs = 20, conf = Map("ps.servers" -> "process"))
+    val r = SparseLogisticRegressionPS.run(sc, p, s => { servers = s; firstPid = s.pid(0).get })
+    println(f"PS sync kill-server-process: ${r.seconds}%.2f s, lost ${r.lostUpdates}, restarts ${servers.restarts(0)}")
+    assertTrue(servers.separateProcesses)
+    assertTrue(firstPid != ProcessHandle.current().pid(), "server 0 ran in a process of its own")
+    assertEquals(1, servers.restarts(0), "the driver restarted the killed server process once")
+    assertTrue(servers.pid(0).get != firstPid, "the replacement is another process")
+    assertEquals(0, servers.restarts(1))
+    assertEquals(0, counts.failed.get, "no task failed: the trainers waited for the server")
+    assertEquals(0L, r.lostUpdates)
+    assertEquals(h, r.modelHash)
+    for (pid <- Seq(firstPid, servers.pid(0).get, servers.pid(1).get)) {
+      assertTrue(!ProcessHandle.of(pid).map[Boolean](_.isAlive).orElse(false), s"server process $pid is gone")
     }
   }
 }

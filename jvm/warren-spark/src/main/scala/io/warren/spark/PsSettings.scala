@@ -15,6 +15,8 @@ import io.warren.runner.{RunnerException, RunnerSettings, Setting, SettingType}
   * @param pullTimeout `ps.pullTimeout`
   * @param connectTimeout `ps.connectTimeout`
   * @param callTimeout `ps.callTimeout`
+  * @param servers `ps.servers`: `driver` (threads of the driver) or `process` (child JVMs of the
+  *   driver, restarted when they die)
   */
 final case class PsSettings(
     checkpointDir: Option[String],
@@ -22,7 +24,8 @@ final case class PsSettings(
     host: Option[String],
     pullTimeout: Duration,
     connectTimeout: Duration,
-    callTimeout: Duration
+    callTimeout: Duration,
+    servers: String = PsSettings.DriverMode
 )
 
 /** The declarations of the `spark.warren.ps.*` settings (Spark only: the servers run in the
@@ -34,6 +37,24 @@ object PsSettings {
   val KeyPrefix = "ps."
 
   private val Day = 86400.0
+
+  /** `ps.servers=driver`: the servers are threads of the driver process. */
+  val DriverMode = "driver"
+
+  /** `ps.servers=process`: each server is a child JVM of the driver, started again when it dies. */
+  val ProcessMode = "process"
+
+  /** `ps.servers`. */
+  val Servers: Setting[String] = new Setting[String](
+    "ps.servers",
+    SettingType.oneOf(DriverMode, ProcessMode),
+    DriverMode,
+    DriverMode,
+    null,
+    "trainPS: where the parameter servers run: `driver` (threads of the driver process) or" +
+      " `process` (one child JVM of the driver per server, started again with the same index, port" +
+      " and checkpoint directory when it dies)"
+  )
 
   /** `ps.checkpointDir`. */
   val CheckpointDir: Setting[String] = new Setting[String](
@@ -98,7 +119,8 @@ object PsSettings {
   )
 
   /** Every parameter-server setting, in the order of the docs. */
-  val All: Seq[Setting[_]] = Seq(CheckpointDir, CheckpointEvery, Host, PullTimeout, ConnectTimeout, CallTimeout)
+  val All: Seq[Setting[_]] =
+    Seq(Servers, CheckpointDir, CheckpointEvery, Host, PullTimeout, ConnectTimeout, CallTimeout)
 
   /** Parses the `ps.*` keys of `raw` (keys without `spark.warren.`), ignoring the others.
     *
@@ -128,7 +150,8 @@ object PsSettings {
         host = Host.from(javaRaw, WarrenSettings.Prefix).toScala,
         pullTimeout = secs(PullTimeout),
         connectTimeout = secs(ConnectTimeout),
-        callTimeout = secs(CallTimeout)
+        callTimeout = secs(CallTimeout),
+        servers = Servers.from(javaRaw, WarrenSettings.Prefix).orElseThrow()
       )
     catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, null) }
   }

@@ -88,6 +88,9 @@ class WarrenSettingsTest {
     assertEquals(None, defaults.checkpointDir)
     assertEquals(10, defaults.checkpointEvery)
     assertEquals(java.time.Duration.ofSeconds(600), defaults.callTimeout)
+    assertEquals("driver", defaults.servers)
+    assertEquals("process", WarrenSettings.parse(Map("ps.servers" -> "process")).ps.servers)
+    assertEquals("""spark.warren.ps.servers = "threads": expected one of driver, process""", refused("ps.servers" -> "threads"))
     val s = WarrenSettings.parse(Map("ps.checkpointDir" -> "/tmp/ps", "ps.checkpointEvery" -> "5", "ps.pullTimeout" -> "1.5")).ps
     assertEquals(Some("/tmp/ps"), s.checkpointDir)
     assertEquals(5, s.checkpointEvery)
