@@ -150,8 +150,10 @@ fn trainer(
     c.define(job)?;
     let len = (a.bytes / 4) as u64;
     let grad = [Grad::Dense { table: "w".into(), offset: 0, values: vec![1e-3; len as usize] }];
-    let step = |c: &mut PsClient| -> warren::Result<()> {
-        std::hint::black_box(c.pull_dense("w", 0..len)?);
+    let mut model = vec![0f32; len as usize];
+    let mut step = |c: &mut PsClient| -> warren::Result<()> {
+        c.pull_dense_into("w", 0..len, &mut model)?;
+        std::hint::black_box(&model);
         c.push(&grad)
     };
     for _ in 0..a.warmup {

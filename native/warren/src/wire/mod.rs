@@ -67,8 +67,10 @@ mod deadline;
 mod frame;
 mod frame_reader;
 pub mod handshake;
+mod inbox;
 #[cfg(test)]
 mod loopback_tests;
+pub mod pool;
 mod preamble;
 
 pub use accept::{Bound, HANDSHAKE_TIMEOUT, accept_authenticated, bind, serve};
