@@ -221,6 +221,9 @@ fn ps_elapsed(a: &BenchPsArgs) -> warren::Result<f64> {
     Ok(elapsed)
 }
 
+/// One step of a trainer's model on its client, given the step number.
+type ModelStep<'a> = Box<dyn FnMut(&mut PsClient, u64) -> warren::Result<()> + 'a>;
+
 /// Trainer `t`: untimed steps, then the timed ones; returns when they started and ended.
 fn trainer(
     t: u32,
@@ -232,7 +235,7 @@ fn trainer(
 ) -> warren::Result<(Instant, Instant)> {
     let mut c = PsClient::connect(uris, secret, Some(t), PsClientOptions::default())?;
     c.define(job)?;
-    let mut model: Box<dyn FnMut(&mut PsClient, u64) -> warren::Result<()>> =
+    let mut model: ModelStep<'_> =
         if a.model == "sparse" { Box::new(sparse_step(t, a)) } else { Box::new(dense_step(a)) };
     let mut rng = StdRng::seed_from_u64(u64::from(t));
     let mut step = |c: &mut PsClient| -> warren::Result<()> {
