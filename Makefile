@@ -80,6 +80,17 @@ REF ?= HEAD~1
 bench-regression: build
 	REF=$(REF) DOCS=docs/benchmarks.md WARREN=$(WARREN) bash bench/regression.sh
 
+## bench-ps: the parameter server (docs/benchmarks-ps.md): dense push + pull of a 64 MiB model
+## against the loopback TCP stream, sync vs SSP(k) vs async with 4 trainers, a killed server
+## with a 64 MiB shard (time to resume), and the sparse embedding model against TensorFlow's
+## ParameterServerStrategy (tensorflow-cpu installed into .bench-venv if missing)
+.PHONY: bench-ps
+bench-ps: build
+	REPEAT=1 WARREN=$(WARREN) bash bench/ps_dense.sh
+	WARREN=$(WARREN) bash bench/ps_modes.sh
+	WARREN=$(WARREN) bash bench/ps_recovery.sh
+	WARREN=$(WARREN) bash bench/ps_sparse.sh
+
 bench-recordio:
 	bash bench/recordio_read.sh
 

@@ -1,17 +1,30 @@
-//! `warren bench ps`: dense push + pull of a whole model through parameter servers (threads
-//! of this process, real loopback TCP connections), `T` trainers x `S` servers, against the
-//! loopback TCP stream limit measured in the same run. Prints one JSON line.
+//! `warren bench ps`: `T` trainers x `S` parameter servers (threads of this process, or
+//! servers already running with `--uris`), real loopback TCP connections. Prints one JSON
+//! line.
 //!
-//! A step of a trainer pulls the whole dense table and pushes a gradient of the whole table,
-//! so it moves `2 x bytes`; the rate is the bytes all trainers moved per second of wall time.
-//! The stream limit is one TCP connection over 127.0.0.1 writing and reading `bytes`-sized
-//! buffers as fast as it can (the same kernel copies, no encoding, no server work).
+//! - `--model dense` (default): a step of a trainer pulls the whole dense table and pushes a
+//!   gradient of the whole table, so it moves `2 x bytes`; the rate is the bytes all trainers
+//!   moved per second of wall time, against the loopback TCP stream limit measured in the same
+//!   run (one TCP connection over 127.0.0.1 writing and reading `bytes`-sized buffers as fast
+//!   as it can: the same kernel copies, no encoding, no server work).
+//! - `--model sparse`: an embedding of `--keys` hashed keys x `--width` floats and a dense
+//!   weight of `--width` floats; a step takes a batch of `--batch` examples of `--features`
+//!   random keys, pulls the rows of its distinct keys and the weight, computes the logistic
+//!   loss of (mean of the example's rows) . weight, and pushes the gradients (the model of
+//!   `bench/ps_tf.py`, for TensorFlow's ParameterServerStrategy).
+//!
+//! `--compute-ms M` makes each trainer step also sleep a random 0..M ms (uneven compute), to
+//! compare sync, SSP(k) and async. `--step-log FILE` appends `trainer step unix_seconds` for
+//! every completed step (the recovery benchmark reads it).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use warren::Error;
 use warren::ps::{
     Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, TableKind, TableSpec,
@@ -35,33 +48,70 @@ pub struct BenchPsArgs {
     /// Untimed steps first.
     #[arg(long, default_value_t = 1)]
     warmup: u64,
-    /// sync or async.
-    #[arg(long, default_value = "async", value_parser = ["sync", "async"])]
+    /// sync, async or ssp.
+    #[arg(long, default_value = "async", value_parser = ["sync", "async", "ssp"])]
     mode: String,
+    /// The bound k of `--mode ssp`.
+    #[arg(long, default_value_t = 2)]
+    staleness: u64,
+    /// dense (push + pull of the whole model) or sparse (the embedding model).
+    #[arg(long, default_value = "dense", value_parser = ["dense", "sparse"])]
+    model: String,
+    /// Sparse model: number of hashed keys (rows of the embedding).
+    #[arg(long, default_value_t = 1 << 20)]
+    keys: u64,
+    /// Sparse model: floats per row.
+    #[arg(long, default_value_t = 16)]
+    width: u32,
+    /// Sparse model: examples per batch.
+    #[arg(long, default_value_t = 4096)]
+    batch: usize,
+    /// Sparse model: keys per example.
+    #[arg(long, default_value_t = 8)]
+    features: usize,
+    /// Each trainer step also sleeps a random 0..M milliseconds (uneven compute).
+    #[arg(long, default_value_t = 0)]
+    compute_ms: u64,
+    /// Use these running servers (`host:port`s in server order, comma-separated; secret from
+    /// WARREN_JOB_SECRET) instead of starting `--servers` threads; no loopback reference.
+    #[arg(long)]
+    uris: Option<String>,
+    /// Append `trainer step unix_seconds` to FILE for every completed step.
+    #[arg(long)]
+    step_log: Option<std::path::PathBuf>,
 }
 
 /// Runs the benchmark.
 pub fn run(a: &BenchPsArgs) -> warren::Result<u8> {
-    if a.bytes < 4 || a.trainers == 0 || a.servers == 0 || a.steps == 0 {
-        return Err(Error::Config("--bytes must be at least 4, --trainers, --servers and --steps at least 1".into()));
+    if a.bytes < 4 || a.trainers == 0 || a.servers == 0 || a.steps == 0 || a.keys == 0 || a.width == 0 {
+        return Err(Error::Config(
+            "--bytes must be at least 4, --trainers, --servers, --steps, --keys and --width at least 1".into(),
+        ));
     }
-    let moved = 2.0 * a.bytes as f64 * a.steps as f64 * f64::from(a.trainers);
-    let loopback = loopback_rate(a.bytes, (2 * a.steps * u64::from(a.trainers)) as usize)?;
+    let sparse = a.model == "sparse";
+    let loopback = if sparse || a.uris.is_some() {
+        None
+    } else {
+        Some(loopback_rate(a.bytes, (2 * a.steps * u64::from(a.trainers)) as usize)?)
+    };
     let elapsed = ps_elapsed(a)?;
-    let rate = moved / elapsed;
-    println!(
-        "{{\"bench\":\"ps_dense\",\"bytes\":{},\"trainers\":{},\"servers\":{},\"mode\":\"{}\",\"steps\":{},\
-         \"step_s\":{:.4},\"ps_bytes_per_s\":{:.0},\"loopback_bytes_per_s\":{:.0},\"ratio\":{:.3}}}",
-        a.bytes,
-        a.trainers,
-        a.servers,
-        a.mode,
-        a.steps,
-        elapsed / a.steps as f64,
-        rate,
-        loopback,
-        rate / loopback
+    let step_s = elapsed / a.steps as f64;
+    let mode = if a.mode == "ssp" { format!("ssp({})", a.staleness) } else { a.mode.clone() };
+    let common = format!(
+        "\"trainers\":{},\"servers\":{},\"mode\":\"{mode}\",\"steps\":{},\"compute_ms\":{},\"step_s\":{step_s:.4}",
+        a.trainers, a.servers, a.steps, a.compute_ms
     );
+    if sparse {
+        println!(
+            "{{\"bench\":\"ps_sparse\",\"keys\":{},\"width\":{},\"batch\":{},\"features\":{},{common}}}",
+            a.keys, a.width, a.batch, a.features
+        );
+        return Ok(0);
+    }
+    let rate = 2.0 * a.bytes as f64 * a.steps as f64 * f64::from(a.trainers) / elapsed;
+    let reference =
+        loopback.map_or(String::new(), |l| format!(",\"loopback_bytes_per_s\":{l:.0},\"ratio\":{:.3}", rate / l));
+    println!("{{\"bench\":\"ps_dense\",\"bytes\":{},{common},\"ps_bytes_per_s\":{rate:.0}{reference}}}", a.bytes);
     Ok(0)
 }
 
@@ -98,29 +148,61 @@ fn loopback_rate(bytes: usize, rounds: usize) -> warren::Result<f64> {
     Ok((bytes * rounds) as f64 / elapsed)
 }
 
+/// The job the benchmark runs.
+fn job(a: &BenchPsArgs) -> warren::Result<JobSpec> {
+    let sgd = Optimizer::sgd(if a.model == "sparse" { 0.1 } else { 0.001 });
+    let tables = if a.model == "sparse" {
+        vec![
+            TableSpec {
+                name: "emb".into(),
+                kind: TableKind::Sparse { width: a.width },
+                init: Init::Uniform { scale: 0.01, seed: 1 },
+                optimizer: sgd,
+            },
+            TableSpec {
+                name: "w".into(),
+                kind: TableKind::Dense { len: a.width.into() },
+                init: Init::Zeros,
+                optimizer: sgd,
+            },
+        ]
+    } else {
+        let len = (a.bytes / 4) as u64;
+        vec![TableSpec { name: "w".into(), kind: TableKind::Dense { len }, init: Init::Zeros, optimizer: sgd }]
+    };
+    Ok(JobSpec { trainers: a.trainers, joining: Vec::new(), mode: Mode::parse(&a.mode, a.staleness)?, tables })
+}
+
 /// Seconds the timed steps of every trainer took (wall time, all trainers together).
 fn ps_elapsed(a: &BenchPsArgs) -> warren::Result<f64> {
-    let secret = "warren-bench-ps";
-    let servers: Vec<PsServer> =
-        (0..a.servers).map(|i| PsServer::start(PsConfig::new(secret, i, a.servers))).collect::<warren::Result<_>>()?;
-    let uris: Vec<String> = servers.iter().map(|s| s.uri().to_string()).collect();
-    let len = (a.bytes / 4) as u64;
-    let job = JobSpec {
-        trainers: a.trainers,
-        joining: Vec::new(),
-        mode: Mode::parse(&a.mode, 0)?,
-        tables: vec![TableSpec {
-            name: "w".into(),
-            kind: TableKind::Dense { len },
-            init: Init::Zeros,
-            optimizer: Optimizer::sgd(0.001),
-        }],
+    let (servers, uris, secret) = match &a.uris {
+        Some(u) => (Vec::new(), super::cmd_ps::parse_uris(u)?, super::cmd_master::client_secret()?),
+        None => {
+            let secret = "warren-bench-ps".to_string();
+            let servers: Vec<PsServer> = (0..a.servers)
+                .map(|i| PsServer::start(PsConfig::new(secret.clone(), i, a.servers)))
+                .collect::<warren::Result<_>>()?;
+            let uris = servers.iter().map(|s| s.uri().to_string()).collect();
+            (servers, uris, secret)
+        }
+    };
+    let job = job(a)?;
+    let log = match &a.step_log {
+        Some(path) => Some(Arc::new(Mutex::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| Error::io(format!("opening {}", path.display()), e))?,
+        ))),
+        None => None,
     };
     let (tx, rx) = std::sync::mpsc::channel();
     for t in 0..a.trainers {
-        let (uris, job, tx, a) = (uris.clone(), job.clone(), tx.clone(), a.clone());
+        let (uris, job, tx, a, secret, log) =
+            (uris.clone(), job.clone(), tx.clone(), a.clone(), secret.clone(), log.clone());
         std::thread::spawn(move || {
-            let _ = tx.send(trainer(t, &uris, secret, &job, &a));
+            let _ = tx.send(trainer(t, &uris, &secret, &job, &a, log));
         });
     }
     // Each trainer's calls have deadlines; this wait too.
@@ -139,6 +221,9 @@ fn ps_elapsed(a: &BenchPsArgs) -> warren::Result<f64> {
     Ok(elapsed)
 }
 
+/// One step of a trainer's model on its client, given the step number.
+type ModelStep<'a> = Box<dyn FnMut(&mut PsClient, u64) -> warren::Result<()> + 'a>;
+
 /// Trainer `t`: untimed steps, then the timed ones; returns when they started and ended.
 fn trainer(
     t: u32,
@@ -146,23 +231,81 @@ fn trainer(
     secret: &str,
     job: &JobSpec,
     a: &BenchPsArgs,
+    log: Option<Arc<Mutex<std::fs::File>>>,
 ) -> warren::Result<(Instant, Instant)> {
     let mut c = PsClient::connect(uris, secret, Some(t), PsClientOptions::default())?;
     c.define(job)?;
-    let len = (a.bytes / 4) as u64;
-    let grad = [Grad::Dense { table: "w".into(), offset: 0, values: vec![1e-3; len as usize] }];
-    let step = |c: &mut PsClient| -> warren::Result<()> {
-        std::hint::black_box(c.pull_dense("w", 0..len)?);
-        c.push(&grad)
+    let mut model: ModelStep<'_> =
+        if a.model == "sparse" { Box::new(sparse_step(t, a)) } else { Box::new(dense_step(a)) };
+    let mut rng = StdRng::seed_from_u64(u64::from(t));
+    let mut step = |c: &mut PsClient| -> warren::Result<()> {
+        let n = c.step();
+        model(c, n)?;
+        if a.compute_ms > 0 {
+            std::thread::sleep(Duration::from_millis(rng.gen_range(0..a.compute_ms)));
+        }
+        if let Some(log) = &log {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+            let mut f = log.lock().unwrap_or_else(|p| p.into_inner());
+            writeln!(f, "{t} {n} {now:.6}").map_err(|e| Error::io("writing the step log", e))?;
+        }
+        Ok(())
     };
-    for _ in 0..a.warmup {
+    while c.step() < a.warmup {
         step(&mut c)?;
     }
     let started = Instant::now();
-    for _ in 0..a.steps {
+    while c.step() < a.warmup + a.steps {
         step(&mut c)?;
     }
     let ended = Instant::now();
     c.leave()?;
     Ok((started, ended))
+}
+
+/// A dense step: pull the whole table, push a gradient of the whole table.
+fn dense_step(a: &BenchPsArgs) -> impl FnMut(&mut PsClient, u64) -> warren::Result<()> {
+    let len = (a.bytes / 4) as u64;
+    let grad = [Grad::Dense { table: "w".into(), offset: 0, values: vec![1e-3; len as usize] }];
+    let mut model = vec![0f32; len as usize];
+    move |c, _| {
+        c.pull_dense_into("w", 0..len, &mut model)?;
+        std::hint::black_box(&model);
+        c.push(&grad)
+    }
+}
+
+/// A step of the sparse embedding model (see the module documentation) on trainer `t`'s
+/// batch `n` (random keys and labels seeded by both).
+fn sparse_step(t: u32, a: &BenchPsArgs) -> impl FnMut(&mut PsClient, u64) -> warren::Result<()> + use<> {
+    let (keys, width, batch, features) = (a.keys, a.width as usize, a.batch, a.features);
+    move |c, n| {
+        let mut rng = StdRng::seed_from_u64((u64::from(t) << 32) ^ n);
+        let ex: Vec<u64> = (0..batch * features).map(|_| rng.gen_range(0..keys)).collect();
+        let labels: Vec<f32> = (0..batch).map(|_| f32::from(rng.gen_range(0u8..2))).collect();
+        let mut distinct = ex.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let rows = c.pull_sparse("emb", &distinct)?;
+        let w = c.pull_dense("w", 0..width as u64)?;
+        let at: Vec<usize> = ex.iter().map(|k| distinct.binary_search(k).expect("a key of the batch")).collect();
+        let (mut g_rows, mut g_w) = (vec![0f32; rows.len()], vec![0f32; width]);
+        let mut h = vec![0f32; width];
+        for (e, label) in labels.iter().enumerate() {
+            h.iter_mut().for_each(|x| *x = 0.0);
+            for &r in &at[e * features..(e + 1) * features] {
+                h.iter_mut().zip(&rows[r * width..(r + 1) * width]).for_each(|(x, v)| *x += v / features as f32);
+            }
+            let z: f32 = h.iter().zip(&w).map(|(x, y)| x * y).sum();
+            let g = (1.0 / (1.0 + (-z).exp()) - label) / batch as f32;
+            g_w.iter_mut().zip(&h).for_each(|(d, x)| *d += g * x);
+            for &r in &at[e * features..(e + 1) * features] {
+                g_rows[r * width..(r + 1) * width].iter_mut().zip(&w).for_each(|(d, y)| *d += g * y / features as f32);
+            }
+        }
+        c.push(&[
+            Grad::Sparse { table: "emb".into(), keys: distinct, values: g_rows },
+            Grad::Dense { table: "w".into(), offset: 0, values: g_w },
+        ])
+    }
 }

@@ -154,7 +154,7 @@ fn ask(s: &mut TcpStream, req: &Request) -> Reply {
     s.read_exact(&mut frame).unwrap();
     frame.resize(4 + u32::from_le_bytes(frame[..4].try_into().unwrap()) as usize, 0);
     s.read_exact(&mut frame[4..]).unwrap();
-    warren::ps::proto::decode(frame).unwrap()
+    warren::ps::proto::decode(&mut frame).unwrap()
 }
 
 fn error_text(r: Reply) -> String {
@@ -191,9 +191,9 @@ fn bad_input_is_an_error_to_that_client_and_the_servers_keep_serving() {
     let m = error_text(ask(&mut s, &Request::PullDense { table: "missing".into(), start: 0, end: 1 }));
     assert!(m.contains("no table named \"missing\""), "{m}");
     let wrong_width = Grad::Sparse { table: "emb".into(), keys: vec![0], values: vec![1.0; 4] };
-    let m = error_text(ask(&mut s, &Request::Push { step: 0, grads: vec![wrong_width] }));
+    let m = error_text(ask(&mut s, &Request::Push { step: 0, grads: vec![wrong_width].into() }));
     assert!(m.contains("4 floats for 1 keys of width 3"), "{m}");
-    let m = error_text(ask(&mut s, &Request::Push { step: 3, grads: vec![] }));
+    let m = error_text(ask(&mut s, &Request::Push { step: 3, grads: vec![].into() }));
     assert!(m.contains("next step here is 0"), "{m}");
     // The connection still works after those.
     assert!(matches!(ask(&mut s, &Request::Status), Reply::Status { .. }));

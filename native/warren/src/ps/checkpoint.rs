@@ -54,7 +54,7 @@ impl Codec for CheckpointCodec {
         out.write_all(&super::proto::encode(snapshot))
     }
     fn decode_snapshot(bytes: &[u8]) -> std::result::Result<Checkpoint, crate::store::DecodeError> {
-        Ok(super::proto::decode(bytes.to_vec())?)
+        Ok(super::proto::decode(&mut bytes.to_vec())?)
     }
 }
 

@@ -35,6 +35,7 @@ use super::shard::Grad;
 use super::table::{TableKind, TableSpec, dense_range, sparse_server};
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
+use crate::wire::pool;
 
 /// A trainer's `(clock, staged step)` at one server, as its hello says.
 type Seen = (u64, Option<u64>);
@@ -245,6 +246,14 @@ impl PsClient {
 
     /// Elements `range` of dense table `table`, from the servers holding them.
     pub fn pull_dense(&mut self, table: &str, range: Range<u64>) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; range.end.saturating_sub(range.start) as usize];
+        self.pull_dense_into(table, range, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`pull_dense`](Self::pull_dense) into `out` (of `range`'s length): a caller pulling
+    /// the same range every step reuses one buffer.
+    pub fn pull_dense_into(&mut self, table: &str, range: Range<u64>, out: &mut [f32]) -> Result<()> {
         let TableKind::Dense { len } = self.table(table)?.kind else {
             return Err(Error::InvalidArgument(format!("table {table:?} is sparse: pull it by keys")));
         };
@@ -254,25 +263,45 @@ impl PsClient {
                 range.start, range.end
             )));
         }
-        let reqs = (0..self.servers())
+        if out.len() as u64 != range.end - range.start {
+            return Err(Error::InvalidArgument(format!(
+                "a buffer of {} floats for elements {}..{} of table {table:?}",
+                out.len(),
+                range.start,
+                range.end
+            )));
+        }
+        let pieces: Vec<Range<u64>> = (0..self.servers())
             .map(|s| {
                 let held = dense_range(len, s, self.servers());
-                let (start, end) = (range.start.max(held.start), range.end.min(held.end));
-                (start < end).then(|| Request::PullDense { table: table.into(), start, end })
+                range.start.max(held.start)..range.end.min(held.end)
             })
             .collect();
-        let mut out = Vec::with_capacity((range.end - range.start) as usize);
+        let reqs = pieces
+            .iter()
+            .map(|p| (p.start < p.end).then(|| Request::PullDense { table: table.into(), start: p.start, end: p.end }))
+            .collect();
         for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {
+            let at = (pieces[s].start.saturating_sub(range.start)) as usize
+                ..(pieces[s].end.saturating_sub(range.start)) as usize;
             match r {
-                Some(Reply::Floats { values }) => out.extend_from_slice(&values),
+                Some(Reply::Floats { values }) if values.len() == at.len() => {
+                    out[at].copy_from_slice(&values);
+                    pool::FLOATS.give(values);
+                }
+                Some(Reply::Floats { values }) => {
+                    return Err(Error::Protocol(format!(
+                        "{} returned {} floats of table {table:?} for {} elements",
+                        self.links[s].who,
+                        values.len(),
+                        at.len()
+                    )));
+                }
                 None => {}
                 Some(_) => return Err(self.unexpected(s)),
             }
         }
-        if out.len() as u64 != range.end - range.start {
-            return Err(Error::Protocol(format!("dense pull of {table:?} returned {} floats", out.len())));
-        }
-        Ok(out)
+        Ok(())
     }
 
     /// The rows of `keys` of sparse table `table`, concatenated in the order of `keys`.
@@ -315,11 +344,11 @@ impl PsClient {
         if self.trainer.is_none() {
             return Err(Error::InvalidArgument("an observer cannot push: connect as a trainer".into()));
         }
-        let per = self.split(grads)?;
+        let per: Vec<Arc<Vec<Grad>>> = self.split(grads)?.into_iter().map(Arc::new).collect();
         let step = self.step;
         self.maybe_fail(FailPoint::BeforePush);
         for (link, grads) in self.links.iter_mut().zip(&per) {
-            link.keep(step, grads.clone());
+            link.keep(step, Arc::clone(grads));
         }
         let replies = self.call(per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect())?;
         for (s, r) in replies.iter().enumerate() {
@@ -361,7 +390,9 @@ impl PsClient {
                         let held = dense_range(*len, s, n);
                         let (a, b) = ((*offset).max(held.start), end.min(held.end));
                         if a < b {
-                            let v = values[(a - offset) as usize..(b - offset) as usize].to_vec();
+                            let piece = &values[(a - offset) as usize..(b - offset) as usize];
+                            let mut v = pool::FLOATS.take(piece.len());
+                            v.extend_from_slice(piece);
                             mine.push(Grad::Dense { table: table.clone(), offset: a, values: v });
                         }
                     }

@@ -17,34 +17,68 @@ use serde::de::{self, DeserializeOwned, Deserializer, SeqAccess, Visitor};
 use serde::{Serialize, Serializer};
 
 use crate::error::Error;
+use crate::wire::pool;
 
 /// Bytes before the tail in an encoded frame: the frame length and the tail length.
 const PREFIX: usize = 8;
 
+/// Where the arrays of the frame being encoded on this thread go.
+enum Out {
+    /// Only their length is counted (the tail is written by the caller, or on a second pass).
+    Count(usize),
+    /// Appended to the frame.
+    Write(Vec<u8>),
+}
+
 thread_local! {
-    /// The frame being encoded on this thread (its tail grows as arrays are serialized).
-    static OUT: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
-    /// The tail of the body being decoded on this thread.
+    /// The frame being encoded on this thread.
+    static OUT: RefCell<Option<Out>> = const { RefCell::new(None) };
+    /// The frame being decoded on this thread.
     static IN: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
 }
 
-/// Encodes `msg` as one frame: length, tail length, tail, JSON header.
-pub fn encode_frame<T: Serialize>(msg: &T) -> Vec<u8> {
-    OUT.with(|o| *o.borrow_mut() = Some(vec![0u8; PREFIX]));
+/// Serializes `msg` with its arrays going to `out`: returns the JSON header and what `out`
+/// became.
+fn serialize_with<T: Serialize>(msg: &T, out: Out) -> (Vec<u8>, Out) {
+    OUT.with(|o| *o.borrow_mut() = Some(out));
     let header = serde_json::to_vec(msg);
-    let mut out = OUT.with(|o| o.borrow_mut().take()).expect("set above");
-    let header = header.expect("parameter-server messages always serialize");
-    let tail = out.len() - PREFIX;
+    let out = OUT.with(|o| o.borrow_mut().take()).expect("set above");
+    (header.expect("parameter-server messages always serialize"), out)
+}
+
+/// The frame's first bytes: body length, tail length.
+fn prefix(tail: usize, header: usize) -> [u8; PREFIX] {
+    let mut p = [0u8; PREFIX];
+    p[..4].copy_from_slice(&((PREFIX - 4 + tail + header) as u32).to_le_bytes());
+    p[4..].copy_from_slice(&(tail as u32).to_le_bytes());
+    p
+}
+
+/// Encodes `msg` as one frame: length, tail length, tail, JSON header, in a buffer of the
+/// exact size taken from the [pool](crate::wire::pool) (a first pass counts the tail).
+pub fn encode_frame<T: Serialize>(msg: &T) -> Vec<u8> {
+    let (header, Out::Count(tail)) = serialize_with(msg, Out::Count(0)) else { unreachable!("counted") };
+    let mut out = pool::BYTES.take(PREFIX + tail + header.len());
+    out.extend_from_slice(&prefix(tail, header.len()));
+    let (_, Out::Write(mut out)) = serialize_with(msg, Out::Write(out)) else { unreachable!("written") };
+    debug_assert_eq!(out.len(), PREFIX + tail);
     out.extend_from_slice(&header);
-    let body = out.len() - 4;
-    out[..4].copy_from_slice(&(body as u32).to_le_bytes());
-    out[4..8].copy_from_slice(&(tail as u32).to_le_bytes());
     out
 }
 
+/// The parts of `msg`'s frame but its tail: the prefix (length, tail length) and the JSON
+/// header. The frame is the prefix, then every array of `msg` as little-endian bytes in the
+/// order serde visits them, then the header; the caller writes it from these parts and its
+/// own arrays (see `proto::push_parts`), with no copy into one buffer.
+pub fn encode_head<T: Serialize>(msg: &T) -> ([u8; PREFIX], Vec<u8>) {
+    let (header, Out::Count(tail)) = serialize_with(msg, Out::Count(0)) else { unreachable!("counted") };
+    (prefix(tail, header.len()), header)
+}
+
 /// Decodes a whole frame (its length included) as written by [`encode_frame`]; anything
-/// malformed is an [`Error::Protocol`]. The arrays are copied once, out of `frame`.
-pub fn decode_frame<T: DeserializeOwned>(frame: Vec<u8>) -> crate::error::Result<T> {
+/// malformed is an [`Error::Protocol`]. The arrays are copied once, out of `frame`, into
+/// buffers of the [pool](crate::wire::pool); `frame` is left as it was (to be reused).
+pub fn decode_frame<T: DeserializeOwned>(frame: &mut Vec<u8>) -> crate::error::Result<T> {
     let bad = |why: String| Error::Protocol(format!("malformed message: {why}"));
     if frame.len() < PREFIX {
         return Err(bad(format!("{} bytes, no tail length", frame.len())));
@@ -54,9 +88,9 @@ pub fn decode_frame<T: DeserializeOwned>(frame: Vec<u8>) -> crate::error::Result
         return Err(bad(format!("a tail of {tail} bytes in a frame of {}", frame.len())));
     }
     let header = frame[PREFIX + tail..].to_vec();
-    IN.with(|i| *i.borrow_mut() = Some(frame));
+    IN.with(|i| *i.borrow_mut() = Some(std::mem::take(frame)));
     let msg = serde_json::from_slice(&header).map_err(|e| bad(e.to_string()));
-    IN.with(|i| i.borrow_mut().take());
+    *frame = IN.with(|i| i.borrow_mut().take()).expect("set above");
     msg
 }
 
@@ -66,17 +100,24 @@ fn decode_body<T: DeserializeOwned>(body: &[u8]) -> crate::error::Result<T> {
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
     frame.extend_from_slice(body);
-    decode_frame(frame)
+    decode_frame(&mut frame)
 }
 
 /// Writes `bytes` (`n` elements) to the tail of the frame being encoded, or, outside one,
 /// as a hex string.
-fn put<S: Serializer>(s: S, n: usize, write: impl Fn(&mut Vec<u8>)) -> Result<S::Ok, S::Error> {
+fn put<S: Serializer>(s: S, n: usize, size: usize, write: impl Fn(&mut Vec<u8>)) -> Result<S::Ok, S::Error> {
     let at = OUT.with(|o| {
-        o.borrow_mut().as_mut().map(|out| {
-            let at = out.len() - PREFIX;
-            write(out);
-            at
+        o.borrow_mut().as_mut().map(|out| match out {
+            Out::Count(len) => {
+                let at = *len;
+                *len += n * size;
+                at
+            }
+            Out::Write(out) => {
+                let at = out.len() - PREFIX;
+                write(out);
+                at
+            }
         })
     });
     match at {
@@ -139,20 +180,19 @@ impl<'de, T> Visitor<'de> for Array<T> {
     }
 }
 
-/// Little-endian bytes to `f32`s, by one copy.
+/// Little-endian bytes to `f32`s, by one copy (into a buffer of the pool).
 fn f32s(b: &[u8]) -> Vec<f32> {
-    let mut v = vec![0f32; b.len() / 4];
-    bytemuck::cast_slice_mut::<f32, u8>(&mut v).copy_from_slice(b);
-    v.iter_mut().for_each(|x| *x = f32::from_bits(u32::from_le(x.to_bits())));
+    let mut v = pool::FLOATS.take(b.len() / 4);
+    match bytemuck::try_cast_slice::<u8, f32>(b) {
+        Ok(aligned) if cfg!(target_endian = "little") => v.extend_from_slice(aligned),
+        _ => v.extend(b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))),
+    }
     v
 }
 
 /// Little-endian bytes to `u64`s, by one copy.
 fn u64s_of(b: &[u8]) -> Vec<u64> {
-    let mut v = vec![0u64; b.len() / 8];
-    bytemuck::cast_slice_mut::<u64, u8>(&mut v).copy_from_slice(b);
-    v.iter_mut().for_each(|x| *x = u64::from_le(*x));
-    v
+    b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
 }
 
 /// Appends `v` as little-endian bytes (one copy on a little-endian machine).
@@ -168,7 +208,7 @@ fn put_le<T: bytemuck::Pod>(out: &mut Vec<u8>, v: &[T], le: impl Fn(&T) -> T) {
 
 /// Writes `v` (see the module documentation).
 pub fn serialize<S: Serializer>(v: &[f32], s: S) -> Result<S::Ok, S::Error> {
-    put(s, v.len(), |out| put_le(out, v, |x| f32::from_bits(x.to_bits().to_le())))
+    put(s, v.len(), 4, |out| put_le(out, v, |x| f32::from_bits(x.to_bits().to_le())))
 }
 
 /// Reads what [`serialize`] wrote.
@@ -182,7 +222,7 @@ pub mod u64s {
 
     /// Writes `v` (see the module documentation).
     pub fn serialize<S: Serializer>(v: &[u64], s: S) -> Result<S::Ok, S::Error> {
-        put(s, v.len(), |out| put_le(out, v, |x| x.to_le()))
+        put(s, v.len(), 8, |out| put_le(out, v, |x| x.to_le()))
     }
 
     /// Reads what [`serialize`] wrote.
@@ -225,7 +265,9 @@ mod tests {
         assert_eq!(u32::from_le_bytes(frame[4..8].try_into().unwrap()), 6 * 4 + 2 * 8);
         let header = std::str::from_utf8(&frame[8 + 40..]).unwrap();
         assert_eq!(header, r#"{"kind":"A","v":[0,6],"k":[24,2],"w":[40,0]}"#);
-        let M::A { v: back, k, w } = decode_frame::<M>(frame).unwrap();
+        let M::A { v: back, k, w } = decode_frame::<M>(&mut frame.clone()).unwrap();
+        let (head, header) = encode_head(&m);
+        assert_eq!([&head[..], &frame[8..48], &header].concat(), frame, "the same frame in parts");
         assert_eq!((bits(&back), k, w), (bits(&v), vec![u64::MAX, 3], vec![]));
     }
 

@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
@@ -19,7 +20,7 @@ use super::shard::Grad;
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 use crate::wire::auth::Purpose;
-use crate::wire::{self, Backoff, Connection, HandshakeFailure, Tls};
+use crate::wire::{self, Backoff, Connection, HandshakeFailure, Tls, pool};
 
 /// How often a trainer waiting for a server says so.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
@@ -52,8 +53,9 @@ pub(crate) struct Link {
     /// TLS, if on.
     tls: Option<Tls>,
     conn: Option<Connection>,
-    /// Pushes `(step, gradients)` not yet in a checkpoint of the server, oldest first.
-    kept: VecDeque<(u64, Vec<Grad>)>,
+    /// Pushes `(step, gradients)` not yet in a checkpoint of the server, oldest first
+    /// (shared with the push request, not copied).
+    kept: VecDeque<(u64, Arc<Vec<Grad>>)>,
     /// The step after the last push the server acknowledged (committed).
     acked: u64,
     /// The push being made (kept, staged or to be staged, not yet committed here).
@@ -76,11 +78,18 @@ impl Link {
         Ok(Link { who, index, uri, tls, conn: Some(conn), kept: VecDeque::new(), acked: 0, in_flight: None })
     }
 
-    /// Sends a request; an [`Error::Io`] means the link failed.
+    /// Sends a request (a push's gradients straight from where they are); an
+    /// [`Error::Io`] means the link failed.
     pub fn send(&mut self, req: &Request, deadline: Instant) -> Result<()> {
-        match self.conn.as_mut() {
-            Some(c) => c.send_frame(&proto::encode(req), deadline),
-            None => Err(closed(&self.who)),
+        let Some(c) = self.conn.as_mut() else { return Err(closed(&self.who)) };
+        match proto::push_parts(req) {
+            Some(parts) => c.send_parts(&parts.pieces(), deadline),
+            None => {
+                let frame = proto::encode(req);
+                let sent = c.send_frame(&frame, deadline);
+                pool::BYTES.give(frame);
+                sent
+            }
         }
     }
 
@@ -88,7 +97,7 @@ impl Link {
     pub fn recv(&mut self, deadline: Instant) -> Result<Reply> {
         let Some(c) = self.conn.as_mut() else { return Err(closed(&self.who)) };
         match c.recv_frame(deadline)? {
-            Some(f) => proto::decode(f),
+            Some(f) => decode(c, f),
             None => {
                 self.conn = None;
                 Err(closed(&self.who))
@@ -107,11 +116,11 @@ impl Link {
     pub fn poll_reply(&mut self) -> Result<Option<Reply>> {
         let Some(c) = self.conn.as_mut() else { return Err(closed(&self.who)) };
         if let Some(f) = c.next_buffered_frame()? {
-            return proto::decode(f).map(Some);
+            return decode(c, f).map(Some);
         }
         let open = c.read_available()?;
         if let Some(f) = c.next_buffered_frame()? {
-            return proto::decode(f).map(Some);
+            return decode(c, f).map(Some);
         }
         if !open {
             self.conn = None;
@@ -131,7 +140,7 @@ impl Link {
 
     /// Keeps push `step` (the one being made) to stage it again, or push it again, after a
     /// restart.
-    pub fn keep(&mut self, step: u64, grads: Vec<Grad>) {
+    pub fn keep(&mut self, step: u64, grads: Arc<Vec<Grad>>) {
         self.kept.push_back((step, grads));
         self.in_flight = Some(step);
     }
@@ -142,7 +151,9 @@ impl Link {
         self.acked = self.acked.max(step + 1);
         let keep_from = durable.map_or(step + 1, |d| d.min(step + 1));
         while self.kept.front().is_some_and(|(s, _)| *s < keep_from) {
-            self.kept.pop_front();
+            if let Some((_, grads)) = self.kept.pop_front() {
+                recycle(grads);
+            }
         }
         if self.in_flight.is_some_and(|s| s <= step) {
             self.in_flight = None;
@@ -268,7 +279,7 @@ impl Link {
     /// Stages kept push `step` again.
     fn stage_again(&mut self, step: u64, deadline: Instant) -> Result<()> {
         let grads =
-            self.kept.iter().find(|(s, _)| *s == step).map(|(_, g)| g.clone()).ok_or_else(|| {
+            self.kept.iter().find(|(s, _)| *s == step).map(|(_, g)| Arc::clone(g)).ok_or_else(|| {
                 Error::Protocol(format!("{}: the push of step {step} being made was not kept", self.who))
             })?;
         match self.ask(&Request::Push { step, grads }, deadline)? {
@@ -291,7 +302,7 @@ impl Link {
                 self.who
             )));
         }
-        let again: Vec<(u64, Vec<Grad>)> =
+        let again: Vec<(u64, Arc<Vec<Grad>>)> =
             self.kept.iter().filter(|(s, _)| (clock..upto).contains(s)).cloned().collect();
         info!("trainer {t}: pushing steps {clock}..{upto} to {} again", self.who);
         for (step, grads) in again {
@@ -308,6 +319,20 @@ impl Link {
 /// `ps server I (host:port)`.
 fn name(index: usize, uri: &str) -> String {
     format!("ps server {index} ({uri})")
+}
+
+/// Decodes reply frame `f` and gives it back to `c`, to read a later one into.
+fn decode(c: &mut Connection, mut f: Vec<u8>) -> Result<Reply> {
+    let reply = proto::decode(&mut f);
+    c.recycle(f);
+    reply
+}
+
+/// Gives the buffers of a push no longer needed back to the pool, if nothing else holds it.
+pub(crate) fn recycle(grads: Arc<Vec<Grad>>) {
+    if let Ok(grads) = Arc::try_unwrap(grads) {
+        grads.into_iter().for_each(Grad::recycle);
+    }
 }
 
 fn closed(who: &str) -> Error {

@@ -9,6 +9,8 @@
 //! `u64` keys and a small JSON header pointing into it (see `floats.rs`). A client may send several requests before reading the
 //! replies (the trainer client sends one to every server before it waits).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::consistency::Mode;
@@ -25,9 +27,53 @@ pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
 }
 
 /// Decodes a whole frame (length included) written by [`encode`]; anything malformed is an
-/// [`Error::Protocol`].
-pub fn decode<T: serde::de::DeserializeOwned>(frame: Vec<u8>) -> crate::error::Result<T> {
+/// [`Error::Protocol`]. The frame is left as it was, to be reused.
+pub fn decode<T: serde::de::DeserializeOwned>(frame: &mut Vec<u8>) -> crate::error::Result<T> {
     super::floats::decode_frame(frame)
+}
+
+/// A frame in pieces, written in order: `prefix`, `arrays`, `header`.
+pub(crate) struct Parts<'a> {
+    /// Frame length and tail length.
+    pub prefix: [u8; 8],
+    /// The tail: the message's arrays, where they are.
+    pub arrays: Vec<&'a [u8]>,
+    /// The JSON header.
+    pub header: Vec<u8>,
+}
+
+impl Parts<'_> {
+    /// The pieces in the order they are written.
+    pub fn pieces(&self) -> Vec<&[u8]> {
+        let mut all = Vec::with_capacity(self.arrays.len() + 2);
+        all.push(&self.prefix[..]);
+        all.extend_from_slice(&self.arrays);
+        all.push(&self.header);
+        all
+    }
+}
+
+/// A push's frame in pieces, for a vectored write: its gradients are written from where
+/// they are, not copied into a frame first; the pieces make the bytes [`encode`] gives.
+/// `None` for other requests (small: [`encode`] them), and on big-endian machines.
+pub(crate) fn push_parts(req: &Request) -> Option<Parts<'_>> {
+    let Request::Push { grads, .. } = req else { return None };
+    if cfg!(target_endian = "big") {
+        return None;
+    }
+    let (prefix, header) = super::floats::encode_head(req);
+    // The arrays in the order serde visits them: a gradient's fields in declaration order.
+    let mut arrays: Vec<&[u8]> = Vec::with_capacity(2 * grads.len());
+    for g in grads.iter() {
+        match g {
+            Grad::Dense { values, .. } => arrays.push(bytemuck::cast_slice(values)),
+            Grad::Sparse { keys, values, .. } => {
+                arrays.push(bytemuck::cast_slice(keys));
+                arrays.push(bytemuck::cast_slice(values));
+            }
+        }
+    }
+    Some(Parts { prefix, arrays, header })
 }
 
 /// What a job runs: its trainers, its consistency mode and its tables. The first trainer to
@@ -83,8 +129,9 @@ pub enum Request {
     Push {
         /// The trainer's step: its pushes to this server so far.
         step: u64,
-        /// The gradients.
-        grads: Vec<Grad>,
+        /// The gradients (shared with the copy the trainer keeps to push again after a
+        /// server restart).
+        grads: Arc<Vec<Grad>>,
     },
     /// Commits the trainer's staged push of `step` (a no-op if it is already committed).
     Commit {
@@ -190,6 +237,18 @@ pub enum Reply {
     },
 }
 
+/// The frame of a [`Reply::Floats`] of `values`, encoded from where they are (the server
+/// encodes a dense pull straight from its shard, under its lock: one copy).
+pub(crate) fn floats_frame(values: &[f32]) -> Vec<u8> {
+    #[derive(Serialize)]
+    #[serde(tag = "reply", rename = "floats")]
+    struct Floats<'a> {
+        #[serde(with = "super::floats")]
+        values: &'a [f32],
+    }
+    encode(&Floats { values })
+}
+
 /// The [`Error`] variants that cross the wire; the client rebuilds the same variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -250,7 +309,7 @@ mod tests {
             Request::PullSparse { table: "emb".into(), keys: vec![u64::MAX, 0] },
             Request::Push {
                 step: 7,
-                grads: vec![Grad::Sparse { table: "emb".into(), keys: vec![1], values: vec![0.5; 16] }],
+                grads: vec![Grad::Sparse { table: "emb".into(), keys: vec![1], values: vec![0.5; 16] }].into(),
             },
             Request::Commit { step: 7 },
             Request::Abort { step: 7 },
@@ -259,7 +318,7 @@ mod tests {
             Request::Status,
         ];
         for r in reqs {
-            assert_eq!(decode::<Request>(encode(&r)).unwrap(), r);
+            assert_eq!(decode::<Request>(&mut encode(&r)).unwrap(), r);
         }
         let replies = [
             Reply::Hello { index: 1, servers: 2, job: Some(job), clock: 5, staged: Some(5) },
@@ -270,8 +329,21 @@ mod tests {
             error_reply(&Error::InvalidArgument("no table".into())),
         ];
         for r in replies {
-            assert_eq!(decode::<Reply>(encode(&r)).unwrap(), r);
+            assert_eq!(decode::<Reply>(&mut encode(&r)).unwrap(), r);
         }
+        let values = vec![0.5, -0.0, f32::MAX];
+        assert_eq!(floats_frame(&values), encode(&Reply::Floats { values }), "a pull's reply in place");
+        let push = Request::Push {
+            step: 2,
+            grads: vec![
+                Grad::Dense { table: "w".into(), offset: 3, values: vec![1.5, -2.0] },
+                Grad::Sparse { table: "emb".into(), keys: vec![7, u64::MAX], values: vec![0.25; 32] },
+            ]
+            .into(),
+        };
+        let parts = push_parts(&push).unwrap();
+        assert_eq!(parts.pieces().concat(), encode(&push), "a push written in pieces is the same frame");
+        assert!(push_parts(&Request::Status).is_none());
         let json = serde_json::to_string(&Request::PullDense { table: "w".into(), start: 0, end: 1 }).unwrap();
         assert_eq!(json, r#"{"op":"pull_dense","table":"w","start":0,"end":1}"#);
     }

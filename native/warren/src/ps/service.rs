@@ -27,7 +27,7 @@ use super::shard::{Grad, Shard};
 use crate::error::{Error, Result};
 use crate::store::{FileStore, Store};
 use crate::wire::auth::Purpose;
-use crate::wire::{self, FrameReader};
+use crate::wire::{self, FrameReader, pool};
 
 /// Settings of a [`PsServer`].
 #[derive(Clone, Debug)]
@@ -232,7 +232,7 @@ impl State {
                 let t = self.trainer(conn, "a push")?;
                 let job = self.job()?;
                 job.shard.check(&grads)?;
-                job.clocks.stage(t, step, grads)?;
+                job.clocks.stage(t, step, Arc::unwrap_or_clone(grads))?;
                 Ok((Reply::Staged, false))
             }
             Request::Commit { step } => {
@@ -240,9 +240,7 @@ impl State {
                 let job = self.job()?;
                 let before = job.clocks.clock(t);
                 let batches = job.clocks.commit(t, step)?;
-                for b in &batches {
-                    job.shard.apply(b.iter().map(|(_, _, g)| g.as_slice()));
-                }
+                apply(&mut job.shard, batches);
                 let counted = job.clocks.clock(t) > before;
                 if counted {
                     self.pushes += 1;
@@ -266,9 +264,8 @@ impl State {
             Request::Leave => {
                 let t = self.trainer(conn, "leaving")?;
                 let job = self.job()?;
-                for b in &job.clocks.leave(t)? {
-                    job.shard.apply(b.iter().map(|(_, _, g)| g.as_slice()));
-                }
+                let batches = job.clocks.leave(t)?;
+                apply(&mut job.shard, batches);
                 Ok((Reply::Done, true))
             }
             Request::Join { step } => {
@@ -356,6 +353,14 @@ impl State {
     }
 }
 
+/// Applies released batches to `shard`, then gives their buffers back to the pool.
+fn apply<A, B>(shard: &mut Shard, batches: Vec<Vec<(A, B, Vec<Grad>)>>) {
+    for b in &batches {
+        shard.apply(b.iter().map(|(_, _, g)| g.as_slice()));
+    }
+    batches.into_iter().flatten().flat_map(|(_, _, g)| g).for_each(Grad::recycle);
+}
+
 fn names(spec: &JobSpec) -> Vec<&str> {
     spec.tables.iter().map(|t| t.name.as_str()).collect()
 }
@@ -407,6 +412,27 @@ impl Shared {
                 return Err(Error::Protocol("the server is stopping".into()));
             }
         }
+    }
+
+    /// The frame answering `req`.
+    async fn answer_frame(self: &Arc<Self>, req: Request, conn: &mut Conn) -> Vec<u8> {
+        if let Request::PullDense { table, start, end } = &req {
+            // Encoded from the shard, under the lock: one copy.
+            if let Err(e) = self.wait_pull(conn.trainer).await {
+                return proto::encode(&error_reply(&e));
+            }
+            let mut st = self.lock();
+            let frame = st
+                .current(conn)
+                .and_then(|()| st.job().and_then(|j| j.shard.dense(table, *start..*end)).map(proto::floats_frame));
+            return frame.unwrap_or_else(|e| proto::encode(&error_reply(&e)));
+        }
+        let reply = self.answer(req, conn).await;
+        let frame = proto::encode(&reply);
+        if let Reply::Floats { values } = reply {
+            pool::FLOATS.give(values);
+        }
+        frame
     }
 
     async fn answer(self: &Arc<Self>, req: Request, conn: &mut Conn) -> Reply {
@@ -600,12 +626,21 @@ async fn connection(stream: wire::ServiceStream, shared: Arc<Shared>) {
             if wr.write_all(&frame).await.is_err() {
                 return;
             }
+            pool::BYTES.give(frame);
         }
     });
     let mut requests = FrameReader::new(rd, peer.clone()).with_max_frame(MAX_PS_FRAME);
     let mut conn = Conn::default();
     loop {
-        let req = match requests.next_frame().await.and_then(|f| f.map(proto::decode::<Request>).transpose()) {
+        let frame = requests.next_frame().await.and_then(|f| {
+            f.map(|mut f| {
+                let req = proto::decode::<Request>(&mut f);
+                requests.recycle(f);
+                req
+            })
+            .transpose()
+        });
+        let req = match frame {
             Ok(Some(req)) => req,
             Ok(None) => break,
             Err(e @ Error::Protocol(_)) => {
@@ -618,8 +653,8 @@ async fn connection(stream: wire::ServiceStream, shared: Arc<Shared>) {
                 break;
             }
         };
-        let reply = shared.answer(req, &mut conn).await;
-        if tx.send(proto::encode(&reply)).is_err() {
+        let frame = shared.answer_frame(req, &mut conn).await;
+        if tx.send(frame).is_err() {
             break;
         }
     }
@@ -649,7 +684,7 @@ mod tests {
     }
 
     fn push(step: u64, v: f32) -> Request {
-        Request::Push { step, grads: vec![Grad::Dense { table: "w".into(), offset: 0, values: vec![v; 4] }] }
+        Request::Push { step, grads: vec![Grad::Dense { table: "w".into(), offset: 0, values: vec![v; 4] }].into() }
     }
 
     /// Stages and commits push `step` of `v`s.
@@ -683,8 +718,10 @@ mod tests {
         assert!(s.pull_ready(b.trainer));
         let (r, _) = s.handle(Request::PullDense { table: "w".into(), start: 0, end: 4 }, &mut b).unwrap();
         assert_eq!(r, Reply::Floats { values: vec![-3.0; 4] });
-        let bad =
-            Request::Push { step: 1, grads: vec![Grad::Dense { table: "w".into(), offset: 3, values: vec![1.0; 2] }] };
+        let bad = Request::Push {
+            step: 1,
+            grads: vec![Grad::Dense { table: "w".into(), offset: 3, values: vec![1.0; 2] }].into(),
+        };
         assert!(s.handle(bad, &mut a).unwrap_err().to_string().contains("not on server 0"));
         assert_eq!(s.status().clocks, vec![1, 1], "a refused push does not move the clock");
     }

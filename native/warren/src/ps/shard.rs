@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::table::{TableKind, TableSpec, dense_range, initial, sparse_server};
 use crate::error::{Error, Result};
+use crate::wire::pool;
 
 /// Gradients for one table, as a trainer pushes them to one server.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,6 +40,13 @@ pub enum Grad {
 }
 
 impl Grad {
+    /// Gives its buffer back to the [pool](crate::wire::pool), once it is not needed.
+    pub fn recycle(self) {
+        match self {
+            Grad::Dense { values, .. } | Grad::Sparse { values, .. } => pool::FLOATS.give(values),
+        }
+    }
+
     /// The table it is for.
     pub fn table(&self) -> &str {
         match self {
@@ -55,6 +63,11 @@ struct Row {
     updates: u64,
 }
 
+/// A sparse table's rows by key. Keys are hashed already (by the trainers, and spread over
+/// servers by a mix of them), so a fast fixed hasher does: SipHash was a quarter of a sparse
+/// step's server time.
+type Rows = HashMap<u64, Row, foldhash::fast::FixedState>;
+
 /// The part of one table a shard holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 enum Part {
@@ -68,7 +81,7 @@ enum Part {
     },
     Sparse {
         width: usize,
-        rows: HashMap<u64, Row>,
+        rows: Rows,
     },
 }
 
@@ -111,7 +124,7 @@ impl Shard {
                         updates: 0,
                     }
                 }
-                TableKind::Sparse { width } => Part::Sparse { width: width as usize, rows: HashMap::new() },
+                TableKind::Sparse { width } => Part::Sparse { width: width as usize, rows: Rows::default() },
             });
         }
         Ok(Shard { index, servers, specs: tables.to_vec(), parts })
@@ -136,12 +149,20 @@ impl Shard {
 
     /// Elements `range` of dense table `name`, which must lie in this shard's range.
     pub fn pull_dense(&self, name: &str, range: Range<u64>) -> Result<Vec<f32>> {
+        let mine = self.dense(name, range)?;
+        let mut out = pool::FLOATS.take(mine.len());
+        out.extend_from_slice(mine);
+        Ok(out)
+    }
+
+    /// [`pull_dense`](Self::pull_dense) in place: the elements where the shard holds them.
+    pub fn dense(&self, name: &str, range: Range<u64>) -> Result<&[f32]> {
         let t = self.table(name)?;
         let Part::Dense { range: held, params, .. } = &self.parts[t] else {
             return Err(Error::InvalidArgument(format!("table {name:?} is sparse: pull it by keys")));
         };
         self.check_range(name, held, &range)?;
-        Ok(params[(range.start - held.start) as usize..(range.end - held.start) as usize].to_vec())
+        Ok(&params[(range.start - held.start) as usize..(range.end - held.start) as usize])
     }
 
     /// The rows of `keys` of sparse table `name`, concatenated; a row pulled for the first
@@ -236,9 +257,20 @@ impl Shard {
     fn add(&self, sum: &mut Option<Sum>, t: usize, g: &Grad) {
         match (g, &self.parts[t]) {
             (Grad::Dense { offset, values, .. }, Part::Dense { range, .. }) => {
-                let Sum::Dense(acc) =
-                    sum.get_or_insert_with(|| Sum::Dense(vec![0.0; (range.end - range.start) as usize]))
-                else {
+                let n = (range.end - range.start) as usize;
+                if sum.is_none() && values.len() == n {
+                    // The first gradient covers the whole range: the sum starts as 0 + it,
+                    // in one pass (no zeroing first).
+                    let mut acc = pool::FLOATS.take(n);
+                    acc.extend(values.iter().map(|v| 0.0 + v));
+                    *sum = Some(Sum::Dense(acc));
+                    return;
+                }
+                let Sum::Dense(acc) = sum.get_or_insert_with(|| {
+                    let mut acc = pool::FLOATS.take(n);
+                    acc.resize(n, 0.0);
+                    Sum::Dense(acc)
+                }) else {
                     unreachable!("one kind per table")
                 };
                 let at = (offset - range.start) as usize;
@@ -268,6 +300,7 @@ impl Shard {
             (Part::Dense { params, state, updates, .. }, Sum::Dense(g)) => {
                 *updates += 1;
                 opt.apply(params, state, *updates, &g);
+                pool::FLOATS.give(g);
             }
             (Part::Sparse { width, rows }, Sum::Sparse(g)) => {
                 for (k, g) in g {
@@ -283,7 +316,7 @@ impl Shard {
 }
 
 /// Row `k`, created by the table's initializer if new.
-fn row<'a>(rows: &'a mut HashMap<u64, Row>, spec: &TableSpec, width: usize, k: u64) -> &'a mut Row {
+fn row<'a>(rows: &'a mut Rows, spec: &TableSpec, width: usize, k: u64) -> &'a mut Row {
     rows.entry(k).or_insert_with(|| {
         let mut data: Vec<f32> = (0..width as u32).map(|c| initial(spec.init, k, c)).collect();
         data.extend(spec.optimizer.new_state(width));

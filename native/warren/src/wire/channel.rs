@@ -149,6 +149,16 @@ impl Write for Channel {
         }
     }
 
+    /// Plain TCP writes the slices with one `writev`; TLS takes them one at a time (it
+    /// copies them into records anyway).
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Channel::Plain(s) => s.write_vectored(bufs),
+            Channel::Client(s) => s.write_vectored(bufs),
+            Channel::Server(s) => s.write_vectored(bufs),
+        }
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Channel::Plain(s) => s.flush(),

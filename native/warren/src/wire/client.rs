@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use super::auth::Purpose;
 use super::channel::{Channel, Timed};
-use super::deadline::{timed_out, write_all_by};
-use super::frame::{MAX_FRAME, decode_frame_within, encode_frame, frame_len_within, take_frame};
+use super::deadline::{timed_out, write_all_by, write_all_vectored_by};
+use super::frame::{MAX_FRAME, decode_frame_within, encode_frame};
 use super::handshake::{HandshakeFailure, client_channel};
+use super::inbox::Inbox;
 use super::tls::Tls;
 use crate::error::{Error, Result};
 
@@ -67,7 +68,7 @@ pub fn connect_by(
 pub struct Connection {
     stream: Channel,
     who: String,
-    inbox: Vec<u8>,
+    inbox: Inbox,
     max_frame: usize,
 }
 
@@ -85,7 +86,7 @@ impl Connection {
         let who = who.into();
         let _ = stream.set_nodelay(true);
         let stream = client_channel(stream, secret, purpose, tls, deadline, &who)?;
-        Ok(Connection { stream, who, inbox: Vec::new(), max_frame: MAX_FRAME })
+        Ok(Connection { stream, who, inbox: Inbox::default(), max_frame: MAX_FRAME })
     }
 
     /// Accepts frames of up to `max` body bytes instead of [`MAX_FRAME`] (for services that
@@ -117,6 +118,19 @@ impl Connection {
     /// Sends a frame already encoded (its length prefix included) before `deadline`.
     pub fn send_frame(&mut self, frame: &[u8], deadline: Instant) -> Result<()> {
         write_all_by(&mut self.stream, frame, deadline, &self.who)
+    }
+
+    /// Sends one frame made of `parts` (its length prefix first), written as they are with
+    /// vectored writes (no copy into one buffer), before `deadline`.
+    pub fn send_parts(&mut self, parts: &[&[u8]], deadline: Instant) -> Result<()> {
+        write_all_vectored_by(&mut self.stream, parts, deadline, &self.who)
+    }
+
+    /// Gives back a frame [`recv_frame`](Self::recv_frame) or
+    /// [`next_buffered_frame`](Self::next_buffered_frame) returned, once read: a large one
+    /// is reused to read the next large frame into (no fresh pages to fault in).
+    pub fn recycle(&mut self, frame: Vec<u8>) {
+        self.inbox.recycle(frame);
     }
 
     /// Receives the next message before `deadline`: `Ok(None)` if the other end closed the
@@ -173,8 +187,8 @@ impl Connection {
 
     /// The next whole message among those already read, if any.
     pub fn next_buffered<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>> {
-        Ok(decode_frame_within::<T>(&self.inbox, self.max_frame)?.map(|(msg, used)| {
-            self.inbox.drain(..used);
+        Ok(decode_frame_within::<T>(self.inbox.bytes(), self.max_frame)?.map(|(msg, used)| {
+            self.inbox.consume(used);
             msg
         }))
     }
@@ -182,13 +196,13 @@ impl Connection {
     /// The next whole frame among the bytes already read, if any, as bytes (its length
     /// prefix included).
     pub fn next_buffered_frame(&mut self) -> Result<Option<Vec<u8>>> {
-        Ok(frame_len_within(&self.inbox, self.max_frame)?.map(|len| take_frame(&mut self.inbox, len)))
+        self.inbox.take_frame(self.max_frame)
     }
 
+    /// One read, straight into the inbox (sized from the length of the frame being read).
     fn read_chunk(&mut self) -> io::Result<usize> {
-        let mut chunk = [0u8; 64 << 10];
-        let n = self.stream.read(&mut chunk)?;
-        self.inbox.extend_from_slice(&chunk[..n]);
+        let n = self.stream.read(self.inbox.space(self.max_frame))?;
+        self.inbox.filled(n);
         Ok(n)
     }
 

@@ -1,6 +1,7 @@
 //! Blocking reads and writes bound by a deadline, for handshakes and blocking clients: a
 //! silent or stalled other end becomes a timeout naming it, never a hang.
 
+use std::io::IoSlice;
 use std::time::{Duration, Instant};
 
 use super::channel::Timed;
@@ -38,6 +39,39 @@ pub fn read_exact_by(stream: &mut impl Timed, buf: &mut [u8], deadline: Instant,
         }
     }
     Ok(())
+}
+
+/// Writes all of `parts`, in order, to a blocking stream before `deadline`, with vectored
+/// writes (`writev`): the parts are not copied into one buffer first.
+pub fn write_all_vectored_by(stream: &mut impl Timed, parts: &[&[u8]], deadline: Instant, who: &str) -> Result<()> {
+    let started = Instant::now();
+    let left = deadline.saturating_duration_since(started);
+    if left.is_zero() {
+        return Err(timed_out(who, started, deadline));
+    }
+    stream.socket().set_write_timeout(Some(left)).map_err(|e| Error::io(format!("configuring socket to {who}"), e))?;
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().filter(|p| !p.is_empty()).map(|p| IoSlice::new(p)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        match stream.write_vectored(rest) {
+            Ok(0) => {
+                let e = std::io::Error::from(std::io::ErrorKind::WriteZero);
+                return Err(Error::io(format!("writing to {who}"), e));
+            }
+            Ok(n) => IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(timed_out(format!("{who} to take our bytes"), started, deadline));
+            }
+            Err(e) => return Err(Error::io(format!("writing to {who}"), e)),
+        }
+    }
+    stream.flush().map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            timed_out(format!("{who} to take our bytes"), started, deadline)
+        }
+        _ => Error::io(format!("writing to {who}"), e),
+    })
 }
 
 /// Writes all of `buf` to a blocking stream before `deadline`.

@@ -3,7 +3,8 @@
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::frame::{MAX_FRAME, decode_frame_within, frame_len_within, take_frame};
+use super::frame::{MAX_FRAME, decode_frame_within};
+use super::inbox::Inbox;
 use crate::error::{Error, Result};
 
 /// Reads whole frames from an async stream, buffering what arrives between them.
@@ -11,22 +12,19 @@ use crate::error::{Error, Result};
 pub struct FrameReader<R> {
     rd: R,
     who: String,
-    inbox: Vec<u8>,
-    chunk: Vec<u8>,
+    inbox: Inbox,
     max_frame: usize,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// Frames from `rd`; `who` names the other end in I/O errors.
     pub fn new(rd: R, who: impl Into<String>) -> FrameReader<R> {
-        FrameReader { rd, who: who.into(), inbox: Vec::new(), chunk: vec![0u8; 8192], max_frame: MAX_FRAME }
+        FrameReader { rd, who: who.into(), inbox: Inbox::default(), max_frame: MAX_FRAME }
     }
 
-    /// Accepts frames of up to `max` body bytes instead of [`MAX_FRAME`], reading in larger
-    /// pieces.
+    /// Accepts frames of up to `max` body bytes instead of [`MAX_FRAME`].
     pub fn with_max_frame(mut self, max: usize) -> FrameReader<R> {
         self.max_frame = max;
-        self.chunk.resize(self.chunk.len().max((max / 16).clamp(8192, 1 << 20)), 0);
         self
     }
 
@@ -35,8 +33,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// failed.
     pub async fn next<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>> {
         loop {
-            if let Some((msg, used)) = decode_frame_within::<T>(&self.inbox, self.max_frame)? {
-                self.inbox.drain(..used);
+            if let Some((msg, used)) = decode_frame_within::<T>(self.inbox.bytes(), self.max_frame)? {
+                self.inbox.consume(used);
                 return Ok(Some(msg));
             }
             if !self.fill().await? {
@@ -49,8 +47,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// bodies are not JSON; otherwise as [`next`](Self::next).
     pub async fn next_frame(&mut self) -> Result<Option<Vec<u8>>> {
         loop {
-            if let Some(len) = frame_len_within(&self.inbox, self.max_frame)? {
-                return Ok(Some(take_frame(&mut self.inbox, len)));
+            if let Some(frame) = self.inbox.take_frame(self.max_frame)? {
+                return Ok(Some(frame));
             }
             if !self.fill().await? {
                 return Ok(None);
@@ -58,12 +56,18 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
-    /// Reads what arrives next into the inbox; `false` once the other end has closed.
+    /// Gives back a frame [`next_frame`](Self::next_frame) returned, once read: a large one
+    /// is reused to read the next large frame into.
+    pub fn recycle(&mut self, frame: Vec<u8>) {
+        self.inbox.recycle(frame);
+    }
+
+    /// Reads what arrives next straight into the inbox; `false` once the other end has closed.
     async fn fill(&mut self) -> Result<bool> {
-        match self.rd.read(&mut self.chunk).await {
+        match self.rd.read(self.inbox.space(self.max_frame)).await {
             Ok(0) => Ok(false),
             Ok(n) => {
-                self.inbox.extend_from_slice(&self.chunk[..n]);
+                self.inbox.filled(n);
                 Ok(true)
             }
             Err(e) => Err(Error::io(format!("reading from {}", self.who), e)),

@@ -71,8 +71,10 @@ mod deadline;
 mod frame;
 mod frame_reader;
 pub mod handshake;
+mod inbox;
 #[cfg(test)]
 mod loopback_tests;
+pub mod pool;
 mod preamble;
 pub mod tls;
 
