@@ -238,7 +238,12 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<
             (uris, None)
         }
     };
-    let mut c = PsClient::connect(&uris, &secret, Some(a.trainer), PsClientOptions { tls: super::launcher::tls()?, ..Default::default() })?;
+    let mut c = PsClient::connect(
+        &uris,
+        &secret,
+        Some(a.trainer),
+        PsClientOptions { tls: super::launcher::tls()?, ..Default::default() },
+    )?;
     if let Some(r) = resolver {
         c.set_resolver(r);
     }
