@@ -11,6 +11,7 @@ use std::io::{self, Read, Write};
 use std::net::Shutdown;
 
 use super::shm::ShmEnd;
+use super::tls_link::TlsLink;
 use crate::error::{Error, Result};
 use crate::wire::Channel;
 
@@ -22,7 +23,7 @@ pub struct Link {
     stream: mio::net::TcpStream,
     shm: Option<Shm>,
     /// The TLS session of a TCP link under TLS.
-    tls: Option<Box<rustls::Connection>>,
+    tls: Option<Box<TlsLink>>,
 }
 
 /// The shared-memory side of a link.
@@ -59,7 +60,7 @@ impl Link {
     pub(crate) fn new(peer: usize, channel: Channel, shm: Option<ShmEnd>) -> Result<Link> {
         let (stream, session) = channel.into_parts();
         stream.set_nonblocking(true).map_err(|e| Error::io(format!("configuring link to rank {peer}"), e))?;
-        let tls = if shm.is_some() { None } else { session.map(Box::new) };
+        let tls = if shm.is_some() { None } else { session.map(|s| Box::new(TlsLink::new(s))) };
         let shm = shm.map(|end| Shm { end, gone: None });
         Ok(Link { peer, stream: mio::net::TcpStream::from_std(stream), shm, tls })
     }
@@ -95,7 +96,7 @@ impl Link {
             return Ok(n);
         }
         if let Some(tls) = self.tls.as_mut() {
-            return tls_read(tls, &mut self.stream, buf, self.peer);
+            return tls.read(&mut self.stream, buf, self.peer);
         }
         loop {
             match self.stream.read(buf) {
@@ -144,7 +145,7 @@ impl Link {
             return Ok(n);
         }
         if let Some(tls) = self.tls.as_mut() {
-            return tls_write(tls, &mut self.stream, a, b, self.peer);
+            return tls.write(&mut self.stream, a, b, self.peer);
         }
         let bufs = [io::IoSlice::new(a), io::IoSlice::new(b)];
         let bufs = match (a.is_empty(), b.is_empty()) {
@@ -172,7 +173,7 @@ impl Link {
     /// left (at once on a link without TLS), `Ok(false)` while the socket is full.
     pub fn flush(&mut self) -> Result<bool> {
         match self.tls.as_mut() {
-            Some(tls) => tls_flush(tls, &mut self.stream, self.peer),
+            Some(tls) => tls.flush(&mut self.stream, self.peer),
             None => Ok(true),
         }
     }
@@ -217,75 +218,6 @@ impl Link {
             let _ = (&self.stream).write(&[1]);
         }
     }
-}
-
-/// Reads plaintext from a TLS link: what the session holds, else what the socket brings
-/// (`Ok(0)` only once the socket has nothing more, so that its next data wakes the waiter).
-fn tls_read(
-    tls: &mut rustls::Connection,
-    sock: &mut mio::net::TcpStream,
-    buf: &mut [u8],
-    peer: usize,
-) -> Result<usize> {
-    loop {
-        match tls.reader().read(buf) {
-            Ok(0) => return Err(lost(peer, "closed the connection")),
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(lost(peer, "closed the connection")),
-            Err(e) => return Err(lost(peer, &e.to_string())),
-        }
-        match tls.read_tls(sock) {
-            Ok(0) => return Err(lost(peer, "closed the connection")),
-            Ok(_) => {
-                tls.process_new_packets().map_err(|e| lost(peer, &format!("TLS: {e}")))?;
-                // Answers the session owes (a key update) go out with the next flush.
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(lost(peer, &e.to_string())),
-        }
-    }
-}
-
-/// Writes `a` then `b` to a TLS link: nothing while earlier records are still to send (the
-/// link is full), else what the session takes, sent at once as far as the socket allows.
-fn tls_write(
-    tls: &mut rustls::Connection,
-    sock: &mut mio::net::TcpStream,
-    a: &[u8],
-    b: &[u8],
-    peer: usize,
-) -> Result<usize> {
-    if !tls_flush(tls, sock, peer)? {
-        return Ok(0);
-    }
-    let mut n = 0;
-    for part in [a, b] {
-        if part.is_empty() {
-            continue;
-        }
-        let k = tls.writer().write(part).map_err(|e| lost(peer, &e.to_string()))?;
-        n += k;
-        if k < part.len() {
-            break;
-        }
-    }
-    tls_flush(tls, sock, peer)?;
-    Ok(n)
-}
-
-/// Sends the records a TLS session holds: `Ok(true)` once none is left.
-fn tls_flush(tls: &mut rustls::Connection, sock: &mut mio::net::TcpStream, peer: usize) -> Result<bool> {
-    while tls.wants_write() {
-        match tls.write_tls(sock) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(lost(peer, &e.to_string())),
-        }
-    }
-    Ok(true)
 }
 
 fn lost(peer: usize, reason: &str) -> Error {

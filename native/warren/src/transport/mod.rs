@@ -7,6 +7,7 @@
 mod link;
 mod setup;
 mod shm;
+mod tls_link;
 mod waiter;
 
 pub use link::{Link, Transport};
