@@ -216,7 +216,7 @@ object WarrenSpark {
         hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
         RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
       }
-      trackers = Trackers.start(numWorkers, host, attempts, rendezvous, settings.peerTimeout.orNull)
+      trackers = Trackers.start(numWorkers, host, attempts, rendezvous, settings.peerTimeout.orNull, settings.tls)
       // A remote directory's tasks set WARREN_CHECKPOINT_DIR to their staging directory; the
       // native library and the staging uploads use the same durableEvery.
       val durable = localCkptDir.map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
@@ -315,14 +315,15 @@ object WarrenSpark {
       else rdd.repartition(numWorkers)
     val host = settings.host.getOrElse(sc.getConf.get("spark.driver.host", "127.0.0.1"))
     val secret = UUID.randomUUID().toString
-    val servers = new PsServers(numServers, secret, settings, host)
+    val tls = all.tls // serializable, into the tasks' closure
+    val servers = new PsServers(numServers, secret, settings, host, tls)
     try {
       onServers(servers)
       val uris = servers.uris.toList // serializable, into the tasks' closure
       val (connectTimeout, callTimeout) = (settings.connectTimeout, settings.callTimeout)
       val workers = input.mapPartitions { rows =>
         val id = TaskContext.get().partitionId()
-        val ps = PsClient.connect(uris.asJava, secret, id, connectTimeout, callTimeout)
+        val ps = PsClient.connect(uris.asJava, secret, id, connectTimeout, callTimeout, tls)
         val r =
           try f(ps, rows)
           catch {
