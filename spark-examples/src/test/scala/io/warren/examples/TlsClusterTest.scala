@@ -16,7 +16,8 @@ import org.junit.jupiter.api._
   * workers in the executors, and the parameter servers (child JVMs of the driver with
   * `spark.warren.ps.servers=process`) and their trainers all speak TLS, and the jobs end with the
   * models of plain runs, bit for bit; executors joining a TLS tracker in plain TCP fail at once
-  * with an error naming the TLS mismatch, and the tracker keeps nothing of them.
+  * with an error naming the TLS mismatch, and the tracker keeps nothing of them; a data master the
+  * application starts on the driver follows `spark.warren.tls` through `WarrenSpark.tlsSettings`.
   */
 @TestInstance(Lifecycle.PER_CLASS)
 @TestMethodOrder(classOf[MethodOrderer.MethodName])
@@ -91,5 +92,18 @@ class TlsClusterTest {
       assertEquals(2, report.workers())
       assertEquals(0L, report.recoveries())
     } finally tracker.close()
+  }
+
+  @Test
+  def d_aMasterTheApplicationStartsOnTheDriverFollowsSparkWarrenTls(@org.junit.jupiter.api.io.TempDir dir: java.nio.file.Path): Unit = {
+    assertEquals(TlsSettings.OFF, WarrenSpark.tlsSettings(sc))
+    assertEquals(TlsSettings.jobSecret(), WarrenSpark.tlsSettings(sc, Map("spark.warren.tls" -> "true")))
+    counts.reset(sc, 2)
+    val p = RecordIOTraining.Params(workers = 2, records = 400, passes = 1, taskTimeoutMs = 120000, conf = Map("tls" -> "true"))
+    val r = RecordIOTraining.run(sc, p, dir)
+    println(s"RecordIO tls: ${r.steps} steps, master ${r.status}")
+    assertEquals(0, counts.failed.get, s"${counts.reasons}")
+    assertEquals(Seq(400), r.reads.map(_.count(_ == 1)).toSeq, "every record read exactly once")
+    assertEquals(1L, r.status.pass())
   }
 }

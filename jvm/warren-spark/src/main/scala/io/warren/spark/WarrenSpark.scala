@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
-import io.warren.Communicator
+import io.warren.{Communicator, TlsSettings}
 import io.warren.ps.PsClient
 import io.warren.runner.{CheckpointDirs, HadoopCheckpoints, RunnerException, Trackers, WorkerRun}
 import org.apache.hadoop.conf.Configuration
@@ -339,6 +339,20 @@ object WarrenSpark {
       run(sc, watch, numWorkers, Recovery.RetryOne)(workers.collect())
     } finally servers.close()
   }
+
+  /** The encryption in transit of jobs run with `conf` (`spark.warren.tls*`, or
+    * `spark.warren.setting.WARREN_TLS*`, in the Spark conf or in `conf`): for endpoints the
+    * application starts on the driver itself and whose clients run in the tasks, such as an
+    * [[io.warren.Master]] (`Master.builder().tls(WarrenSpark.tlsSettings(sc))`; its
+    * `workerSettings()` then carry the same settings to `MasterClient.connect`).
+    *
+    * @param sc the context
+    * @param conf `spark.warren.*` settings overriding the Spark conf, as given to [[train]]
+    * @return the settings ([[io.warren.TlsSettings.OFF]] unless TLS is on)
+    * @throws WarrenSparkException if a setting is invalid
+    */
+  def tlsSettings(sc: SparkContext, conf: Map[String, String] = Map.empty): TlsSettings =
+    WarrenSettings.parse(merged(sc, conf)).tls
 
   /** Where a fail-all run with a remote checkpoint directory keeps its checkpoints, as the
     * tasks see it.
