@@ -348,7 +348,7 @@ object WarrenSpark {
     *
     * @param sc the context
     * @param conf `spark.warren.*` settings overriding the Spark conf, as given to [[train]]
-    * @return the settings ([[io.warren.TlsSettings.OFF]] unless TLS is on)
+    * @return the settings (`TlsSettings.OFF` unless TLS is on)
     * @throws WarrenSparkException if a setting is invalid
     */
   def tlsSettings(sc: SparkContext, conf: Map[String, String] = Map.empty): TlsSettings =
