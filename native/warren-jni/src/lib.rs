@@ -8,6 +8,7 @@
 //! - [`recordio`]: the exports of `RecordIOWriter` / `RecordIOReader`.
 //! - [`master`]: the exports of `Master`, `MasterClient` and `TaskReader`.
 //! - [`ps`]: the exports of `io.warren.ps` (`PsServer`, `PsClient`): parameter servers.
+//! - [`tls`]: the TLS settings the exports that open a connection or a listener take.
 //! - [`handle`]: native objects cross as `long` handles (`Box` pointers) that the Java side
 //!   releases explicitly (`commClose`, `trackerClose`, ...); a zero handle raises
 //!   `IllegalStateException`. Every dereference of a handle goes through that module, under
@@ -43,6 +44,7 @@ pub mod logging;
 pub mod master;
 pub mod ps;
 pub mod recordio;
+mod tls;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -707,8 +709,10 @@ pub extern "system" fn Java_io_warren_Native_commClose<'l>(mut env: EnvUnowned<'
 
 /// Starts a tracker for `workers` workers. `host` may be null (127.0.0.1), `port` 0 (any),
 /// `rendezvous_ms` 0 (the default, 600 s), `peer_timeout_ms` negative (the default, 30 s) or
-/// 0 (no heartbeats: a hung worker is not fenced).
+/// 0 (no heartbeats: a hung worker is not fenced); `tls` the TLS settings (see [`tls`]; null:
+/// plain TCP).
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
@@ -718,6 +722,7 @@ pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
     port: jint,
     rendezvous_ms: jlong,
     peer_timeout_ms: jlong,
+    tls: JObjectArray<'l, JString<'l>>,
 ) -> jlong {
     run(&mut env, |env| {
         let workers =
@@ -737,6 +742,7 @@ pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
         if peer_timeout_ms >= 0 {
             cfg.peer_timeout = (peer_timeout_ms > 0).then(|| Duration::from_millis(peer_timeout_ms as u64));
         }
+        cfg.tls = tls::context(env, &tls)?;
         let t = Tracker::start(cfg)?;
         Ok(handle::into_handle(t))
     })

@@ -68,7 +68,8 @@ fn parse<T: std::str::FromStr>(key: &str, value: &str) -> JniResult<T> {
 }
 
 /// A [`MasterConfig`] and store spec from the settings `keys[i] = values[i]` (names as in
-/// `io.warren.Master.Builder`) and the dataset's glob `patterns`.
+/// `io.warren.Master.Builder`; TLS as `WARREN_TLS*` keys, see [`crate::tls`]) and the
+/// dataset's glob `patterns`.
 fn master_config(patterns: Vec<String>, keys: &[String], values: &[String]) -> JniResult<(MasterConfig, String)> {
     if keys.len() != values.len() {
         return Err(JniError::Argument("keys and values differ in length".into()));
@@ -76,8 +77,10 @@ fn master_config(patterns: Vec<String>, keys: &[String], values: &[String]) -> J
     let mut cfg = MasterConfig::new("");
     let mut store = None;
     let mut chunks_per_task = 1;
+    let mut tls = Vec::new();
     for (k, v) in keys.iter().zip(values) {
         match k.as_str() {
+            k if k.starts_with("WARREN_TLS") => tls.extend([k.to_string(), v.clone()]),
             "secret" => cfg.secret = v.clone(),
             "store" => store = Some(v.clone()),
             "host" => cfg.host = v.clone(),
@@ -98,6 +101,7 @@ fn master_config(patterns: Vec<String>, keys: &[String], values: &[String]) -> J
     if !patterns.is_empty() {
         cfg.dataset = Some((patterns, chunks_per_task));
     }
+    cfg.tls = crate::tls::from_pairs(&tls)?;
     Ok((cfg, store))
 }
 
@@ -189,7 +193,8 @@ pub extern "system" fn Java_io_warren_Native_masterClose<'l>(mut env: EnvUnowned
 }
 
 /// Connects and authenticates to the master at `uri` now (a wrong secret or address fails
-/// here); every later call retries for at most `call_timeout_ms`.
+/// here); every later call retries for at most `call_timeout_ms`. `tls`: the TLS settings
+/// (see [`crate::tls`]; null: plain TCP).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_mclientConnect<'l>(
     mut env: EnvUnowned<'l>,
@@ -197,10 +202,15 @@ pub extern "system" fn Java_io_warren_Native_mclientConnect<'l>(
     uri: JString<'l>,
     secret: JString<'l>,
     call_timeout_ms: jlong,
+    tls: JObjectArray<'l, JString<'l>>,
 ) -> jlong {
     run(&mut env, |env| {
         let (uri, secret) = (string(env, &uri, "address")?, string(env, &secret, "secret")?);
-        let opts = ClientOptions { call_timeout: millis(call_timeout_ms, "callTimeout")?, ..Default::default() };
+        let opts = ClientOptions {
+            call_timeout: millis(call_timeout_ms, "callTimeout")?,
+            tls: crate::tls::context(env, &tls)?,
+            ..Default::default()
+        };
         let c = MasterClient::connect(uri, secret, opts)?;
         Ok(handle::into_handle(c))
     })
@@ -356,8 +366,9 @@ pub extern "system" fn Java_io_warren_Native_mclientClose<'l>(mut env: EnvUnowne
 
 /// A task reader for pass `pass` on its own connection to the master at `uri` (connected
 /// and authenticated now). `idle_timeout_ms`: longest wait for a task while others are
-/// pending elsewhere.
+/// pending elsewhere; `tls` as for `mclientConnect`.
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_Native_taskReaderOpen<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
@@ -366,11 +377,16 @@ pub extern "system" fn Java_io_warren_Native_taskReaderOpen<'l>(
     pass: jlong,
     call_timeout_ms: jlong,
     idle_timeout_ms: jlong,
+    tls: JObjectArray<'l, JString<'l>>,
 ) -> jlong {
     run(&mut env, |env| {
         let (uri, secret) = (string(env, &uri, "address")?, string(env, &secret, "secret")?);
         let pass = u64::try_from(pass).map_err(|_| JniError::Argument(format!("pass {pass} is negative")))?;
-        let opts = ClientOptions { call_timeout: millis(call_timeout_ms, "callTimeout")?, ..Default::default() };
+        let opts = ClientOptions {
+            call_timeout: millis(call_timeout_ms, "callTimeout")?,
+            tls: crate::tls::context(env, &tls)?,
+            ..Default::default()
+        };
         let ropts = ReaderOptions { idle_timeout: millis(idle_timeout_ms, "idleTimeout")?, ..Default::default() };
         let c = MasterClient::connect(uri, secret, opts)?;
         Ok(handle::into_handle(TaskReader::new(c, pass, ropts)))

@@ -47,6 +47,7 @@ fn unsigned(v: jlong, what: &str) -> JniResult<u64> {
 /// Server `index` of `servers` with `secret`, bound to `host:port` (0: any free port).
 /// `checkpoint_dir` null: no checkpoints; else one every `every_steps` steps or `every_ms`
 /// milliseconds (0: not by that measure), and a checkpoint found there is loaded first.
+/// `tls`: the TLS settings (see [`crate::tls`]; null: plain TCP).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
@@ -61,6 +62,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
     checkpoint_dir: JString<'l>,
     every_steps: jlong,
     every_ms: jlong,
+    tls: JObjectArray<'l, JString<'l>>,
 ) -> jlong {
     run(&mut env, |env| {
         let (Ok(index), Ok(servers)) = (usize::try_from(index), usize::try_from(servers)) else {
@@ -77,6 +79,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
                 every: Duration::from_millis(unsigned(every_ms, "checkpoint interval")?),
             });
         }
+        cfg.tls = crate::tls::context(env, &tls)?;
         Ok(handle::into_handle(PsServer::start(cfg)?))
     })
 }
@@ -183,7 +186,8 @@ pub extern "system" fn Java_io_warren_ps_PsNative_cancelFree<'l>(
 
 /// Connects to the servers `uris` (server `i` at `uris[i]`) as trainer `trainer` (-1: an
 /// observer), waiting up to `connect_timeout_ms` for servers still starting; cancel handle
-/// `ch` cancels this and every later call.
+/// `ch` cancels this and every later call. `tls`: the TLS settings (see [`crate::tls`];
+/// null: plain TCP).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_clientConnect<'l>(
@@ -195,6 +199,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientConnect<'l>(
     connect_timeout_ms: jlong,
     call_timeout_ms: jlong,
     ch: jlong,
+    tls: JObjectArray<'l, JString<'l>>,
 ) -> jlong {
     run(&mut env, |env| {
         let uris = strings(env, &uris, "server addresses")?;
@@ -206,7 +211,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientConnect<'l>(
         let opts = PsClientOptions {
             connect_timeout: millis(connect_timeout_ms, "connectTimeout")?,
             call_timeout: millis(call_timeout_ms, "callTimeout")?,
-            ..Default::default()
+            tls: crate::tls::context(env, &tls)?,
         };
         let cancel = handle::shared::<CancelHandle>(ch, "PsClient")?.clone();
         Ok(handle::into_handle(PsClient::connect_cancellable(&uris, secret, trainer, opts, cancel)?))

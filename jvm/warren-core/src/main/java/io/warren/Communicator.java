@@ -127,25 +127,54 @@ public final class Communicator implements AutoCloseable {
     long cancel = Native.cancelCreate();
     long h;
     Thread me = Thread.currentThread();
-    try (InterruptWatcher.Call watch =
-        new InterruptWatcher.Call(me, () -> Native.cancel(cancel, INTERRUPTED))) {
-      if (me.isInterrupted()) {
-        watch.interrupted(me);
-      }
+    InterruptWatcher.Call watch =
+        new InterruptWatcher.Call(me, () -> Native.cancel(cancel, INTERRUPTED));
+    try {
       try {
-        h = Native.commCreate(keys, values, cancel);
-      } catch (CollectiveAbortedException e) {
-        if (watch.fired()) {
-          throw interrupted("joining the job", e);
+        if (me.isInterrupted()) {
+          watch.interrupted(me);
         }
-        throw e;
+        try {
+          h = Native.commCreate(keys, values, cancel);
+        } catch (CollectiveAbortedException e) {
+          if (watch.fired()) {
+            throw interrupted("joining the job", e);
+          }
+          throw e;
+        }
+        java.util.function.Consumer<InterruptWatcher.Call> hook = joinedHook;
+        if (hook != null) {
+          hook.accept(watch);
+        }
+      } finally {
+        watch.close(); // it never fires after this
       }
     } catch (RuntimeException | Error e) {
       Native.cancelFree(cancel); // no watch uses it any more (closed above)
       throw e;
     }
+    if (watch.fired()) {
+      // Interrupted between the join's return and the watch's close: the new communicator's
+      // cancel handle is cancelled, so every call would fail. Leave the job as failed (abort,
+      // not close, which would tell the tracker this worker finished and make it refuse the
+      // task's next attempt) and report the interrupt.
+      CollectiveAbortedException cause =
+          new CollectiveAbortedException(
+              "the job was joined, then the calling thread was interrupted",
+              Native.commRank(h),
+              INTERRUPTED);
+      Native.commAbort(h);
+      Native.cancelFree(cancel);
+      throw interrupted("joining the job", cause);
+    }
     return new Communicator(h, cancel);
   }
+
+  /**
+   * Tests only: runs on the joining thread right after the native join returned, while the
+   * interrupt watch is still open (to land an interrupt in that window deterministically).
+   */
+  static volatile java.util.function.Consumer<InterruptWatcher.Call> joinedHook;
 
   /** A native call on the live handle. */
   @FunctionalInterface

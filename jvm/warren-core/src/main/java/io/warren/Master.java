@@ -32,10 +32,12 @@ public final class Master implements AutoCloseable {
   private final SharedHandle handle;
   private final String address;
   private final String secret;
+  private final TlsSettings tls;
 
-  private Master(long handle, String secret) {
+  private Master(long handle, String secret, TlsSettings tls) {
     this.handle = new SharedHandle(handle, "Master");
     this.secret = secret;
+    this.tls = tls;
     this.address = Native.masterAddress(handle);
   }
 
@@ -54,6 +56,7 @@ public final class Master implements AutoCloseable {
     private final List<String> patterns = new ArrayList<>();
     private final Map<String, String> settings = new LinkedHashMap<>();
     private String secret;
+    private TlsSettings tls = TlsSettings.OFF;
 
     private Builder() {}
 
@@ -167,6 +170,18 @@ public final class Master implements AutoCloseable {
       return set("durableHandOuts", Boolean.toString(durable));
     }
 
+    /**
+     * Encryption in transit (default {@link TlsSettings#OFF}: plain TCP); its clients must use
+     * the same ({@link #workerSettings()} carries them).
+     *
+     * @param tls the TLS settings
+     * @return this builder
+     */
+    public Builder tls(TlsSettings tls) {
+      this.tls = Objects.requireNonNull(tls, "tls");
+      return this;
+    }
+
     private Builder set(String key, String value) {
       settings.put(key, value);
       return this;
@@ -177,7 +192,8 @@ public final class Master implements AutoCloseable {
      * starts serving.
      *
      * @return the running master; close it when the job is over
-     * @throws WarrenConfigException if a setting is missing or invalid
+     * @throws WarrenConfigException if a setting is missing or invalid, or a certificate file
+     *     cannot be read
      * @throws DatasetMismatchException if the store holds another dataset
      * @throws WarrenArgumentException if a pattern matches no file
      * @throws CorruptDataException if a file's chunk headers are damaged
@@ -186,10 +202,12 @@ public final class Master implements AutoCloseable {
      */
     public Master start() {
       NativeLoader.ensureLoaded();
-      String[] keys = settings.keySet().toArray(new String[0]);
-      String[] values = settings.values().toArray(new String[0]);
+      Map<String, String> all = new LinkedHashMap<>(settings);
+      all.putAll(tls.workerSettings());
+      String[] keys = all.keySet().toArray(new String[0]);
+      String[] values = all.values().toArray(new String[0]);
       long h = Native.masterStart(patterns.toArray(new String[0]), keys, values);
-      return new Master(h, secret);
+      return new Master(h, secret, tls);
     }
   }
 
@@ -204,8 +222,9 @@ public final class Master implements AutoCloseable {
   }
 
   /**
-   * The settings a worker needs to reach this master ({@link #URI_KEY}, {@link #SECRET_KEY});
-   * pass them to {@link MasterClient#connect(Map)}.
+   * The settings a worker needs to reach this master ({@link #URI_KEY}, {@link #SECRET_KEY},
+   * and its {@link TlsSettings} if it speaks TLS); pass them to {@link
+   * MasterClient#connect(Map)}.
    *
    * @return a new mutable map
    */
@@ -214,6 +233,7 @@ public final class Master implements AutoCloseable {
     Map<String, String> map = new LinkedHashMap<>();
     map.put(URI_KEY, address);
     map.put(SECRET_KEY, secret);
+    map.putAll(tls.workerSettings());
     return map;
   }
 

@@ -27,18 +27,22 @@ public final class MasterClient implements AutoCloseable {
   private final String address;
   private final String secret;
   private final Duration callTimeout;
+  private final TlsSettings tls;
   private long handle;
 
-  private MasterClient(String address, String secret, Duration callTimeout, long handle) {
+  private MasterClient(
+      String address, String secret, Duration callTimeout, TlsSettings tls, long handle) {
     this.address = address;
     this.secret = secret;
     this.callTimeout = callTimeout;
+    this.tls = tls;
     this.handle = handle;
   }
 
   /**
    * Connects with the settings of {@link Master#workerSettings()} ({@code WARREN_MASTER_URI},
-   * {@code WARREN_JOB_SECRET}); other entries are ignored.
+   * {@code WARREN_JOB_SECRET}, and the {@link TlsSettings} keys {@code WARREN_TLS*}); other
+   * entries are ignored.
    *
    * @param settings the worker settings
    * @return the connected client; close it
@@ -53,7 +57,11 @@ public final class MasterClient implements AutoCloseable {
         throw new WarrenConfigException("the master's worker settings lack " + k);
       }
     }
-    return connect(settings.get(Master.URI_KEY), settings.get(Master.SECRET_KEY), DEFAULT_CALL_TIMEOUT);
+    return connect(
+        settings.get(Master.URI_KEY),
+        settings.get(Master.SECRET_KEY),
+        DEFAULT_CALL_TIMEOUT,
+        TlsSettings.fromSettings(settings));
   }
 
   /**
@@ -67,12 +75,32 @@ public final class MasterClient implements AutoCloseable {
    * @throws WarrenTimeoutException if the master cannot be reached within {@code callTimeout}
    */
   public static MasterClient connect(String address, String secret, Duration callTimeout) {
+    return connect(address, secret, callTimeout, TlsSettings.OFF);
+  }
+
+  /**
+   * Connects and authenticates now, over TLS if {@code tls} says so (the master's settings must
+   * agree: a TLS client and a plain master refuse each other at once, naming the mismatch).
+   *
+   * @param address the master's {@code host:port}
+   * @param secret the job secret
+   * @param callTimeout how long one call may take, retries and reconnections included
+   * @param tls encryption in transit ({@link TlsSettings#OFF}: plain TCP)
+   * @return the connected client; close it
+   * @throws WarrenAuthException if the secret is wrong
+   * @throws WarrenProtocolException if the master's TLS setting differs
+   * @throws WarrenConfigException if a certificate file cannot be read
+   * @throws WarrenTimeoutException if the master cannot be reached within {@code callTimeout}
+   */
+  public static MasterClient connect(
+      String address, String secret, Duration callTimeout, TlsSettings tls) {
     Objects.requireNonNull(address, "address");
     Objects.requireNonNull(secret, "secret");
+    Objects.requireNonNull(tls, "tls");
     positive(callTimeout, "callTimeout");
     NativeLoader.ensureLoaded();
-    long h = Native.mclientConnect(address, secret, callTimeout.toMillis());
-    return new MasterClient(address, secret, callTimeout, h);
+    long h = Native.mclientConnect(address, secret, callTimeout.toMillis(), tls.flat());
+    return new MasterClient(address, secret, callTimeout, tls, h);
   }
 
   static void positive(Duration d, String what) {
@@ -151,7 +179,8 @@ public final class MasterClient implements AutoCloseable {
       live();
     }
     return new TaskReader(
-        Native.taskReaderOpen(address, secret, pass, callTimeout.toMillis(), idleTimeout.toMillis()));
+        Native.taskReaderOpen(
+            address, secret, pass, callTimeout.toMillis(), idleTimeout.toMillis(), tls.flat()));
   }
 
   /**

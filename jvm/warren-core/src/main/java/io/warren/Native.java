@@ -77,14 +77,18 @@ final class Native {
 
   static native void commAbort(long handle);
 
-  /** peerTimeoutMillis: negative for the default (30 s), 0 for no heartbeats. */
+  /**
+   * peerTimeoutMillis: negative for the default (30 s), 0 for no heartbeats; tls: {@link
+   * TlsSettings#flat()}.
+   */
   static native long trackerStart(
       int workers,
       String secret,
       String host,
       int port,
       long rendezvousMillis,
-      long peerTimeoutMillis);
+      long peerTimeoutMillis,
+      String[] tls);
 
   static native String[] trackerTakeFenced(long handle);
 
@@ -110,7 +114,7 @@ final class Native {
 
   static native void rioReaderClose(long handle);
 
-  /** Dataset glob patterns, then settings as in {@link Master.Builder}. */
+  /** Dataset glob patterns, then settings as in {@link Master.Builder} (TLS as WARREN_TLS* keys). */
   static native long masterStart(String[] patterns, String[] keys, String[] values);
 
   static native String masterAddress(long handle);
@@ -122,7 +126,9 @@ final class Native {
 
   static native void masterClose(long handle);
 
-  static native long mclientConnect(String address, String secret, long callTimeoutMillis);
+  /** tls: {@link TlsSettings#flat()}. */
+  static native long mclientConnect(
+      String address, String secret, long callTimeoutMillis, String[] tls);
 
   static native long[] mclientStatus(long handle);
 
@@ -142,8 +148,14 @@ final class Native {
 
   static native void mclientClose(long handle);
 
+  /** tls: {@link TlsSettings#flat()}. */
   static native long taskReaderOpen(
-      String address, String secret, long pass, long callTimeoutMillis, long idleTimeoutMillis);
+      String address,
+      String secret,
+      long pass,
+      long callTimeoutMillis,
+      long idleTimeoutMillis,
+      String[] tls);
 
   static native byte[] taskReaderNext(long handle);
 

@@ -24,10 +24,12 @@ import java.util.Objects;
 public final class Tracker implements AutoCloseable {
   private final SharedHandle handle;
   private final String uri;
+  private final TlsSettings tls;
 
-  private Tracker(long handle) {
+  private Tracker(long handle, TlsSettings tls) {
     this.handle = new SharedHandle(handle, "Tracker");
     this.uri = Native.trackerUri(handle);
+    this.tls = tls;
   }
 
   /**
@@ -89,7 +91,37 @@ public final class Tracker implements AutoCloseable {
       int port,
       Duration rendezvousTimeout,
       Duration peerTimeout) {
+    return start(workers, secret, host, port, rendezvousTimeout, peerTimeout, TlsSettings.OFF);
+  }
+
+  /**
+   * Starts a tracker that speaks TLS ({@link TlsSettings}) to its workers, or plain TCP with
+   * {@link TlsSettings#OFF}; {@link #workerSettings()} then carries the same TLS settings, so
+   * that workers given them use TLS alike.
+   *
+   * @param workers the number of workers in the job
+   * @param secret the job secret workers must prove they hold (not empty)
+   * @param host the address to bind and advertise
+   * @param port the port to bind, 0 for any free port
+   * @param rendezvousTimeout how long all workers have to arrive; zero for the default (600 s)
+   * @param peerTimeout null for the default (30 s), zero for none
+   * @param tls encryption in transit
+   * @return the running tracker; close it when the job is over
+   * @throws WarrenConfigException if an argument is invalid, or a certificate file cannot be
+   *     read (the message names it)
+   * @throws WarrenIOException if the port cannot be bound
+   * @throws NativeLibraryException if the native library cannot be loaded
+   */
+  public static Tracker start(
+      int workers,
+      String secret,
+      String host,
+      int port,
+      Duration rendezvousTimeout,
+      Duration peerTimeout,
+      TlsSettings tls) {
     Objects.requireNonNull(secret, "secret");
+    Objects.requireNonNull(tls, "tls");
     Objects.requireNonNull(host, "host");
     Objects.requireNonNull(rendezvousTimeout, "rendezvousTimeout");
     if (workers < 1) {
@@ -102,7 +134,8 @@ public final class Tracker implements AutoCloseable {
     long peerMillis = peerTimeout == null ? -1 : Math.max(peerTimeout.toMillis(), peerTimeout.isZero() ? 0 : 1);
     return new Tracker(
         Native.trackerStart(
-            workers, secret, host, port, rendezvousTimeout.toMillis(), peerMillis));
+            workers, secret, host, port, rendezvousTimeout.toMillis(), peerMillis, tls.flat()),
+        tls);
   }
 
   /**
@@ -117,8 +150,8 @@ public final class Tracker implements AutoCloseable {
 
   /**
    * The settings every worker needs ({@code WARREN_TRACKER_URI}, {@code WARREN_NUM_WORKERS},
-   * {@code WARREN_JOB_SECRET}); add {@code WARREN_TASK_ID} per worker, or use {@link
-   * #workerSettings(String)}.
+   * {@code WARREN_JOB_SECRET}, and the tracker's {@link TlsSettings} if it speaks TLS); add
+   * {@code WARREN_TASK_ID} per worker, or use {@link #workerSettings(String)}.
    *
    * @return a new mutable map
    */
@@ -128,7 +161,17 @@ public final class Tracker implements AutoCloseable {
     for (int i = 0; i + 1 < flat.length; i += 2) {
       map.put(flat[i], flat[i + 1]);
     }
+    map.putAll(tls.workerSettings());
     return map;
+  }
+
+  /**
+   * The tracker's TLS settings.
+   *
+   * @return what it was started with ({@link TlsSettings#OFF}: plain TCP)
+   */
+  public TlsSettings tls() {
+    return tls;
   }
 
   /**

@@ -230,4 +230,46 @@ class CancelTest {
     }
     assertEquals(java.util.Optional.empty(), c.fenced(), "after abort()");
   }
+
+  @Test
+  @Timeout(60)
+  void anInterruptJustAfterTheJoinReturnedFailsCreateAndLeavesTheJobAsFailed() throws Exception {
+    try (Tracker tracker = Tracker.start(1, TestSupport.SECRET)) {
+      Map<String, String> first = tracker.workerSettings("0");
+      // The interrupt lands after the native join returned, before create() closed its watch:
+      // the hook waits (bounded) until the watcher thread has cancelled the fresh communicator.
+      AtomicBoolean watcherFired = new AtomicBoolean();
+      Communicator.joinedHook =
+          watch -> {
+            Thread.currentThread().interrupt();
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while (!watch.fired() && System.nanoTime() < until) {
+              Thread.onSpinWait();
+            }
+            watcherFired.set(watch.fired());
+          };
+      Throwable t;
+      try {
+        t = org.junit.jupiter.api.Assertions.assertThrows(
+            CollectiveAbortedException.class, () -> Communicator.create(first));
+      } finally {
+        Communicator.joinedHook = null;
+      }
+      boolean flag = Thread.interrupted();
+      assertTrue(watcherFired.get(), "the watcher cancelled the join's communicator");
+      assertInstanceOf(CollectiveInterruptedException.class, t, String.valueOf(t));
+      assertTrue(t.getMessage().contains("joining the job"), t.getMessage());
+      assertEquals(0, ((CollectiveInterruptedException) t).rank(), "joined as rank 0");
+      assertTrue(flag, "the interrupt flag is set again");
+      // Left as failed, not finished: the task's next attempt joins and the job completes.
+      Map<String, String> next = tracker.workerSettings("0");
+      next.put("WARREN_ATTEMPT", "1");
+      try (Communicator c = Communicator.create(next)) {
+        float[] v = {5f};
+        c.allreduce(v, Op.SUM);
+        assertEquals(5f, v[0]);
+      }
+      assertEquals(1, tracker.awaitCompletion(java.time.Duration.ofSeconds(30)).workers());
+    }
+  }
 }

@@ -280,6 +280,7 @@ object RecordIOTraining {
         .secret(java.util.UUID.randomUUID().toString)
         .timeouts(p.taskTimeoutMs, p.taskTimeoutMs)
         .maxFailures(10)
+        .tls(WarrenSpark.tlsSettings(sc, p.conf)) // the workers reach it as they reach the tracker
         .start()
     ) { master =>
       val settings = master.workerSettings().asScala.toMap

@@ -3,6 +3,7 @@ package io.warren.ps;
 import io.warren.CollectiveAbortedException;
 import io.warren.InterruptWatcher;
 import io.warren.NativeLoader;
+import io.warren.TlsSettings;
 import java.nio.FloatBuffer;
 import java.time.Duration;
 import java.util.List;
@@ -97,7 +98,19 @@ public final class PsClient implements AutoCloseable {
    * @return the client; close it
    */
   public static PsClient observer(List<String> uris, String secret) {
-    return open(uris, secret, -1, DEFAULT_CONNECT_TIMEOUT, DEFAULT_CALL_TIMEOUT);
+    return observer(uris, secret, TlsSettings.OFF);
+  }
+
+  /**
+   * Connects an observer over TLS if {@code tls} says so (as the servers must).
+   *
+   * @param uris the servers' addresses
+   * @param secret the job secret
+   * @param tls encryption in transit ({@link TlsSettings#OFF}: plain TCP)
+   * @return the client; close it
+   */
+  public static PsClient observer(List<String> uris, String secret, TlsSettings tls) {
+    return open(uris, secret, -1, DEFAULT_CONNECT_TIMEOUT, DEFAULT_CALL_TIMEOUT, tls);
   }
 
   /**
@@ -119,16 +132,48 @@ public final class PsClient implements AutoCloseable {
    */
   public static PsClient connect(
       List<String> uris, String secret, int trainer, Duration connectTimeout, Duration callTimeout) {
+    return connect(uris, secret, trainer, connectTimeout, callTimeout, TlsSettings.OFF);
+  }
+
+  /**
+   * Connects and authenticates to every server now, over TLS if {@code tls} says so (the
+   * servers' settings must agree: a TLS client and a plain server refuse each other at once,
+   * naming the mismatch).
+   *
+   * @param uris the servers' addresses, server {@code i} at index {@code i}
+   * @param secret the job secret
+   * @param trainer the trainer id, at least 0
+   * @param connectTimeout how long connecting to all servers may take
+   * @param callTimeout how long one call may take
+   * @param tls encryption in transit ({@link TlsSettings#OFF}: plain TCP)
+   * @return the client; close it
+   * @throws io.warren.WarrenProtocolException if a server's TLS setting differs
+   * @throws io.warren.WarrenConfigException if a certificate file cannot be read
+   * @see #connect(List, String, int, Duration, Duration)
+   */
+  public static PsClient connect(
+      List<String> uris,
+      String secret,
+      int trainer,
+      Duration connectTimeout,
+      Duration callTimeout,
+      TlsSettings tls) {
     if (trainer < 0) {
       throw new IllegalArgumentException("trainer id must not be negative, got " + trainer);
     }
-    return open(uris, secret, trainer, connectTimeout, callTimeout);
+    return open(uris, secret, trainer, connectTimeout, callTimeout, tls);
   }
 
   private static PsClient open(
-      List<String> uris, String secret, int trainer, Duration connectTimeout, Duration callTimeout) {
+      List<String> uris,
+      String secret,
+      int trainer,
+      Duration connectTimeout,
+      Duration callTimeout,
+      TlsSettings tls) {
     Objects.requireNonNull(uris, "uris");
     Objects.requireNonNull(secret, "secret");
+    Objects.requireNonNull(tls, "tls");
     positive(connectTimeout, "connectTimeout");
     positive(callTimeout, "callTimeout");
     List<String> list = List.copyOf(uris);
@@ -144,7 +189,7 @@ public final class PsClient implements AutoCloseable {
         h =
             PsNative.clientConnect(
                 list.toArray(new String[0]), secret, trainer, connectTimeout.toMillis(), callTimeout.toMillis(),
-                cancel);
+                cancel, tls.flat());
       } catch (CollectiveAbortedException e) {
         if (watch.fired()) {
           throw interrupted("connecting to the parameter servers", e);

@@ -20,7 +20,8 @@ final class PsNative {
       long pullTimeoutMs,
       String checkpointDir,
       long everySteps,
-      long everyMs);
+      long everyMs,
+      String[] tls);
 
   static native String serverUri(long handle);
 
@@ -35,7 +36,13 @@ final class PsNative {
   static native void cancelFree(long cancelHandle);
 
   static native long clientConnect(
-      String[] uris, String secret, int trainer, long connectTimeoutMs, long callTimeoutMs, long cancelHandle);
+      String[] uris,
+      String secret,
+      int trainer,
+      long connectTimeoutMs,
+      long callTimeoutMs,
+      long cancelHandle,
+      String[] tls);
 
   static native void clientDefine(
       long handle,

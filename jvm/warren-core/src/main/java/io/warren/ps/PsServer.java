@@ -2,8 +2,10 @@ package io.warren.ps;
 
 import io.warren.NativeLoader;
 import io.warren.SharedHandle;
+import io.warren.TlsSettings;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Objects;
 
 /**
@@ -63,6 +65,7 @@ public final class PsServer implements AutoCloseable {
     private String checkpointDir;
     private long everySteps;
     private Duration every = Duration.ZERO;
+    private TlsSettings tls = TlsSettings.OFF;
 
     private Builder(String secret, int index, int servers) {
       this.secret = secret;
@@ -124,11 +127,24 @@ public final class PsServer implements AutoCloseable {
     }
 
     /**
+     * Encryption in transit (default {@link TlsSettings#OFF}: plain TCP); the trainers must
+     * connect with the same ({@link PsClient#connect(List, String, int, Duration, Duration,
+     * TlsSettings)}).
+     *
+     * @param tls the TLS settings
+     * @return this builder
+     */
+    public Builder tls(TlsSettings tls) {
+      this.tls = Objects.requireNonNull(tls, "tls");
+      return this;
+    }
+
+    /**
      * Loads a checkpoint if there is one, binds and starts serving.
      *
      * @return the running server; close it when the job is over
-     * @throws io.warren.WarrenConfigException if the secret is empty, or a checkpoint there
-     *     belongs to another server
+     * @throws io.warren.WarrenConfigException if the secret is empty, a checkpoint there
+     *     belongs to another server, or a certificate file cannot be read
      * @throws io.warren.WarrenIOException if the port or the directory cannot be opened
      * @throws io.warren.NativeLibraryException if the native library cannot be loaded
      */
@@ -137,7 +153,7 @@ public final class PsServer implements AutoCloseable {
       long h =
           PsNative.serverStart(
               secret, index, servers, host, port, pullTimeout.toMillis(), checkpointDir, everySteps,
-              every.toMillis());
+              every.toMillis(), tls.flat());
       return new PsServer(h, index, servers);
     }
   }

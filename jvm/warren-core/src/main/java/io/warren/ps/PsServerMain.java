@@ -1,5 +1,6 @@
 package io.warren.ps;
 
+import io.warren.TlsSettings;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Paths;
@@ -13,13 +14,15 @@ import java.util.Map;
  * without the driver, and be started again with the same index, port and checkpoint directory.
  *
  * <pre>
- * WARREN_JOB_SECRET=... java -cp warren-core.jar:slf4j-api.jar io.warren.ps.PsServerMain \
+ * WARREN_JOB_SECRET=... [WARREN_TLS=1 ...] java -cp warren-core.jar:slf4j-api.jar io.warren.ps.PsServerMain \
  *     --index I --servers N [--host H] [--port P] [--pull-timeout-ms T] \
  *     [--checkpoint-dir D --checkpoint-every-steps K]
  * </pre>
  *
  * <p>The secret comes from the environment (never the command line, which other users can
- * read). Once listening it prints {@code WARREN_PS_URI_<index>=<host:port>} on stdout; it then
+ * read), and so do the TLS settings ({@code WARREN_TLS}, {@code WARREN_TLS_CA}, {@code
+ * WARREN_TLS_CERT}, {@code WARREN_TLS_KEY}: see {@link io.warren.TlsSettings}), as for a worker:
+ * the supervisor sets them in the child's environment alike for every server. Once listening it prints {@code WARREN_PS_URI_<index>=<host:port>} on stdout; it then
  * serves until its stdin ends (the supervisor closed it, or died: no orphan server outlives
  * its driver), closes the server and exits 0. Bad arguments exit 2 with a line naming them; a
  * server that cannot start exits 1.
@@ -41,7 +44,7 @@ public final class PsServerMain {
   public static void main(String[] args) {
     PsServer.Builder b;
     try {
-      b = builder(args, System.getenv(SECRET_ENV));
+      b = builder(args, System.getenv(SECRET_ENV)).tls(TlsSettings.fromSettings(System.getenv()));
     } catch (IllegalArgumentException e) {
       System.err.println("PsServerMain: " + e.getMessage());
       System.exit(2);

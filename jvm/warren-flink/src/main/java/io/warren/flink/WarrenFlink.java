@@ -277,7 +277,7 @@ public final class WarrenFlink {
     RunDir dir = failAll ? runDirectory(s, conf) : new RunDir(null, null, Map.of(), () -> {});
     Trackers trackers;
     try {
-      trackers = Trackers.start(numWorkers, host, attempts, rendezvous, s.trackerPeerTimeout());
+      trackers = Trackers.start(numWorkers, host, attempts, rendezvous, s.trackerPeerTimeout(), s.tls());
     } catch (RuntimeException e) {
       dir.close();
       throw e;

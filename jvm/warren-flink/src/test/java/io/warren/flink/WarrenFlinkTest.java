@@ -185,6 +185,17 @@ class WarrenFlinkTest {
   }
 
   @Test
+  void underTlsTheModelEqualsThePlainTrainingWithoutFlink() throws Exception {
+    String run = newRun();
+    StreamExecutionEnvironment env = env();
+    job(env, Training.Plan.clean(run, ITERS), Map.of("warren.tls", "true"));
+    WarrenFlink.execute(env, "tls");
+    for (double[] row : results(run).values()) {
+      assertArrayEquals(withoutFlink(), Training.weights(row));
+    }
+  }
+
+  @Test
   void aSubtaskThatThrowsIsTheOnlyOneRestartedAndTheModelIsTheFailureFreeOne() throws Exception {
     String run = newRun();
     StreamExecutionEnvironment env = env();

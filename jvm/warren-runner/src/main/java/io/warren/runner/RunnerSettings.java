@@ -1,5 +1,6 @@
 package io.warren.runner;
 
+import io.warren.TlsSettings;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -150,6 +151,50 @@ public record RunnerSettings(
           "WARREN_LOCAL_REPLICAS",
           "ring successors that keep a copy of each worker's local model");
 
+  /** {@code tls}. */
+  public static final Setting<Boolean> TLS =
+      new Setting<>(
+          "tls",
+          SettingType.bool(),
+          null,
+          "false",
+          "WARREN_TLS",
+          "encryption in transit (TLS 1.3) on every connection that can leave a host: the"
+              + " trackers, the workers' links and (Spark's trainPS) the parameter servers and their"
+              + " trainers; keyed from the job secret, or from `tls.ca`, `tls.cert` and `tls.key`"
+              + " when given");
+
+  /** {@code tls.ca}. */
+  public static final Setting<String> TLS_CA =
+      new Setting<>(
+          "tls.ca",
+          SettingType.text(),
+          null,
+          "",
+          "WARREN_TLS_CA",
+          "with `tls` and user certificates: PEM bundle of the authorities that sign every end's"
+              + " certificate (at this path on the driver or client and on every worker host)");
+
+  /** {@code tls.cert}. */
+  public static final Setting<String> TLS_CERT =
+      new Setting<>(
+          "tls.cert",
+          SettingType.text(),
+          null,
+          "",
+          "WARREN_TLS_CERT",
+          "with `tls.ca`: PEM certificate chain every process presents (mutual TLS)");
+
+  /** {@code tls.key}. */
+  public static final Setting<String> TLS_KEY =
+      new Setting<>(
+          "tls.key",
+          SettingType.text(),
+          null,
+          "",
+          "WARREN_TLS_KEY",
+          "with `tls.ca`: PEM private key of `tls.cert`");
+
   /** {@code trackerHost}. */
   public static final Setting<String> TRACKER_HOST =
       new Setting<>(
@@ -204,6 +249,10 @@ public record RunnerSettings(
           PEER_TIMEOUT,
           BOOTSTRAP_CACHE,
           LOCAL_REPLICAS,
+          TLS,
+          TLS_CA,
+          TLS_CERT,
+          TLS_KEY,
           TRACKER_HOST,
           RENDEZVOUS_TIMEOUT,
           SLOT_WAIT_TIMEOUT,
@@ -233,9 +282,12 @@ public record RunnerSettings(
     for (Setting<?> s : List.of(TIMEOUT, CONNECT_TIMEOUT, PEER_TIMEOUT, LOCAL_REPLICAS)) {
       s.from(raw, prefix).ifPresent(v -> workers.put(s.worker(), number(v)));
     }
-    BOOTSTRAP_CACHE
-        .from(raw, prefix)
-        .ifPresent(b -> workers.put(BOOTSTRAP_CACHE.worker(), b ? "1" : "0"));
+    for (Setting<Boolean> s : List.of(BOOTSTRAP_CACHE, TLS)) {
+      s.from(raw, prefix).ifPresent(b -> workers.put(s.worker(), b ? "1" : "0"));
+    }
+    for (Setting<String> s : List.of(TLS_CA, TLS_CERT, TLS_KEY)) {
+      s.from(raw, prefix).ifPresent(v -> workers.put(s.worker(), v));
+    }
     raw.forEach(
         (k, v) -> {
           if (k.startsWith(PASS_THROUGH)) {
@@ -280,6 +332,19 @@ public record RunnerSettings(
     }
     double s = PEER_TIMEOUT.kind().parse(v).orElseThrow();
     return Duration.ofNanos((long) (s * 1e9));
+  }
+
+  /**
+   * The TLS settings of the run's trackers (and of any other endpoint the driver or client
+   * starts, such as parameter servers): those the workers are given, {@code tls*} or {@code
+   * setting.WARREN_TLS*} (which win), so that both ends agree. Checked by the native library
+   * where they are used (the first tracker, before any task starts): certificates without
+   * {@code tls}, or only some of the three paths, fail there naming them.
+   *
+   * @return {@link TlsSettings#OFF} unless TLS was asked for
+   */
+  public TlsSettings tls() {
+    return TlsSettings.fromSettings(workerSettings);
   }
 
   /**

@@ -1,5 +1,6 @@
 package io.warren.runner;
 
+import io.warren.TlsSettings;
 import io.warren.Tracker;
 import java.security.SecureRandom;
 import java.time.Duration;
@@ -55,6 +56,29 @@ public final class Trackers implements AutoCloseable {
    */
   public static Trackers start(
       int numWorkers, String host, int attempts, Duration rendezvous, Duration peerTimeout) {
+    return start(numWorkers, host, attempts, rendezvous, peerTimeout, TlsSettings.OFF);
+  }
+
+  /**
+   * Starts {@code attempts} trackers, as {@link #start(int, String, int, Duration, Duration)},
+   * speaking TLS to the workers if {@code tls} says so ({@link RunnerSettings#tls()}); {@link
+   * #workerSettings(Map)} then carries the same TLS settings.
+   *
+   * @param numWorkers the workers of the run
+   * @param host the address to bind and advertise
+   * @param attempts how many attempts of the run to prepare (at least 1)
+   * @param rendezvous the first attempt's rendezvous deadline
+   * @param peerTimeout null for the default (30 s), zero for no heartbeats
+   * @param tls encryption in transit ({@link TlsSettings#OFF}: plain TCP)
+   * @return the running trackers; close them when the run is over
+   */
+  public static Trackers start(
+      int numWorkers,
+      String host,
+      int attempts,
+      Duration rendezvous,
+      Duration peerTimeout,
+      TlsSettings tls) {
     if (attempts < 1) {
       throw new IllegalArgumentException("attempts must be at least 1, got " + attempts);
     }
@@ -63,7 +87,7 @@ public final class Trackers implements AutoCloseable {
     try {
       for (int i = 0; i < attempts; i++) {
         Duration r = i == 0 ? rendezvous : SPARE_RENDEZVOUS;
-        ts[i] = Tracker.start(numWorkers, secret, host, 0, r, peerTimeout);
+        ts[i] = Tracker.start(numWorkers, secret, host, 0, r, peerTimeout, tls);
       }
     } catch (RuntimeException e) {
       new Trackers(ts).close();

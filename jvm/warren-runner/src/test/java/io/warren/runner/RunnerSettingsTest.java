@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.warren.TlsSettings;
 import java.util.Map;
 import java.util.Optional;
 import org.junit.jupiter.api.Test;
@@ -29,6 +30,18 @@ class RunnerSettingsTest {
         refused(Map.of("timeout", "soon")));
     String m = refused(Map.of("rendezvousTimout", "5"));
     assertTrue(m.startsWith("warren.rendezvousTimout is not a Warren setting (did you mean warren.rendezvousTimeout?"), m);
+  }
+
+  @Test
+  void tlsReachesTheTrackersAndTheWorkersAlike() {
+    assertEquals(TlsSettings.OFF, RunnerSettings.parse(Map.of(), PREFIX).tls());
+    RunnerSettings s = RunnerSettings.parse(Map.of("tls", "on"), PREFIX);
+    assertEquals(TlsSettings.jobSecret(), s.tls());
+    assertEquals(Map.of("WARREN_TLS", "1"), s.workerSettings());
+    // A pass-through wins for the trackers as for the workers: both ends stay alike.
+    RunnerSettings off = RunnerSettings.parse(Map.of("tls", "true", "setting.WARREN_TLS", "0"), PREFIX);
+    assertEquals(Map.of("WARREN_TLS", "0"), off.workerSettings());
+    assertEquals(TlsSettings.fromSettings(Map.of("WARREN_TLS", "0")), off.tls());
   }
 
   @Test

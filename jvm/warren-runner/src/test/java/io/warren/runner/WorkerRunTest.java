@@ -123,4 +123,27 @@ class WorkerRunTest {
       assertTrue(!trackers.tracker(1).isClosed());
     }
   }
+
+  @Test
+  void theTrackersOfARunWithTlsSpeakTlsAndRefusePlainWorkersAtOnce() {
+    RunnerSettings settings = RunnerSettings.parse(Map.of("tls", "true"), "warren.");
+    try (Trackers trackers =
+        Trackers.start(1, "127.0.0.1", 1, Duration.ofSeconds(60), null, settings.tls())) {
+      Map<String, String> base = trackers.workerSettings(settings.workerSettings()).get(0);
+      assertEquals("1", base.get("WARREN_TLS"));
+      Map<String, String> plain = new java.util.HashMap<>(WorkerRun.taskSettings(base, "0", 0));
+      plain.remove("WARREN_TLS");
+      long started = System.nanoTime();
+      WarrenException e = assertThrows(WarrenException.class, () -> Communicator.create(plain).abort());
+      long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+      assertTrue(e.getMessage().contains("TLS mismatch"), e.getMessage());
+      assertTrue(ms < 5000, "refused after " + ms + " ms");
+      double[] x = {2};
+      Communicator.run(WorkerRun.taskSettings(base, "0", 0), c -> {
+        c.allreduce(x, Op.SUM);
+        return null;
+      });
+      assertEquals(2, x[0]);
+    }
+  }
 }

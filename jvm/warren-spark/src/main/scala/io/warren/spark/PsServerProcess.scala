@@ -6,12 +6,13 @@ import java.nio.file.Paths
 import java.time.{Duration => JDuration}
 import java.util.concurrent.{LinkedBlockingQueue, TimeUnit}
 
+import io.warren.TlsSettings
 import io.warren.ps.{PsServer, PsServerMain}
 
 /** One parameter server as a child JVM of the driver ([[io.warren.ps.PsServerMain]]), for
   * `spark.warren.ps.servers=process`: it runs the same native server as the in-driver mode, on
   * the classpath of `warren-core` and `slf4j-api` (the jars that hold those classes here), with
-  * the job secret in its environment. It serves until its stdin closes, so it ends with the
+  * the job secret and the run's TLS settings in its environment. It serves until its stdin closes, so it ends with the
   * driver even if the driver dies without closing it.
   *
   * A child JVM rather than the `warren ps` binary: the binary is not among the jars Spark ships,
@@ -65,6 +66,8 @@ object PsServerProcess {
     * @param port the port (0: any free one)
     * @param settings the `spark.warren.ps.*` settings (pull timeout, checkpoints)
     * @param timeout how long it may take to start
+    * @param tls encryption in transit (given in the child's environment as `WARREN_TLS*`, in
+    *   place of any the driver's environment holds)
     * @return the running child
     * @throws WarrenSparkException if it exits or says nothing within `timeout`
     */
@@ -75,7 +78,8 @@ object PsServerProcess {
       host: String,
       port: Int,
       settings: PsSettings,
-      timeout: JDuration
+      timeout: JDuration,
+      tls: TlsSettings = TlsSettings.OFF
   ): PsServerProcess = {
     val javaBin = Paths.get(System.getProperty("java.home"), "bin", "java").toString
     val props = Inherited.flatMap(p => Option(System.getProperty(p)).map(v => s"-D$p=$v"))
@@ -87,6 +91,9 @@ object PsServerProcess {
       Seq("--pull-timeout-ms", settings.pullTimeout.toMillis.toString) ++ checkpoint
     val pb = new ProcessBuilder(cmd: _*).redirectError(ProcessBuilder.Redirect.INHERIT)
     pb.environment().put(PsServerMain.SECRET_ENV, secret)
+    // The servers' TLS is the run's, whatever the driver's own environment says.
+    pb.environment().keySet().removeIf(_.startsWith(TlsSettings.TLS_KEY))
+    pb.environment().putAll(tls.workerSettings())
     val process = pb.start()
     val lines = new LinkedBlockingQueue[String]()
     val reader = new Thread(

@@ -5,6 +5,7 @@ import java.time.{Duration => JDuration}
 
 import scala.util.control.NonFatal
 
+import io.warren.TlsSettings
 import io.warren.ps.{PsClient, PsServer, PsStatus}
 
 /** The parameter servers of one [[WarrenSpark.trainPS]] run: server `i` of `count` at
@@ -19,8 +20,15 @@ import io.warren.ps.{PsClient, PsServer, PsStatus}
   * @param secret the run's job secret
   * @param settings the `spark.warren.ps.*` settings
   * @param host the address the servers bind and advertise
+  * @param tls encryption in transit of the servers (and of [[status]]'s observer in process mode)
   */
-final class PsServers private[spark] (val count: Int, secret: String, settings: PsSettings, host: String) {
+final class PsServers private[spark] (
+    val count: Int,
+    secret: String,
+    settings: PsSettings,
+    host: String,
+    tls: TlsSettings = TlsSettings.OFF
+) {
   private val inProcesses = settings.servers == PsSettings.ProcessMode
   private val servers = new Array[PsServer](count) // driver mode
   private val children = new Array[PsServerProcess](count) // process mode
@@ -30,7 +38,7 @@ final class PsServers private[spark] (val count: Int, secret: String, settings: 
   private var observer: PsClient = null // process mode: for status(), guarded by this
 
   private def start(i: Int, port: Int): PsServer = {
-    val b = PsServer.builder(secret, i, count).bind(host, port).pullTimeout(settings.pullTimeout)
+    val b = PsServer.builder(secret, i, count).bind(host, port).pullTimeout(settings.pullTimeout).tls(tls)
     settings.checkpointDir.foreach { d =>
       b.checkpoint(Paths.get(d), settings.checkpointEvery.toLong, JDuration.ZERO)
     }
@@ -38,7 +46,7 @@ final class PsServers private[spark] (val count: Int, secret: String, settings: 
   }
 
   private def spawn(i: Int, port: Int): PsServerProcess =
-    PsServerProcess.start(secret, i, count, host, port, settings, settings.connectTimeout)
+    PsServerProcess.start(secret, i, count, host, port, settings, settings.connectTimeout, tls)
 
   /** Process mode: waits for child `i` to end and, unless the run is over, starts another with
     * the same index and port (retrying every 200 ms while that fails), until [[close]].
@@ -124,7 +132,7 @@ final class PsServers private[spark] (val count: Int, secret: String, settings: 
     if (inProcesses) {
       val c = synchronized {
         if (closed) throw new IllegalStateException("the parameter servers of this run are stopped")
-        if (observer == null) observer = PsClient.observer(java.util.List.of(uris: _*), secret)
+        if (observer == null) observer = PsClient.observer(java.util.List.of(uris: _*), secret, tls)
         observer
       }
       c.status().get(i)

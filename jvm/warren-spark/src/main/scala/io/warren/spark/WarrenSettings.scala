@@ -3,6 +3,7 @@ package io.warren.spark
 import scala.jdk.CollectionConverters._
 import scala.jdk.OptionConverters._
 
+import io.warren.TlsSettings
 import io.warren.runner.{RunnerException, RunnerSettings}
 
 /** The `spark.warren.*` settings of a job, parsed and validated.
@@ -20,6 +21,8 @@ import io.warren.runner.{RunnerException, RunnerSettings}
   * @param workerSettings the `WARREN_*` settings for every worker: the mapped settings that are
   *   set, then the `setting.WARREN_*` ones as given (which win)
   * @param ps the parameter-server settings (`spark.warren.ps.*`) of [[WarrenSpark.trainPS]]
+  * @param tls encryption in transit for the trackers, the parameter servers and their clients:
+  *   `spark.warren.tls*`, or `setting.WARREN_TLS*` (which win), as the workers get them
   */
 final case class WarrenSettings(
     recovery: Recovery,
@@ -32,7 +35,8 @@ final case class WarrenSettings(
     progressInterval: Double,
     peerTimeout: Option[java.time.Duration],
     workerSettings: Map[String, String],
-    ps: PsSettings
+    ps: PsSettings,
+    tls: TlsSettings = TlsSettings.OFF
 )
 
 /** The `spark.warren.*` settings: a mapping of the engine-neutral settings of
@@ -76,7 +80,8 @@ object WarrenSettings {
       progressInterval = r.progressInterval,
       peerTimeout = Option(r.trackerPeerTimeout),
       workerSettings = r.workerSettings.asScala.toMap,
-      ps = ps
+      ps = ps,
+      tls = r.tls
     )
   }
 

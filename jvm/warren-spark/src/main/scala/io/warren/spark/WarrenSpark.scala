@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
-import io.warren.Communicator
+import io.warren.{Communicator, TlsSettings}
 import io.warren.ps.PsClient
 import io.warren.runner.{CheckpointDirs, HadoopCheckpoints, RunnerException, Trackers, WorkerRun}
 import org.apache.hadoop.conf.Configuration
@@ -216,7 +216,7 @@ object WarrenSpark {
         hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
         RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
       }
-      trackers = Trackers.start(numWorkers, host, attempts, rendezvous, settings.peerTimeout.orNull)
+      trackers = Trackers.start(numWorkers, host, attempts, rendezvous, settings.peerTimeout.orNull, settings.tls)
       // A remote directory's tasks set WARREN_CHECKPOINT_DIR to their staging directory; the
       // native library and the staging uploads use the same durableEvery.
       val durable = localCkptDir.map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
@@ -315,14 +315,15 @@ object WarrenSpark {
       else rdd.repartition(numWorkers)
     val host = settings.host.getOrElse(sc.getConf.get("spark.driver.host", "127.0.0.1"))
     val secret = UUID.randomUUID().toString
-    val servers = new PsServers(numServers, secret, settings, host)
+    val tls = all.tls // serializable, into the tasks' closure
+    val servers = new PsServers(numServers, secret, settings, host, tls)
     try {
       onServers(servers)
       val uris = servers.uris.toList // serializable, into the tasks' closure
       val (connectTimeout, callTimeout) = (settings.connectTimeout, settings.callTimeout)
       val workers = input.mapPartitions { rows =>
         val id = TaskContext.get().partitionId()
-        val ps = PsClient.connect(uris.asJava, secret, id, connectTimeout, callTimeout)
+        val ps = PsClient.connect(uris.asJava, secret, id, connectTimeout, callTimeout, tls)
         val r =
           try f(ps, rows)
           catch {
@@ -338,6 +339,20 @@ object WarrenSpark {
       run(sc, watch, numWorkers, Recovery.RetryOne)(workers.collect())
     } finally servers.close()
   }
+
+  /** The encryption in transit of jobs run with `conf` (`spark.warren.tls*`, or
+    * `spark.warren.setting.WARREN_TLS*`, in the Spark conf or in `conf`): for endpoints the
+    * application starts on the driver itself and whose clients run in the tasks, such as an
+    * [[io.warren.Master]] (`Master.builder().tls(WarrenSpark.tlsSettings(sc))`; its
+    * `workerSettings()` then carry the same settings to `MasterClient.connect`).
+    *
+    * @param sc the context
+    * @param conf `spark.warren.*` settings overriding the Spark conf, as given to [[train]]
+    * @return the settings (`TlsSettings.OFF` unless TLS is on)
+    * @throws WarrenSparkException if a setting is invalid
+    */
+  def tlsSettings(sc: SparkContext, conf: Map[String, String] = Map.empty): TlsSettings =
+    WarrenSettings.parse(merged(sc, conf)).tls
 
   /** Where a fail-all run with a remote checkpoint directory keeps its checkpoints, as the
     * tasks see it.

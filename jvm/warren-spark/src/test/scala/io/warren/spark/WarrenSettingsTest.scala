@@ -68,6 +68,27 @@ class WarrenSettingsTest {
   }
 
   @Test
+  def tlsGoesToTheTrackersTheParameterServersAndTheWorkers(): Unit = {
+    assertEquals(io.warren.TlsSettings.OFF, WarrenSettings.parse(Map.empty).tls)
+    val on = WarrenSettings.parse(Map("tls" -> "true"))
+    assertEquals(io.warren.TlsSettings.jobSecret(), on.tls)
+    assertEquals(Map("WARREN_TLS" -> "1"), on.workerSettings)
+    // The pass-through alone turns it on for the driver's endpoints too.
+    assertEquals(io.warren.TlsSettings.jobSecret(), WarrenSettings.parse(Map("setting.WARREN_TLS" -> "1")).tls)
+    val pki = WarrenSettings.parse(
+      Map("tls" -> "yes", "tls.ca" -> "/pki/ca.pem", "tls.cert" -> "/pki/c.pem", "tls.key" -> "/pki/k.pem")
+    )
+    val paths = io.warren.TlsSettings.certificates(
+      java.nio.file.Path.of("/pki/ca.pem"),
+      java.nio.file.Path.of("/pki/c.pem"),
+      java.nio.file.Path.of("/pki/k.pem")
+    )
+    assertEquals(paths, pki.tls)
+    assertEquals(paths.workerSettings().asScala.toMap, pki.workerSettings)
+    assertEquals("""spark.warren.tls = "maybe": expected true or false""", refused("tls" -> "maybe"))
+  }
+
+  @Test
   def thePeerTimeoutGoesToTheTrackersAndTheWorkers(): Unit = {
     val s = WarrenSettings.parse(Map("peerTimeout" -> "2.5"))
     assertEquals(Some(java.time.Duration.ofMillis(2500)), s.peerTimeout)
