@@ -181,7 +181,8 @@ public final class PsClient implements AutoCloseable {
     long cancel = PsNative.cancelCreate();
     Thread me = Thread.currentThread();
     long h;
-    try (InterruptWatcher.Call watch = new InterruptWatcher.Call(me, () -> PsNative.cancel(cancel, INTERRUPTED))) {
+    InterruptWatcher.Call watch = new InterruptWatcher.Call(me, () -> PsNative.cancel(cancel, INTERRUPTED));
+    try (watch) {
       if (me.isInterrupted()) {
         watch.interrupted(me);
       }
@@ -199,6 +200,15 @@ public final class PsClient implements AutoCloseable {
     } catch (RuntimeException | Error e) {
       PsNative.cancelFree(cancel);
       throw e;
+    }
+    if (watch.fired()) {
+      // Interrupted between the connect's return and the watch's close: the client's cancel
+      // handle is cancelled, so every call would fail. Close it and report the interrupt.
+      PsNative.clientClose(h);
+      PsNative.cancelFree(cancel);
+      throw interrupted(
+          "connecting to the parameter servers",
+          new CollectiveAbortedException("connected, then the calling thread was interrupted", -1, INTERRUPTED));
     }
     return new PsClient(list, trainer, h, cancel);
   }
