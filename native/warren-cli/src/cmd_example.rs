@@ -44,6 +44,10 @@ pub struct TrainArgs {
     /// rolls back (a lost worker given up on) prints `ROLLED_BACK <version> <world>`.
     #[arg(long)]
     elastic: bool,
+    /// Rank 0 prints `STEP <iteration> <world> <unix time in s>` once each iteration's
+    /// gradient allreduce is done (the resize benchmark, bench/resize/, reads them).
+    #[arg(long)]
+    timeline: bool,
 }
 
 /// Runs an example.
@@ -117,6 +121,10 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
             *g = noise(seed ^ rank, it, i as u64) + model[i] * 0.01 + cols[0] as f32 * 1e-4;
         }
         step!(comm.allreduce(&mut grad, Op::Sum));
+        if a.timeline && rank == 0 {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            println!("STEP {it} {world} {:.6}", now.as_secs_f64());
+        }
         let mut loss = [grad.iter().take(1024).map(|g| (*g as f64).powi(2)).sum::<f64>(), 1.0];
         step!(comm.allreduce(&mut loss, Op::Sum));
         let mut lr =

@@ -428,3 +428,98 @@ fn warren_run_goes_on_without_a_worker_that_is_not_back_within_the_rejoin_timeou
     assert!(log.contains("no replacement for tasks [\"2\"] within the rejoin timeout"), "{log}");
     assert!(out.contains("MODEL_HASH "), "{out}");
 }
+
+/// The schedule "tasks `leave` leave at checkpoint 10" of a job of tasks 0..4, as graceful
+/// removes; returns the model.
+fn four_with_removed_at_10(leave: &[&str]) -> String {
+    let tracker = elastic_tracker(4, 2, 4);
+    let workers: Vec<Worker> = ["0", "1", "2", "3"].iter().map(|t| spawn(&tracker, t, 0)).collect();
+    wait_for(&tracker, "the first view is made", |r| r.assigned());
+    for t in leave {
+        tracker.remove_worker(t, Some(10)).unwrap();
+    }
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    for t in leave {
+        let d = done.iter().find(|d| d.task == *t).unwrap();
+        assert_eq!(line(d, "LEFT "), Some("10"), "{all}");
+    }
+    model_of(&done)
+}
+
+/// A second worker lost during the roll-back: tasks 0..4 (min 2); task 1 dies at the second
+/// call after checkpoint 10 and is never restarted; once the tracker gives up on it, task 3
+/// dies right when it is told to roll back (`WARREN_MOCK` `3,rollback,0`), while the others
+/// link in the view without task 1. The tracker gives up on task 3 too and tells the
+/// survivors, who are still linking to it, to re-link: they roll back to checkpoint 10 in a
+/// view of two and finish with the model of "tasks 1 and 3 leave at checkpoint 10".
+#[test]
+fn a_second_worker_lost_during_the_roll_back_is_given_up_on_too() {
+    let tracker = elastic_tracker_with(4, 2, 4, Some(REJOIN));
+    let dies = spawn_with(&tracker, "1", 0, &[("WARREN_MOCK", "1,10,1,0")], &[]);
+    let dies_in_roll_back = spawn_with(&tracker, "3", 0, &[("WARREN_MOCK", "3,rollback,0")], &[]);
+    let survivors = vec![spawn(&tracker, "0", 0), spawn(&tracker, "2", 0)];
+    let done = finish(survivors);
+    let dead = finish(vec![dies, dies_in_roll_back]);
+    let all = report(&done) + &report(&dead);
+    assert!(dead[1].stderr.contains("WARREN_MOCK: rank 3 exits at 3,rollback,0"), "{all}");
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    for d in &done {
+        assert_eq!(line(d, "ROLLED_BACK "), Some("10 2"), "{all}");
+    }
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+    let want = [("0", "running"), ("1", "lost"), ("2", "running"), ("3", "lost")];
+    assert_eq!(states(&tracker), want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
+    assert_eq!(model_of(&done), four_with_removed_at_10(&["1", "3"]), "{all}");
+}
+
+/// A restart and a give-up in the same round: tasks 1 and 3 die at the same call after
+/// checkpoint 10; task 3's replacement registers at once, task 1's never does. The round the
+/// survivors wait in completes when the tracker gives up on task 1, with task 3's
+/// replacement in it: the survivors roll back to checkpoint 10 (the version they told the
+/// tracker), the replacement catches up from them, and the job ends with the model of "task
+/// 1 leaves at checkpoint 10".
+#[test]
+fn a_restart_and_a_give_up_in_the_same_round() {
+    let tracker = elastic_tracker_with(4, 2, 4, Some(REJOIN));
+    let dies = spawn_with(&tracker, "1", 0, &[("WARREN_MOCK", "1,10,1,0")], &[]);
+    let restarted = spawn_with(&tracker, "3", 0, &[("WARREN_MOCK", "3,10,1,0")], &[]);
+    let mut workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "2", 0)];
+    let dead = finish(vec![restarted]).remove(0);
+    assert!(!dead.ok && dead.stderr.contains("WARREN_MOCK: rank 3 exits"), "{}", report(&[dead]));
+    workers.push(spawn(&tracker, "3", 1));
+    let done = finish(workers);
+    let gone = finish(vec![dies]);
+    let all = report(&done) + &report(&gone);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    for d in &done[..2] {
+        assert_eq!(line(d, "ROLLED_BACK "), Some("10 3"), "{all}");
+    }
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+    let want = [("0", "running"), ("1", "lost"), ("2", "running"), ("3", "running")];
+    assert_eq!(states(&tracker), want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
+    assert_eq!(model_of(&done), four_with_removed_at_10(&["1"]), "{all}");
+}
+
+/// Kills during resizes under `warren run`: task 2 joins at checkpoint 12 and task 1 is
+/// removed at 20; task 1 dies when the tracker has answered the join (`1,resize,0`) and task
+/// 2 when it has answered the remove (`2,resize,0`), each before entering the new view.
+/// `warren run` restarts both; each re-registers into the new view and catches up from the
+/// others, and the job ends with the model of the same schedule without the kills.
+#[test]
+fn kills_during_a_join_and_a_remove_taking_effect_are_recovered() {
+    let schedule = |uri: &str| {
+        assert!(ctl(uri, SECRET, &["add", "2", "--at-version", "12"]).0);
+        assert!(ctl(uri, SECRET, &["remove", "1", "--at-version", "20"]).0);
+    };
+    let (clean, log) = elastic_run(&[], schedule);
+    let (killed, killed_log) = elastic_run(&[("WARREN_MOCK", "1,resize,0;2,resize,0")], schedule);
+    let hash = |out: &str| out.lines().find_map(|l| l.strip_prefix("MODEL_HASH ")).map(str::to_string);
+    assert!(clean.contains("\"status\":\"ok\"") && clean.contains("\"restarts\":0"), "{clean}\n{log}");
+    assert!(killed.contains("\"status\":\"ok\""), "{killed}\n{killed_log}");
+    assert!(killed.contains("\"restarts\":2"), "the mock kills did not both happen:\n{killed}\n{killed_log}");
+    assert!(killed_log.contains("exits at 1,resize,0") && killed_log.contains("exits at 2,resize,0"), "{killed_log}");
+    assert!(killed.lines().any(|l| l == "JOINED 12 3") && killed.lines().any(|l| l == "LEFT 20"), "{killed}");
+    assert_eq!(hash(&killed), hash(&clean), "{killed}\n{killed_log}");
+}

@@ -129,3 +129,27 @@ fn async_trainers_join_and_leave_and_the_job_finishes() {
     assert!(stdout.contains("TRAINER 2 done: steps 8..15"), "{stdout}");
     assert_eq!(model_hash(&out).len(), 64, "{stdout}");
 }
+
+/// Every trainer leaves, then one joins: trainers 0 and 1 take part in steps 0..4 only and
+/// trainer 2 joins at step 8, so no trainer takes part in steps 4..8. Under sync the servers
+/// skip those steps (no update) once the joiner named its step, instead of waiting for
+/// pushes that never come: the job finishes, on every run with the model of the serial
+/// training of the same schedule.
+#[test]
+fn sync_steps_no_trainer_takes_part_in_are_skipped() {
+    let schedule = ["--leave", "0:4", "--leave", "1:4", "--join", "2:8"];
+    let mut cmd = Command::new(WARREN);
+    cmd.args(["example", "ps-train", "--serial", "--trainers", "3"]).args(JOB).args(schedule);
+    let want = model_hash(&run_limited(&mut cmd, Duration::from_secs(120)));
+    for sleep_ms in [0, 25] {
+        let mut cmd = Command::new(WARREN);
+        cmd.args(["run", "-n", "3", "--max-restarts", "0", "--ps-servers", "2", "--", WARREN])
+            .args(train_args("sync", sleep_ms))
+            .args(schedule);
+        let out = run_limited(cmd.env("WARREN_JOB_SECRET", SECRET), Duration::from_secs(180));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("TRAINER 2 done: steps 8..15"), "{stdout}");
+        assert!(stdout.contains("TRAINER 0 done: steps 0..4"), "{stdout}");
+        assert_eq!(model_hash(&out), want, "sleeps up to {sleep_ms} ms");
+    }
+}

@@ -7,6 +7,10 @@
 //!   `version`;
 //! - `rank,bootstrap:n,attempt`: at the start of the worker's `n`-th bootstrap call (from 0);
 //! - `rank,linking,attempt`: after registering with the tracker, before linking to the peers;
+//! - `rank,resize,attempt`: in an elastic job, when the tracker has answered a change of view
+//!   at a checkpoint boundary, before this member enters the new view's link round;
+//! - `rank,rollback,attempt`: in an elastic job, when a re-link round was assigned a view
+//!   without a member given up on, before the survivors agree on the checkpoint to go on from;
 //!
 //! each optionally followed by `,cut`: instead of exiting, the worker is cut off from the
 //! tracker from that point on, as behind a link that drops every packet: its heartbeats stop
@@ -29,6 +33,10 @@ pub enum Point {
     Bootstrap(u32),
     /// Registered with the tracker, not yet linked to the peers.
     Linking,
+    /// Elastic: a change of view decided at a checkpoint boundary, not yet entered.
+    Resize,
+    /// Elastic: a view without a member given up on assigned, the roll-back not yet agreed.
+    RollBack,
 }
 
 /// What an injected failure does.
@@ -69,6 +77,8 @@ impl std::fmt::Display for Mock {
             Point::Call { version, seq } => write!(f, "{rank},{version},{seq},{attempt}")?,
             Point::Bootstrap(n) => write!(f, "{rank},bootstrap:{n},{attempt}")?,
             Point::Linking => write!(f, "{rank},linking,{attempt}")?,
+            Point::Resize => write!(f, "{rank},resize,{attempt}")?,
+            Point::RollBack => write!(f, "{rank},rollback,{attempt}")?,
         }
         match action {
             Action::Exit => Ok(()),
@@ -86,7 +96,7 @@ fn parse_entry(entry: &str) -> Result<Mock> {
     let bad = || {
         Error::Config(format!(
             "{}: {entry:?} is none of rank,version,seq,attempt / rank,bootstrap:n,attempt / rank,linking,attempt \\
-             (each optionally followed by ,cut)",
+             / rank,resize,attempt / rank,rollback,attempt (each optionally followed by ,cut)",
             crate::config::keys::MOCK
         ))
     };
@@ -101,6 +111,8 @@ fn parse_entry(entry: &str) -> Result<Mock> {
     let (rank, point, attempt) = match f.as_slice() {
         [rank, version, seq, attempt] => (rank, Point::Call { version: num(version)?, seq: num(seq)? }, attempt),
         [rank, "linking", attempt] => (rank, Point::Linking, attempt),
+        [rank, "resize", attempt] => (rank, Point::Resize, attempt),
+        [rank, "rollback", attempt] => (rank, Point::RollBack, attempt),
         [rank, boot, attempt] => {
             let n = boot.strip_prefix("bootstrap:").ok_or_else(bad)?;
             (rank, Point::Bootstrap(num(n.trim())?), attempt)
@@ -116,7 +128,7 @@ mod tests {
 
     #[test]
     fn every_kind_of_entry_parses_and_prints_back() {
-        let spec = "0,1,2,0; 4,bootstrap:1,0 ;1,linking,1;2,5,0,0,cut; 3,linking,0, cut";
+        let spec = "0,1,2,0; 4,bootstrap:1,0 ;1,linking,1;2,5,0,0,cut; 3,linking,0, cut;1,resize,0;2,rollback,1";
         let m = parse(spec).unwrap();
         let exit = Action::Exit;
         assert_eq!(
@@ -127,10 +139,15 @@ mod tests {
                 Mock { rank: 1, point: Point::Linking, attempt: 1, action: exit },
                 Mock { rank: 2, point: Point::Call { version: 5, seq: 0 }, attempt: 0, action: Action::Cut },
                 Mock { rank: 3, point: Point::Linking, attempt: 0, action: Action::Cut },
+                Mock { rank: 1, point: Point::Resize, attempt: 0, action: exit },
+                Mock { rank: 2, point: Point::RollBack, attempt: 1, action: exit },
             ]
         );
         let printed: Vec<String> = m.iter().map(Mock::to_string).collect();
-        assert_eq!(printed.join(";"), "0,1,2,0;4,bootstrap:1,0;1,linking,1;2,5,0,0,cut;3,linking,0,cut");
+        assert_eq!(
+            printed.join(";"),
+            "0,1,2,0;4,bootstrap:1,0;1,linking,1;2,5,0,0,cut;3,linking,0,cut;1,resize,0;2,rollback,1"
+        );
         assert!(m[3].matches(2, Point::Call { version: 5, seq: 0 }, 0));
         assert!(!m[3].matches(2, Point::Call { version: 5, seq: 0 }, 1));
         assert_eq!(parse("").unwrap(), vec![]);

@@ -13,6 +13,7 @@ use super::init::Assigned;
 use super::{Communicator, LOG, recoverable};
 use crate::error::{Error, Result};
 use crate::membership::{Placement, Role, Transition, View};
+use crate::mock::Point as MockPoint;
 use crate::robust::Item;
 use crate::tracker::proto::{FromTracker, ToTracker};
 
@@ -57,6 +58,7 @@ impl Communicator {
             return Ok(());
         }
         let t = Transition::new(self.view.clone(), view).map_err(Error::Protocol)?;
+        self.maybe_mock(MockPoint::Resize);
         let task = self.cfg.task_id.clone();
         match t.role(&task) {
             Role::Leaves { old_rank } => {
@@ -129,16 +131,22 @@ impl Communicator {
     /// A re-link round was assigned a view other than this worker's: members lost in the
     /// middle of a checkpoint interval were given up on (the rejoin timeout). Rolls back to
     /// the last committed checkpoint in the new view: the results of the calls made since are
-    /// dropped, the workers agree on the checkpoint version they go on from (the newest one a
-    /// survivor committed: a worker that had not committed it loads it from the others), and
-    /// the call being made fails with [`Error::RolledBack`] (the communicator stays usable:
-    /// the user loads the checkpoint and goes on from its version).
+    /// dropped, the workers go on from the checkpoint version the round agreed (the newest
+    /// one a member committed, as each told the tracker when it joined the round: a worker
+    /// that had not committed it loads it from the others), and the call being made fails
+    /// with [`Error::RolledBack`] (the communicator stays usable: the user loads the
+    /// checkpoint and goes on from its version).
+    ///
+    /// The agreement is the round itself, so a replacement registering in it (a restarted
+    /// worker, which comes up in consensus mode) takes part like in any recovery; a member
+    /// lost while the others link is given up on (or replaced) in a further round, and the
+    /// roll-back goes on from there ([`Communicator::relink`] inside [`Communicator::adopt`]).
     pub(super) fn roll_back(&mut self, a: Assigned, deadline: Instant) -> Result<()> {
+        self.maybe_mock(MockPoint::RollBack);
         let t = Transition::new(self.view.clone(), a.view.clone()).map_err(Error::Protocol)?;
+        let newest = a.version;
         self.adopt(&t, &a, deadline)?;
         let mine = self.version();
-        let versions = self.gather(&[u64::from(mine)])?;
-        let newest = versions.iter().map(|v| v[0] as u32).max().unwrap_or(mine);
         let r = self.rs();
         r.consensus = true;
         r.recoveries += 1;

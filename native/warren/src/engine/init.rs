@@ -33,6 +33,9 @@ pub(super) struct Assigned {
     incarnation: u64,
     peer_timeout: Option<Duration>,
     elastic: bool,
+    /// The newest checkpoint version a member of the round committed (the tracker's
+    /// [`FromTracker::Assignment`]): where a roll-back goes on from.
+    pub(super) version: u32,
 }
 
 impl Communicator {
@@ -240,8 +243,9 @@ impl Communicator {
     pub(super) fn rejoin(&mut self, deadline: Instant) -> Result<Assigned> {
         let port = self.listener.as_ref().map(|l| l.port).unwrap_or(0);
         let host = self.listener.as_ref().map(|l| l.host.clone()).unwrap_or_default();
+        let version = self.version();
         let tracker = self.tracker.as_mut().ok_or_else(|| Error::Tracker("no tracker to re-link through".into()))?;
-        tracker.send(&ToTracker::Rejoin { host, port }, deadline)?;
+        tracker.send(&ToTracker::Rejoin { host, port, version }, deadline)?;
         let reply = tracker.recv(deadline)?;
         // Rounds announced before our assignment are the one we just joined.
         tracker.take_notifications();
@@ -286,7 +290,7 @@ fn register(tracker: &mut TrackerClient, cfg: &Config, listener: &PeerListener, 
 
 fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
     match reply {
-        FromTracker::Assignment { view, peers, round, recovered, incarnation, peer_timeout_ms, elastic } => {
+        FromTracker::Assignment { view, peers, round, recovered, incarnation, peer_timeout_ms, elastic, version } => {
             Ok(Assigned {
                 view,
                 peers,
@@ -295,6 +299,7 @@ fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
                 incarnation,
                 peer_timeout: (peer_timeout_ms > 0).then(|| Duration::from_millis(peer_timeout_ms)),
                 elastic,
+                version,
             })
         }
         FromTracker::Error { message } => Err(Error::Tracker(message)),

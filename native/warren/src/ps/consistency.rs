@@ -125,8 +125,9 @@ impl<G> Clocks<G> {
     /// `trainer`, not taking part (named as joining later, or it left), takes part from its
     /// step `step` on: later steps count it (sync waits for its pushes from `step` on), earlier
     /// ones do not. Joining again at the same step is a no-op (sent again). Refused at a step
-    /// already applied (sync) or below the trainer's own clock.
-    pub fn join(&mut self, trainer: u32, step: u64) -> Result<()> {
+    /// already applied (sync) or below the trainer's own clock. Returns the batches released
+    /// (sync: the steps before `step` that no trainer takes part in are skipped now).
+    pub fn join(&mut self, trainer: u32, step: u64) -> Result<Vec<Batch<G>>> {
         let t = trainer as usize;
         if t >= self.clock.len() {
             return Err(Error::InvalidArgument(format!(
@@ -136,7 +137,7 @@ impl<G> Clocks<G> {
         }
         if self.live[t] {
             return match self.clock[t] == step && self.first_step(t) == step {
-                true => Ok(()),
+                true => Ok(Vec::new()),
                 false => Err(Error::InvalidArgument(format!(
                     "trainer {trainer} already takes part (its next step is {})",
                     self.clock[t]
@@ -158,7 +159,7 @@ impl<G> Clocks<G> {
         self.clock[t] = step;
         self.from[t] = step;
         self.live[t] = true;
-        Ok(())
+        Ok(if self.mode == Mode::Sync { self.release() } else { Vec::new() })
     }
 
     /// The step `trainer` takes part from.
@@ -299,15 +300,25 @@ impl<G> Clocks<G> {
         Ok(if self.mode == Mode::Sync { self.release() } else { Vec::new() })
     }
 
-    /// Sync: releases every complete step, in order.
+    /// Sync: releases every complete step, in order. A step no trainer takes part in (every
+    /// trainer left before it, and the next one joins after it) is skipped once a trainer has
+    /// joined at a later step: it releases nothing (no update, the optimizer's state is left
+    /// as it is), so the joiner's pulls do not wait for it. While no trainer takes part at all
+    /// the server waits (a trainer may still join at that step).
     fn release(&mut self) -> Vec<Batch<G>> {
         let mut out = Vec::new();
         loop {
             let step = self.applied;
-            let complete = self.pending.get(&step).is_some_and(|pushes| {
-                let member = |t: usize| self.live[t] && self.first_step(t) <= step;
-                (0..self.live.len()).all(|t| !member(t) || pushes.contains_key(&(t as u32)))
-            });
+            let member = |t: usize| self.live[t] && self.first_step(t) <= step;
+            let nobody = !(0..self.live.len()).any(member) && !self.pending.contains_key(&step);
+            if nobody && (0..self.live.len()).any(|t| self.live[t] && self.first_step(t) > step) {
+                self.applied += 1;
+                continue;
+            }
+            let complete = self
+                .pending
+                .get(&step)
+                .is_some_and(|pushes| (0..self.live.len()).all(|t| !member(t) || pushes.contains_key(&(t as u32))));
             if !complete {
                 return out;
             }
@@ -395,6 +406,25 @@ mod tests {
         a.push(0, 0, ()).unwrap();
         a.join(1, 0).unwrap();
         assert_eq!(a.push(1, 0, ()).unwrap().len(), 1, "async: released on arrival");
+    }
+
+    #[test]
+    fn a_sync_step_no_trainer_takes_part_in_is_skipped_once_one_joins_later() {
+        let mut c = Clocks::with_joiners(Mode::Sync, 3, &[2]).unwrap();
+        c.push(0, 0, "a0").unwrap();
+        assert_eq!(c.push(1, 0, "b0").unwrap().len(), 1);
+        assert!(c.leave(0).unwrap().is_empty() && c.leave(1).unwrap().is_empty());
+        assert_eq!(c.applied(), 1, "nobody takes part in step 1 yet: the server waits (one may join at it)");
+        assert!(c.join(2, 4).unwrap().is_empty(), "steps 1, 2 and 3 are skipped: no update");
+        assert_eq!(c.applied(), 4);
+        assert!(c.pull_ready(2), "the joiner does not wait for the empty steps");
+        assert_eq!(c.push(2, 4, "c4").unwrap(), vec![vec![(2, 4, "c4")]]);
+        // A joiner ahead does not skip a step that someone still takes part in.
+        let mut d = Clocks::with_joiners(Mode::Sync, 2, &[1]).unwrap();
+        d.join(1, 3).unwrap();
+        d.push(0, 0, "a0").unwrap();
+        assert!(d.leave(0).unwrap().is_empty());
+        assert_eq!(d.applied(), 3, "step 0 applied, steps 1 and 2 skipped when trainer 0 left");
     }
 
     #[test]

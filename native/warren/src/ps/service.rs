@@ -270,7 +270,9 @@ impl State {
             }
             Request::Join { step } => {
                 let t = self.trainer(conn, "joining")?;
-                self.job()?.clocks.join(t, step)?;
+                let job = self.job()?;
+                let batches = job.clocks.join(t, step)?;
+                apply(&mut job.shard, batches);
                 Ok((Reply::Done, true))
             }
             Request::Status => Ok((Reply::Status { status: self.status() }, false)),

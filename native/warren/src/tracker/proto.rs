@@ -63,6 +63,10 @@ pub enum ToTracker {
         host: String,
         /// Port of its peer listener.
         port: u16,
+        /// The last checkpoint version it committed (a round that rolls back goes on from the
+        /// newest one a member committed: [`FromTracker::Assignment`]'s `version`).
+        #[serde(default)]
+        version: u32,
     },
     /// A heartbeat, sent on a connection of its own every fraction of the peer timeout by a
     /// thread of the worker; answered with [`FromTracker::Ack`] (or a fence: an error).
@@ -164,6 +168,11 @@ pub enum FromTracker {
         /// checkpoint, and the view may change then.
         #[serde(default)]
         elastic: bool,
+        /// The newest checkpoint version a member of this re-link round committed (0 for a
+        /// first assignment): where the members go on from if the round rolls back (its view
+        /// lacks members given up on).
+        #[serde(default)]
+        version: u32,
     },
     /// Answer to [`ToTracker::ViewAt`]: the view from this checkpoint on.
     Decided {

@@ -78,6 +78,10 @@ pub struct Registry {
     rounds: u64,
     recoveries: u64,
     round: Option<std::collections::BTreeSet<String>>,
+    /// The last checkpoint version each member in the open round committed (as it said).
+    versions: BTreeMap<String, u32>,
+    /// The newest of them in the last completed round.
+    round_version: u32,
     /// Elastic jobs: the worker limits, then (once the first view is made) the roster.
     limits: Option<Limits>,
     roster: Option<Roster>,
@@ -93,6 +97,8 @@ impl Registry {
             rounds: 0,
             recoveries: 0,
             round: None,
+            versions: BTreeMap::new(),
+            round_version: 0,
             limits: None,
             roster: None,
         }
@@ -166,6 +172,8 @@ impl Registry {
                 return Registered::Waiting { arrived: self.workers.len() };
             }
             self.recoveries += 1;
+            // A new process: it has committed nothing.
+            self.versions.remove(task_id);
             return self.join_round(task_id);
         }
         if assigned || self.workers.len() == self.world {
@@ -258,9 +266,28 @@ impl Registry {
         if !complete {
             return Ok(None);
         }
+        self.close_round();
+        Ok(Some(view))
+    }
+
+    /// A member joining a re-link round says the last checkpoint version it committed (before
+    /// [`Registry::rejoin`]).
+    pub fn set_version(&mut self, task_id: &str, version: u32) {
+        self.versions.insert(task_id.to_string(), version);
+    }
+
+    /// The newest checkpoint version a member of the last completed re-link round committed
+    /// (0 if none said one): what the members go on from if the round rolls back.
+    pub fn round_version(&self) -> u32 {
+        self.round_version
+    }
+
+    /// The open round is complete: counted, and its members' newest version kept.
+    fn close_round(&mut self) {
         self.round = None;
         self.rounds += 1;
-        Ok(Some(view))
+        self.round_version = self.versions.values().copied().max().unwrap_or(0);
+        self.versions.clear();
     }
 
     /// A surviving worker asks to re-link (its links broke) at a new or the same address.
@@ -302,8 +329,7 @@ impl Registry {
         round.insert(task_id.to_string());
         let world = self.view.as_ref().map_or(self.world, View::world);
         let complete = if round.len() == world {
-            self.round = None;
-            self.rounds += 1;
+            self.close_round();
             self.view.clone()
         } else {
             None
@@ -313,6 +339,7 @@ impl Registry {
 
     /// Closes the current re-link round (it can no longer complete); returns its members.
     pub fn abort_round(&mut self) -> Vec<String> {
+        self.versions.clear();
         self.round.take().map(|r| r.into_iter().collect()).unwrap_or_default()
     }
 
@@ -395,6 +422,7 @@ impl Registry {
         if let Some(roster) = self.roster.as_mut().filter(|_| !member) {
             roster.departed(task_id);
         }
+        self.versions.remove(task_id);
         if let Some(r) = self.round.as_mut() {
             r.remove(task_id);
             if r.is_empty() {

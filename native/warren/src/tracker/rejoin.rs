@@ -34,6 +34,7 @@ pub(crate) async fn watchdog(state: SharedState, timeout: Duration) {
         if overdue.is_empty() {
             continue;
         }
+        let by_rank = s.registry.rank_of(&overdue[0]).unwrap_or(0);
         match s.registry.give_up(&overdue) {
             Ok(complete) => {
                 let view = s.registry.view().cloned().expect("an elastic job that lost a member has a view");
@@ -44,9 +45,22 @@ pub(crate) async fn watchdog(state: SharedState, timeout: Duration) {
                     view.world(),
                     view.members()
                 );
-                if let Some(view) = complete {
-                    assign(s, &view);
-                    s.restarted.clear();
+                match complete {
+                    Some(view) => {
+                        assign(s, &view);
+                        s.restarted.clear();
+                    }
+                    // Members not in the round may be linking in a view with the given-up
+                    // task (lost right after the last round completed): they would wait for
+                    // it until their deadline. Told a round opened, they re-link in this one.
+                    None => {
+                        let waiting = s.registry.round_members();
+                        for (tid, (_, tx)) in s.conns.iter().filter(|(t, _)| !waiting.contains(t)) {
+                            if view.rank_of(tid).is_some() {
+                                let _ = tx.send(FromTracker::RoundStarted { by_rank });
+                            }
+                        }
+                    }
                 }
                 for t in &overdue {
                     since.remove(t);

@@ -164,6 +164,7 @@ pub(crate) fn assign(s: &mut Shared, view: &View) {
     let now = Instant::now();
     let peer_timeout_ms = s.liveness.as_ref().map_or(0, |l| l.timeout().as_millis().max(1) as u64);
     let elastic = s.registry.is_elastic();
+    let version = s.registry.round_version();
     for tid in view.members() {
         if let Some((incarnation, t)) = s.conns.get(tid) {
             let recovered = s.restarted.contains(tid);
@@ -176,6 +177,7 @@ pub(crate) fn assign(s: &mut Shared, view: &View) {
                 incarnation,
                 peer_timeout_ms,
                 elastic,
+                version,
             });
             if let Some(l) = s.liveness.as_mut() {
                 l.expect(tid, incarnation, now);
@@ -229,10 +231,11 @@ fn handle(
             }
         }
         ToTracker::Beat { task_id, incarnation, stall } => fencing::beat(s, tx, &task_id, incarnation, stall)?,
-        ToTracker::Rejoin { host, port } => {
+        ToTracker::Rejoin { host, port, version } => {
             let Some((task_id, _)) = me.as_ref() else {
                 return Err("rejoin before registering".into());
             };
+            s.registry.set_version(task_id, version);
             rejoin(s, tx, task_id, &host, port)?;
         }
         ToTracker::Print { msg } => {
