@@ -32,6 +32,20 @@ impl Topology {
         Topology { rank, world, parent, children, ring_prev: (rank + world - 1) % world, ring_next: (rank + 1) % world }
     }
 
+    /// The tree a small allreduce runs on. In a world of 4, where rank 0 keeps a link to every
+    /// rank (its children 1 and 2, its ring predecessor 3), the flat tree: every other rank
+    /// is a child of rank 0, so a call takes two levels of messages (up, down) instead of the
+    /// heap tree's four (3 to 1 to 0, then back), and rank 0 reduces in rank order
+    /// (`x0 op x1 op x2 op x3`). Any other world: the heap tree (a flat tree would need links
+    /// that do not exist beyond 4 ranks, and is the heap tree below 4).
+    pub fn small_reduce_tree(&self) -> Topology {
+        if self.world != 4 {
+            return self.clone();
+        }
+        let (parent, children) = if self.rank == 0 { (None, vec![1, 2, 3]) } else { (Some(0), vec![]) };
+        Topology { parent, children, ..self.clone() }
+    }
+
     /// Every distinct peer this worker keeps a link to, in increasing rank order.
     pub fn neighbours(&self) -> Vec<usize> {
         let mut n: Vec<usize> = self.parent.into_iter().chain(self.children.iter().copied()).collect();
@@ -113,6 +127,22 @@ mod tests {
         assert_eq!((t.parent, t.children.clone()), (Some(1), vec![]));
         let t = Topology::new(1, 4);
         assert_eq!(t.children, vec![3]);
+    }
+
+    #[test]
+    fn the_small_reduce_tree_is_flat_in_a_world_of_four_only() {
+        let t = Topology::new(0, 4).small_reduce_tree();
+        assert_eq!((t.parent, t.children.clone()), (None, vec![1, 2, 3]));
+        for r in 1..4 {
+            let t = Topology::new(r, 4).small_reduce_tree();
+            assert_eq!((t.parent, t.children.clone()), (Some(0), vec![]));
+            assert!(Topology::new(0, 4).neighbours().contains(&r), "rank 0 links to rank {r}");
+        }
+        for world in [1, 2, 3, 5, 8] {
+            for r in 0..world {
+                assert_eq!(Topology::new(r, world).small_reduce_tree(), Topology::new(r, world));
+            }
+        }
     }
 
     #[test]

@@ -19,7 +19,8 @@ impl Communicator {
     /// Reduces `buf` element-wise across all workers with `op`; every worker ends with the
     /// same bits. Payloads of `ring_threshold` bytes or more use the ring algorithm, or, when
     /// several hosts run several workers each, the hierarchy of hosts (its fixed order is
-    /// documented in `collective/allreduce_hier.rs`).
+    /// documented in `collective/allreduce_hier.rs`); smaller ones a tree (flat in a world of
+    /// 4: rank 0 reduces `x0 op x1 op x2 op x3`, see [`Topology::small_reduce_tree`]).
     pub fn allreduce<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
         self.allreduce_with(buf, op, &CallOptions::new())
     }
@@ -107,7 +108,8 @@ impl Communicator {
                     if let Some(input) = input {
                         data.copy_from_slice(input);
                     }
-                    collective::allreduce_tree(net, topo, hdr, data, elem, reducer, scratch).map(|_| ())
+                    let tree = topo.small_reduce_tree();
+                    collective::allreduce_tree(net, &tree, hdr, data, elem, reducer, scratch).map(|_| ())
                 }
             };
         if self.robust.is_none() {
