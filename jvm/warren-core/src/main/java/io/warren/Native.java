@@ -84,7 +84,14 @@ final class Native {
       String host,
       int port,
       long rendezvousMillis,
-      long peerTimeoutMillis);
+      long peerTimeoutMillis,
+      long[] elasticLimits);
+
+  /** Flattened {@code [task, state, rank ("" if none), ...]}. */
+  static native String[] trackerList(long handle);
+
+  /** change: add, remove, restart or give-up; atVersion negative for the next boundary. */
+  static native void trackerControl(long handle, String change, String task, long atVersion);
 
   static native String[] trackerTakeFenced(long handle);
 
