@@ -39,8 +39,8 @@ class ElasticTrackerTest {
       assertEquals(new Tracker.TaskInfo("2", "joining", -1), tracker.list().get(2));
       TrackerException full = assertThrows(TrackerException.class, () -> tracker.addWorker("3", -1));
       assertTrue(full.getMessage().contains("maximum of 3 workers"), full.getMessage());
-      TrackerException notStopped = assertThrows(TrackerException.class, () -> tracker.restart("0", -1));
-      assertTrue(notStopped.getMessage().contains("task 0 is not stopped"), notStopped.getMessage());
+      TrackerException member = assertThrows(TrackerException.class, () -> tracker.restart("0", -1));
+      assertTrue(member.getMessage().contains("task 0 is already a member"), member.getMessage());
       tracker.removeWorker("0", -1);
       TrackerException below = assertThrows(TrackerException.class, () -> tracker.removeWorker("1", -1));
       assertTrue(below.getMessage().contains("below the minimum of 2"), below.getMessage());
