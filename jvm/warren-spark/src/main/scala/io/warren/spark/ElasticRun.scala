@@ -25,6 +25,9 @@ import org.apache.spark.rdd.RDD
   */
 private[spark] object ElasticRun {
 
+  /** Spark's job property that makes a cancellation interrupt the task threads. */
+  private val InterruptOnCancel = "spark.job.interruptOnCancel"
+
   /** How often the driver looks at the tracker and the Spark job. */
   private val Poll = Duration.ofMillis(20)
 
@@ -76,13 +79,20 @@ private[spark] object ElasticRun {
       startWith: Int
   ): Array[(Int, R)] = {
     val results = new ConcurrentHashMap[Int, R]()
-    val job = sc.submitJob[(Int, R), Array[(Int, R)], Unit](
-      workers,
-      (it: Iterator[(Int, R)]) => it.toArray,
-      0 until numWorkers,
-      (_: Int, rs: Array[(Int, R)]) => rs.foreach { case (id, r) => results.put(id, r) },
-      ()
-    )
+    // Cancelling interrupts the tasks: a re-run task blocked joining (waiting for a boundary, or
+    // retrying a tracker that is gone) would otherwise hold its slot up to connectTimeout.
+    val previous = sc.getLocalProperty(InterruptOnCancel)
+    sc.setLocalProperty(InterruptOnCancel, "true")
+    val job =
+      try
+        sc.submitJob[(Int, R), Array[(Int, R)], Unit](
+          workers,
+          (it: Iterator[(Int, R)]) => it.toArray,
+          0 until numWorkers,
+          (_: Int, rs: Array[(Int, R)]) => rs.foreach { case (id, r) => results.put(id, r) },
+          ()
+        )
+      finally sc.setLocalProperty(InterruptOnCancel, previous)
     var toAdmit = startWith < numWorkers
     var over = false
     try {
