@@ -9,7 +9,7 @@ import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
 
 import io.warren.{Tracker, TrackerException, WarrenTimeoutException}
-import org.apache.spark.{SparkContext, WarrenSlots}
+import org.apache.spark.{FutureAction, SparkContext, WarrenSlots}
 import org.apache.spark.rdd.RDD
 
 /** The driver's side of an elastic job (`spark.warren.elastic=true`, see [[WarrenSpark]]):
@@ -76,7 +76,8 @@ private[spark] object ElasticRun {
       workers: RDD[(Int, R)],
       tracker: Tracker,
       numWorkers: Int,
-      startWith: Int
+      startWith: Int,
+      cancelled: FutureAction[_] => Unit
   ): Array[(Int, R)] = {
     val results = new ConcurrentHashMap[Int, R]()
     // Cancelling interrupts the tasks: a re-run task blocked joining (waiting for a boundary, or
@@ -111,9 +112,27 @@ private[spark] object ElasticRun {
       // Tasks still running or waiting for a slot: not members, or the job failed. Spark kills
       // them; their results are not needed, so the driver does not wait (Spark's cancellation
       // can take seconds when a re-run task is being retried meanwhile).
-      if (!job.isCompleted) job.cancel()
+      if (!job.isCompleted) {
+        job.cancel()
+        cancelled(job)
+      }
     }
     results.asScala.toArray
+  }
+
+  /** Closes `trackers` once the cancelled `job` has ended (at most `limit` later), in a daemon
+    * thread: until then a late task registering is refused at once, and one waiting to join is
+    * interrupted by the cancellation; with the tracker gone it would retry connecting, holding
+    * its slot, up to its connect timeout.
+    */
+  def closeAfter(job: FutureAction[_], trackers: AutoCloseable, limit: ScalaDuration): Unit = {
+    val t = new Thread(() => {
+      try Await.ready(job, limit)
+      catch { case _: Exception => }
+      finally trackers.close()
+    }, "warren-elastic-close")
+    t.setDaemon(true)
+    t.start()
   }
 
   /** Adds every task id of `0 until numWorkers` that is not in the first view (they join once

@@ -255,6 +255,8 @@ object WarrenSpark {
     val attempts =
       if (recovery == Recovery.FailAll) sc.getConf.getInt("spark.stage.maxConsecutiveAttempts", 4).max(1) else 1
     var trackers: Trackers = null
+    // Elastic: the cancelled tasks that were not needed, still ending (see ElasticRun.closeAfter).
+    var lingering: Option[org.apache.spark.FutureAction[_]] = None
     var remoteRun: Option[HadoopCheckpoints.RunDirectory] = None
     var hadoopConf: Option[Broadcast[SerializableWritable[Configuration]]] = None
     try {
@@ -305,13 +307,17 @@ object WarrenSpark {
             // A failed barrier stage is re-run only if it feeds a shuffle (a failed barrier
             // ResultStage aborts the job): hand the results over through one.
             if (failAll) workers.partitionBy(new HashPartitioner(1)).collect()
-            else if (elastic.enabled) ElasticRun.collect(sc, workers, trackers.tracker(0), numWorkers, startWith)
+            else if (elastic.enabled)
+              ElasticRun.collect(sc, workers, trackers.tracker(0), numWorkers, startWith, job => lingering = Some(job))
             else workers.collect()
           }
         } finally fences.stop()
       }
     } finally {
-      if (trackers != null) trackers.close()
+      if (trackers != null) lingering match {
+        case Some(job) => ElasticRun.closeAfter(job, trackers, scala.concurrent.duration.Duration(60, "s"))
+        case None      => trackers.close()
+      }
       localCkptDir.foreach(Recovery.removeRunDirectory)
       remoteRun.foreach(_.close())
       hadoopConf.foreach(b => try b.destroy() catch { case NonFatal(_) => })
