@@ -103,8 +103,9 @@ bench-recordio:
 	bash bench/recordio_read.sh
 
 ## bench-spark: the logistic-regression example vs Spark MLlib per iteration (1M rows x 100
-## features, 4 executors), and a halted executor under retry-one and fail-all, in one
-## spark-submit run on local-cluster; results in docs/benchmarks-spark.md (about 10 minutes)
+## features, 4 executors), and a halted executor under retry-one, fail-all and elastic
+## (spark.warren.elastic=true), in one spark-submit run on local-cluster; results in
+## docs/benchmarks-spark.md (about 12 minutes; BENCH_SPARK_ARGS=--recovery-only: the failures alone)
 bench-spark: jvm-native
 	$(MVN_PACKAGE)
 	bash bench/spark.sh

@@ -3,7 +3,9 @@
 #  (a) time per iteration of the Warren logistic-regression example vs Spark MLlib's
 #      LogisticRegression (L-BFGS, tol 0, no regularization) on the same rows;
 #  (b) the Warren stage's total time without failures and with one failure (an executor halted,
-#      a task throwing), under retry-one and fail-all (spark.warren.recovery=fail-all).
+#      a task throwing), under retry-one, fail-all (spark.warren.recovery=fail-all) and elastic
+#      (spark.warren.elastic=true: the others go on without a lost worker after the rejoin timeout).
+#      BENCH_SPARK_ARGS=--recovery-only runs (b) alone.
 # Reproduce: make bench-spark      (BENCH_SPARK_ARGS="--rows 200000" to scale; ~12 minutes at the default)
 #   EXECUTORS=N executor JVMs (default 4) of CORES task slots each (default 1); WORKERS=M Warren
 #   workers = MLlib partitions (default EXECUTORS x CORES; fewer leaves spare slots, so a re-run

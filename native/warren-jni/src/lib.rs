@@ -56,6 +56,7 @@ use jni::objects::{
 };
 use jni::sys::{jint, jlong};
 use jni::{Env, EnvUnowned};
+use warren::membership::Limits;
 use warren::{CallOptions, Communicator, DataType, Element, Op, Tracker, TrackerConfig};
 
 use errors::{JniError, JniResult, run};
@@ -710,7 +711,8 @@ pub extern "system" fn Java_io_warren_Native_commClose<'l>(mut env: EnvUnowned<'
 /// Starts a tracker for `workers` workers. `host` may be null (127.0.0.1), `port` 0 (any),
 /// `rendezvous_ms` 0 (the default, 600 s), `peer_timeout_ms` negative (the default, 30 s) or
 /// 0 (no heartbeats: a hung worker is not fenced); `tls` the TLS settings (see [`tls`]; null:
-/// plain TCP).
+/// plain TCP). `limits` is empty (a fixed world) or `[min_workers, max_workers,
+/// rejoin_timeout_ms]` (an elastic job; a negative rejoin timeout for none).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
@@ -723,6 +725,7 @@ pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
     rendezvous_ms: jlong,
     peer_timeout_ms: jlong,
     tls: JObjectArray<'l, JString<'l>>,
+    limits: JLongArray<'l>,
 ) -> jlong {
     run(&mut env, |env| {
         let workers =
@@ -743,8 +746,84 @@ pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
             cfg.peer_timeout = (peer_timeout_ms > 0).then(|| Duration::from_millis(peer_timeout_ms as u64));
         }
         cfg.tls = tls::context(env, &tls)?;
+        if !limits.is_null() {
+            elastic_limits(env, &limits, &mut cfg)?;
+        }
         let t = Tracker::start(cfg)?;
         Ok(handle::into_handle(t))
+    })
+}
+
+/// Reads `[min_workers, max_workers, rejoin_timeout_ms]` (none: a fixed world) into `cfg`.
+fn elastic_limits(env: &mut Env<'_>, limits: &JLongArray<'_>, cfg: &mut TrackerConfig) -> JniResult<()> {
+    let mut v = [0i64; 3];
+    match limits.len(env)? {
+        0 => return Ok(()),
+        3 => limits.get_region(env, 0, &mut v)?,
+        n => return Err(JniError::Argument(format!("elastic limits need 3 values, got {n}"))),
+    }
+    let count =
+        |what: &str, n: i64| usize::try_from(n).map_err(|_| JniError::Argument(format!("{what} {n} is negative")));
+    cfg.elastic = Some(Limits { min: count("min workers", v[0])?, max: count("max workers", v[1])? });
+    cfg.rejoin_timeout = (v[2] >= 0).then(|| Duration::from_millis(v[2] as u64));
+    Ok(())
+}
+
+/// Every task of an elastic job, flattened: `[task0, state0, rank0, ...]` (the rank `""` for a
+/// task that is not a member of the current view).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_trackerList<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+) -> JObjectArray<'l, JString<'l>> {
+    run(&mut env, |env| {
+        let tasks = tracker(h)?.list()?;
+        let out = JObjectArray::<JString>::new(env, tasks.len() * 3, JString::null())?;
+        for (i, t) in tasks.iter().enumerate() {
+            let rank = t.rank.map(|r| r.to_string()).unwrap_or_default();
+            for (j, field) in [&t.task_id, &t.state, &rank].into_iter().enumerate() {
+                let s = env.new_string(field)?;
+                out.set_element(env, 3 * i + j, &s)?;
+                env.delete_local_ref(s);
+            }
+        }
+        Ok(out)
+    })
+}
+
+/// A control request on an elastic job: `change` is `add`, `remove`, `restart` or `give-up`,
+/// applied at checkpoint version `at` or later (negative: the next boundary).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_trackerControl<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    change: JString<'l>,
+    task: JString<'l>,
+    at: jlong,
+) {
+    run(&mut env, |env| {
+        if change.is_null() || task.is_null() {
+            return Err(JniError::Argument("change and task may not be null".into()));
+        }
+        let t = tracker(h)?;
+        let task = task.try_to_string(env)?;
+        let at = if at < 0 {
+            None
+        } else {
+            Some(u32::try_from(at).map_err(|_| JniError::Argument(format!("version {at} is out of range")))?)
+        };
+        match change.try_to_string(env)?.as_str() {
+            "add" => t.add_worker(&task, at)?,
+            "remove" => t.remove_worker(&task, at)?,
+            "restart" => t.restart(&task, at)?,
+            "give-up" => t.give_up(&task)?,
+            other => {
+                return Err(JniError::Argument(format!("change {other:?}: expected add, remove, restart or give-up")));
+            }
+        }
+        Ok(())
     })
 }
 

@@ -83,8 +83,10 @@ public final class Communicator implements AutoCloseable {
       };
   /** Set by {@link #close()}; read without the lock by rank(), worldSize(), isClosed(). */
   private volatile boolean closed;
-  private final int rank;
-  private final int worldSize;
+  /** Re-read after a checkpoint and a roll-back (elastic jobs change the view then). */
+  private volatile int rank;
+
+  private volatile int worldSize;
   /** Told of each committed checkpoint; null for none. */
   private volatile CheckpointListener checkpointListener;
 
@@ -216,9 +218,18 @@ public final class Communicator implements AutoCloseable {
         throw interrupted("the collective call", e);
       }
       throw e;
+    } catch (RolledBackException e) {
+      readView(h);
+      throw e;
     } finally {
       caller = null;
     }
+  }
+
+  /** Reads the rank and world size of the current view (an elastic job changes them). */
+  private void readView(long h) {
+    rank = Native.commRank(h);
+    worldSize = Native.commWorldSize(h);
   }
 
   /** The exception of a call aborted by an interrupt; sets the interrupt flag again. */
@@ -305,7 +316,8 @@ public final class Communicator implements AutoCloseable {
   }
 
   /**
-   * This worker's rank.
+   * This worker's rank. In an elastic job it changes with the view: after a {@link
+   * #checkpoint} at which the view changed, and when a call throws {@link RolledBackException}.
    *
    * @return a number in {@code [0, worldSize())}
    * @throws IllegalStateException if the communicator is closed
@@ -316,7 +328,8 @@ public final class Communicator implements AutoCloseable {
   }
 
   /**
-   * The number of workers in the job.
+   * The number of workers in the job (in an elastic job, in the current view; see {@link
+   * #rank()}).
    *
    * @return at least 1
    * @throws IllegalStateException if the communicator is closed
@@ -650,6 +663,7 @@ public final class Communicator implements AutoCloseable {
     synchronized (this) {
       long h = live();
       run(p -> Native.commCheckpoint(p, global, local));
+      readView(h);
       listener = checkpointListener;
       if (listener != null) {
         version = Native.commVersion(h);

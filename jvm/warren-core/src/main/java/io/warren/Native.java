@@ -88,7 +88,14 @@ final class Native {
       int port,
       long rendezvousMillis,
       long peerTimeoutMillis,
-      String[] tls);
+      String[] tls,
+      long[] elasticLimits);
+
+  /** Flattened {@code [task, state, rank ("" if none), ...]}. */
+  static native String[] trackerList(long handle);
+
+  /** change: add, remove, restart or give-up; atVersion negative for the next boundary. */
+  static native void trackerControl(long handle, String change, String task, long atVersion);
 
   static native String[] trackerTakeFenced(long handle);
 

@@ -1,6 +1,7 @@
 package io.warren;
 
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -91,7 +92,7 @@ public final class Tracker implements AutoCloseable {
       int port,
       Duration rendezvousTimeout,
       Duration peerTimeout) {
-    return start(workers, secret, host, port, rendezvousTimeout, peerTimeout, TlsSettings.OFF);
+    return start(workers, secret, host, port, rendezvousTimeout, peerTimeout, TlsSettings.OFF, null);
   }
 
   /**
@@ -120,6 +121,111 @@ public final class Tracker implements AutoCloseable {
       Duration rendezvousTimeout,
       Duration peerTimeout,
       TlsSettings tls) {
+    return start(workers, secret, host, port, rendezvousTimeout, peerTimeout, tls, null);
+  }
+
+  /**
+   * The limits of an elastic job: it starts with the tracker's {@code workers} and may then
+   * change size at checkpoint boundaries, within {@code [minWorkers, maxWorkers]}.
+   *
+   * @param minWorkers never fewer (a remove, or going on without a lost worker, below it is
+   *     refused: the job then fails naming the missing tasks)
+   * @param maxWorkers never more
+   * @param rejoinTimeout a lost member whose replacement has not registered within this time
+   *     is dropped from the view and the others roll back to their last checkpoint without it
+   *     ({@link RolledBackException}); it rejoins at a later checkpoint when it registers
+   *     again. Null: wait for the replacement as long as the workers' connect timeout allows
+   */
+  public record Elastic(int minWorkers, int maxWorkers, Duration rejoinTimeout) {
+    /**
+     * Checks the limits.
+     *
+     * @param minWorkers never fewer
+     * @param maxWorkers never more
+     * @param rejoinTimeout how long to wait for a lost member's replacement, null for the
+     *     workers' connect timeout
+     * @throws IllegalArgumentException if {@code minWorkers < 1}, {@code maxWorkers <
+     *     minWorkers} or the rejoin timeout is negative
+     */
+    public Elastic {
+      if (minWorkers < 1 || maxWorkers < minWorkers) {
+        throw new IllegalArgumentException(
+            "an elastic job needs 1 <= minWorkers <= maxWorkers, got " + minWorkers + " and " + maxWorkers);
+      }
+      if (rejoinTimeout != null && rejoinTimeout.isNegative()) {
+        throw new IllegalArgumentException("rejoinTimeout must not be negative, got " + rejoinTimeout);
+      }
+    }
+  }
+
+  /**
+   * One task of an elastic job, as {@link #list()} shows it.
+   *
+   * @param taskId the task id
+   * @param state {@code running}, {@code joining}, {@code leaving}, {@code stopped} or {@code
+   *     lost}
+   * @param rank its rank in the current view, -1 if it is not a member
+   */
+  public record TaskInfo(String taskId, String state, int rank) {}
+
+  /**
+   * Starts a tracker, elastic if {@code elastic} is not null (see {@link Elastic}): the job
+   * starts once {@code workers} workers have registered; then workers join (an added task, a
+   * lost one coming back) and leave at checkpoint boundaries.
+   *
+   * @param workers the number of workers the job starts with
+   * @param secret the job secret workers must prove they hold (not empty)
+   * @param host the address to bind and advertise
+   * @param port the port to bind, 0 for any free port
+   * @param rendezvousTimeout how long the first {@code workers} workers have to arrive; zero
+   *     for the default (600 s)
+   * @param peerTimeout null for the default (30 s), zero for none
+   * @param elastic the limits of an elastic job, null for a fixed world
+   * @return the running tracker; close it when the job is over
+   * @throws WarrenConfigException if an argument is invalid ({@code workers} outside the
+   *     limits, say)
+   * @throws WarrenIOException if the port cannot be bound
+   * @throws NativeLibraryException if the native library cannot be loaded
+   */
+  public static Tracker start(
+      int workers,
+      String secret,
+      String host,
+      int port,
+      Duration rendezvousTimeout,
+      Duration peerTimeout,
+      Elastic elastic) {
+    return start(workers, secret, host, port, rendezvousTimeout, peerTimeout, TlsSettings.OFF, elastic);
+  }
+
+  /**
+   * Starts a tracker: TLS or plain ({@link TlsSettings}), elastic or a fixed world ({@link
+   * Elastic}); the other overloads fill in plain TCP and a fixed world.
+   *
+   * @param workers the number of workers the job starts with
+   * @param secret the job secret workers must prove they hold (not empty)
+   * @param host the address to bind and advertise
+   * @param port the port to bind, 0 for any free port
+   * @param rendezvousTimeout how long the first {@code workers} workers have to arrive; zero
+   *     for the default (600 s)
+   * @param peerTimeout null for the default (30 s), zero for none
+   * @param tls encryption in transit ({@link TlsSettings#OFF}: plain TCP)
+   * @param elastic the limits of an elastic job, null for a fixed world
+   * @return the running tracker; close it when the job is over
+   * @throws WarrenConfigException if an argument is invalid, or a certificate file cannot be
+   *     read (the message names it)
+   * @throws WarrenIOException if the port cannot be bound
+   * @throws NativeLibraryException if the native library cannot be loaded
+   */
+  public static Tracker start(
+      int workers,
+      String secret,
+      String host,
+      int port,
+      Duration rendezvousTimeout,
+      Duration peerTimeout,
+      TlsSettings tls,
+      Elastic elastic) {
     Objects.requireNonNull(secret, "secret");
     Objects.requireNonNull(tls, "tls");
     Objects.requireNonNull(host, "host");
@@ -132,10 +238,77 @@ public final class Tracker implements AutoCloseable {
       throw new IllegalArgumentException("peerTimeout must not be negative, got " + peerTimeout);
     }
     long peerMillis = peerTimeout == null ? -1 : Math.max(peerTimeout.toMillis(), peerTimeout.isZero() ? 0 : 1);
+    long[] limits =
+        elastic == null
+            ? new long[0]
+            : new long[] {
+              elastic.minWorkers(),
+              elastic.maxWorkers(),
+              elastic.rejoinTimeout() == null ? -1 : elastic.rejoinTimeout().toMillis()
+            };
     return new Tracker(
         Native.trackerStart(
-            workers, secret, host, port, rendezvousTimeout.toMillis(), peerMillis, tls.flat()),
+            workers, secret, host, port, rendezvousTimeout.toMillis(), peerMillis, tls.flat(), limits),
         tls);
+  }
+
+  /**
+   * Every task of an elastic job, in task order: its state and its rank in the current view.
+   *
+   * @return the tasks
+   * @throws TrackerException if the job is not elastic or has not started yet
+   */
+  public List<TaskInfo> list() {
+    String[] flat = handle.call(Native::trackerList);
+    List<TaskInfo> out = new ArrayList<>();
+    for (int i = 0; i + 2 < flat.length; i += 3) {
+      out.add(new TaskInfo(flat[i], flat[i + 1], flat[i + 2].isEmpty() ? -1 : Integer.parseInt(flat[i + 2])));
+    }
+    return out;
+  }
+
+  /**
+   * Admits a new task id to an elastic job: it joins at checkpoint version {@code atVersion}
+   * (or the first boundary after it) once its worker has registered.
+   *
+   * @param taskId the task id
+   * @param atVersion the earliest checkpoint version, -1 for the next boundary
+   * @throws TrackerException if refused (above the maximum, a known task, a version already
+   *     decided), with the reason
+   */
+  public void addWorker(String taskId, int atVersion) {
+    control("add", taskId, atVersion);
+  }
+
+  /**
+   * Lets a member of an elastic job finish the current checkpoint interval and stop.
+   *
+   * @param taskId the task id
+   * @param atVersion the earliest checkpoint version, -1 for the next boundary
+   * @throws TrackerException if refused (below the minimum, not a member), with the reason
+   */
+  public void removeWorker(String taskId, int atVersion) {
+    control("remove", taskId, atVersion);
+  }
+
+  /**
+   * Brings a stopped (removed) or lost task of an elastic job back: it joins at {@code
+   * atVersion} or later, once its worker has registered.
+   *
+   * @param taskId the task id
+   * @param atVersion the earliest checkpoint version, -1 for the next boundary
+   * @throws TrackerException if refused (not stopped, above the maximum), with the reason
+   */
+  public void restart(String taskId, int atVersion) {
+    control("restart", taskId, atVersion);
+  }
+
+  private void control(String change, String taskId, int atVersion) {
+    Objects.requireNonNull(taskId, "taskId");
+    handle.call(h -> {
+      Native.trackerControl(h, change, taskId, atVersion);
+      return null;
+    });
   }
 
   /**

@@ -4,7 +4,7 @@ import java.nio.{ByteBuffer, ByteOrder}
 import java.security.MessageDigest
 import java.util.SplittableRandom
 
-import io.warren.{CallOptions, Communicator, Op}
+import io.warren.{CallOptions, Communicator, Op, RolledBackException, Tracker}
 import io.warren.spark.WarrenSpark
 import org.apache.spark.{SparkConf, SparkContext, TaskContext}
 
@@ -93,6 +93,11 @@ object LogisticRegression {
     * @param seconds wall time of the Warren stage as the driver saw it
     * @param startVersion the checkpoint version rank 0 started from (0 unless it was restarted)
     * @param iterMs milliseconds per gradient iteration of rank 0's loop (its wall time / iterations)
+    * @param taskId the worker's task id (its partition)
+    * @param rollbacks elastic jobs: how many times this worker rolled back (a lost worker was
+    *   dropped from the view: `RolledBackException`)
+    * @param rolledBackTo elastic jobs: the checkpoint version of the last roll-back (-1: none)
+    * @param world the number of workers in the view at the end
     */
   case class Result(
       weights: Array[Double],
@@ -101,7 +106,11 @@ object LogisticRegression {
       recoveries: Long,
       seconds: Double,
       startVersion: Int,
-      iterMs: Double = 0.0
+      iterMs: Double = 0.0,
+      taskId: Int = 0,
+      rollbacks: Int = 0,
+      rolledBackTo: Int = -1,
+      world: Int = 0
   ) {
 
     /** SHA-256 of the weights (little-endian doubles), in hex. */
@@ -254,50 +263,76 @@ object LogisticRegression {
     val seedBytes = comm.broadcast(ByteBuffer.allocate(8).putLong(p.seed).array(), 0, CallOptions.bootstrap())
     val initSeed = ByteBuffer.wrap(seedBytes).getLong
     val ckpt = comm.loadCheckpoint()
-    val (opt, losses) = restore(p, d, initSeed, ckpt.version, ckpt.global)
+    var (opt, losses) = restore(p, d, initSeed, ckpt.version, ckpt.global)
     val n = y.length
     val buf = new Array[Double](d + 2)
     // Stop after the first iteration whose loss reached the target: decided from the losses,
     // which the checkpoint holds, so a restored worker decides as the others did.
     def reached(it: Int): Boolean = it > 0 && losses(it - 1) <= p.targetLoss
     var it = ckpt.version
+    var (rollbacks, rolledBackTo) = (0, -1)
     val loopStart = System.nanoTime()
-    while (it < p.iters && !reached(it)) {
-      for (fl <- p.allFailures if fl.partition == pid && fl.iter == it && attempt < fl.attempts) {
-        if (fl.halt) {
-          System.err.println(s"halting this executor at iteration $it (attempt $attempt)")
-          Runtime.getRuntime.halt(1)
+    var result: Option[Result] = None
+    while (result.isEmpty) {
+      try {
+        while (it < p.iters && !reached(it)) {
+          for (fl <- p.allFailures if fl.partition == pid && fl.iter == it && attempt < fl.attempts) inject(fl, pid, it, attempt)
+          java.util.Arrays.fill(buf, 0.0)
+          accumulate(x, y, opt.point, buf)
+          buf(d + 1) = n.toDouble
+          comm.allreduce(buf, Op.SUM)
+          val total = buf(d + 1)
+          losses(it) = buf(d) / total
+          opt.step(losses(it), buf, total, last = losses(it) <= p.targetLoss)
+          comm.checkpoint(toBytes(opt.state, losses), null)
+          if (p.pauseMs > 0) Thread.sleep(p.pauseMs.toLong)
+          it += 1
         }
-        if (fl.pause) {
-          System.err.println(s"pausing this executor (SIGSTOP) at iteration $it (attempt $attempt)")
-          val self = ProcessHandle.current().pid().toString
-          new ProcessBuilder("kill", "-STOP", self).inheritIO().start().waitFor()
-          throw new RuntimeException(s"task $pid was paused and continued: it was fenced meanwhile")
+        val loopMs = (System.nanoTime() - loopStart) / 1e6
+        val w = opt.weights
+        val acc = Array(0.0, n.toDouble)
+        for (i <- 0 until n) {
+          var z = 0.0
+          for (j <- 0 until d) z += x(i * d + j) * w(j)
+          if ((z > 0) == (y(i) > 0.5)) acc(0) += 1
         }
-        throw new RuntimeException(s"injected failure of task $pid at iteration $it (attempt $attempt)")
+        comm.allreduce(acc, Op.SUM)
+        val iterMs = if (it > ckpt.version) loopMs / (it - ckpt.version) else 0.0
+        result = Some(
+          Result(w.clone(), losses.take(it), acc(0) / acc(1), comm.recoveries(), 0.0, ckpt.version, iterMs, pid,
+            rollbacks, rolledBackTo, comm.worldSize())
+        )
+      } catch {
+        // Elastic jobs: a lost worker was dropped from the view; the calls since the last
+        // checkpoint did not count. Go on from it with the workers left (this partition's rows
+        // are the same; the lost one's are skipped until it rejoins).
+        case e: RolledBackException =>
+          val c = comm.loadCheckpoint()
+          System.err.println(s"task $pid: ${e.getMessage}; going on from checkpoint ${c.version} with ${comm.worldSize()} workers")
+          val (o, l) = restore(p, d, initSeed, c.version, c.global)
+          opt = o
+          losses = l
+          it = c.version
+          rollbacks += 1
+          rolledBackTo = c.version
       }
-      java.util.Arrays.fill(buf, 0.0)
-      accumulate(x, y, opt.point, buf)
-      buf(d + 1) = n.toDouble
-      comm.allreduce(buf, Op.SUM)
-      val total = buf(d + 1)
-      losses(it) = buf(d) / total
-      opt.step(losses(it), buf, total, last = losses(it) <= p.targetLoss)
-      comm.checkpoint(toBytes(opt.state, losses), null)
-      if (p.pauseMs > 0) Thread.sleep(p.pauseMs.toLong)
-      it += 1
     }
-    val loopMs = (System.nanoTime() - loopStart) / 1e6
-    val w = opt.weights
-    val acc = Array(0.0, n.toDouble)
-    for (i <- 0 until n) {
-      var z = 0.0
-      for (j <- 0 until d) z += x(i * d + j) * w(j)
-      if ((z > 0) == (y(i) > 0.5)) acc(0) += 1
+    result.get
+  }
+
+  /** Fails this task as `fl` says: halts or pauses its executor JVM, or throws. */
+  private def inject(fl: Failure, pid: Int, it: Int, attempt: Int): Unit = {
+    if (fl.halt) {
+      System.err.println(s"halting this executor at iteration $it (attempt $attempt)")
+      Runtime.getRuntime.halt(1)
     }
-    comm.allreduce(acc, Op.SUM)
-    val iterMs = if (it > ckpt.version) loopMs / (it - ckpt.version) else 0.0
-    Result(w.clone(), losses.take(it), acc(0) / acc(1), comm.recoveries(), 0.0, ckpt.version, iterMs)
+    if (fl.pause) {
+      System.err.println(s"pausing this executor (SIGSTOP) at iteration $it (attempt $attempt)")
+      val self = ProcessHandle.current().pid().toString
+      new ProcessBuilder("kill", "-STOP", self).inheritIO().start().waitFor()
+      throw new RuntimeException(s"task $pid was paused and continued: it was fenced meanwhile")
+    }
+    throw new RuntimeException(s"injected failure of task $pid at iteration $it (attempt $attempt)")
   }
 
   /** Trains on `sc`: one partition per worker, each generating its rows deterministically.
@@ -306,11 +341,22 @@ object LogisticRegression {
     * @param p the parameters
     * @return rank 0's result
     */
-  def run(sc: SparkContext, p: Params): Result = {
+  def run(sc: SparkContext, p: Params): Result = runAll(sc, p).head
+
+  /** Trains on `sc` as [[run]] does, and returns every worker's result (elastic jobs: those
+    * of the final view's members), each with the stage's wall time.
+    *
+    * @param sc the context
+    * @param p the parameters
+    * @param onTracker given the job's tracker on the driver before any task starts
+    * @return the results in task-id order
+    */
+  def runAll(sc: SparkContext, p: Params, onTracker: Tracker => Unit = _ => ()): Seq[Result] = {
     val rdd = sc.parallelize(0 until p.workers, p.workers)
     val started = System.nanoTime()
-    val results = WarrenSpark.train(rdd, p.workers, p.conf)(worker(p))
-    results.head.copy(seconds = (System.nanoTime() - started) / 1e9)
+    val results = WarrenSpark.train(rdd, p.workers, p.conf, onTracker)(worker(p))
+    val seconds = (System.nanoTime() - started) / 1e9
+    results.map(_.copy(seconds = seconds))
   }
 
   private def parse(args: List[String], p: Params): Params = args match {
@@ -329,11 +375,12 @@ object LogisticRegression {
     case "--pause-ms" :: v :: rest      => parse(rest, p.copy(pauseMs = v.toInt))
     case "--recovery" :: v :: rest       => parse(rest, p.copy(conf = p.conf + ("recovery" -> v)))
     case "--checkpoint-dir" :: v :: rest => parse(rest, p.copy(conf = p.conf + ("checkpointDir" -> v)))
+    case "--elastic" :: v :: rest        => parse(rest, p.copy(conf = p.conf + ("elastic" -> "true") + ("minWorkers" -> v)))
     case other :: _ =>
       throw new IllegalArgumentException(
         s"unknown argument $other; usage: [--workers N] [--rows N] [--features N] [--iters N] " +
           "[--step-size X] [--optimizer gd|lbfgs] [--lbfgs-memory M] [--target-loss X] [--seed N] [--kill-task ITER] [--kill-executor ITER] [--pause-ms MS] [--recovery retry-one|fail-all] " +
-          "[--checkpoint-dir DIR]"
+          "[--checkpoint-dir DIR] [--elastic MIN_WORKERS]"
       )
   }
 

@@ -27,7 +27,9 @@ import io.warren.spark.WarrenSpark
   *    failure: task 1's executor JVM halted (`Runtime.halt`, the issue's case) and task 1
   *    throwing (its executor lives on). Each failure run also records how long Spark took from
   *    reporting the failure to launching the re-run task(s) (see [[RestartClock]]), so that the
-  *    added time splits into Spark's part and the rest.
+  *    added time splits into Spark's part and the rest. Then the same under elastic membership
+  *    (`spark.warren.elastic=true`, `minWorkers` = workers - 1): the others go on without the
+  *    lost worker after the rejoin timeout (`--rejoin-timeout`, default 1 s).
   *
   *  - (c) time to accuracy: the wall time of the Warren example with L-BFGS (`--optimizer
   *    lbfgs`), stopping at the first iteration whose training loss is at most the loss MLlib's
@@ -50,6 +52,8 @@ object SparkBench {
     * @param failAllDir checkpoint directory for the fail-all runs (None: no fail-all runs)
     * @param durableEvery fail-all: write every k-th checkpoint to disk (`spark.warren.durableEvery`)
     * @param ttaMaxIters time to accuracy: iterations Warren's L-BFGS may take to reach MLlib's loss
+    * @param recoveryOnly run only (b), the failure runs (skip the comparison with MLlib)
+    * @param rejoinTimeout the elastic runs' `spark.warren.rejoinTimeout`, seconds
     */
   case class Params(
       workers: Int = 4,
@@ -62,7 +66,9 @@ object SparkBench {
       recoveryRepeats: Int = 2,
       failAllDir: Option[String] = None,
       durableEvery: Int = 1,
-      ttaMaxIters: Int = 200
+      ttaMaxIters: Int = 200,
+      recoveryOnly: Boolean = false,
+      rejoinTimeout: Double = 1.0
   ) {
     require(workers >= 2, s"workers must be at least 2 (an executor is halted), got $workers")
     require(shortIters >= 1 && longIters > shortIters, s"need 1 <= short-iters < iters, got $shortIters, $longIters")
@@ -140,10 +146,13 @@ object SparkBench {
     case "--fail-all-dir" :: v :: rest     => parse(rest, p.copy(failAllDir = Some(v)))
     case "--durable-every" :: v :: rest    => parse(rest, p.copy(durableEvery = v.toInt))
     case "--tta-max-iters" :: v :: rest    => parse(rest, p.copy(ttaMaxIters = v.toInt))
+    case "--recovery-only" :: rest         => parse(rest, p.copy(recoveryOnly = true))
+    case "--rejoin-timeout" :: v :: rest   => parse(rest, p.copy(rejoinTimeout = v.toDouble))
     case other :: _ =>
       throw new IllegalArgumentException(
         s"unknown argument $other; usage: [--workers N] [--rows N] [--features N] [--short-iters N] " +
-          "[--iters N] [--repeats N] [--kill-iter N] [--recovery-repeats N] [--fail-all-dir DIR] [--durable-every K] [--tta-max-iters N]"
+          "[--iters N] [--repeats N] [--kill-iter N] [--recovery-repeats N] [--fail-all-dir DIR] [--durable-every K] [--tta-max-iters N] " +
+          "[--recovery-only] [--rejoin-timeout S]"
       )
   }
 
@@ -158,15 +167,10 @@ object SparkBench {
     finally sc.stop()
   }
 
-  private def run(sc: SparkContext, p: Params): Unit = {
-    def slots(): Unit =
-      require(WarrenSpark.awaitSlots(sc, p.workers, 180) >= p.workers, s"fewer than ${p.workers} executors registered")
-    slots()
-    val executors = sc.statusTracker.getExecutorInfos.length - 1 // without the driver
-    val slots0 = WarrenSlots.maxConcurrentTasks(sc)
-    val lr = LogisticRegression.Params(workers = p.workers, rows = p.rows, features = p.features)
-
-    // (a) Warren, warm-up then short and long runs, alternating with MLlib.
+  /** (a) and (c): the Warren example against MLlib on the same rows (see the object's doc);
+    * their figures as JSON fields (`{...}`).
+    */
+  private def versusMLlibRuns(sc: SparkContext, p: Params, lr: LogisticRegression.Params): Raw = {
     val spark = SparkSession.builder().getOrCreate()
     val d = p.features + 1
     val points = sc.parallelize(0 until p.workers, p.workers).flatMap { pid =>
@@ -218,6 +222,56 @@ object SparkBench {
     }
     val ttaReached = tta.forall(_.losses.last <= mlLoss)
 
+    Raw(
+      json(
+        "cache_s" -> cacheS,
+        "warren_short_s" -> median(warren(p.shortIters)),
+        "warren_long_s" -> median(warren(p.longIters)),
+        "warren_per_iter_s" -> warrenPerIter,
+        "warren_loss" -> warrenLong.losses.last,
+        "warren_accuracy" -> warrenLong.accuracy,
+        "mllib_short_s" -> median(ml(p.shortIters)),
+        "mllib_long_s" -> median(ml(p.longIters)),
+        "mllib_short_iterations" -> mlIters(p.shortIters),
+        "mllib_long_iterations" -> mlIters(p.longIters),
+        "mllib_per_iter_s" -> mlPerIter,
+        "mllib_loss" -> mlLoss,
+        "mllib_accuracy" -> mlAccuracy,
+        "speedup" -> mlPerIter / warrenPerIter,
+        "tta_target_loss" -> mlLoss,
+        "tta_warren_s" -> median(tta.map(_.seconds)),
+        "tta_warren_runs" -> tta.map(r => f"${r.seconds}%.2f").mkString(","),
+        "tta_warren_iterations" -> tta.head.losses.length,
+        "tta_warren_loss" -> tta.head.losses.last,
+        "tta_warren_accuracy" -> tta.head.accuracy,
+        "tta_reached" -> ttaReached,
+        "tta_ratio" -> (if (ttaReached) median(tta.map(_.seconds)) / median(ml(p.longIters)) else Double.NaN)
+      )
+    )
+  }
+
+  private def run(sc: SparkContext, p: Params): Unit = {
+    def slots(): Unit = {
+      require(WarrenSpark.awaitSlots(sc, p.workers, 180) >= p.workers, s"fewer than ${p.workers} executors registered")
+      // And free: an elastic run's cancelled task (a re-run that was not needed) may still be
+      // ending; the next run must not start with fewer slots (or wait for them in its time).
+      val until = System.nanoTime() + 60e9.toLong
+      def free = WarrenSlots.maxConcurrentTasks(sc) - sc.statusTracker.getExecutorInfos.map(_.numRunningTasks).sum
+      WarrenSlots.drainListeners(sc, 5000)
+      while (free < p.workers && System.nanoTime() < until) Thread.sleep(100)
+    }
+    slots()
+    val executors = sc.statusTracker.getExecutorInfos.length - 1 // without the driver
+    val slots0 = WarrenSlots.maxConcurrentTasks(sc)
+    val lr = LogisticRegression.Params(workers = p.workers, rows = p.rows, features = p.features)
+
+    // (a) and (c) against MLlib, unless only the failure runs are wanted (a warm-up then).
+    val versusMLlib =
+      if (p.recoveryOnly) {
+        LogisticRegression.run(sc, lr.copy(iters = p.shortIters)) // warm-up: JIT, native library in every executor
+        None
+      } else Some(versusMLlibRuns(sc, p, lr))
+
     // (b) recovery: failure-free vs one failure (a halted executor, a thrown task), retry-one
     // (and fail-all); the clean and failure runs alternate.
     val clock = new RestartClock
@@ -233,7 +287,8 @@ object SparkBench {
       )
       val r = LogisticRegression.run(sc, run)
       WarrenSlots.drainListeners(sc, 5000)
-      println(f"BENCH ${conf.getOrElse("recovery", "retry-one")} ${failure.getOrElse("clean")}: ${r.seconds}%.3f s" +
+      val name = if (conf.contains("elastic")) "elastic" else conf.getOrElse("recovery", "retry-one")
+      println(f"BENCH $name ${failure.getOrElse("clean")}: ${r.seconds}%.3f s" +
         failure.fold("")(_ => f", Spark's restart ${clock.seconds}%.3f s"))
       (r, clock.seconds)
     }
@@ -262,10 +317,15 @@ object SparkBench {
       val base = Files.createDirectories(java.nio.file.Paths.get(dir)).toString
       recovery("fail-all", Map("recovery" -> "fail-all", "checkpointDir" -> base, "durableEvery" -> p.durableEvery.toString))
     }
+    // Elastic (retry-one with spark.warren.elastic=true): a lost worker is dropped after the
+    // rejoin timeout and the others go on from the last checkpoint without it.
+    val elastic = recovery(
+      "elastic",
+      Map("elastic" -> "true", "minWorkers" -> (p.workers - 1).toString, "rejoinTimeout" -> p.rejoinTimeout.toString)
+    )
     sc.removeSparkListener(clock)
 
-    println(
-      "BENCH_JSON " + json(
+    val fields = json(
         "workers" -> p.workers,
         "executors" -> executors,
         "slots" -> slots0,
@@ -274,33 +334,14 @@ object SparkBench {
         "short_iters" -> p.shortIters,
         "long_iters" -> p.longIters,
         "repeats" -> p.repeats,
-        "cache_s" -> cacheS,
-        "warren_short_s" -> median(warren(p.shortIters)),
-        "warren_long_s" -> median(warren(p.longIters)),
-        "warren_per_iter_s" -> warrenPerIter,
-        "warren_loss" -> warrenLong.losses.last,
-        "warren_accuracy" -> warrenLong.accuracy,
-        "mllib_short_s" -> median(ml(p.shortIters)),
-        "mllib_long_s" -> median(ml(p.longIters)),
-        "mllib_short_iterations" -> mlIters(p.shortIters),
-        "mllib_long_iterations" -> mlIters(p.longIters),
-        "mllib_per_iter_s" -> mlPerIter,
-        "mllib_loss" -> mlLoss,
-        "mllib_accuracy" -> mlAccuracy,
-        "speedup" -> mlPerIter / warrenPerIter,
-        "tta_target_loss" -> mlLoss,
-        "tta_warren_s" -> median(tta.map(_.seconds)),
-        "tta_warren_runs" -> tta.map(r => f"${r.seconds}%.2f").mkString(","),
-        "tta_warren_iterations" -> tta.head.losses.length,
-        "tta_warren_loss" -> tta.head.losses.last,
-        "tta_warren_accuracy" -> tta.head.accuracy,
-        "tta_reached" -> ttaReached,
-        "tta_ratio" -> (if (ttaReached) median(tta.map(_.seconds)) / median(ml(p.longIters)) else Double.NaN),
+        "recovery_only" -> p.recoveryOnly,
         "kill_iter" -> p.killIter,
         "recovery_repeats" -> p.recoveryRepeats,
         "durable_every" -> p.durableEvery,
-        "recovery" -> Raw((retryOne ++ failAll).map(_.json).mkString("[", ",", "]"))
-      )
+        "recovery" -> Raw((retryOne ++ failAll ++ elastic).map(_.json).mkString("[", ",", "]"))
     )
+    // (a) and (c)'s fields, if they ran, in the same object.
+    println("BENCH_JSON " + fields.stripSuffix("}") + versusMLlib.fold("")("," + _.json.stripPrefix("{")) +
+      (if (versusMLlib.isEmpty) "}" else ""))
   }
 }

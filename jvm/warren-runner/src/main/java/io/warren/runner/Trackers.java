@@ -56,7 +56,7 @@ public final class Trackers implements AutoCloseable {
    */
   public static Trackers start(
       int numWorkers, String host, int attempts, Duration rendezvous, Duration peerTimeout) {
-    return start(numWorkers, host, attempts, rendezvous, peerTimeout, TlsSettings.OFF);
+    return start(numWorkers, host, attempts, rendezvous, peerTimeout, TlsSettings.OFF, null);
   }
 
   /**
@@ -79,6 +79,32 @@ public final class Trackers implements AutoCloseable {
       Duration rendezvous,
       Duration peerTimeout,
       TlsSettings tls) {
+    return start(numWorkers, host, attempts, rendezvous, peerTimeout, tls, null);
+  }
+
+  /**
+   * Starts {@code attempts} trackers (closing those already started if one fails), speaking
+   * TLS if {@code tls} says so, elastic if {@code elastic} is not null ({@link
+   * Tracker.Elastic}: the run starts with {@code numWorkers} workers and changes size within
+   * its limits).
+   *
+   * @param numWorkers the workers the run starts with
+   * @param host the address to bind and advertise
+   * @param attempts how many attempts of the run to prepare (at least 1)
+   * @param rendezvous the first attempt's rendezvous deadline
+   * @param peerTimeout null for the default (30 s), zero for no heartbeats
+   * @param tls encryption in transit ({@link TlsSettings#OFF}: plain TCP)
+   * @param elastic the limits of an elastic run, null for a fixed world
+   * @return the running trackers; close them when the run is over
+   */
+  public static Trackers start(
+      int numWorkers,
+      String host,
+      int attempts,
+      Duration rendezvous,
+      Duration peerTimeout,
+      TlsSettings tls,
+      Tracker.Elastic elastic) {
     if (attempts < 1) {
       throw new IllegalArgumentException("attempts must be at least 1, got " + attempts);
     }
@@ -87,7 +113,7 @@ public final class Trackers implements AutoCloseable {
     try {
       for (int i = 0; i < attempts; i++) {
         Duration r = i == 0 ? rendezvous : SPARE_RENDEZVOUS;
-        ts[i] = Tracker.start(numWorkers, secret, host, 0, r, peerTimeout, tls);
+        ts[i] = Tracker.start(numWorkers, secret, host, 0, r, peerTimeout, tls, elastic);
       }
     } catch (RuntimeException e) {
       new Trackers(ts).close();

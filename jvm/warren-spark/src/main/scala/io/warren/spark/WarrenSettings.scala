@@ -23,6 +23,7 @@ import io.warren.runner.{RunnerException, RunnerSettings}
   * @param ps the parameter-server settings (`spark.warren.ps.*`) of [[WarrenSpark.trainPS]]
   * @param tls encryption in transit for the trackers, the parameter servers and their clients:
   *   `spark.warren.tls*`, or `setting.WARREN_TLS*` (which win), as the workers get them
+  * @param elastic the elastic-membership settings of [[WarrenSpark.train]]
   */
 final case class WarrenSettings(
     recovery: Recovery,
@@ -36,7 +37,8 @@ final case class WarrenSettings(
     peerTimeout: Option[java.time.Duration],
     workerSettings: Map[String, String],
     ps: PsSettings,
-    tls: TlsSettings = TlsSettings.OFF
+    tls: TlsSettings = TlsSettings.OFF,
+    elastic: ElasticSettings = ElasticSettings(enabled = false, 1, java.time.Duration.ofSeconds(1))
 )
 
 /** The `spark.warren.*` settings: a mapping of the engine-neutral settings of
@@ -67,7 +69,10 @@ object WarrenSettings {
   def parse(raw: Map[String, String]): WarrenSettings = {
     val ps = PsSettings.parse(raw)
     val r =
-      try RunnerSettings.parse(raw.filterNot(_._1.startsWith(PsSettings.KeyPrefix)).asJava, Prefix)
+      try {
+        val engineNeutral = raw.filterNot(kv => kv._1.startsWith(PsSettings.KeyPrefix) || ElasticSettings.owns(kv._1))
+        RunnerSettings.parse(engineNeutral.asJava, Prefix)
+      }
       catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, null) }
     WarrenSettings(
       recovery = Recovery.of(r.recovery),
@@ -81,14 +86,15 @@ object WarrenSettings {
       peerTimeout = Option(r.trackerPeerTimeout),
       workerSettings = r.workerSettings.asScala.toMap,
       ps = ps,
-      tls = r.tls
+      tls = r.tls,
+      elastic = ElasticSettings.parse(raw)
     )
   }
 
   /** The settings table of the docs (jvm/README.md), rendered from the declarations. */
   def markdownTable: String = {
-    // The parameter-server rows go before the last row (`setting.WARREN_X`).
+    // The elastic and parameter-server rows go before the last row (`setting.WARREN_X`).
     val lines = RunnerSettings.markdownTable(Prefix, "Spark setting").split("\n").toSeq
-    (lines.init ++ PsSettings.markdownRows(Prefix) :+ lines.last).mkString("\n")
+    (lines.init ++ ElasticSettings.markdownRows(Prefix) ++ PsSettings.markdownRows(Prefix) :+ lines.last).mkString("\n")
   }
 }

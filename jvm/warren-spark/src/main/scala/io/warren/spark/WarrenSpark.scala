@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
-import io.warren.{Communicator, TlsSettings}
+import io.warren.{Communicator, TlsSettings, Tracker}
 import io.warren.ps.PsClient
 import io.warren.runner.{CheckpointDirs, HadoopCheckpoints, RunnerException, Trackers, WorkerRun}
 import org.apache.hadoop.conf.Configuration
@@ -84,6 +84,39 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * so a namenode that refuses connections is reported at once). Each `train` call writes to a new
   * subdirectory of the directory, removed when `train` returns.
   *
+  * ==Elastic membership (`spark.warren.elastic=true`, retry-one only)==
+  * A lost executor does not stall the others while Spark starts a new executor JVM (2-4 s):
+  * when a worker's connection drops and its re-run task has not registered within
+  * `spark.warren.rejoinTimeout` seconds (default 1; a thrown task is re-run on its live
+  * executor well within it, and recovers as under retry-one), the tracker drops it from the
+  * view. Every survivor's current call then throws `io.warren.RolledBackException`: the body
+  * loads the checkpoint (`comm.loadCheckpoint()`, whose version is the newest one the
+  * survivors committed) and goes on from its version with one worker fewer (`comm.rank()` and
+  * `comm.worldSize()` change). When Spark runs the re-run task, it registers again and joins
+  * at the next checkpoint boundary like a restarted worker: its `loadCheckpoint()` returns the
+  * global model from its peers. Never below `spark.warren.minWorkers` (default 1): the job
+  * then fails naming the missing tasks.
+  *
+  * '''Data.''' Task `i` always reads partition `i`. While task `i` is out of the view its
+  * partition is read by nobody: it is skipped until the task rejoins (the example's gradient
+  * is then the mean over the members' rows only, as the allreduced row count says). Nothing
+  * moves partitions between tasks.
+  *
+  * '''Starting with fewer slots.''' If fewer than `numWorkers` task slots are free (after
+  * `spark.warren.slotWaitTimeout`), the job starts with the free ones if there are at least
+  * `minWorkers`: the first tasks to register make the first view, the driver then admits the
+  * others, and each joins at the first checkpoint boundary after Spark runs it (a slot frees
+  * up, dynamic allocation adds an executor).
+  *
+  * '''The end.''' The job is over when every member of the view has returned; a task
+  * that is not a member then (a re-run task still waiting for its new executor) is cancelled,
+  * and `train` returns the members' results.
+  *
+  * '''Determinism.''' The model depends on the membership schedule (which tasks are in
+  * the view at each checkpoint version): a worker dropped at version `v` and back at `w` gives
+  * the same model, bit for bit, on every run with that schedule (`ElasticClusterTest`); when
+  * the re-run task comes back depends on Spark, so two runs with the same failure may differ.
+  *
   * ==Paused, frozen and cut-off workers==
   * Workers send heartbeats to the tracker on the driver from a native thread (a garbage
   * collection does not stop it). One silent for `spark.warren.peerTimeout` seconds (default
@@ -143,13 +176,23 @@ object WarrenSpark {
     * @param rdd the data; task `i` gets partition `i`
     * @param numWorkers the number of workers (tasks that must run together)
     * @param conf `spark.warren.*` settings overriding the Spark conf (the prefix is optional)
+    * @param onTracker called on the driver once the tracker runs, before any task starts (to
+    *   watch an elastic job's members with `Tracker.list`, or schedule a change with
+    *   `Tracker.restart`/`addWorker`/`removeWorker`; fail-all: the first attempt's tracker)
     * @param f the worker body: the communicator (do not close it) and the partition's rows
-    * @return each worker's result, in task-id (= rank) order
+    * @return each worker's result, in task-id (= rank) order; elastic jobs: the results of the
+    *   members of the final view, in task-id order (a worker dropped and not back by the end
+    *   has none)
     * @throws WarrenSparkException if there are too few free task slots, speculation is on, a
     *   setting is invalid, the fail-all checkpoint directory cannot be created, or a worker
     *   failed beyond Spark's retries (the message names the failed task ids)
     */
-  def train[T: ClassTag, R: ClassTag](rdd: RDD[T], numWorkers: Int, conf: Map[String, String] = Map.empty)(
+  def train[T: ClassTag, R: ClassTag](
+      rdd: RDD[T],
+      numWorkers: Int,
+      conf: Map[String, String] = Map.empty,
+      onTracker: Tracker => Unit = _ => ()
+  )(
       f: (Communicator, Iterator[T]) => R
   ): Seq[R] = {
     require(numWorkers >= 1, s"numWorkers must be at least 1, got $numWorkers")
@@ -172,12 +215,31 @@ object WarrenSpark {
       )
     }
     val failAll = recovery == Recovery.FailAll
+    val elastic = settings.elastic
+    if (elastic.enabled && failAll) {
+      throw new WarrenSparkException(
+        "spark.warren.elastic=true needs spark.warren.recovery=retry-one: fail-all re-runs every " +
+          "worker, so nobody goes on without a lost one",
+        null
+      )
+    }
+    if (elastic.enabled && elastic.minWorkers > numWorkers) {
+      throw new WarrenSparkException(
+        s"spark.warren.minWorkers = ${elastic.minWorkers} is more than the job's $numWorkers workers",
+        null
+      )
+    }
     val ckptDir = if (failAll) Some(Recovery.runDirectory(settings.checkpointDir, sc.applicationId)) else None
     // Written by the native library itself (a local path), or staged by each task (remote).
     val localCkptDir = ckptDir.filter(CheckpointDirs.isLocal)
     val remoteCkptDir = ckptDir.filterNot(CheckpointDirs.isLocal)
     val durableEvery = if (failAll) settings.durableEvery else 1
-    checkSlots(sc, numWorkers, settings.slotWaitTimeout)
+    val startWith =
+      if (elastic.enabled) ElasticRun.startingWorkers(sc, numWorkers, elastic.minWorkers, settings.slotWaitTimeout)
+      else {
+        checkSlots(sc, numWorkers, settings.slotWaitTimeout)
+        numWorkers
+      }
     val input =
       if (rdd.getNumPartitions == numWorkers) rdd
       // A barrier stage may not coalesce (Spark refuses the RDD chain): fail-all shuffles.
@@ -193,6 +255,8 @@ object WarrenSpark {
     val attempts =
       if (recovery == Recovery.FailAll) sc.getConf.getInt("spark.stage.maxConsecutiveAttempts", 4).max(1) else 1
     var trackers: Trackers = null
+    // Elastic: the cancelled tasks that were not needed, still ending (see ElasticRun.closeAfter).
+    var lingering: Option[org.apache.spark.FutureAction[_]] = None
     var remoteRun: Option[HadoopCheckpoints.RunDirectory] = None
     var hadoopConf: Option[Broadcast[SerializableWritable[Configuration]]] = None
     try {
@@ -216,7 +280,11 @@ object WarrenSpark {
         hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
         RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
       }
-      trackers = Trackers.start(numWorkers, host, attempts, rendezvous, settings.peerTimeout.orNull, settings.tls)
+      val limits =
+        if (elastic.enabled) new Tracker.Elastic(elastic.minWorkers, numWorkers, elastic.rejoinTimeout) else null
+      trackers =
+        Trackers.start(startWith, host, attempts, rendezvous, settings.peerTimeout.orNull, settings.tls, limits)
+      onTracker(trackers.tracker(0))
       // A remote directory's tasks set WARREN_CHECKPOINT_DIR to their staging directory; the
       // native library and the staging uploads use the same durableEvery.
       val durable = localCkptDir.map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
@@ -239,12 +307,18 @@ object WarrenSpark {
           run(sc, watch, numWorkers, recovery) {
             // A failed barrier stage is re-run only if it feeds a shuffle (a failed barrier
             // ResultStage aborts the job): hand the results over through one.
-            if (failAll) workers.partitionBy(new HashPartitioner(1)).collect() else workers.collect()
+            if (failAll) workers.partitionBy(new HashPartitioner(1)).collect()
+            else if (elastic.enabled)
+              ElasticRun.collect(sc, workers, trackers.tracker(0), numWorkers, startWith, job => lingering = Some(job))
+            else workers.collect()
           }
         } finally fences.stop()
       }
     } finally {
-      if (trackers != null) trackers.close()
+      if (trackers != null) lingering match {
+        case Some(job) => ElasticRun.closeAfter(job, trackers, scala.concurrent.duration.Duration(60, "s"))
+        case None      => trackers.close()
+      }
       localCkptDir.foreach(Recovery.removeRunDirectory)
       remoteRun.foreach(_.close())
       hadoopConf.foreach(b => try b.destroy() catch { case NonFatal(_) => })
@@ -418,12 +492,15 @@ object WarrenSpark {
     slots
   }
 
+  /** The free task slots and all of them, as the driver sees them now. */
+  private[spark] def freeSlots(sc: SparkContext): (Int, Int) = {
+    val total = WarrenSlots.maxConcurrentTasks(sc)
+    val busy = sc.statusTracker.getExecutorInfos.map(_.numRunningTasks).sum
+    (total - busy, total)
+  }
+
   private[spark] def checkSlots(sc: SparkContext, n: Int, waitS: Double): Unit = {
-    def free(): (Int, Int) = {
-      val total = WarrenSlots.maxConcurrentTasks(sc)
-      val busy = sc.statusTracker.getExecutorInfos.map(_.numRunningTasks).sum
-      (total - busy, total)
-    }
+    def free(): (Int, Int) = freeSlots(sc)
     val until = System.nanoTime() + (waitS * 1e9).toLong
     // The running-task counts come from the listener bus: let it deliver the end of a job
     // that just finished, or its tasks still count as busy.

@@ -1,0 +1,94 @@
+package io.warren.spark
+
+import java.time.Duration
+
+import scala.jdk.CollectionConverters._
+
+import io.warren.runner.{RunnerException, Setting, SettingType}
+
+/** The elastic-membership settings of [[WarrenSpark.train]] (`spark.warren.elastic`,
+  * `spark.warren.minWorkers`, `spark.warren.rejoinTimeout`), parsed.
+  *
+  * @param enabled `elastic`: the job goes on without a lost worker (and starts with fewer free
+  *   slots than workers)
+  * @param minWorkers `minWorkers`: never fewer workers
+  * @param rejoinTimeout `rejoinTimeout`: how long the others wait for a lost worker's
+  *   replacement before going on without it
+  */
+final case class ElasticSettings(enabled: Boolean, minWorkers: Int, rejoinTimeout: Duration)
+
+/** The declarations of the elastic settings (Spark only: the Flink runner has none), validated
+  * like the others and rendered into the same docs table.
+  */
+object ElasticSettings {
+
+  /** `elastic`. */
+  val Elastic: Setting[java.lang.Boolean] = new Setting[java.lang.Boolean](
+    "elastic",
+    SettingType.bool(),
+    java.lang.Boolean.FALSE,
+    "false",
+    null,
+    "retry-one: elastic membership. A lost worker whose re-run task has not registered within" +
+      " `rejoinTimeout` is dropped: the others roll back to their last checkpoint and go on" +
+      " without it (its partition is skipped) instead of waiting for Spark to start a new" +
+      " executor, and the re-run task joins again at a checkpoint boundary; a job starts with" +
+      " at least `minWorkers` free slots and the other tasks join as slots free up"
+  )
+
+  /** `minWorkers`. */
+  val MinWorkers: Setting[Integer] = new Setting[Integer](
+    "minWorkers",
+    SettingType.intIn(1, 1000000),
+    Integer.valueOf(1),
+    "1",
+    null,
+    "elastic: never fewer workers; going on without a lost one, or starting with fewer free" +
+      " slots, below it fails naming the missing tasks"
+  )
+
+  /** `rejoinTimeout`. */
+  val RejoinTimeout: Setting[java.lang.Double] = new Setting[java.lang.Double](
+    "rejoinTimeout",
+    SettingType.seconds(false, 86400.0),
+    java.lang.Double.valueOf(1.0),
+    "1",
+    null,
+    "elastic: seconds the others wait for a lost worker's re-run task (a thrown task is re-run" +
+      " on its executor well within it; a lost executor's task waits 2-4 s for a new one) before" +
+      " going on without it"
+  )
+
+  /** Every elastic setting, in the order of the docs. */
+  val All: Seq[Setting[_]] = Seq(Elastic, MinWorkers, RejoinTimeout)
+
+  /** Whether `key` (without `spark.warren.`) is an elastic setting. */
+  def owns(key: String): Boolean = All.exists(_.name == key)
+
+  /** Parses the elastic keys of `raw` (keys without `spark.warren.`), ignoring the others.
+    *
+    * @param raw the job's settings
+    * @return the typed settings
+    * @throws WarrenSparkException for an invalid value
+    */
+  def parse(raw: Map[String, String]): ElasticSettings = {
+    val javaRaw = raw.filter(kv => owns(kv._1)).asJava
+    try
+      ElasticSettings(
+        enabled = Elastic.from(javaRaw, WarrenSettings.Prefix).orElseThrow().booleanValue(),
+        minWorkers = MinWorkers.from(javaRaw, WarrenSettings.Prefix).orElseThrow().intValue(),
+        rejoinTimeout = Duration.ofMillis(
+          (RejoinTimeout.from(javaRaw, WarrenSettings.Prefix).orElseThrow().doubleValue() * 1000).toLong
+        )
+      )
+    catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, null) }
+  }
+
+  /** The rows of the docs table for these settings (same columns as the others).
+    *
+    * @param prefix the engine's prefix
+    * @return the Markdown rows
+    */
+  def markdownRows(prefix: String): Seq[String] =
+    All.map(s => s"| `$prefix${s.name}` | ${s.kind.expected} | ${s.defaultDoc} | ${s.doc} |")
+}

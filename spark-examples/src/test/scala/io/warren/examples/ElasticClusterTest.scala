@@ -1,0 +1,172 @@
+package io.warren.examples
+
+import java.util.concurrent.TimeUnit
+import java.util.concurrent.atomic.AtomicReference
+
+import scala.jdk.CollectionConverters._
+
+import io.warren.Tracker
+import io.warren.examples.LogisticRegression.{Failure, Params, Result}
+import io.warren.spark.WarrenSparkException
+import org.apache.spark.SparkContext
+import org.junit.jupiter.api.Assertions.{assertEquals, assertThrows, assertTrue, fail}
+import org.junit.jupiter.api.TestInstance.Lifecycle
+import org.junit.jupiter.api._
+
+/** Elastic membership on Spark (`spark.warren.elastic=true`) on `local-cluster[4,1,1024]`:
+  *
+  *  - an executor JVM halted mid-training: the three others do not wait for Spark's new
+  *    executor; they roll back to the last checkpoint and go on without it, and the re-run task
+  *    joins again when Spark starts it; a second run forced to the same membership schedule
+  *    (dropped at the same version, back at the same version) gives the same model bit for bit;
+  *  - a job started while one slot is busy runs with three workers and grows to four when the
+  *    slot frees up;
+  *  - fewer free slots than `minWorkers`: a clear error naming the tasks without a slot.
+  */
+@TestInstance(Lifecycle.PER_CLASS)
+@TestMethodOrder(classOf[MethodOrderer.MethodName])
+@Timeout(value = 240, unit = TimeUnit.SECONDS)
+class ElasticClusterTest {
+  private val workers = 4
+  private var sc: SparkContext = _
+  private val counts = new TaskCounts
+  private val elastic = Map("bootstrapCache" -> "true", "elastic" -> "true", "minWorkers" -> "3", "rejoinTimeout" -> "1")
+  // Many short iterations (a pause after each checkpoint): the survivors go on without the
+  // halted worker for a while before Spark's new executor runs its task again (2-4 s on a
+  // quiet machine, 15 s seen under load: the job lasts long enough for it to rejoin).
+  private val params = Params(workers = workers, rows = 20000, features = 10, iters = 200, pauseMs = 100, conf = elastic)
+  private val haltAt = 6
+  /** The first case's schedule (dropped at, back at) and model, for the second. */
+  private val firstRun = new AtomicReference[(Int, Int, String)]()
+
+  @BeforeAll
+  def start(): Unit = {
+    sc = LocalCluster.start(workers, "warren-elastic-cluster-test")
+    sc.addSparkListener(counts)
+  }
+
+  @AfterAll
+  def stop(): Unit = if (sc != null) sc.stop()
+
+  @BeforeEach
+  def fullCluster(): Unit = counts.reset(sc, workers)
+
+  /** Checks a run where task 1's executor halted at iteration [[haltAt]]: every survivor rolled
+    * back once, to that checkpoint, and task 1 came back at a later version. Returns the
+    * version it came back at.
+    */
+  private def shrankAndRejoined(what: String, rs: Seq[Result]): Int = {
+    rs.foreach(r => println(f"ELASTIC $what: task ${r.taskId} start ${r.startVersion} rollbacks ${r.rollbacks} " +
+      f"to ${r.rolledBackTo} world ${r.world} model ${r.modelHash.take(12)} in ${r.seconds}%.2f s"))
+    val byTask = rs.map(r => r.taskId -> r).toMap
+    for (t <- Seq(0, 2, 3)) {
+      val r = byTask.getOrElse(t, fail(s"$what: survivor $t returned no result"))
+      assertEquals(1, r.rollbacks, s"$what: task $t rolled back once (task 1 dropped)")
+      assertEquals(haltAt, r.rolledBackTo, s"$what: task $t went on from checkpoint $haltAt")
+    }
+    val back = byTask.getOrElse(1, fail(s"$what: task 1's re-run did not rejoin before the end ($rs)"))
+    assertEquals(0, back.rollbacks, s"$what: the re-run task joined, it did not roll back")
+    assertEquals(Seq(workers), rs.map(_.world).distinct, s"$what: four workers at the end")
+    assertEquals(1, rs.map(_.modelHash).distinct.size, s"$what: every member ends with the same model")
+    assertEquals(params.iters, back.losses.length, s"$what: the joiner has every iteration's loss")
+    back.startVersion
+  }
+
+  @Test
+  def a_aHaltedExecutorDoesNotStallTheOthers(): Unit = {
+    val p = params.copy(failures = Seq(Failure(1, haltAt, halt = true)))
+    val rs = LogisticRegression.runAll(sc, p)
+    val back = shrankAndRejoined("halted executor", rs)
+    // Task 1 came back only after Spark started a new executor JVM (seconds); meanwhile the
+    // others committed checkpoints without it: they did not wait.
+    assertTrue(back > haltAt + 1, s"the survivors went on without task 1 (it rejoined at version $back)")
+    assertEquals(1, counts.failed.get(), s"one failed task attempt (the halted one): ${counts.reasons}")
+    firstRun.set((haltAt, back, rs.head.modelHash))
+  }
+
+  @Test
+  def b_theSameMembershipScheduleGivesTheSameModel(): Unit = {
+    val (dropped, back, model) = Option(firstRun.get()).getOrElse(fail("needs a_aHaltedExecutorDoesNotStallTheOthers"))
+    // The same halt; task 1 back at the same version: the driver schedules its restart there
+    // as soon as the tracker gives up on it. The survivors pause twice as long after each
+    // checkpoint (the model does not depend on it), so that the re-run task registers before
+    // that version.
+    val scheduled = new AtomicReference[String]("not yet")
+    val schedule: Tracker => Unit = tracker => {
+      val t = new Thread(() => {
+        val until = System.nanoTime() + 120e9.toLong
+        var done = false
+        while (!done && System.nanoTime() < until) {
+          try {
+            if (tracker.list().asScala.exists(i => i.taskId == "1" && i.state == "lost")) {
+              tracker.restart("1", back)
+              scheduled.set("scheduled")
+              done = true
+            }
+          } catch { case e: RuntimeException => if (tracker.isClosed) done = true else scheduled.set(e.toString) }
+          Thread.sleep(5)
+        }
+      })
+      t.setDaemon(true)
+      t.start()
+    }
+    val p = params.copy(pauseMs = 200, failures = Seq(Failure(1, dropped, halt = true)))
+    val rs = LogisticRegression.runAll(sc, p, schedule)
+    assertEquals("scheduled", scheduled.get(), "the driver scheduled task 1's return")
+    assertEquals(back, shrankAndRejoined("same schedule", rs), "task 1 rejoined at the scheduled version")
+    assertEquals(model, rs.head.modelHash, s"dropped at $dropped and back at $back: the same model as the first run")
+    val clean = LogisticRegression.run(sc, params)
+    assertTrue(clean.modelHash != model, "the model records the schedule: without the loss it differs")
+  }
+
+  /** Runs `slots` one-task jobs that hold a task slot each until cancelled. */
+  private def holdSlots(slots: Int, group: String): Thread = {
+    val t = new Thread(() => {
+      sc.setJobGroup(group, "holds task slots", interruptOnCancel = true)
+      try sc.parallelize(0 until slots, slots).foreach(_ => Thread.sleep(600000))
+      catch { case _: Exception => }
+    })
+    t.setDaemon(true)
+    t.start()
+    val until = System.nanoTime() + 60e9.toLong
+    while (sc.statusTracker.getExecutorInfos.map(_.numRunningTasks).sum < slots && System.nanoTime() < until) Thread.sleep(50)
+    t
+  }
+
+  @Test
+  def c_aJobStartsWithFewerSlotsAndGrows(): Unit = {
+    val holder = holdSlots(1, "elastic-holder")
+    try {
+      val release: Tracker => Unit = _ => {
+        val t = new Thread(() => { Thread.sleep(3000); sc.cancelJobGroup("elastic-holder") })
+        t.setDaemon(true)
+        t.start()
+      }
+      val rs = LogisticRegression.runAll(sc, params, release)
+      rs.foreach(r => println(s"ELASTIC fewer slots: task ${r.taskId} start ${r.startVersion} world ${r.world}"))
+      assertEquals(workers, rs.size, "every task ran, the last one once its slot freed up")
+      val late = rs.filter(_.startVersion > 0)
+      assertEquals(1, late.size, s"one task joined after the start: $rs")
+      assertEquals(Seq(workers), rs.map(_.world).distinct, "four workers at the end")
+      assertEquals(1, rs.map(_.modelHash).distinct.size, "every member ends with the same model")
+    } finally {
+      sc.cancelJobGroup("elastic-holder")
+      holder.join(30000)
+    }
+  }
+
+  @Test
+  def d_fewerFreeSlotsThanMinWorkersIsAClearError(): Unit = {
+    val holder = holdSlots(2, "elastic-holder-2")
+    try {
+      val e = assertThrows(classOf[WarrenSparkException], () => LogisticRegression.run(sc, params))
+      println(s"ELASTIC below the minimum: ${e.getMessage}")
+      assertTrue(e.getMessage.contains("needs at least 3 task slots"), e.getMessage)
+      assertTrue(e.getMessage.contains("spark.warren.minWorkers"), e.getMessage)
+      assertTrue(e.getMessage.contains("has 2 free (of 4): tasks 2, 3"), e.getMessage)
+    } finally {
+      sc.cancelJobGroup("elastic-holder-2")
+      holder.join(30000)
+    }
+  }
+}
