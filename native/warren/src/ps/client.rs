@@ -318,8 +318,10 @@ impl PsClient {
             per[s].1.push(i);
         }
         let reqs = per
-            .iter()
-            .map(|(k, _)| (!k.is_empty()).then(|| Request::PullSparse { table: table.into(), keys: k.clone() }))
+            .iter_mut()
+            .map(|(k, _)| {
+                (!k.is_empty()).then(|| Request::PullSparse { table: table.into(), keys: std::mem::take(k) })
+            })
             .collect();
         let mut out = vec![0f32; keys.len() * width];
         for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {
