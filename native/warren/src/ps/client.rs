@@ -10,7 +10,7 @@
 //!
 //! A client connected with [`PsClient::connect_cancellable`] is cancelled from another thread
 //! through its [`CancelHandle`] (the JVM's interrupt of a trainer's thread): waits look at it
-//! every 50 ms (replies) to 200 ms (the pauses between connection attempts to a server that is
+//! every 50 ms (replies) to 100 ms (the pauses between connection attempts to a server that is
 //! not there), so the running call ends with [`Error::Aborted`] within about 200 ms, and every
 //! later call at once.
 //!
