@@ -99,6 +99,19 @@ impl EtcdRegistry {
         registry::check_count(&found, servers, self.keys.prefix())
     }
 
+    /// The job's number of servers, as its first server recorded it (`None`: no server
+    /// registered yet).
+    pub fn server_count(&self) -> Result<Option<usize>> {
+        let mut kv = self.client.kv_client();
+        let key = self.keys.count();
+        let resp = self.request("reading the server count", async move { kv.get(key, None).await })?;
+        let Some(kv) = resp.kvs().first() else { return Ok(None) };
+        let text = String::from_utf8_lossy(kv.value());
+        text.parse().map(Some).map_err(|_| {
+            Error::Config(format!("{}: the server count {:?} under {} is not a number", self.who, text, self.keys.prefix()))
+        })
+    }
+
     /// The indices of the servers registered now (listening or not).
     fn taken(&self, servers: usize) -> Result<Vec<usize>> {
         let mut kv = self.client.kv_client();
