@@ -276,3 +276,59 @@ fn ps_status_through_etcd_lists_the_servers_and_trainers() {
     trainer.kill().unwrap();
     trainer.wait().unwrap();
 }
+
+/// Sends `signal` to process `pid`.
+fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) on a child process of this test.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0, "kill({pid}, {signal})");
+}
+
+#[test]
+fn a_server_and_a_trainer_whose_leases_lapsed_in_a_pause_register_again() {
+    let etcd = etcd::Etcd::start("ps-relapse");
+    let dir = Dir::new("ps-etcd-relapse");
+    let store = format!("etcd:{}/warren/ps/relapse", etcd.endpoint);
+    let observer = EtcdRegistry::connect(&store, 2).unwrap();
+    // Server 0 of a job of 2, and a trainer waiting for the server that never comes.
+    let server = Registered::start(&store, 2, &[], &dir.0.join("server.log"));
+    let (index, uri) = server.claimed(Duration::from_secs(30));
+    let mut trainer = Command::new(WARREN)
+        .args(["example", "ps-train", "--trainers", "1", "--servers", "2", "--store", &store])
+        .args(["--etcd-lease-ttl-s", "2", "--register-timeout-s", "120"])
+        .env("WARREN_JOB_SECRET", SECRET)
+        .env("WARREN_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.0.join("trainer.log")).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(30), || observer.trainers().unwrap().len() == 1), "the trainer registers");
+    let id = observer.trainers().unwrap()[0].clone();
+    assert_eq!(observer.resolve(index).unwrap(), Some(uri.clone()));
+
+    // Both paused (SIGSTOP) past their leases' TTL: etcd deletes their keys.
+    for pid in [server.child.id(), trainer.id()] {
+        signal(pid, libc::SIGSTOP);
+    }
+    let lapsed = eventually(Duration::from_secs(20), || {
+        observer.resolve(index).unwrap().is_none() && observer.trainers().unwrap().is_empty()
+    });
+    for pid in [server.child.id(), trainer.id()] {
+        signal(pid, libc::SIGCONT);
+    }
+    assert!(lapsed, "the paused processes' keys go when their leases expire");
+
+    // Resumed, each notices its lease lapsed and registers again, with the same values.
+    let back = eventually(Duration::from_secs(20), || {
+        observer.resolve(index).unwrap() == Some(uri.clone()) && observer.trainers().unwrap() == vec![id.clone()]
+    });
+    let logs = format!(
+        "server:\n{}\ntrainer:\n{}",
+        std::fs::read_to_string(&server.log).unwrap(),
+        std::fs::read_to_string(dir.0.join("trainer.log")).unwrap()
+    );
+    assert!(back, "both register again: server {:?}, trainers {:?}\n{logs}", observer.resolve(index), observer.trainers());
+    assert!(logs.matches("registering again").count() >= 2, "{logs}");
+    assert!(trainer.try_wait().unwrap().is_none(), "the trainer goes on waiting for the servers");
+    trainer.kill().unwrap();
+    trainer.wait().unwrap();
+}
