@@ -326,7 +326,12 @@ fn a_server_and_a_trainer_whose_leases_lapsed_in_a_pause_register_again() {
         std::fs::read_to_string(&server.log).unwrap(),
         std::fs::read_to_string(dir.0.join("trainer.log")).unwrap()
     );
-    assert!(back, "both register again: server {:?}, trainers {:?}\n{logs}", observer.resolve(index), observer.trainers());
+    assert!(
+        back,
+        "both register again: server {:?}, trainers {:?}\n{logs}",
+        observer.resolve(index),
+        observer.trainers()
+    );
     assert!(logs.matches("registering again").count() >= 2, "{logs}");
     assert!(trainer.try_wait().unwrap().is_none(), "the trainer goes on waiting for the servers");
     trainer.kill().unwrap();

@@ -319,9 +319,7 @@ impl PsClient {
         }
         let reqs = per
             .iter_mut()
-            .map(|(k, _)| {
-                (!k.is_empty()).then(|| Request::PullSparse { table: table.into(), keys: std::mem::take(k) })
-            })
+            .map(|(k, _)| (!k.is_empty()).then(|| Request::PullSparse { table: table.into(), keys: std::mem::take(k) }))
             .collect();
         let mut out = vec![0f32; keys.len() * width];
         for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {

@@ -157,7 +157,12 @@ impl EtcdRegistry {
         let Some(kv) = resp.kvs().first() else { return Ok(None) };
         let text = String::from_utf8_lossy(kv.value());
         text.parse().map(Some).map_err(|_| {
-            Error::Config(format!("{}: the server count {:?} under {} is not a number", self.who, text, self.keys.prefix()))
+            Error::Config(format!(
+                "{}: the server count {:?} under {} is not a number",
+                self.who,
+                text,
+                self.keys.prefix()
+            ))
         })
     }
 

@@ -243,7 +243,11 @@ impl<'de> Deserialize<'de> for Rows {
             )));
         }
         if updates.len() != keys.len() || keys.len() >= u32::MAX as usize {
-            return Err(D::Error::custom(format!("sparse rows: {} update counts for {} keys", updates.len(), keys.len())));
+            return Err(D::Error::custom(format!(
+                "sparse rows: {} update counts for {} keys",
+                updates.len(),
+                keys.len()
+            )));
         }
         let mut index = KeyIndex::with_capacity(keys.len());
         for (r, &k) in keys.iter().enumerate() {
