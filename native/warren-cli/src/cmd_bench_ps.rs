@@ -17,6 +17,7 @@
 //! compare sync, SSP(k) and async. `--step-log FILE` appends `trainer step unix_seconds` for
 //! every completed step (the recovery benchmark reads it).
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -283,12 +284,21 @@ fn sparse_step(t: u32, a: &BenchPsArgs) -> impl FnMut(&mut PsClient, u64) -> war
         let mut rng = StdRng::seed_from_u64((u64::from(t) << 32) ^ n);
         let ex: Vec<u64> = (0..batch * features).map(|_| rng.gen_range(0..keys)).collect();
         let labels: Vec<f32> = (0..batch).map(|_| f32::from(rng.gen_range(0u8..2))).collect();
-        let mut distinct = ex.clone();
-        distinct.sort_unstable();
-        distinct.dedup();
+        // The batch's distinct keys in the order they first appear, and where each is.
+        let mut seen: HashMap<u64, usize, foldhash::fast::FixedState> =
+            HashMap::with_capacity_and_hasher(ex.len(), Default::default());
+        let mut distinct = Vec::with_capacity(ex.len());
+        let at: Vec<usize> = ex
+            .iter()
+            .map(|&k| {
+                *seen.entry(k).or_insert_with(|| {
+                    distinct.push(k);
+                    distinct.len() - 1
+                })
+            })
+            .collect();
         let rows = c.pull_sparse("emb", &distinct)?;
         let w = c.pull_dense("w", 0..width as u64)?;
-        let at: Vec<usize> = ex.iter().map(|k| distinct.binary_search(k).expect("a key of the batch")).collect();
         let (mut g_rows, mut g_w) = (vec![0f32; rows.len()], vec![0f32; width]);
         let mut h = vec![0f32; width];
         for (e, label) in labels.iter().enumerate() {

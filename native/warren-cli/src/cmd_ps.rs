@@ -85,7 +85,9 @@ impl RegistryArgs {
 /// Subcommands of `warren ps`.
 #[derive(Subcommand)]
 enum PsCmd {
-    /// Print every server's state (job, trainers' clocks, steps applied) as JSON lines.
+    /// Print every server's state (job, trainers' clocks, steps applied) as JSON lines; with
+    /// `--store etcd:...`, the servers and trainers registered there (see `warren ps status
+    /// --help`).
     Status(StatusArgs),
 }
 
@@ -94,9 +96,16 @@ enum PsCmd {
 struct StatusArgs {
     /// The servers' `host:port`s in server order, comma-separated (as printed in
     /// WARREN_PS_URIS).
-    #[arg(long, env = PS_URIS)]
-    uris: String,
-    /// Seconds to wait for the servers.
+    #[arg(long, env = PS_URIS, required_unless_present = "store")]
+    uris: Option<String>,
+    /// Read the job from etcd instead (`etcd:HOST:PORT[,HOST:PORT...][/PREFIX]`, as given to
+    /// `warren ps --store`): one JSON line per server index below the job's server count,
+    /// `{"index", "address", "alive", "status"}` (`alive`: its key is in etcd, bound to the
+    /// lease of a live process; `status`: its state, as without `--store`, when every server
+    /// answered), then `{"trainers": [ids]}`, the trainers registered.
+    #[arg(long)]
+    store: Option<String>,
+    /// Seconds to wait for the servers (and for etcd).
     #[arg(long, default_value_t = 10.0)]
     timeout_s: f64,
 }
@@ -179,12 +188,50 @@ pub fn run(a: PsArgs) -> warren::Result<u8> {
 }
 
 fn status(s: StatusArgs) -> warren::Result<u8> {
-    let secret = super::cmd_master::client_secret()?;
     let timeout = Duration::from_secs_f64(s.timeout_s.max(0.001));
-    let opts = PsClientOptions { connect_timeout: timeout, call_timeout: timeout, tls: super::launcher::tls()? };
-    let mut c = PsClient::connect(&parse_uris(&s.uris)?, secret, None, opts)?;
-    for st in c.status()? {
-        println!("{}", serde_json::to_string(&st).map_err(|e| Error::Protocol(e.to_string()))?);
+    if let Some(store) = &s.store {
+        return status_in_etcd(store, timeout);
     }
+    let uris = parse_uris(s.uris.as_deref().unwrap_or_default())?;
+    for st in servers_status(&uris, timeout)? {
+        println!("{}", json(&st)?);
+    }
+    Ok(0)
+}
+
+/// Every server's state, asked as an observer.
+fn servers_status(uris: &[String], timeout: Duration) -> warren::Result<Vec<warren::ps::ServerStatus>> {
+    let secret = super::cmd_master::client_secret()?;
+    let opts = PsClientOptions { connect_timeout: timeout, call_timeout: timeout, tls: super::launcher::tls()? };
+    PsClient::connect(uris, secret, None, opts)?.status()
+}
+
+fn json(v: &impl serde::Serialize) -> warren::Result<String> {
+    serde_json::to_string(v).map_err(|e| Error::Protocol(e.to_string()))
+}
+
+/// `warren ps status --store etcd:...` (see [`StatusArgs::store`]).
+fn status_in_etcd(store: &str, timeout: Duration) -> warren::Result<u8> {
+    // The shortest lease etcd grants: this process registers nothing.
+    let registry = EtcdRegistry::connect(store, 1)?;
+    let Some(servers) = registry.server_count()? else {
+        return Err(Error::Config(format!("no parameter-server job is registered in {store} (no server count)")));
+    };
+    let roster: Vec<Option<String>> = (0..servers).map(|i| registry.resolve(i)).collect::<warren::Result<_>>()?;
+    // The servers' own state, if all of them are there to ask.
+    let states = match roster.iter().cloned().collect::<Option<Vec<String>>>() {
+        Some(uris) => servers_status(&uris, timeout).map_err(|e| log::warn!("asking the servers: {e}")).ok(),
+        None => None,
+    };
+    for (i, address) in roster.iter().enumerate() {
+        let line = serde_json::json!({
+            "index": i,
+            "address": address,
+            "alive": address.is_some(),
+            "status": states.as_ref().map(|s| &s[i]),
+        });
+        println!("{line}");
+    }
+    println!("{}", serde_json::json!({ "trainers": registry.trainers()? }));
     Ok(0)
 }

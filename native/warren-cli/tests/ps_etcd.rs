@@ -212,3 +212,128 @@ fn a_killed_server_is_found_again_at_its_index_and_a_sync_job_loses_nothing() {
     assert!(stderr.contains(&format!("is now registered at {uri}")), "trainers found it in etcd:\n{stderr}");
     drop(servers);
 }
+
+/// `warren ps status --store`: whether it succeeded, its JSON lines (server lines, then the
+/// trainers' line), and its stderr.
+fn status_in_etcd(store: &str) -> (bool, Vec<serde_json::Value>, String) {
+    let mut cmd = Command::new(WARREN);
+    cmd.args(["ps", "status", "--store", store, "--timeout-s", "5"])
+        .env("WARREN_JOB_SECRET", SECRET)
+        .env_remove("WARREN_PS_URIS");
+    let out = run_limited(&mut cmd, Duration::from_secs(30));
+    let lines = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (out.status.success(), lines, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn ps_status_through_etcd_lists_the_servers_and_trainers() {
+    let etcd = etcd::Etcd::start("ps-status");
+    let dir = Dir::new("ps-etcd-status");
+    let store = format!("etcd:{}/warren/ps/status", etcd.endpoint);
+    let (ok, _, err) = status_in_etcd(&store);
+    assert!(!ok && err.contains("no parameter-server job is registered"), "{err}");
+
+    let mut servers: Vec<Registered> =
+        (0..2).map(|i| Registered::start(&store, 2, &[], &dir.0.join(format!("server-{i}.log")))).collect();
+    let claimed: Vec<(usize, String)> = servers.iter().map(|s| s.claimed(Duration::from_secs(30))).collect();
+    // Trainer 0 of a job of 2 registers, defines the job and waits for trainer 1 (never there).
+    let mut trainer = Command::new(WARREN)
+        .args(["example", "ps-train", "--trainers", "2", "--trainer", "0", "--servers", "2"])
+        .args(["--store", &store, "--etcd-lease-ttl-s", "2"])
+        .args(JOB)
+        .env("WARREN_JOB_SECRET", SECRET)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    let defined = eventually(Duration::from_secs(30), || {
+        lines = status_in_etcd(&store).1;
+        lines.len() == 3 && lines[0]["status"]["job"].is_object() && lines[2]["trainers"].as_array().unwrap().len() == 1
+    });
+    assert!(defined, "both servers with the job and one trainer: {lines:?}");
+    let mut sorted = claimed.clone();
+    sorted.sort();
+    for (i, (index, uri)) in sorted.iter().enumerate() {
+        assert_eq!(lines[i]["index"], *index);
+        assert_eq!(lines[i]["address"], uri.as_str(), "{lines:?}");
+        assert_eq!(lines[i]["alive"], true);
+        assert_eq!(lines[i]["status"]["index"], *index, "the server's own state");
+    }
+    let id = lines[2]["trainers"][0].as_str().unwrap().to_string();
+    assert!(id.starts_with(&format!("0-{}-", trainer.id())), "trainer 0's id: {id}");
+
+    // Server 1 killed: once its lease expires it is listed as not alive, without a state.
+    let at = claimed.iter().position(|c| c.0 == 1).unwrap();
+    servers[at].kill();
+    let gone = eventually(Duration::from_secs(20), || {
+        lines = status_in_etcd(&store).1;
+        lines.len() == 3 && lines[1]["alive"] == false
+    });
+    assert!(gone, "server 1 no longer alive: {lines:?}");
+    assert!(lines[1]["address"].is_null() && lines[1]["status"].is_null(), "{lines:?}");
+    assert_eq!((lines[0]["alive"].clone(), lines[0]["address"].clone()), (true.into(), sorted[0].1.as_str().into()));
+    trainer.kill().unwrap();
+    trainer.wait().unwrap();
+}
+
+/// Sends `signal` to process `pid`.
+fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) on a child process of this test.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0, "kill({pid}, {signal})");
+}
+
+#[test]
+fn a_server_and_a_trainer_whose_leases_lapsed_in_a_pause_register_again() {
+    let etcd = etcd::Etcd::start("ps-relapse");
+    let dir = Dir::new("ps-etcd-relapse");
+    let store = format!("etcd:{}/warren/ps/relapse", etcd.endpoint);
+    let observer = EtcdRegistry::connect(&store, 2).unwrap();
+    // Server 0 of a job of 2, and a trainer waiting for the server that never comes.
+    let server = Registered::start(&store, 2, &[], &dir.0.join("server.log"));
+    let (index, uri) = server.claimed(Duration::from_secs(30));
+    let mut trainer = Command::new(WARREN)
+        .args(["example", "ps-train", "--trainers", "1", "--servers", "2", "--store", &store])
+        .args(["--etcd-lease-ttl-s", "2", "--register-timeout-s", "120"])
+        .env("WARREN_JOB_SECRET", SECRET)
+        .env("WARREN_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.0.join("trainer.log")).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(30), || observer.trainers().unwrap().len() == 1), "the trainer registers");
+    let id = observer.trainers().unwrap()[0].clone();
+    assert_eq!(observer.resolve(index).unwrap(), Some(uri.clone()));
+
+    // Both paused (SIGSTOP) past their leases' TTL: etcd deletes their keys.
+    for pid in [server.child.id(), trainer.id()] {
+        signal(pid, libc::SIGSTOP);
+    }
+    let lapsed = eventually(Duration::from_secs(20), || {
+        observer.resolve(index).unwrap().is_none() && observer.trainers().unwrap().is_empty()
+    });
+    for pid in [server.child.id(), trainer.id()] {
+        signal(pid, libc::SIGCONT);
+    }
+    assert!(lapsed, "the paused processes' keys go when their leases expire");
+
+    // Resumed, each notices its lease lapsed and registers again, with the same values.
+    let back = eventually(Duration::from_secs(20), || {
+        observer.resolve(index).unwrap() == Some(uri.clone()) && observer.trainers().unwrap() == vec![id.clone()]
+    });
+    let logs = format!(
+        "server:\n{}\ntrainer:\n{}",
+        std::fs::read_to_string(&server.log).unwrap(),
+        std::fs::read_to_string(dir.0.join("trainer.log")).unwrap()
+    );
+    assert!(
+        back,
+        "both register again: server {:?}, trainers {:?}\n{logs}",
+        observer.resolve(index),
+        observer.trainers()
+    );
+    assert!(logs.matches("registering again").count() >= 2, "{logs}");
+    assert!(trainer.try_wait().unwrap().is_none(), "the trainer goes on waiting for the servers");
+    trainer.kill().unwrap();
+    trainer.wait().unwrap();
+}

@@ -3,11 +3,13 @@
 //! generic [`FileStore`] (one directory per server index), and the policy deciding when
 //! (every `K` applied steps or `T` seconds, whichever comes first).
 //!
-//! Format 2 is binary: the parameter server's message encoding (`floats.rs`: the arrays as
+//! The format is binary: the parameter server's message encoding (`floats.rs`: the arrays as
 //! little-endian bytes, a JSON header pointing into them), in the store's gzip container at
 //! level 0 (stored, CRC-checked; floats hardly compress). The server takes the snapshot (a
 //! copy of the shard) under its lock and encodes, writes, fsyncs and renames it on another
-//! thread, without the lock.
+//! thread, without the lock. Format 3 writes a sparse table's rows as whole arrays (keys,
+//! parameters and state, update counts: see `rows.rs`), where format 2 had a JSON map entry
+//! per row; a directory of an older format is refused, naming both formats.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -43,7 +45,7 @@ pub struct CheckpointCodec;
 impl Codec for CheckpointCodec {
     type Record = ();
     type Snapshot = Checkpoint;
-    const FORMAT: &'static str = "warren.ps.shard/2";
+    const FORMAT: &'static str = "warren.ps.shard/3";
     fn seq(_: &()) -> u64 {
         0
     }

@@ -10,7 +10,7 @@
 //!
 //! A client connected with [`PsClient::connect_cancellable`] is cancelled from another thread
 //! through its [`CancelHandle`] (the JVM's interrupt of a trainer's thread): waits look at it
-//! every 50 ms (replies) to 200 ms (the pauses between connection attempts to a server that is
+//! every 50 ms (replies) to 100 ms (the pauses between connection attempts to a server that is
 //! not there), so the running call ends with [`Error::Aborted`] within about 200 ms, and every
 //! later call at once.
 //!
@@ -318,8 +318,8 @@ impl PsClient {
             per[s].1.push(i);
         }
         let reqs = per
-            .iter()
-            .map(|(k, _)| (!k.is_empty()).then(|| Request::PullSparse { table: table.into(), keys: k.clone() }))
+            .iter_mut()
+            .map(|(k, _)| (!k.is_empty()).then(|| Request::PullSparse { table: table.into(), keys: std::mem::take(k) }))
             .collect();
         let mut out = vec![0f32; keys.len() * width];
         for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {

@@ -350,7 +350,9 @@ fn connect(
     cancel: &CancelHandle,
 ) -> Result<Connection> {
     let addr = wire::resolve(uri, "parameter server")?;
-    let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_millis(200) };
+    // Short: a restarted server is waited for on this machine's loopback or a LAN, and the
+    // pause is the trainers' (resume < 2 s after the replacement starts).
+    let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_millis(100) };
     let mut next_progress = Instant::now() + PROGRESS_EVERY;
     loop {
         let stream = wire::connect_by(addr, deadline, who, backoff, &mut |e| {

@@ -8,7 +8,9 @@
 //! - `optim.rs`: [`Optimizer`] (SGD, momentum, Adagrad, Adam) and the state it keeps per
 //!   element, part of the shard.
 //! - `shard.rs`: [`Shard`], one server's share of every table: pulls, checks of pushed
-//!   [`Grad`]ients, and batches of pushes summed in the order given and applied once.
+//!   [`Grad`]ients, and batches of pushes summed in the order given and applied once;
+//!   `rows.rs`: a sparse table's rows in one arena, and their flat per-batch sums;
+//!   `key_index.rs`: their index, key to row, looked up a batch at a time.
 //! - `consistency.rs`: [`Clocks`], the state machine deciding when pushes are applied and
 //!   pulls answered ([`Mode`]: sync, async, SSP(k)), with property tests; pushes are
 //!   two-phase (staged, then committed), so that a trainer that dies half-way through a push
@@ -35,12 +37,14 @@ mod client;
 mod consistency;
 pub mod failpoint;
 mod floats;
+mod key_index;
 mod link;
 mod optim;
 pub mod proto;
 mod registry;
 #[cfg(feature = "etcd")]
 mod registry_etcd;
+mod rows;
 mod service;
 mod shard;
 mod table;

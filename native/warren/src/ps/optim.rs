@@ -118,13 +118,17 @@ impl Optimizer {
         }
     }
 
-    /// The state of `n` new elements.
-    pub fn new_state(&self, n: usize) -> Vec<f32> {
-        let start = match *self {
+    /// The value every float of a new element's state starts at.
+    pub fn state_start(&self) -> f32 {
+        match *self {
             Optimizer::Adagrad { initial_accumulator, .. } => initial_accumulator,
             _ => 0.0,
-        };
-        vec![start; self.slots() * n]
+        }
+    }
+
+    /// The state of `n` new elements.
+    pub fn new_state(&self, n: usize) -> Vec<f32> {
+        vec![self.state_start(); self.slots() * n]
     }
 
     /// Applies gradient `grad` to `params` (same length `n`) and their `state`

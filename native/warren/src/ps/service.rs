@@ -547,17 +547,23 @@ impl PsServer {
         if cfg.index >= cfg.servers {
             return Err(Error::Config(format!("server index {} is not below --servers {}", cfg.index, cfg.servers)));
         }
+        // Bound before the checkpoint is loaded: trainers waiting for this server (restarted)
+        // connect at once, and their handshakes are answered as soon as it is loaded, with
+        // no retry interval in between.
+        let wire::Bound { runtime, listener, addr } = wire::bind("ps", 2, &cfg.host, cfg.port)?;
         let mut state = State::new(cfg.index, cfg.servers);
         if let Some(policy) = cfg.checkpoint.clone() {
+            let started = Instant::now();
             let store = Arc::new(checkpoint::open(&policy.dir, cfg.index)?);
             let mut durable = Vec::new();
             if let Some(c) = checkpoint::load(&store, cfg.index, cfg.servers)? {
                 durable = (0..c.clocks.trainers()).map(|t| c.clocks.clock(t)).collect();
                 info!(
-                    "ps server {}: restored the checkpoint in {}: trainers' clocks {durable:?}, {} rows",
+                    "ps server {}: restored the checkpoint in {}: trainers' clocks {durable:?}, {} rows, loaded in {:.0?}",
                     cfg.index,
                     store.dir().display(),
-                    c.shard.rows()
+                    c.shard.rows(),
+                    started.elapsed()
                 );
                 state.restore(c);
             }
@@ -572,7 +578,6 @@ impl PsServer {
             progress_interval: cfg.progress_interval,
             index: cfg.index,
         });
-        let wire::Bound { runtime, listener, addr } = wire::bind("ps", 2, &cfg.host, cfg.port)?;
         let uri = format!("{}:{}", cfg.host, addr.port());
         runtime.spawn(serve(listener, shared.clone(), Arc::new(cfg.secret.into_bytes()), cfg.tls));
         info!("ps server {} of {}: listening on {uri}", cfg.index, cfg.servers);

@@ -2,11 +2,11 @@
 //! checks of pushed gradients, and the application of a batch of gradients summed in the
 //! order given (the consistency machine gives them in trainer-id order).
 
-use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::rows::{RowSums, Rows};
 use super::table::{TableKind, TableSpec, dense_range, initial, sparse_server};
 use crate::error::{Error, Result};
 use crate::wire::pool;
@@ -55,19 +55,6 @@ impl Grad {
     }
 }
 
-/// A sparse row: its parameters, then its optimizer state, and how often it was updated.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-struct Row {
-    #[serde(with = "super::floats")]
-    data: Vec<f32>,
-    updates: u64,
-}
-
-/// A sparse table's rows by key. Keys are hashed already (by the trainers, and spread over
-/// servers by a mix of them), so a fast fixed hasher does: SipHash was a quarter of a sparse
-/// step's server time.
-type Rows = HashMap<u64, Row, foldhash::fast::FixedState>;
-
 /// The part of one table a shard holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 enum Part {
@@ -80,7 +67,6 @@ enum Part {
         updates: u64,
     },
     Sparse {
-        width: usize,
         rows: Rows,
     },
 }
@@ -97,7 +83,7 @@ pub struct Shard {
 /// A batch's gradients of one table, summed.
 enum Sum {
     Dense(Vec<f32>),
-    Sparse(BTreeMap<u64, Vec<f32>>),
+    Sparse(RowSums),
 }
 
 impl Shard {
@@ -124,7 +110,7 @@ impl Shard {
                         updates: 0,
                     }
                 }
-                TableKind::Sparse { width } => Part::Sparse { width: width as usize, rows: Rows::default() },
+                TableKind::Sparse { width } => Part::Sparse { rows: Rows::new(width as usize, &spec.optimizer) },
             });
         }
         Ok(Shard { index, servers, specs: tables.to_vec(), parts })
@@ -171,11 +157,9 @@ impl Shard {
         let t = self.table(name)?;
         self.check_keys(name, t, keys)?;
         let (spec, part) = (&self.specs[t], &mut self.parts[t]);
-        let Part::Sparse { width, rows } = part else { unreachable!("checked by check_keys") };
-        let mut out = Vec::with_capacity(keys.len() * *width);
-        for &k in keys {
-            out.extend_from_slice(&row(rows, spec, *width, k).data[..*width]);
-        }
+        let Part::Sparse { rows } = part else { unreachable!("checked by check_keys") };
+        let mut out = pool::FLOATS.take(keys.len() * rows.width());
+        rows.pull(keys, spec.init, &spec.optimizer, &mut out);
         Ok(out)
     }
 
@@ -212,7 +196,8 @@ impl Shard {
                 (Grad::Dense { table, offset, values }, Part::Dense { range, .. }) => {
                     self.check_range(table, range, &(*offset..offset.saturating_add(values.len() as u64)))?;
                 }
-                (Grad::Sparse { table, keys, values }, Part::Sparse { width, .. }) => {
+                (Grad::Sparse { table, keys, values }, Part::Sparse { rows }) => {
+                    let width = rows.width();
                     if values.len() != keys.len() * width {
                         return Err(Error::InvalidArgument(format!(
                             "gradient of table {table:?}: {} floats for {} keys of width {width} (expected {})",
@@ -240,10 +225,17 @@ impl Shard {
     /// gradients within a push), then applies each table's optimizer once to the sum.
     /// The gradients must have passed [`check`](Self::check).
     pub fn apply<'a>(&mut self, batch: impl IntoIterator<Item = &'a [Grad]>) {
+        let batch: Vec<&[Grad]> = batch.into_iter().collect();
         let mut sums: Vec<Option<Sum>> = (0..self.parts.len()).map(|_| None).collect();
-        for grads in batch {
-            for g in grads {
+        for grads in &batch {
+            for g in grads.iter() {
                 let t = self.table(g.table()).expect("checked gradients");
+                if let (Grad::Sparse { .. }, Part::Sparse { rows }, None) = (g, &self.parts[t], &sums[t]) {
+                    // Room for every key of this table in the batch.
+                    let keys = batch.iter().flat_map(|gs| gs.iter()).filter(|h| h.table() == g.table());
+                    let n = keys.map(|h| if let Grad::Sparse { keys, .. } = h { keys.len() } else { 0 }).sum();
+                    sums[t] = Some(Sum::Sparse(RowSums::with_capacity(n, rows.width())));
+                }
                 self.add(&mut sums[t], t, g);
             }
         }
@@ -254,8 +246,9 @@ impl Shard {
         }
     }
 
-    fn add(&self, sum: &mut Option<Sum>, t: usize, g: &Grad) {
-        match (g, &self.parts[t]) {
+    fn add(&mut self, sum: &mut Option<Sum>, t: usize, g: &Grad) {
+        let (spec, part) = (&self.specs[t], &mut self.parts[t]);
+        match (g, part) {
             (Grad::Dense { offset, values, .. }, Part::Dense { range, .. }) => {
                 let n = (range.end - range.start) as usize;
                 if sum.is_none() && values.len() == n {
@@ -278,16 +271,9 @@ impl Shard {
                     *a += v;
                 }
             }
-            (Grad::Sparse { keys, values, .. }, Part::Sparse { width, .. }) => {
-                let Sum::Sparse(acc) = sum.get_or_insert_with(|| Sum::Sparse(BTreeMap::new())) else {
-                    unreachable!("one kind per table")
-                };
-                for (k, row) in keys.iter().zip(values.chunks_exact(*width)) {
-                    let a = acc.entry(*k).or_insert_with(|| vec![0.0; *width]);
-                    for (a, v) in a.iter_mut().zip(row) {
-                        *a += v;
-                    }
-                }
+            (Grad::Sparse { keys, values, .. }, Part::Sparse { rows }) => {
+                let Some(Sum::Sparse(acc)) = sum else { unreachable!("made by apply") };
+                rows.sum(keys, values, spec.init, &spec.optimizer, acc);
             }
             _ => unreachable!("checked gradients"),
         }
@@ -302,26 +288,13 @@ impl Shard {
                 opt.apply(params, state, *updates, &g);
                 pool::FLOATS.give(g);
             }
-            (Part::Sparse { width, rows }, Sum::Sparse(g)) => {
-                for (k, g) in g {
-                    let r = row(rows, spec, *width, k);
-                    r.updates += 1;
-                    let (p, s) = r.data.split_at_mut(*width);
-                    opt.apply(p, s, r.updates, &g);
-                }
+            (Part::Sparse { rows }, Sum::Sparse(mut g)) => {
+                rows.apply(&mut g, &opt);
+                g.recycle();
             }
             _ => unreachable!("one kind per table"),
         }
     }
-}
-
-/// Row `k`, created by the table's initializer if new.
-fn row<'a>(rows: &'a mut Rows, spec: &TableSpec, width: usize, k: u64) -> &'a mut Row {
-    rows.entry(k).or_insert_with(|| {
-        let mut data: Vec<f32> = (0..width as u32).map(|c| initial(spec.init, k, c)).collect();
-        data.extend(spec.optimizer.new_state(width));
-        Row { data, updates: 0 }
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,323 @@
+//! A sparse table's rows at one server (pure), in one contiguous arena: row `r` is the
+//! `stride` floats at `data[r * stride..]` (its `width` parameters, then its optimizer
+//! state), its key is `keys[r]` and its update count `updates[r]`; a hash index maps a key to
+//! its row. A row is created on first use by the table's initializer and never removed.
+//!
+//! A batch of gradients is summed into [`RowSums`]: one flat buffer, a slot per distinct row
+//! in the order the rows first appear, each slot summed in the order the gradients are given
+//! (so the sums, and the model, never depend on anything else), then the optimizer is applied
+//! once per row. A profile of the earlier layout (a `HashMap` of one heap `Vec` per row, sums
+//! in a `BTreeMap` of `Vec`s) had half of a sparse step's server time in finding rows and in
+//! `malloc`/`free`.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::key_index::KeyIndex;
+use super::optim::Optimizer;
+use super::table::{Init, initial};
+use crate::wire::pool;
+
+/// No slot (see [`Rows::slot`]).
+const NO_SLOT: u32 = u32::MAX;
+
+/// How many keys (rows) ahead a batch asks the CPU to fetch their index slots (rows): both
+/// are spread over memory far larger than the caches, so each is a cache miss.
+const PREFETCH_AHEAD: usize = 12;
+
+/// The rows of one sparse table at one server.
+#[derive(Clone, Debug)]
+pub(crate) struct Rows {
+    width: usize,
+    /// Floats per row: `width` parameters and `slots * width` of optimizer state.
+    stride: usize,
+    index: KeyIndex,
+    keys: Vec<u64>,
+    data: Vec<f32>,
+    updates: Vec<u64>,
+    /// Scratch of [`Rows::sum`]: each row's slot in the sums being made (`NO_SLOT` outside).
+    slot: Vec<u32>,
+}
+
+/// A batch's gradients summed per row (see the module documentation).
+#[derive(Debug, Default)]
+pub(crate) struct RowSums {
+    /// The row of each slot.
+    rows: Vec<u32>,
+    /// `width` floats per slot.
+    sums: Vec<f32>,
+}
+
+impl Rows {
+    /// No rows yet, of `width` parameters and the state `opt` keeps for them.
+    pub fn new(width: usize, opt: &Optimizer) -> Rows {
+        Rows {
+            width,
+            stride: width * (1 + opt.slots()),
+            index: KeyIndex::default(),
+            keys: Vec::new(),
+            data: Vec::new(),
+            updates: Vec::new(),
+            slot: Vec::new(),
+        }
+    }
+
+    /// Floats per row.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The rows of `keys` (in order) into `out`, created by `init` (parameters) and `opt`
+    /// (state) if new.
+    fn locate(&mut self, keys: &[u64], init: Init, opt: &Optimizer, out: &mut Vec<u32>) {
+        out.reserve(keys.len());
+        for (i, &k) in keys.iter().enumerate() {
+            if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
+                self.index.prefetch(ahead);
+            }
+            let next = u32::try_from(self.keys.len()).ok().filter(|&n| n < u32::MAX);
+            let (r, new) = self.index.get_or_insert(k, next.expect("fewer than 2^32 - 1 rows in a shard"));
+            if new {
+                self.create(k, init, opt);
+            }
+            out.push(r);
+        }
+    }
+
+    /// A new last row for `key`.
+    fn create(&mut self, key: u64, init: Init, opt: &Optimizer) {
+        self.keys.push(key);
+        self.updates.push(0);
+        self.slot.push(NO_SLOT);
+        let at = self.data.len();
+        self.data.resize(at + self.stride, opt.state_start());
+        for (c, p) in self.data[at..at + self.width].iter_mut().enumerate() {
+            *p = initial(init, key, c as u32);
+        }
+    }
+
+    /// Appends the parameters of the rows of `keys` to `out`, in the order of `keys`,
+    /// creating the rows that are new.
+    pub fn pull(&mut self, keys: &[u64], init: Init, opt: &Optimizer, out: &mut Vec<f32>) {
+        let mut rows = Vec::new();
+        self.locate(keys, init, opt, &mut rows);
+        out.reserve(rows.len() * self.width);
+        for (i, &r) in rows.iter().enumerate() {
+            if let Some(&ahead) = rows.get(i + PREFETCH_AHEAD) {
+                prefetch(&self.data[ahead as usize * self.stride]);
+            }
+            let at = r as usize * self.stride;
+            out.extend_from_slice(&self.data[at..at + self.width]);
+        }
+    }
+
+    /// Adds gradient rows `values` (`width` floats per key, in the order of `keys`) to
+    /// `sums`, creating the rows that are new.
+    pub fn sum(&mut self, keys: &[u64], values: &[f32], init: Init, opt: &Optimizer, sums: &mut RowSums) {
+        let w = self.width;
+        let mut rows = Vec::new();
+        self.locate(keys, init, opt, &mut rows);
+        for (i, (&r, g)) in rows.iter().zip(values.chunks_exact(w)).enumerate() {
+            if let Some(&ahead) = rows.get(i + PREFETCH_AHEAD) {
+                prefetch(&self.slot[ahead as usize]);
+            }
+            let r = r as usize;
+            let s = match self.slot[r] {
+                NO_SLOT => {
+                    let s = sums.rows.len();
+                    sums.rows.push(r as u32);
+                    self.slot[r] = s as u32;
+                    // 0 + g, as a sum starting from zeros: -0.0 becomes 0.0.
+                    sums.sums.extend(g.iter().map(|v| 0.0 + v));
+                    continue;
+                }
+                s => s as usize,
+            };
+            for (a, v) in sums.sums[s * w..(s + 1) * w].iter_mut().zip(g) {
+                *a += v;
+            }
+        }
+    }
+
+    /// Applies `opt` once to each row of `sums` with its sum, and empties `sums`.
+    pub fn apply(&mut self, sums: &mut RowSums, opt: &Optimizer) {
+        let (w, stride) = (self.width, self.stride);
+        for (i, (&r, g)) in sums.rows.iter().zip(sums.sums.chunks_exact(w)).enumerate() {
+            if let Some(&ahead) = sums.rows.get(i + PREFETCH_AHEAD) {
+                prefetch(&self.data[ahead as usize * stride]);
+            }
+            let r = r as usize;
+            self.slot[r] = NO_SLOT;
+            self.updates[r] += 1;
+            let (p, s) = self.data[r * stride..(r + 1) * stride].split_at_mut(w);
+            opt.apply(p, s, self.updates[r], g);
+        }
+        sums.rows.clear();
+        sums.sums.clear();
+    }
+}
+
+impl RowSums {
+    /// Empty sums with room for `keys` rows of `width` (from the [pool](crate::wire::pool)).
+    pub fn with_capacity(keys: usize, width: usize) -> RowSums {
+        RowSums { rows: Vec::with_capacity(keys), sums: pool::FLOATS.take(keys * width) }
+    }
+
+    /// Gives the sum buffer back to the [pool](crate::wire::pool).
+    pub fn recycle(self) {
+        pool::FLOATS.give(self.sums);
+    }
+}
+
+/// Asks the CPU to bring the cache line holding `x` closer (a hint: it changes no result).
+#[inline(always)]
+pub(crate) fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: prefetching only hints at the cache; the pointer is of a live reference.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
+impl PartialEq for Rows {
+    /// The same rows with the same keys, parameters, state and update counts (in the same
+    /// order; the scratch is not compared).
+    fn eq(&self, other: &Rows) -> bool {
+        self.width == other.width
+            && self.stride == other.stride
+            && self.keys == other.keys
+            && self.updates == other.updates
+            && self.data.iter().map(|v| v.to_bits()).eq(other.data.iter().map(|v| v.to_bits()))
+    }
+}
+
+/// How [`Rows`] are written: the arrays whole (binary in a frame or a checkpoint).
+#[derive(Serialize)]
+struct RowsOut<'a> {
+    width: usize,
+    stride: usize,
+    #[serde(with = "super::floats::u64s")]
+    keys: &'a [u64],
+    #[serde(with = "super::floats")]
+    data: &'a [f32],
+    #[serde(with = "super::floats::u64s")]
+    updates: &'a [u64],
+}
+
+/// What [`RowsOut`] wrote.
+#[derive(Deserialize)]
+struct RowsIn {
+    width: usize,
+    stride: usize,
+    #[serde(with = "super::floats::u64s")]
+    keys: Vec<u64>,
+    #[serde(with = "super::floats")]
+    data: Vec<f32>,
+    #[serde(with = "super::floats::u64s")]
+    updates: Vec<u64>,
+}
+
+impl Serialize for Rows {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        RowsOut { width: self.width, stride: self.stride, keys: &self.keys, data: &self.data, updates: &self.updates }
+            .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rows {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Rows, D::Error> {
+        let RowsIn { width, stride, keys, data, updates } = RowsIn::deserialize(d)?;
+        if width == 0 || stride % width != 0 || Some(data.len()) != keys.len().checked_mul(stride) {
+            return Err(D::Error::custom(format!(
+                "sparse rows: {} floats for {} keys of width {width} and stride {stride}",
+                data.len(),
+                keys.len()
+            )));
+        }
+        if updates.len() != keys.len() || keys.len() >= u32::MAX as usize {
+            return Err(D::Error::custom(format!(
+                "sparse rows: {} update counts for {} keys",
+                updates.len(),
+                keys.len()
+            )));
+        }
+        let mut index = KeyIndex::with_capacity(keys.len());
+        for (r, &k) in keys.iter().enumerate() {
+            if !index.get_or_insert(k, r as u32).1 {
+                return Err(D::Error::custom(format!("sparse rows: key {k} twice")));
+            }
+        }
+        let slot = vec![NO_SLOT; keys.len()];
+        Ok(Rows { width, stride, index, keys, data, updates, slot })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn init() -> Init {
+        Init::Uniform { scale: 0.1, seed: 4 }
+    }
+
+    #[test]
+    fn rows_start_from_the_initializer_and_the_optimizers_state() {
+        let opt = Optimizer::Adagrad { lr: 0.1, eps: 0.0, initial_accumulator: 0.25 };
+        let mut rows = Rows::new(3, &opt);
+        let mut out = Vec::new();
+        rows.pull(&[9, 4, 9], init(), &opt, &mut out);
+        let want: Vec<f32> = [9, 4, 9].iter().flat_map(|&k| (0..3).map(move |c| initial(init(), k, c))).collect();
+        assert_eq!(out, want);
+        assert_eq!(rows.len(), 2, "key 9 is one row");
+        assert_eq!(&rows.data[3..6], &[0.25; 3], "the accumulator starts at its initial value");
+    }
+
+    #[test]
+    fn sums_follow_the_order_given_and_each_row_is_updated_once() {
+        let opt = Optimizer::sgd(1.0);
+        let mut rows = Rows::new(2, &opt);
+        let mut before = Vec::new();
+        rows.pull(&[1, 2], Init::Zeros, &opt, &mut before);
+        let mut sums = RowSums::default();
+        rows.sum(&[2, 1, 2], &[1.0, 2.0, 10.0, 20.0, 100.0, 200.0], Init::Zeros, &opt, &mut sums);
+        rows.sum(&[7], &[-0.0, 0.5], Init::Zeros, &opt, &mut sums);
+        assert_eq!(sums.rows, vec![1, 0, 2], "slots in the order rows first appear; key 7 is new");
+        assert_eq!(sums.sums, vec![101.0, 202.0, 10.0, 20.0, 0.0, 0.5]);
+        assert!(sums.sums[4].is_sign_positive(), "0 + -0 is +0, as in a sum from zeros");
+        rows.apply(&mut sums, &opt);
+        let mut after = Vec::new();
+        rows.pull(&[1, 2, 7], Init::Zeros, &opt, &mut after);
+        assert_eq!(after, vec![-10.0, -20.0, -101.0, -202.0, 0.0, -0.5]);
+        assert_eq!(rows.updates, vec![1, 1, 1]);
+        assert!(rows.slot.iter().all(|&s| s == NO_SLOT) && sums.rows.is_empty());
+    }
+
+    #[test]
+    fn rows_cross_a_frame_bit_for_bit_and_bad_ones_are_refused() {
+        let opt = Optimizer::adam(0.1);
+        let mut rows = Rows::new(2, &opt);
+        let mut sums = RowSums::default();
+        rows.sum(&[5, 6], &[1.0, -1.0, 0.5, 2.0], init(), &opt, &mut sums);
+        rows.apply(&mut sums, &opt);
+        let back: Rows = crate::ps::proto::decode(&mut crate::ps::proto::encode(&rows)).unwrap();
+        assert_eq!(back, rows);
+        assert_eq!(back.index.get(6), Some(1));
+        let json = serde_json::to_value(&rows).unwrap();
+        let mut bad = json.clone();
+        bad["updates"] = serde_json::json!("0100000000000000");
+        let e = serde_json::from_value::<Rows>(bad).unwrap_err().to_string();
+        assert!(e.contains("1 update counts for 2 keys"), "{e}");
+        let mut twice = json;
+        twice["keys"] = serde_json::json!("05000000000000000500000000000000");
+        let e = serde_json::from_value::<Rows>(twice).unwrap_err().to_string();
+        assert!(e.contains("key 5 twice"), "{e}");
+    }
+}
