@@ -59,6 +59,9 @@ proptest! {
         let mut decided: BTreeMap<u32, View> = BTreeMap::new();
         // Task -> the version its removal is due at.
         let mut removed: BTreeMap<String, u32> = BTreeMap::new();
+        // Task -> the latest version any of its accepted requests names: a task's requests
+        // take effect in order, so none before an earlier one's version.
+        let mut latest: BTreeMap<String, u32> = BTreeMap::new();
         let mut version = 0u32;
         let mut last = r.view().clone();
         for op in ops {
@@ -66,8 +69,15 @@ proptest! {
                 Op::Request(c, t, at) => {
                     let at = at.map(|a| version + u32::from(a));
                     let ok = r.request(CHANGES[c as usize], &t.to_string(), at).is_ok();
+                    let due = if ok {
+                        let l = latest.entry(t.to_string()).or_insert(0);
+                        *l = (*l).max(at.unwrap_or(0));
+                        *l
+                    } else {
+                        0
+                    };
                     match CHANGES[c as usize] {
-                        Change::Remove if ok => { removed.insert(t.to_string(), at.unwrap_or(0)); }
+                        Change::Remove if ok => { removed.insert(t.to_string(), due); }
                         Change::Restart if ok => { removed.remove(&t.to_string()); }
                         _ => {}
                     }
