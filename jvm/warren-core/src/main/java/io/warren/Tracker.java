@@ -92,36 +92,152 @@ public final class Tracker implements AutoCloseable {
       int port,
       Duration rendezvousTimeout,
       Duration peerTimeout) {
-    return start(workers, secret, host, port, rendezvousTimeout, peerTimeout, TlsSettings.OFF, null);
+    return builder(workers, secret)
+        .host(host)
+        .port(port)
+        .rendezvousTimeout(rendezvousTimeout)
+        .peerTimeout(peerTimeout)
+        .start();
   }
 
   /**
-   * Starts a tracker that speaks TLS ({@link TlsSettings}) to its workers, or plain TCP with
-   * {@link TlsSettings#OFF}; {@link #workerSettings()} then carries the same TLS settings, so
-   * that workers given them use TLS alike.
+   * A tracker to configure: TLS ({@link Builder#tls}), an elastic job ({@link
+   * Builder#elastic}), and the settings of the {@code start} overloads, each with its default.
    *
-   * @param workers the number of workers in the job
+   * <pre>{@code
+   * Tracker t = Tracker.builder(4, secret).tls(TlsSettings.jobSecret())
+   *     .elastic(new Tracker.Elastic(2, 4, Duration.ofSeconds(1))).start();
+   * }</pre>
+   *
+   * @param workers the number of workers the job starts with
    * @param secret the job secret workers must prove they hold (not empty)
-   * @param host the address to bind and advertise
-   * @param port the port to bind, 0 for any free port
-   * @param rendezvousTimeout how long all workers have to arrive; zero for the default (600 s)
-   * @param peerTimeout null for the default (30 s), zero for none
-   * @param tls encryption in transit
-   * @return the running tracker; close it when the job is over
-   * @throws WarrenConfigException if an argument is invalid, or a certificate file cannot be
-   *     read (the message names it)
-   * @throws WarrenIOException if the port cannot be bound
-   * @throws NativeLibraryException if the native library cannot be loaded
+   * @return the builder
    */
-  public static Tracker start(
-      int workers,
-      String secret,
-      String host,
-      int port,
-      Duration rendezvousTimeout,
-      Duration peerTimeout,
-      TlsSettings tls) {
-    return start(workers, secret, host, port, rendezvousTimeout, peerTimeout, tls, null);
+  public static Builder builder(int workers, String secret) {
+    return new Builder(workers, secret);
+  }
+
+  /** The settings of a tracker to start ({@link Tracker#builder}); not thread-safe. */
+  public static final class Builder {
+    private final int workers;
+    private final String secret;
+    private String host = "127.0.0.1";
+    private int port;
+    private Duration rendezvousTimeout = Duration.ZERO;
+    private Duration peerTimeout;
+    private TlsSettings tls = TlsSettings.OFF;
+    private Elastic elastic;
+
+    private Builder(int workers, String secret) {
+      this.workers = workers;
+      this.secret = Objects.requireNonNull(secret, "secret");
+    }
+
+    /**
+     * The address to bind and advertise (default 127.0.0.1; workers on other machines need a
+     * routable one).
+     *
+     * @param host the address
+     * @return this builder
+     */
+    public Builder host(String host) {
+      this.host = Objects.requireNonNull(host, "host");
+      return this;
+    }
+
+    /**
+     * The port to bind (default 0: any free port).
+     *
+     * @param port the port
+     * @return this builder
+     */
+    public Builder port(int port) {
+      this.port = port;
+      return this;
+    }
+
+    /**
+     * How long the first {@code workers} workers have to arrive (default zero: 600 s).
+     *
+     * @param timeout the deadline, zero for the default
+     * @return this builder
+     */
+    public Builder rendezvousTimeout(Duration timeout) {
+      this.rendezvousTimeout = Objects.requireNonNull(timeout, "rendezvousTimeout");
+      return this;
+    }
+
+    /**
+     * How long a worker may be silent (no heartbeat) before it is fenced ({@link
+     * Tracker#takeFenced()} names it).
+     *
+     * @param timeout null for the default (30 s), zero for none (a hung worker then stalls the
+     *     job until the call timeout)
+     * @return this builder
+     */
+    public Builder peerTimeout(Duration timeout) {
+      if (timeout != null && timeout.isNegative()) {
+        throw new IllegalArgumentException("peerTimeout must not be negative, got " + timeout);
+      }
+      this.peerTimeout = timeout;
+      return this;
+    }
+
+    /**
+     * Encryption in transit (default {@link TlsSettings#OFF}: plain TCP); {@link
+     * Tracker#workerSettings()} then carries the same settings, so the workers use TLS alike.
+     *
+     * @param tls the TLS settings
+     * @return this builder
+     */
+    public Builder tls(TlsSettings tls) {
+      this.tls = Objects.requireNonNull(tls, "tls");
+      return this;
+    }
+
+    /**
+     * Makes the job elastic within {@code limits} (see {@link Elastic}); default null: a fixed
+     * world of {@code workers}.
+     *
+     * @param limits the limits, null for a fixed world
+     * @return this builder
+     */
+    public Builder elastic(Elastic limits) {
+      this.elastic = limits;
+      return this;
+    }
+
+    /**
+     * Starts the tracker: the job starts once {@code workers} workers have registered; an
+     * elastic job's workers then join and leave at checkpoint boundaries.
+     *
+     * @return the running tracker; close it when the job is over
+     * @throws WarrenConfigException if a setting is invalid ({@code workers} outside the
+     *     elastic limits, say), or a certificate file cannot be read (the message names it)
+     * @throws WarrenIOException if the port cannot be bound
+     * @throws NativeLibraryException if the native library cannot be loaded
+     */
+    public Tracker start() {
+      if (workers < 1) {
+        throw new IllegalArgumentException("workers must be at least 1, got " + workers);
+      }
+      NativeLoader.ensureLoaded();
+      long peerMillis =
+          peerTimeout == null ? -1 : Math.max(peerTimeout.toMillis(), peerTimeout.isZero() ? 0 : 1);
+      long[] limits =
+          elastic == null
+              ? new long[0]
+              : new long[] {
+                elastic.minWorkers(),
+                elastic.maxWorkers(),
+                elastic.rejoinTimeout() == null ? -1 : elastic.rejoinTimeout().toMillis(),
+                elastic.admitArrivals() ? 1 : 0
+              };
+      return new Tracker(
+          Native.trackerStart(
+              workers, secret, host, port, rendezvousTimeout.toMillis(), peerMillis, tls.flat(), limits),
+          tls);
+    }
   }
 
   /**
@@ -185,91 +301,6 @@ public final class Tracker implements AutoCloseable {
    * @param rank its rank in the current view, -1 if it is not a member
    */
   public record TaskInfo(String taskId, String state, int rank) {}
-
-  /**
-   * Starts a tracker, elastic if {@code elastic} is not null (see {@link Elastic}): the job
-   * starts once {@code workers} workers have registered; then workers join (an added task, a
-   * lost one coming back) and leave at checkpoint boundaries.
-   *
-   * @param workers the number of workers the job starts with
-   * @param secret the job secret workers must prove they hold (not empty)
-   * @param host the address to bind and advertise
-   * @param port the port to bind, 0 for any free port
-   * @param rendezvousTimeout how long the first {@code workers} workers have to arrive; zero
-   *     for the default (600 s)
-   * @param peerTimeout null for the default (30 s), zero for none
-   * @param elastic the limits of an elastic job, null for a fixed world
-   * @return the running tracker; close it when the job is over
-   * @throws WarrenConfigException if an argument is invalid ({@code workers} outside the
-   *     limits, say)
-   * @throws WarrenIOException if the port cannot be bound
-   * @throws NativeLibraryException if the native library cannot be loaded
-   */
-  public static Tracker start(
-      int workers,
-      String secret,
-      String host,
-      int port,
-      Duration rendezvousTimeout,
-      Duration peerTimeout,
-      Elastic elastic) {
-    return start(workers, secret, host, port, rendezvousTimeout, peerTimeout, TlsSettings.OFF, elastic);
-  }
-
-  /**
-   * Starts a tracker: TLS or plain ({@link TlsSettings}), elastic or a fixed world ({@link
-   * Elastic}); the other overloads fill in plain TCP and a fixed world.
-   *
-   * @param workers the number of workers the job starts with
-   * @param secret the job secret workers must prove they hold (not empty)
-   * @param host the address to bind and advertise
-   * @param port the port to bind, 0 for any free port
-   * @param rendezvousTimeout how long the first {@code workers} workers have to arrive; zero
-   *     for the default (600 s)
-   * @param peerTimeout null for the default (30 s), zero for none
-   * @param tls encryption in transit ({@link TlsSettings#OFF}: plain TCP)
-   * @param elastic the limits of an elastic job, null for a fixed world
-   * @return the running tracker; close it when the job is over
-   * @throws WarrenConfigException if an argument is invalid, or a certificate file cannot be
-   *     read (the message names it)
-   * @throws WarrenIOException if the port cannot be bound
-   * @throws NativeLibraryException if the native library cannot be loaded
-   */
-  public static Tracker start(
-      int workers,
-      String secret,
-      String host,
-      int port,
-      Duration rendezvousTimeout,
-      Duration peerTimeout,
-      TlsSettings tls,
-      Elastic elastic) {
-    Objects.requireNonNull(secret, "secret");
-    Objects.requireNonNull(tls, "tls");
-    Objects.requireNonNull(host, "host");
-    Objects.requireNonNull(rendezvousTimeout, "rendezvousTimeout");
-    if (workers < 1) {
-      throw new IllegalArgumentException("workers must be at least 1, got " + workers);
-    }
-    NativeLoader.ensureLoaded();
-    if (peerTimeout != null && peerTimeout.isNegative()) {
-      throw new IllegalArgumentException("peerTimeout must not be negative, got " + peerTimeout);
-    }
-    long peerMillis = peerTimeout == null ? -1 : Math.max(peerTimeout.toMillis(), peerTimeout.isZero() ? 0 : 1);
-    long[] limits =
-        elastic == null
-            ? new long[0]
-            : new long[] {
-              elastic.minWorkers(),
-              elastic.maxWorkers(),
-              elastic.rejoinTimeout() == null ? -1 : elastic.rejoinTimeout().toMillis(),
-              elastic.admitArrivals() ? 1 : 0
-            };
-    return new Tracker(
-        Native.trackerStart(
-            workers, secret, host, port, rendezvousTimeout.toMillis(), peerMillis, tls.flat(), limits),
-        tls);
-  }
 
   /**
    * Every task of an elastic job, in task order: its state and its rank in the current view.

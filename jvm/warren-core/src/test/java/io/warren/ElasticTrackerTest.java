@@ -17,8 +17,7 @@ class ElasticTrackerTest {
   @Test
   void anElasticTrackerListsItsTasksAndAppliesOrRefusesChanges() throws Exception {
     try (Tracker tracker =
-        Tracker.start(
-            2, TestSupport.SECRET, "127.0.0.1", 0, Duration.ZERO, null, new Tracker.Elastic(2, 3, null))) {
+        Tracker.builder(2, TestSupport.SECRET).elastic(new Tracker.Elastic(2, 3, null)).start()) {
       TrackerException early = assertThrows(TrackerException.class, tracker::list);
       assertTrue(early.getMessage().contains("has not started yet"), early.getMessage());
       // Both workers are in the first view while they run: each lists the job from inside.
@@ -52,8 +51,7 @@ class ElasticTrackerTest {
   @Test
   void withAdmitArrivalsANewcomerIsAdmittedWithoutAddWorker() throws Exception {
     try (Tracker tracker =
-        Tracker.start(
-            2, TestSupport.SECRET, "127.0.0.1", 0, Duration.ZERO, null, new Tracker.Elastic(1, 3, null, true))) {
+        Tracker.builder(2, TestSupport.SECRET).elastic(new Tracker.Elastic(1, 3, null, true)).start()) {
       Map<String, String> newcomer = tracker.workerSettings("2");
       CompletableFuture<Throwable> joining = new CompletableFuture<>();
       List<TestSupport.Outcome<Tracker.TaskInfo>> seen =
@@ -105,8 +103,7 @@ class ElasticTrackerTest {
         assertThrows(
             WarrenConfigException.class,
             () ->
-                Tracker.start(
-                    4, TestSupport.SECRET, "127.0.0.1", 0, Duration.ZERO, null, new Tracker.Elastic(1, 3, null)));
+                Tracker.builder(4, TestSupport.SECRET).elastic(new Tracker.Elastic(1, 3, null)).start());
     assertTrue(outside.getMessage().contains("min-workers (1) <= workers (4) <= max-workers (3)"), outside.getMessage());
   }
 }

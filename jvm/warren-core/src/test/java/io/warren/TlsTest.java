@@ -168,7 +168,7 @@ class TlsTest {
   }
 
   private static Tracker tracker(int workers, TlsSettings tls) {
-    return Tracker.start(workers, TestSupport.SECRET, "127.0.0.1", 0, Duration.ZERO, null, tls);
+    return Tracker.builder(workers, TestSupport.SECRET).tls(tls).start();
   }
 
   private static void assertRefused(Map<String, String> settings, String why) {

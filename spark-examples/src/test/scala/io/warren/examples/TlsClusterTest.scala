@@ -63,7 +63,8 @@ class TlsClusterTest {
 
   @Test
   def c_plainExecutorsJoiningATlsTrackerFailAtOnceNamingTlsAndNothingIsKept(): Unit = {
-    val tracker = Tracker.start(2, "tls-cluster-test", "127.0.0.1", 0, Duration.ofSeconds(120), null, TlsSettings.jobSecret())
+    val tracker =
+      Tracker.builder(2, "tls-cluster-test").rendezvousTimeout(Duration.ofSeconds(120)).tls(TlsSettings.jobSecret()).start()
     try {
       val tls = tracker.workerSettings().asScala.toMap
       val plain = tls.filter(!_._1.startsWith("WARREN_TLS"))

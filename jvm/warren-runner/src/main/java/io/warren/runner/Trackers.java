@@ -113,7 +113,14 @@ public final class Trackers implements AutoCloseable {
     try {
       for (int i = 0; i < attempts; i++) {
         Duration r = i == 0 ? rendezvous : SPARE_RENDEZVOUS;
-        ts[i] = Tracker.start(numWorkers, secret, host, 0, r, peerTimeout, tls, elastic);
+        ts[i] =
+            Tracker.builder(numWorkers, secret)
+                .host(host)
+                .rendezvousTimeout(r)
+                .peerTimeout(peerTimeout)
+                .tls(tls)
+                .elastic(elastic)
+                .start();
       }
     } catch (RuntimeException e) {
       new Trackers(ts).close();
