@@ -20,7 +20,7 @@ final case class ElasticSettings(enabled: Boolean, minWorkers: Int, rejoinTimeou
 /** The declarations of the elastic settings (Spark only: the Flink runner has none), validated
   * like the others and rendered into the same docs table.
   */
-object ElasticSettings {
+object ElasticSettings extends SettingGroup {
 
   /** `elastic`. */
   val Elastic: Setting[java.lang.Boolean] = new Setting[java.lang.Boolean](
@@ -75,20 +75,10 @@ object ElasticSettings {
     val javaRaw = raw.filter(kv => owns(kv._1)).asJava
     try
       ElasticSettings(
-        enabled = Elastic.from(javaRaw, WarrenSettings.Prefix).orElseThrow().booleanValue(),
-        minWorkers = MinWorkers.from(javaRaw, WarrenSettings.Prefix).orElseThrow().intValue(),
-        rejoinTimeout = Duration.ofMillis(
-          (RejoinTimeout.from(javaRaw, WarrenSettings.Prefix).orElseThrow().doubleValue() * 1000).toLong
-        )
+        enabled = value(Elastic, javaRaw).booleanValue(),
+        minWorkers = value(MinWorkers, javaRaw).intValue(),
+        rejoinTimeout = duration(RejoinTimeout, javaRaw)
       )
     catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, null) }
   }
-
-  /** The rows of the docs table for these settings (same columns as the others).
-    *
-    * @param prefix the engine's prefix
-    * @return the Markdown rows
-    */
-  def markdownRows(prefix: String): Seq[String] =
-    All.map(s => s"| `$prefix${s.name}` | ${s.kind.expected} | ${s.defaultDoc} | ${s.doc} |")
 }

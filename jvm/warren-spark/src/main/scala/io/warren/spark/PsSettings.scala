@@ -31,7 +31,7 @@ final case class PsSettings(
 /** The declarations of the `spark.warren.ps.*` settings (Spark only: the servers run in the
   * driver), validated like the others and rendered into the same docs table.
   */
-object PsSettings {
+object PsSettings extends SettingGroup {
 
   /** The key prefix (after `spark.warren.`) of the parameter-server settings. */
   val KeyPrefix = "ps."
@@ -141,26 +141,16 @@ object PsSettings {
       }
     }
     val javaRaw = mine.asJava
-    def secs(s: Setting[java.lang.Double]): Duration =
-      Duration.ofMillis((s.from(javaRaw, WarrenSettings.Prefix).orElseThrow().doubleValue() * 1000).toLong)
     try
       PsSettings(
         checkpointDir = CheckpointDir.from(javaRaw, WarrenSettings.Prefix).toScala,
-        checkpointEvery = CheckpointEvery.from(javaRaw, WarrenSettings.Prefix).orElseThrow().intValue(),
+        checkpointEvery = value(CheckpointEvery, javaRaw).intValue(),
         host = Host.from(javaRaw, WarrenSettings.Prefix).toScala,
-        pullTimeout = secs(PullTimeout),
-        connectTimeout = secs(ConnectTimeout),
-        callTimeout = secs(CallTimeout),
-        servers = Servers.from(javaRaw, WarrenSettings.Prefix).orElseThrow()
+        pullTimeout = duration(PullTimeout, javaRaw),
+        connectTimeout = duration(ConnectTimeout, javaRaw),
+        callTimeout = duration(CallTimeout, javaRaw),
+        servers = value(Servers, javaRaw)
       )
     catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, null) }
   }
-
-  /** The rows of the docs table for these settings (same columns as the others).
-    *
-    * @param prefix the engine's prefix
-    * @return the Markdown rows
-    */
-  def markdownRows(prefix: String): Seq[String] =
-    All.map(s => s"| `$prefix${s.name}` | ${s.kind.expected} | ${s.defaultDoc} | ${s.doc} |")
 }
