@@ -136,13 +136,19 @@ private[spark] object ElasticRun {
   }
 
   /** Adds every task id of `0 until numWorkers` that is not in the first view (they join once
-    * Spark runs them). Returns false if the first view is not made yet.
+    * Spark runs them). Returns false if the first view is not made yet. A task that the
+    * `onTracker` hook admitted itself meanwhile (at a version of its choice: a forced schedule)
+    * is left as it is.
     */
   private def admitOthers(tracker: Tracker, numWorkers: Int): Boolean = {
-    val known =
-      try tracker.list().asScala.map(_.taskId).toSet
+    def known(): Set[String] = tracker.list().asScala.map(_.taskId).toSet
+    val first =
+      try known()
       catch { case _: TrackerException => return false } // not started yet
-    for (id <- 0 until numWorkers if !known.contains(id.toString)) tracker.addWorker(id.toString, -1)
+    for (id <- (0 until numWorkers).map(_.toString) if !first.contains(id)) {
+      try tracker.addWorker(id, -1)
+      catch { case e: TrackerException => if (!known().contains(id)) throw e }
+    }
     true
   }
 
