@@ -63,7 +63,7 @@ pub fn run(a: CtlArgs) -> warren::Result<u8> {
     }
     let secret = super::launcher::job_secret(false)?;
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut client = TrackerClient::connect(&uri, secret.as_bytes(), super::launcher::tls()?.as_ref(), deadline)?;
+    let mut client = TrackerClient::connect(&uri, secret.as_bytes(), super::launcher::tls()?.as_ref(), deadline, None)?;
     let request = match a.cmd {
         CtlCmd::Add(t) => control(ControlChange::Add, t),
         CtlCmd::Remove(t) => control(ControlChange::Remove, t),

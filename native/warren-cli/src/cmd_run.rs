@@ -55,7 +55,7 @@ pub struct RunArgs {
 /// Runs the job and prints the `WARREN_RUN_SUMMARY` line.
 pub fn run(a: RunArgs) -> warren::Result<u8> {
     let fail_all = a.recovery == "fail-all";
-    let elastic = a.min_workers.zip(a.max_workers).map(|(min, max)| Limits { min, max });
+    let elastic = a.min_workers.zip(a.max_workers).map(|(min, max)| Limits::new(min, max));
     let workers = a.workers.or(a.min_workers).unwrap_or_default();
     if elastic.is_some() && fail_all {
         return Err(warren::Error::Config("an elastic job recovers with retry-one, not fail-all".into()));

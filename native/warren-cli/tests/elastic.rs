@@ -71,7 +71,7 @@ fn elastic_tracker(tasks: usize, min: usize, max: usize) -> Tracker {
 /// [`elastic_tracker`] with a rejoin timeout.
 fn elastic_tracker_with(tasks: usize, min: usize, max: usize, rejoin: Option<Duration>) -> Tracker {
     let mut cfg = TrackerConfig::new(tasks, "elastic-test-secret");
-    cfg.elastic = Some(Limits { min, max });
+    cfg.elastic = Some(Limits::new(min, max));
     cfg.rendezvous_timeout = Duration::from_secs(60);
     cfg.rejoin_timeout = rejoin;
     Tracker::start(cfg).unwrap()

@@ -166,12 +166,7 @@ pub fn structured<'l>(
             env.new_object(class, sig, &args)?
         }
         RecoveryImpossible { lost, reason } => {
-            let ids = env.new_object_array(lost.len() as i32, jni::jni_str!("java/lang/String"), JObject::null())?;
-            for (i, id) in lost.iter().enumerate() {
-                let s = env.new_string(id)?;
-                ids.set_element(env, i, &s)?;
-            }
-            let ids = JObject::from(ids);
+            let ids = JObject::from(crate::strings::string_array(env, lost)?);
             let reason = JObject::from(env.new_string(reason)?);
             let sig = jni_sig!("(Ljava/lang/String;[Ljava/lang/String;Ljava/lang/String;)V");
             env.new_object(class, sig, &[JValue::Object(&m), JValue::Object(&ids), JValue::Object(&reason)])?

@@ -45,6 +45,7 @@ pub mod logging;
 pub mod master;
 pub mod ps;
 pub mod recordio;
+mod strings;
 mod tls;
 pub mod view;
 
@@ -62,6 +63,7 @@ use warren::membership::Limits;
 use warren::{CallOptions, Communicator, DataType, Element, Op, Tracker, TrackerConfig};
 
 use errors::{JniError, JniResult, run};
+use strings::string_array;
 
 /// Map key choosing how Java arrays reach a collective: `copy` (default) or `critical`.
 pub const ARRAY_ACCESS_KEY: &str = "WARREN_JNI_ARRAY_ACCESS";
@@ -714,7 +716,8 @@ pub extern "system" fn Java_io_warren_Native_commClose<'l>(mut env: EnvUnowned<'
 /// `rendezvous_ms` 0 (the default, 600 s), `peer_timeout_ms` negative (the default, 30 s) or
 /// 0 (no heartbeats: a hung worker is not fenced); `tls` the TLS settings (see [`tls`]; null:
 /// plain TCP). `limits` is empty (a fixed world) or `[min_workers, max_workers,
-/// rejoin_timeout_ms]` (an elastic job; a negative rejoin timeout for none).
+/// rejoin_timeout_ms, admit_arrivals]` (an elastic job; a negative rejoin timeout for none;
+/// `admit_arrivals` 1 to add newcomers without an `add`, see [`Limits::admit_arrivals`]).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
@@ -756,17 +759,19 @@ pub extern "system" fn Java_io_warren_Native_trackerStart<'l>(
     })
 }
 
-/// Reads `[min_workers, max_workers, rejoin_timeout_ms]` (none: a fixed world) into `cfg`.
+/// Reads `[min_workers, max_workers, rejoin_timeout_ms, admit_arrivals]` (none: a fixed
+/// world; `admit_arrivals` 1 or 0) into `cfg`.
 fn elastic_limits(env: &mut Env<'_>, limits: &JLongArray<'_>, cfg: &mut TrackerConfig) -> JniResult<()> {
-    let mut v = [0i64; 3];
+    let mut v = [0i64; 4];
     match limits.len(env)? {
         0 => return Ok(()),
-        3 => limits.get_region(env, 0, &mut v)?,
-        n => return Err(JniError::Argument(format!("elastic limits need 3 values, got {n}"))),
+        4 => limits.get_region(env, 0, &mut v)?,
+        n => return Err(JniError::Argument(format!("elastic limits need 4 values, got {n}"))),
     }
     let count =
         |what: &str, n: i64| usize::try_from(n).map_err(|_| JniError::Argument(format!("{what} {n} is negative")));
-    cfg.elastic = Some(Limits { min: count("min workers", v[0])?, max: count("max workers", v[1])? });
+    let (min, max) = (count("min workers", v[0])?, count("max workers", v[1])?);
+    cfg.elastic = Some(Limits { admit_arrivals: v[3] != 0, ..Limits::new(min, max) });
     cfg.rejoin_timeout = (v[2] >= 0).then(|| Duration::from_millis(v[2] as u64));
     Ok(())
 }
@@ -781,16 +786,11 @@ pub extern "system" fn Java_io_warren_Native_trackerList<'l>(
 ) -> JObjectArray<'l, JString<'l>> {
     run(&mut env, |env| {
         let tasks = tracker(h)?.list()?;
-        let out = JObjectArray::<JString>::new(env, tasks.len() * 3, JString::null())?;
-        for (i, t) in tasks.iter().enumerate() {
-            let rank = t.rank.map(|r| r.to_string()).unwrap_or_default();
-            for (j, field) in [&t.task_id, &t.state, &rank].into_iter().enumerate() {
-                let s = env.new_string(field)?;
-                out.set_element(env, 3 * i + j, &s)?;
-                env.delete_local_ref(s);
-            }
-        }
-        Ok(out)
+        let flat: Vec<String> = tasks
+            .into_iter()
+            .flat_map(|t| [t.task_id, t.state, t.rank.map(|r| r.to_string()).unwrap_or_default()])
+            .collect();
+        Ok(string_array(env, &flat)?)
     })
 }
 
@@ -850,15 +850,8 @@ pub extern "system" fn Java_io_warren_Native_trackerWorkerEnv<'l>(
     h: jlong,
 ) -> JObjectArray<'l, JString<'l>> {
     run(&mut env, |env| {
-        let kv = tracker(h)?.worker_env();
-        let out = JObjectArray::<JString>::new(env, kv.len() * 2, JString::null())?;
-        for (i, (k, v)) in kv.iter().enumerate() {
-            let k = env.new_string(k)?;
-            let v = env.new_string(v)?;
-            out.set_element(env, 2 * i, &k)?;
-            out.set_element(env, 2 * i + 1, &v)?;
-        }
-        Ok(out)
+        let flat: Vec<String> = tracker(h)?.worker_env().into_iter().flat_map(|(k, v)| [k, v]).collect();
+        Ok(string_array(env, &flat)?)
     })
 }
 
@@ -872,12 +865,7 @@ pub extern "system" fn Java_io_warren_Native_trackerTakeFenced<'l>(
 ) -> JObjectArray<'l, JString<'l>> {
     run(&mut env, |env| {
         let fenced = tracker(h)?.take_fenced();
-        let out = JObjectArray::<JString>::new(env, fenced.len(), JString::null())?;
-        for (i, task) in fenced.iter().enumerate() {
-            let task = env.new_string(task)?;
-            out.set_element(env, i, &task)?;
-        }
-        Ok(out)
+        Ok(string_array(env, &fenced)?)
     })
 }
 

@@ -15,6 +15,7 @@ use warren::master::{
 
 use crate::errors::{JniError, JniResult, run};
 use crate::handle;
+use crate::strings::strings;
 
 fn master<'a>(h: jlong) -> JniResult<&'a MasterService> {
     handle::shared(h, "Master")
@@ -26,24 +27,6 @@ fn client<'a>(h: jlong) -> JniResult<&'a mut MasterClient> {
 
 fn reader<'a>(h: jlong) -> JniResult<&'a mut TaskReader> {
     handle::exclusive(h, "TaskReader")
-}
-
-/// The elements of a `String[]` (none may be null).
-pub(crate) fn strings(env: &mut Env<'_>, array: &JObjectArray<'_, JString<'_>>, what: &str) -> JniResult<Vec<String>> {
-    if array.is_null() {
-        return Err(JniError::Argument(format!("{what} is null")));
-    }
-    let n = array.len(env)?;
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        let s = array.get_element(env, i)?;
-        if s.is_null() {
-            return Err(JniError::Argument(format!("{what} holds null")));
-        }
-        out.push(s.try_to_string(env)?);
-        env.delete_local_ref(s);
-    }
-    Ok(out)
 }
 
 pub(crate) fn string(env: &Env<'_>, s: &JString<'_>, what: &str) -> JniResult<String> {

@@ -26,7 +26,8 @@ use warren::ps::{
 
 use crate::errors::{JniError, JniResult, run};
 use crate::handle;
-use crate::master::{millis, string, strings};
+use crate::master::{millis, string};
+use crate::strings::strings;
 
 fn server<'a>(h: jlong) -> JniResult<&'a PsServer> {
     handle::shared(h, "PsServer")

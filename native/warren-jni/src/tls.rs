@@ -14,7 +14,7 @@ use jni::objects::{JObjectArray, JString};
 use warren::wire::{Tls, TlsSettings};
 
 use crate::errors::{JniError, JniResult};
-use crate::master::strings;
+use crate::strings::strings;
 
 /// The TLS context of the settings `flat` (`[key0, value0, key1, value1, ...]`): `None` when
 /// `flat` is null or TLS is off. An unknown key, a malformed value, certificates without

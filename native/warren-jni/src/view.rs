@@ -9,6 +9,7 @@ use warren::ViewChange;
 
 use crate::comm;
 use crate::errors::run;
+use crate::strings::string_array;
 
 /// The fixed fields before the member lists in [`flatten`]'s layout.
 pub const HEADER: usize = 5;
@@ -42,14 +43,7 @@ pub extern "system" fn Java_io_warren_Native_commTakeViewChange<'l>(
         let Some(change) = c.comm.take_view_change() else {
             return Ok(JObjectArray::<JString>::null());
         };
-        let fields = flatten(&change, &c.comm.config().task_id);
-        let out = JObjectArray::<JString>::new(env, fields.len(), JString::null())?;
-        for (i, field) in fields.iter().enumerate() {
-            let s = env.new_string(field)?;
-            out.set_element(env, i, &s)?;
-            env.delete_local_ref(s);
-        }
-        Ok(out)
+        Ok(string_array(env, &flatten(&change, &c.comm.config().task_id))?)
     })
 }
 

@@ -19,7 +19,8 @@
 
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
@@ -37,6 +38,8 @@ struct Shared {
     /// The communicator's rank once it has one ([`NO_RANK`] before).
     rank: AtomicUsize,
     wake: Mutex<Wake>,
+    /// Notified on cancellation, for [`CancelHandle::pause`].
+    cancelled_signal: Condvar,
 }
 
 /// What `cancel` wakes, and why it was cancelled.
@@ -70,6 +73,7 @@ impl CancelHandle {
             cancelled: AtomicBool::new(false),
             rank: AtomicUsize::new(NO_RANK),
             wake: Mutex::new(Wake::default()),
+            cancelled_signal: Condvar::new(),
         };
         CancelHandle { shared: Arc::new(shared) }
     }
@@ -109,6 +113,23 @@ impl CancelHandle {
         if let Some(s) = w.tracker.take() {
             let _ = s.shutdown(Shutdown::Both);
         }
+        self.shared.cancelled_signal.notify_all();
+    }
+
+    /// Sleeps for `d`, or less if cancelled meanwhile: then (or if already cancelled) the
+    /// cancellation's error.
+    pub(crate) fn pause(&self, d: Duration) -> Result<()> {
+        let until = Instant::now() + d;
+        let mut w = self.lock();
+        while !self.is_cancelled() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            w = self.shared.cancelled_signal.wait_timeout(w, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        drop(w);
+        Err(self.error())
     }
 
     /// Whether [`cancel`](Self::cancel) was called.

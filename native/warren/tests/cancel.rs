@@ -112,6 +112,33 @@ fn cancel_while_joining_a_job_whose_other_worker_never_arrives() {
 }
 
 #[test]
+fn cancel_while_the_tracker_is_not_listening_ends_the_connect_retries() {
+    // A task started after its tracker closed keeps retrying the refused connection (until
+    // connect_timeout, 300 s by default); a cancellation must end those retries at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let uri = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let tracker = start_tracker(1);
+    let mut cfg = plain(worker_config(&tracker, 0));
+    cfg.tracker_uri = Some(uri);
+    cfg.connect_timeout = Duration::from_secs(300);
+    let cancel = CancelHandle::new();
+    let cancelled_at = cancel_after(cancel.clone(), Duration::from_millis(1500));
+    let r = Communicator::init_cancellable(cfg, &cancel);
+    let returned = Instant::now();
+    let took = returned.saturating_duration_since(cancelled_at.join().unwrap());
+    println!("init returned {took:?} after cancel");
+    match r {
+        Err(Error::Aborted { rank, reason }) => {
+            assert_eq!(rank, warren::cancel::NO_RANK);
+            assert!(reason.contains("test cancel"), "{reason}");
+        }
+        other => panic!("expected Aborted, got {:?}", other.map(|_| ())),
+    }
+    assert!(took < PROMPT, "init returned {took:?} after cancel");
+}
+
+#[test]
 fn cancel_while_waiting_for_a_peer_that_never_calls() {
     // Two workers; rank 1 joins and never calls: rank 0 waits in a small (tree) allreduce.
     let tracker = start_tracker(2);

@@ -36,12 +36,12 @@ fn a_worker_whose_tracker_connection_closed_is_refused_as_fenced() {
     let tracker = Tracker::start(cfg).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
 
-    let mut main = TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), None, deadline).unwrap();
+    let mut main = TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), None, deadline, None).unwrap();
     let incarnation = match main.request(&register("0"), deadline).unwrap() {
         FromTracker::Assignment { incarnation, .. } => incarnation,
         other => panic!("expected an assignment, got {other:?}"),
     };
-    let mut beats = TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), None, deadline).unwrap();
+    let mut beats = TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), None, deadline, None).unwrap();
     match beats.request(&beat("0", incarnation), deadline) {
         Ok(FromTracker::Ack) => {}
         other => panic!("a heartbeat of the running worker must be acknowledged, got {other:?}"),
@@ -68,8 +68,9 @@ fn a_finished_worker_is_not_fenced() {
     let tracker = Tracker::start(cfg).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
 
-    let mut workers: Vec<TrackerClient> =
-        (0..2).map(|_| TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), None, deadline).unwrap()).collect();
+    let mut workers: Vec<TrackerClient> = (0..2)
+        .map(|_| TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), None, deadline, None).unwrap())
+        .collect();
     for (task, w) in workers.iter_mut().enumerate() {
         w.send(&register(&task.to_string()), deadline).unwrap();
     }

@@ -67,7 +67,7 @@ impl Communicator {
         };
         let deadline = Instant::now() + cfg.connect_timeout;
         let tls = cfg.tls.context()?;
-        let mut tracker = TrackerClient::connect(&uri, cfg.secret.as_bytes(), tls.as_ref(), deadline)?;
+        let mut tracker = TrackerClient::connect(&uri, cfg.secret.as_bytes(), tls.as_ref(), deadline, Some(cancel))?;
         cancel.watch_tracker(tracker.socket());
         let host = match &cfg.host {
             Some(h) => h.clone(),

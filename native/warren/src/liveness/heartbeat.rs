@@ -65,8 +65,8 @@ impl std::fmt::Debug for Heartbeat {
 impl Heartbeat {
     /// Connects to the tracker (before the peer timeout passes) and starts beating.
     pub(crate) fn start(pulse: Pulse, watch: Arc<Watch>, cancel: CancelHandle) -> Result<Heartbeat> {
-        let client =
-            TrackerClient::connect(&pulse.uri, &pulse.secret, pulse.tls.as_ref(), Instant::now() + pulse.timeout)?;
+        let deadline = Instant::now() + pulse.timeout;
+        let client = TrackerClient::connect(&pulse.uri, &pulse.secret, pulse.tls.as_ref(), deadline, Some(&cancel))?;
         let socket = client.socket().try_clone().map_err(|e| Error::io("duplicating the heartbeat socket", e))?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

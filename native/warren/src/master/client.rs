@@ -192,7 +192,8 @@ impl MasterClient {
     fn open(&self, deadline: Instant) -> std::result::Result<Connection, Failure> {
         let who = format!("master {}", self.uri);
         let addr = wire::resolve(&self.uri, "master").map_err(Failure::Fatal)?;
-        let stream = wire::connect_by(addr, deadline, &who, NO_RETRY, &mut |_| Ok(false)).map_err(Failure::Retry)?;
+        let stream =
+            wire::connect_by(addr, deadline, &who, NO_RETRY, None, &mut |_| Ok(false)).map_err(Failure::Retry)?;
         Connection::handshake(stream, &self.secret, Purpose::Master, self.opts.tls.as_ref(), deadline, who).map_err(
             |f| match f {
                 HandshakeFailure::Broken(e) => Failure::Retry(e),

@@ -14,13 +14,26 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Placed, Placement, View, task_order};
 
-/// The number of workers an elastic job may have.
+/// The number of workers an elastic job may have, and whether newcomers need an `add`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Never fewer (a remove or a give-up below it is refused).
     pub min: usize,
     /// Never more (an add or a restart above it is refused).
     pub max: usize,
+    /// A task id that registers while the job runs, and was never a member, is added (at the
+    /// next boundary) as if by [`Change::Add`], if the job has room; without it (the
+    /// default) it must be added first. A removed task still needs a restart. For launchers
+    /// whose own tasks are the only ones that hold the secret, e.g. a Spark job's partitions
+    /// arriving as slots free up.
+    pub admit_arrivals: bool,
+}
+
+impl Limits {
+    /// `min` to `max` workers; newcomers need an `add`.
+    pub fn new(min: usize, max: usize) -> Limits {
+        Limits { min, max, admit_arrivals: false }
+    }
 }
 
 /// A control request on one task id.
@@ -195,6 +208,8 @@ impl Roster {
     pub fn arrived(&mut self, task: &str) -> Result<(), String> {
         if self.lost.contains(task) {
             self.request(Change::Restart, task, None)?;
+        } else if self.limits.admit_arrivals && !self.stopped.contains(task) && !self.expected(task) {
+            self.request(Change::Add, task, None)?;
         }
         if !self.expected(task) || self.view.rank_of(task).is_some() {
             return Err(format!("task {task} has not been admitted to the job (add it first)"));
@@ -432,7 +447,7 @@ mod tests {
     use super::*;
 
     fn roster(ids: &[&str], min: usize, max: usize) -> Roster {
-        Roster::new(View::new(0, ids.iter().copied()), Limits { min, max }).unwrap()
+        Roster::new(View::new(0, ids.iter().copied()), Limits::new(min, max)).unwrap()
     }
 
     #[test]
@@ -447,6 +462,22 @@ mod tests {
         assert_eq!(r.decide(2), v, "asked again about version 2: the same view");
         assert_eq!(r.decide(1).epoch(), 0, "version 1 was decided without the change");
         assert_eq!(r.state_of("2"), Some(TaskState::Running));
+    }
+
+    #[test]
+    fn with_admit_arrivals_a_newcomer_joins_without_an_add_within_the_limits() {
+        let limits = Limits { admit_arrivals: true, ..Limits::new(1, 3) };
+        let mut r = Roster::new(View::new(0, ["0", "1"]), limits).unwrap();
+        r.arrived("2").unwrap();
+        assert_eq!(r.state_of("2"), Some(TaskState::Joining));
+        assert_eq!(r.decide(5), View::new(1, ["0", "1", "2"]));
+        let e = r.arrived("3").unwrap_err();
+        assert!(e.contains("maximum of 3"), "{e}");
+        r.request(Change::Remove, "1", None).unwrap();
+        assert_eq!(r.decide(6), View::new(2, ["0", "2"]));
+        let e = r.arrived("1").unwrap_err();
+        assert!(e.contains("not been admitted"), "a removed task still needs a restart: {e}");
+        assert!(r.arrived("0").is_err(), "a member registering again is not a joiner");
     }
 
     #[test]

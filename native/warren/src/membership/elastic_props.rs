@@ -53,7 +53,7 @@ proptest! {
     fn roster_decisions_are_memoised_and_within_the_limits(
         start in 1usize..5, min in 1usize..4, extra in 0usize..3, ops in proptest::collection::vec(op(), 1..80),
     ) {
-        let limits = Limits { min: min.min(start), max: start + extra };
+        let limits = Limits::new(min.min(start), start + extra);
         let ids: Vec<String> = (0..start).map(|i| i.to_string()).collect();
         let mut r = Roster::new(View::new(0, ids), limits).unwrap();
         let mut decided: BTreeMap<u32, View> = BTreeMap::new();

@@ -355,8 +355,7 @@ fn connect(
     let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_millis(100) };
     let mut next_progress = Instant::now() + PROGRESS_EVERY;
     loop {
-        let stream = wire::connect_by(addr, deadline, who, backoff, &mut |e| {
-            cancel.check()?;
+        let stream = wire::connect_by(addr, deadline, who, backoff, Some(cancel), &mut |e| {
             if Instant::now() >= next_progress {
                 warn!("waiting for {who}: {e}");
                 next_progress = Instant::now() + PROGRESS_EVERY;

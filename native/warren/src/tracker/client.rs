@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use super::proto::{FromTracker, ToTracker};
+use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, Backoff, Connection, Tls};
@@ -24,11 +25,18 @@ pub struct TrackerClient {
 impl TrackerClient {
     /// Connects to `uri` (`host:port`) and proves we hold `secret` (under TLS if `tls` is
     /// set), before `deadline`. A tracker that refuses connections (not started yet) is tried
-    /// again until then.
-    pub fn connect(uri: &str, secret: &[u8], tls: Option<&Tls>, deadline: Instant) -> Result<TrackerClient> {
+    /// again until then, or until `cancel` (if given) is cancelled: then the cancellation's
+    /// error comes back at once.
+    pub fn connect(
+        uri: &str,
+        secret: &[u8],
+        tls: Option<&Tls>,
+        deadline: Instant,
+        cancel: Option<&CancelHandle>,
+    ) -> Result<TrackerClient> {
         let who = format!("tracker {uri}");
         let addr = wire::resolve(uri, "tracker")?;
-        let stream = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, &mut |e| {
+        let stream = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, cancel, &mut |e| {
             Ok(e.kind() == std::io::ErrorKind::ConnectionRefused)
         })?;
         let conn = Connection::handshake(stream, secret, Purpose::Tracker, tls, deadline, who)?;

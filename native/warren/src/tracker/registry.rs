@@ -569,7 +569,7 @@ mod tests {
 
     #[test]
     fn an_elastic_job_grows_and_shrinks_through_link_rounds() {
-        let mut r = Registry::elastic(2, Limits { min: 2, max: 3 });
+        let mut r = Registry::elastic(2, Limits::new(2, 3));
         assert!(r.control(Change::Add, "2", None).unwrap_err().contains("not started"));
         r.register("0", "h", 1);
         assert!(matches!(r.register("1", "h", 2), Registered::Assigned(_)));
@@ -598,7 +598,7 @@ mod tests {
 
     #[test]
     fn a_lost_member_given_up_on_completes_the_round_without_it() {
-        let mut r = Registry::elastic(3, Limits { min: 2, max: 3 });
+        let mut r = Registry::elastic(3, Limits::new(2, 3));
         for t in ["0", "1", "2"] {
             r.register(t, "h", 1);
         }

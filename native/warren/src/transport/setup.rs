@@ -219,7 +219,7 @@ fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut(
         .collect();
     let addr = *addrs.first().ok_or_else(|| Error::Config(format!("{who} has no address")))?;
     loop {
-        let s = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, &mut |e| {
+        let s = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, None, &mut |e| {
             cancel()?;
             debug!("rank {me}: connecting to {who}: {e}; retrying");
             Ok(true)

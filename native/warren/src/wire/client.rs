@@ -14,6 +14,7 @@ use super::frame::{MAX_FRAME, decode_frame_within, encode_frame};
 use super::handshake::{HandshakeFailure, client_channel};
 use super::inbox::Inbox;
 use super::tls::Tls;
+use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 
 /// Resolves `uri` (`host:port`) to its first address; `what` names the service in errors
@@ -36,17 +37,23 @@ pub struct Backoff {
 
 /// Opens a TCP connection to `addr` before `deadline`. A failed attempt is tried again, after
 /// a pause growing by `backoff`, if `again(&error)` says so; `again` may also end the
-/// attempts with an error of its own (a cancellation). `who` names the other end in errors.
+/// attempts with an error of its own. With `cancel`, a cancellation ends the attempts (and
+/// the pause between two of them) at once with the cancellation's error. `who` names the
+/// other end in errors.
 pub fn connect_by(
     addr: SocketAddr,
     deadline: Instant,
     who: &str,
     backoff: Backoff,
+    cancel: Option<&CancelHandle>,
     again: &mut dyn FnMut(&io::Error) -> Result<bool>,
 ) -> Result<TcpStream> {
     let started = Instant::now();
     let mut pause = backoff.first;
     loop {
+        if let Some(c) = cancel {
+            c.check()?;
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(timed_out(format!("connecting to {who}"), started, deadline));
@@ -54,7 +61,10 @@ pub fn connect_by(
         match TcpStream::connect_timeout(&addr, left) {
             Ok(s) => return Ok(s),
             Err(e) if again(&e)? => {
-                std::thread::sleep(pause.min(left));
+                match cancel {
+                    Some(c) => c.pause(pause.min(left))?,
+                    None => std::thread::sleep(pause.min(left)),
+                }
                 pause = (pause * 2).min(backoff.max);
             }
             Err(e) => return Err(Error::io(format!("connecting to {who}"), e)),

@@ -45,7 +45,7 @@ fn soon() -> Instant {
 }
 
 fn dial(addr: SocketAddr, secret: &[u8], purpose: Purpose) -> Result<Connection, HandshakeFailure> {
-    let stream = connect_by(addr, soon(), "echo", ONCE, &mut |_| Ok(false)).map_err(HandshakeFailure::Broken)?;
+    let stream = connect_by(addr, soon(), "echo", ONCE, None, &mut |_| Ok(false)).map_err(HandshakeFailure::Broken)?;
     Connection::handshake(stream, secret, purpose, None, soon(), "echo service")
 }
 

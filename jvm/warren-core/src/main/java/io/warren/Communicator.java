@@ -128,46 +128,27 @@ public final class Communicator implements AutoCloseable {
     }
     long cancel = Native.cancelCreate();
     long h;
-    Thread me = Thread.currentThread();
-    InterruptWatcher.Call watch =
-        new InterruptWatcher.Call(me, () -> Native.cancel(cancel, INTERRUPTED));
     try {
-      try {
-        if (me.isInterrupted()) {
-          watch.interrupted(me);
-        }
-        try {
-          h = Native.commCreate(keys, values, cancel);
-        } catch (CollectiveAbortedException e) {
-          if (watch.fired()) {
-            throw interrupted("joining the job", e);
-          }
-          throw e;
-        }
-        java.util.function.Consumer<InterruptWatcher.Call> hook = joinedHook;
-        if (hook != null) {
-          hook.accept(watch);
-        }
-      } finally {
-        watch.close(); // it never fires after this
-      }
+      h =
+          InterruptWatcher.openInterruptibly(
+              () -> Native.cancel(cancel, INTERRUPTED),
+              () -> Native.commCreate(keys, values, cancel),
+              joined -> {
+                // Leave the job as failed (abort, not close, which would tell the tracker this
+                // worker finished and make it refuse the task's next attempt).
+                CollectiveAbortedException cause =
+                    new CollectiveAbortedException(
+                        "the job was joined, then the calling thread was interrupted",
+                        Native.commRank(joined),
+                        INTERRUPTED);
+                Native.commAbort(joined);
+                return cause;
+              },
+              cause -> interrupted("joining the job", cause),
+              joinedHook);
     } catch (RuntimeException | Error e) {
-      Native.cancelFree(cancel); // no watch uses it any more (closed above)
+      Native.cancelFree(cancel); // no watch uses it any more
       throw e;
-    }
-    if (watch.fired()) {
-      // Interrupted between the join's return and the watch's close: the new communicator's
-      // cancel handle is cancelled, so every call would fail. Leave the job as failed (abort,
-      // not close, which would tell the tracker this worker finished and make it refuse the
-      // task's next attempt) and report the interrupt.
-      CollectiveAbortedException cause =
-          new CollectiveAbortedException(
-              "the job was joined, then the calling thread was interrupted",
-              Native.commRank(h),
-              INTERRUPTED);
-      Native.commAbort(h);
-      Native.cancelFree(cancel);
-      throw interrupted("joining the job", cause);
     }
     return new Communicator(h, cancel);
   }

@@ -2,6 +2,10 @@ package io.warren;
 
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Consumer;
+import java.util.function.Function;
+import java.util.function.LongFunction;
+import java.util.function.LongSupplier;
 
 /**
  * Turns a {@link Thread#interrupt()} of a thread blocked in a native collective into a
@@ -103,6 +107,54 @@ public final class InterruptWatcher {
         // Only the watcher's own interrupt: keep watching while there are targets.
       }
     }
+  }
+
+  /**
+   * Runs {@code call}, a native call that makes something (joins a job, connects a client) and
+   * can be cancelled by {@code cancel}, watching the current thread: an interrupt before or
+   * during the call cancels it, and one that lands after it returned (before the watch closed,
+   * which leaves its result's cancel handle cancelled, so every later call would fail) has
+   * {@code release} undo the result. Either way the thrown exception is {@code interrupted}'s,
+   * and the thread's interrupt status is for {@code interrupted} to restore.
+   *
+   * @param cancel cancels the call (must not block)
+   * @param call the native call; returns a handle, throws {@link CollectiveAbortedException}
+   *     when cancelled
+   * @param release undoes a handle the call returned before a late interrupt, and says why
+   * @param interrupted the exception to throw for an interrupt, from its cause
+   * @param afterCall tests only: runs right after the call returned, the watch still open;
+   *     null for none
+   * @return the handle
+   */
+  public static long openInterruptibly(
+      Runnable cancel,
+      LongSupplier call,
+      LongFunction<CollectiveAbortedException> release,
+      Function<CollectiveAbortedException, ? extends RuntimeException> interrupted,
+      Consumer<Call> afterCall) {
+    Thread me = Thread.currentThread();
+    long h;
+    Call watch = new Call(me, cancel);
+    try (watch) {
+      if (me.isInterrupted()) {
+        watch.interrupted(me);
+      }
+      try {
+        h = call.getAsLong();
+      } catch (CollectiveAbortedException e) {
+        if (watch.fired()) {
+          throw interrupted.apply(e);
+        }
+        throw e;
+      }
+      if (afterCall != null) {
+        afterCall.accept(watch);
+      }
+    } // the watch never fires after its close
+    if (watch.fired()) {
+      throw interrupted.apply(release.apply(h));
+    }
+    return h;
   }
 
   /**

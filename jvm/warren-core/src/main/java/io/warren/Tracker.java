@@ -135,8 +135,25 @@ public final class Tracker implements AutoCloseable {
    *     is dropped from the view and the others roll back to their last checkpoint without it
    *     ({@link RolledBackException}); it rejoins at a later checkpoint when it registers
    *     again. Null: wait for the replacement as long as the workers' connect timeout allows
+   * @param admitArrivals whether a task id that registers while the job runs, and was never a
+   *     member, is added (at the next checkpoint boundary, if the job has room) without {@link
+   *     Tracker#addWorker}; for launchers whose own tasks are the only holders of the secret (Spark's
+   *     partitions arriving as slots free up). A removed task still needs {@link Tracker#restart}
    */
-  public record Elastic(int minWorkers, int maxWorkers, Duration rejoinTimeout) {
+  public record Elastic(int minWorkers, int maxWorkers, Duration rejoinTimeout, boolean admitArrivals) {
+    /**
+     * Limits under which newcomers need {@link Tracker#addWorker}.
+     *
+     * @param minWorkers never fewer
+     * @param maxWorkers never more
+     * @param rejoinTimeout how long to wait for a lost member's replacement, null for the
+     *     workers' connect timeout
+     * @throws IllegalArgumentException as the full constructor
+     */
+    public Elastic(int minWorkers, int maxWorkers, Duration rejoinTimeout) {
+      this(minWorkers, maxWorkers, rejoinTimeout, false);
+    }
+
     /**
      * Checks the limits.
      *
@@ -144,6 +161,7 @@ public final class Tracker implements AutoCloseable {
      * @param maxWorkers never more
      * @param rejoinTimeout how long to wait for a lost member's replacement, null for the
      *     workers' connect timeout
+     * @param admitArrivals whether newcomers join without {@link Tracker#addWorker}
      * @throws IllegalArgumentException if {@code minWorkers < 1}, {@code maxWorkers <
      *     minWorkers} or the rejoin timeout is negative
      */
@@ -244,7 +262,8 @@ public final class Tracker implements AutoCloseable {
             : new long[] {
               elastic.minWorkers(),
               elastic.maxWorkers(),
-              elastic.rejoinTimeout() == null ? -1 : elastic.rejoinTimeout().toMillis()
+              elastic.rejoinTimeout() == null ? -1 : elastic.rejoinTimeout().toMillis(),
+              elastic.admitArrivals() ? 1 : 0
             };
     return new Tracker(
         Native.trackerStart(

@@ -98,8 +98,9 @@ class ElasticDynamicAllocationTest {
   def b_theSameJoinsForcedGiveTheSameModel(): Unit = {
     val (joins, model) = Option(grown.get()).getOrElse(fail("needs a_aJobStartedOnTwoExecutorsGrowsWhenDynamicAllocationAddsTwo"))
     // Four executors now: two slots held so that the job starts with tasks 0 and 1 again; the
-    // hook admits tasks 2 and 3 at the first run's versions as soon as the first view is made
-    // (before the driver would admit them at the next boundary), then frees the slots.
+    // hook admits tasks 2 and 3 at the first run's versions as soon as the first view is made,
+    // and only then frees the slots, so they register after (else the tracker would admit them
+    // at the next boundary after they register).
     val holder = LocalCluster.holdSlots(sc, workers - initial, "elastic-da-holder")
     val scheduled = new AtomicReference[String]("not yet")
     val schedule: Tracker => Unit = tracker => {

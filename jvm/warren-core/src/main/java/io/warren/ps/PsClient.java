@@ -179,36 +179,25 @@ public final class PsClient implements AutoCloseable {
     List<String> list = List.copyOf(uris);
     NativeLoader.ensureLoaded();
     long cancel = PsNative.cancelCreate();
-    Thread me = Thread.currentThread();
     long h;
-    InterruptWatcher.Call watch = new InterruptWatcher.Call(me, () -> PsNative.cancel(cancel, INTERRUPTED));
-    try (watch) {
-      if (me.isInterrupted()) {
-        watch.interrupted(me);
-      }
-      try {
-        h =
-            PsNative.clientConnect(
-                list.toArray(new String[0]), secret, trainer, connectTimeout.toMillis(), callTimeout.toMillis(),
-                cancel, tls.flat());
-      } catch (CollectiveAbortedException e) {
-        if (watch.fired()) {
-          throw interrupted("connecting to the parameter servers", e);
-        }
-        throw e;
-      }
+    try {
+      h =
+          InterruptWatcher.openInterruptibly(
+              () -> PsNative.cancel(cancel, INTERRUPTED),
+              () ->
+                  PsNative.clientConnect(
+                      list.toArray(new String[0]), secret, trainer, connectTimeout.toMillis(),
+                      callTimeout.toMillis(), cancel, tls.flat()),
+              connected -> {
+                PsNative.clientClose(connected);
+                return new CollectiveAbortedException(
+                    "connected, then the calling thread was interrupted", -1, INTERRUPTED);
+              },
+              cause -> interrupted("connecting to the parameter servers", cause),
+              null);
     } catch (RuntimeException | Error e) {
       PsNative.cancelFree(cancel);
       throw e;
-    }
-    if (watch.fired()) {
-      // Interrupted between the connect's return and the watch's close: the client's cancel
-      // handle is cancelled, so every call would fail. Close it and report the interrupt.
-      PsNative.clientClose(h);
-      PsNative.cancelFree(cancel);
-      throw interrupted(
-          "connecting to the parameter servers",
-          new CollectiveAbortedException("connected, then the calling thread was interrupted", -1, INTERRUPTED));
     }
     return new PsClient(list, trainer, h, cancel);
   }

@@ -16,8 +16,8 @@ import org.apache.spark.rdd.RDD
   *
   *  - [[startingWorkers]]: a job starts with every worker if the slots are free, else with the
   *    free slots if there are at least `minWorkers` of them (the tracker's first view is the
-  *    first tasks to register; [[collect]] admits the others, which join at a checkpoint
-  *    boundary once Spark runs them);
+  *    first tasks to register; it admits the others as they register, `admitArrivals`, and
+  *    they join at a checkpoint boundary once Spark runs them);
   *  - [[collect]]: runs the workers' job asynchronously and ends it when the tracker says the
   *    job is over: every member of the final view finished and its result has arrived. A task
   *    that is not a member then (a lost worker's re-run task still waiting for a new executor,
@@ -63,8 +63,8 @@ private[spark] object ElasticRun {
 
   /** Runs the workers' job (`workers`: one `(task id, result)` per task) until the tracker
     * reports the job over and the result of every member of its final view has arrived, then
-    * cancels the tasks that are not members. Admits the tasks that were not in the first view
-    * (`startWith < numWorkers`) once it is made.
+    * cancels the tasks that are not members (the tracker admits the tasks that were not in
+    * the first view as they register).
     *
     * @return the members' results with their task ids
     * @throws org.apache.spark.SparkException if the Spark job failed first
@@ -76,7 +76,6 @@ private[spark] object ElasticRun {
       workers: RDD[(Int, R)],
       tracker: Tracker,
       numWorkers: Int,
-      startWith: Int,
       cancelled: FutureAction[_] => Unit
   ): Array[(Int, R)] = {
     val results = new ConcurrentHashMap[Int, R]()
@@ -94,13 +93,9 @@ private[spark] object ElasticRun {
           ()
         )
       finally sc.setLocalProperty(InterruptOnCancel, previous)
-    var toAdmit = startWith < numWorkers
     var over = false
     try {
-      while (!over && !job.isCompleted) {
-        if (toAdmit) toAdmit = !admitOthers(tracker, numWorkers)
-        over = finished(tracker, results, Poll)
-      }
+      while (!over && !job.isCompleted) over = finished(tracker, results, Poll)
       // The Spark job ended first, or failed after the tracker's job was over (a late task
       // refused): what counts is whether every member of the final view returned.
       if (!over) {
@@ -133,23 +128,6 @@ private[spark] object ElasticRun {
     }, "warren-elastic-close")
     t.setDaemon(true)
     t.start()
-  }
-
-  /** Adds every task id of `0 until numWorkers` that is not in the first view (they join once
-    * Spark runs them). Returns false if the first view is not made yet. A task that the
-    * `onTracker` hook admitted itself meanwhile (at a version of its choice: a forced schedule)
-    * is left as it is.
-    */
-  private def admitOthers(tracker: Tracker, numWorkers: Int): Boolean = {
-    def known(): Set[String] = tracker.list().asScala.map(_.taskId).toSet
-    val first =
-      try known()
-      catch { case _: TrackerException => return false } // not started yet
-    for (id <- (0 until numWorkers).map(_.toString) if !first.contains(id)) {
-      try tracker.addWorker(id, -1)
-      catch { case e: TrackerException => if (!known().contains(id)) throw e }
-    }
-    true
   }
 
   /** Whether the tracker's job is over and every member of its final view has returned its

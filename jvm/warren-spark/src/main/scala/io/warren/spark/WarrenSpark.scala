@@ -289,7 +289,7 @@ object WarrenSpark {
         RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
       }
       val limits =
-        if (elastic.enabled) new Tracker.Elastic(elastic.minWorkers, numWorkers, elastic.rejoinTimeout) else null
+        if (elastic.enabled) new Tracker.Elastic(elastic.minWorkers, numWorkers, elastic.rejoinTimeout, true) else null
       trackers =
         Trackers.start(startWith, host, attempts, rendezvous, settings.peerTimeout.orNull, settings.tls, limits)
       onTracker(trackers.tracker(0))
@@ -317,7 +317,7 @@ object WarrenSpark {
             // ResultStage aborts the job): hand the results over through one.
             if (failAll) workers.partitionBy(new HashPartitioner(1)).collect()
             else if (elastic.enabled)
-              ElasticRun.collect(sc, workers, trackers.tracker(0), numWorkers, startWith, job => lingering = Some(job))
+              ElasticRun.collect(sc, workers, trackers.tracker(0), numWorkers, job => lingering = Some(job))
             else workers.collect()
           }
         } finally fences.stop()
