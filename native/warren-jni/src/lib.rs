@@ -8,6 +8,7 @@
 //! - [`recordio`]: the exports of `RecordIOWriter` / `RecordIOReader`.
 //! - [`master`]: the exports of `Master`, `MasterClient` and `TaskReader`.
 //! - [`ps`]: the exports of `io.warren.ps` (`PsServer`, `PsClient`): parameter servers.
+//! - [`view`]: the export of `Communicator.takeViewChange()` (elastic jobs).
 //! - [`tls`]: the TLS settings the exports that open a connection or a listener take.
 //! - [`handle`]: native objects cross as `long` handles (`Box` pointers) that the Java side
 //!   releases explicitly (`commClose`, `trackerClose`, ...); a zero handle raises
@@ -46,6 +47,7 @@ pub mod ps;
 pub mod recordio;
 mod strings;
 mod tls;
+pub mod view;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -711,6 +711,21 @@ public final class Communicator implements AutoCloseable {
   }
 
   /**
+   * The last change of membership of an elastic job, once: non-null after the {@link #checkpoint}
+   * at which the view changed (workers joined or were removed; this worker may have left) and
+   * after a call threw {@link RolledBackException} (a lost worker was given up on), until it is
+   * taken. {@link #rank()} and {@link #worldSize()} have already changed with it; a job re-shards
+   * its data or rescales its learning rate here. Always null in a job that is not elastic.
+   *
+   * @return the change since the last call, or null if the view did not change
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public synchronized ViewChange takeViewChange() {
+    String[] f = Native.commTakeViewChange(live());
+    return f == null ? null : ViewChange.fromNative(f);
+  }
+
+  /**
    * Leaves the job <em>as failed</em>: frees the native resources and drops the links and the
    * tracker connection without telling the tracker this worker finished, so the tracker marks
    * it lost, the others wait for a replacement, and a new attempt with the same task id can

@@ -73,6 +73,12 @@ final class Native {
 
   static native long commRecoveries(long handle);
 
+  /**
+   * The last view change, once, or null: {@code [oldEpoch, newEpoch, task, newRank ("" if it
+   * left), oldWorld, old members..., new members...]}.
+   */
+  static native String[] commTakeViewChange(long handle);
+
   static native void commClose(long handle);
 
   static native void commAbort(long handle);

@@ -98,6 +98,9 @@ object LogisticRegression {
     *   dropped from the view: `RolledBackException`)
     * @param rolledBackTo elastic jobs: the checkpoint version of the last roll-back (-1: none)
     * @param world the number of workers in the view at the end
+    * @param viewChanges elastic jobs: each change of membership this worker was told of
+    *   (`Communicator.takeViewChange()`), as (checkpoint version, old world size, new world
+    *   size), in order
     */
   case class Result(
       weights: Array[Double],
@@ -110,7 +113,8 @@ object LogisticRegression {
       taskId: Int = 0,
       rollbacks: Int = 0,
       rolledBackTo: Int = -1,
-      world: Int = 0
+      world: Int = 0,
+      viewChanges: Seq[(Int, Int, Int)] = Seq.empty
   ) {
 
     /** SHA-256 of the weights (little-endian doubles), in hex. */
@@ -271,6 +275,14 @@ object LogisticRegression {
     def reached(it: Int): Boolean = it > 0 && losses(it - 1) <= p.targetLoss
     var it = ckpt.version
     var (rollbacks, rolledBackTo) = (0, -1)
+    val views = Seq.newBuilder[(Int, Int, Int)]
+    // Elastic jobs: the view changed (a worker joined, left, or was given up on). The gradient
+    // is already the mean over the members' rows (the row count is allreduced), so nothing
+    // rescales; log it and keep it for the result.
+    def viewChanged(): Unit = Option(comm.takeViewChange()).foreach { c =>
+      System.err.println(s"task $pid: view changed after checkpoint ${comm.version()}: $c")
+      views += ((comm.version(), c.oldWorldSize(), c.newWorldSize()))
+    }
     val loopStart = System.nanoTime()
     var result: Option[Result] = None
     while (result.isEmpty) {
@@ -285,6 +297,7 @@ object LogisticRegression {
           losses(it) = buf(d) / total
           opt.step(losses(it), buf, total, last = losses(it) <= p.targetLoss)
           comm.checkpoint(toBytes(opt.state, losses), null)
+          viewChanged()
           if (p.pauseMs > 0) Thread.sleep(p.pauseMs.toLong)
           it += 1
         }
@@ -300,7 +313,7 @@ object LogisticRegression {
         val iterMs = if (it > ckpt.version) loopMs / (it - ckpt.version) else 0.0
         result = Some(
           Result(w.clone(), losses.take(it), acc(0) / acc(1), comm.recoveries(), 0.0, ckpt.version, iterMs, pid,
-            rollbacks, rolledBackTo, comm.worldSize())
+            rollbacks, rolledBackTo, comm.worldSize(), views.result())
         )
       } catch {
         // Elastic jobs: a lost worker was dropped from the view; the calls since the last
@@ -309,6 +322,7 @@ object LogisticRegression {
         case e: RolledBackException =>
           val c = comm.loadCheckpoint()
           System.err.println(s"task $pid: ${e.getMessage}; going on from checkpoint ${c.version} with ${comm.worldSize()} workers")
+          viewChanged()
           val (o, l) = restore(p, d, initSeed, c.version, c.global)
           opt = o
           losses = l

@@ -8,8 +8,8 @@ import scala.jdk.CollectionConverters._
 import io.warren.Tracker
 import io.warren.examples.LogisticRegression.{Failure, Params, Result}
 import io.warren.spark.WarrenSparkException
-import org.apache.spark.SparkContext
-import org.junit.jupiter.api.Assertions.{assertEquals, assertThrows, assertTrue, fail}
+import org.apache.spark.{SparkContext, WarrenSlots}
+import org.junit.jupiter.api.Assertions.{assertEquals, assertFalse, assertThrows, assertTrue, fail}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
 
@@ -21,7 +21,14 @@ import org.junit.jupiter.api._
   *    (dropped at the same version, back at the same version) gives the same model bit for bit;
   *  - a job started while one slot is busy runs with three workers and grows to four when the
   *    slot frees up;
-  *  - fewer free slots than `minWorkers`: a clear error naming the tasks without a slot.
+  *  - fewer free slots than `minWorkers`: a clear error naming the tasks without a slot;
+  *  - an executor JVM paused with SIGSTOP (nothing closes, nothing answers): the tracker fences
+  *    its worker after `peerTimeout`, the others go on without it after the rejoin timeout
+  *    (not after Spark's 120 s heartbeat timeout), its re-run joins again once the driver has
+  *    replaced the executor, and the same schedule forced onto a halted executor gives the same
+  *    model bit for bit.
+  *
+  * Every survivor is told of the shrink and the re-join by `Communicator.takeViewChange()`.
   */
 @TestInstance(Lifecycle.PER_CLASS)
 @TestMethodOrder(classOf[MethodOrderer.MethodName])
@@ -55,7 +62,7 @@ class ElasticClusterTest {
     * back once, to that checkpoint, and task 1 came back at a later version. Returns the
     * version it came back at.
     */
-  private def shrankAndRejoined(what: String, rs: Seq[Result]): Int = {
+  private def shrankAndRejoined(what: String, rs: Seq[Result], iters: Int = params.iters): Int = {
     rs.foreach(r => println(f"ELASTIC $what: task ${r.taskId} start ${r.startVersion} rollbacks ${r.rollbacks} " +
       f"to ${r.rolledBackTo} world ${r.world} model ${r.modelHash.take(12)} in ${r.seconds}%.2f s"))
     val byTask = rs.map(r => r.taskId -> r).toMap
@@ -68,8 +75,36 @@ class ElasticClusterTest {
     assertEquals(0, back.rollbacks, s"$what: the re-run task joined, it did not roll back")
     assertEquals(Seq(workers), rs.map(_.world).distinct, s"$what: four workers at the end")
     assertEquals(1, rs.map(_.modelHash).distinct.size, s"$what: every member ends with the same model")
-    assertEquals(params.iters, back.losses.length, s"$what: the joiner has every iteration's loss")
+    assertEquals(iters, back.losses.length, s"$what: the joiner has every iteration's loss")
+    // What Communicator.takeViewChange() told them: the survivors 4 -> 3 workers at the
+    // roll-back to the halt's checkpoint and 3 -> 4 when task 1 joined; the joiner nothing
+    // (it was not in the view before).
+    for (t <- Seq(0, 2, 3))
+      assertEquals(Seq((haltAt, 4, 3), (back.startVersion, 3, 4)), byTask(t).viewChanges, s"$what: task $t's view changes")
+    assertEquals(Seq(), back.viewChanges, s"$what: the joiner's view changes")
     back.startVersion
+  }
+
+  /** An `onTracker` hook that forces task 1 back at checkpoint version `back`: as soon as the
+    * tracker reports it lost it schedules its restart there. `scheduled` ends as "scheduled".
+    */
+  private def returnAt(back: Int, scheduled: AtomicReference[String]): Tracker => Unit = tracker => {
+    val t = new Thread(() => {
+      val until = System.nanoTime() + 120e9.toLong
+      var done = false
+      while (!done && System.nanoTime() < until) {
+        try {
+          if (tracker.list().asScala.exists(i => i.taskId == "1" && i.state == "lost")) {
+            tracker.restart("1", back)
+            scheduled.set("scheduled")
+            done = true
+          }
+        } catch { case e: RuntimeException => if (tracker.isClosed) done = true else scheduled.set(e.toString) }
+        Thread.sleep(5)
+      }
+    })
+    t.setDaemon(true)
+    t.start()
   }
 
   @Test
@@ -92,24 +127,7 @@ class ElasticClusterTest {
     // checkpoint (the model does not depend on it), so that the re-run task registers before
     // that version.
     val scheduled = new AtomicReference[String]("not yet")
-    val schedule: Tracker => Unit = tracker => {
-      val t = new Thread(() => {
-        val until = System.nanoTime() + 120e9.toLong
-        var done = false
-        while (!done && System.nanoTime() < until) {
-          try {
-            if (tracker.list().asScala.exists(i => i.taskId == "1" && i.state == "lost")) {
-              tracker.restart("1", back)
-              scheduled.set("scheduled")
-              done = true
-            }
-          } catch { case e: RuntimeException => if (tracker.isClosed) done = true else scheduled.set(e.toString) }
-          Thread.sleep(5)
-        }
-      })
-      t.setDaemon(true)
-      t.start()
-    }
+    val schedule = returnAt(back, scheduled)
     val p = params.copy(pauseMs = 200, failures = Seq(Failure(1, dropped, halt = true)))
     val rs = LogisticRegression.runAll(sc, p, schedule)
     assertEquals("scheduled", scheduled.get(), "the driver scheduled task 1's return")
@@ -119,19 +137,7 @@ class ElasticClusterTest {
     assertTrue(clean.modelHash != model, "the model records the schedule: without the loss it differs")
   }
 
-  /** Runs `slots` one-task jobs that hold a task slot each until cancelled. */
-  private def holdSlots(slots: Int, group: String): Thread = {
-    val t = new Thread(() => {
-      sc.setJobGroup(group, "holds task slots", interruptOnCancel = true)
-      try sc.parallelize(0 until slots, slots).foreach(_ => Thread.sleep(600000))
-      catch { case _: Exception => }
-    })
-    t.setDaemon(true)
-    t.start()
-    val until = System.nanoTime() + 60e9.toLong
-    while (sc.statusTracker.getExecutorInfos.map(_.numRunningTasks).sum < slots && System.nanoTime() < until) Thread.sleep(50)
-    t
-  }
+  private def holdSlots(slots: Int, group: String): Thread = LocalCluster.holdSlots(sc, slots, group)
 
   @Test
   def c_aJobStartsWithFewerSlotsAndGrows(): Unit = {
@@ -147,6 +153,7 @@ class ElasticClusterTest {
       assertEquals(workers, rs.size, "every task ran, the last one once its slot freed up")
       val late = rs.filter(_.startVersion > 0)
       assertEquals(1, late.size, s"one task joined after the start: $rs")
+      assertEquals(Seq((late.head.startVersion, 3, 4)), rs.head.viewChanges, "rank 0 was told of the join")
       assertEquals(Seq(workers), rs.map(_.world).distinct, "four workers at the end")
       assertEquals(1, rs.map(_.modelHash).distinct.size, "every member ends with the same model")
     } finally {
@@ -168,5 +175,45 @@ class ElasticClusterTest {
       sc.cancelJobGroup("elastic-holder-2")
       holder.join(30000)
     }
+  }
+
+  /** The paused run's schedule (back at) and model, for [[f_thePausedRunsScheduleOnAHaltGivesItsModel]]. */
+  private val pausedRun = new AtomicReference[(Int, String)]()
+
+  /** Long enough for the paused worker's re-run to join: the tracker fences it after
+    * `peerTimeout` (10 s), the driver kills its executor 5 s later, and Spark starts a new one.
+    * Up to 30 s for all four slots to be free: the previous case's cancelled slot holders may
+    * still count as running.
+    */
+  private val pausedParams =
+    params.copy(iters = 500, conf = elastic + ("peerTimeout" -> "10") + ("slotWaitTimeout" -> "30"))
+
+  @Test
+  def e_aPausedExecutorIsFencedAndTheOthersGoOnWithoutIt(): Unit = {
+    // Task 1's executor JVM stops (SIGSTOP) at iteration haltAt: nothing closes, nothing answers.
+    val p = pausedParams.copy(failures = Seq(Failure(1, haltAt, pause = true)))
+    val rs = LogisticRegression.runAll(sc, p)
+    WarrenSlots.drainListeners(sc, 5000)
+    val back = shrankAndRejoined("paused executor", rs, p.iters)
+    val why = counts.reasons.asScala.mkString("; ")
+    println(f"ELASTIC paused executor: ${rs.head.seconds}%.2f s, task 1 back at version $back; the lost attempt: $why")
+    assertTrue(back > haltAt + 1, s"the survivors went on without task 1 (it rejoined at version $back)")
+    // Fenced by Warren's peer timeout and its executor replaced, not given up by Spark's
+    // executor heartbeat timeout (120 s).
+    assertFalse(why.contains("heartbeat"), s"the executor was given up by Spark's heartbeat timeout: $why")
+    pausedRun.set((back, rs.head.modelHash))
+  }
+
+  @Test
+  def f_thePausedRunsScheduleOnAHaltGivesItsModel(): Unit = {
+    val (back, model) = Option(pausedRun.get()).getOrElse(fail("needs e_aPausedExecutorIsFencedAndTheOthersGoOnWithoutIt"))
+    // The same membership schedule (dropped at haltAt, back at `back`) with a halted executor
+    // in place of the paused one: the same model bit for bit.
+    val scheduled = new AtomicReference[String]("not yet")
+    val p = pausedParams.copy(failures = Seq(Failure(1, haltAt, halt = true)))
+    val rs = LogisticRegression.runAll(sc, p, returnAt(back, scheduled))
+    assertEquals("scheduled", scheduled.get(), "the driver scheduled task 1's return")
+    assertEquals(back, shrankAndRejoined("the paused run's schedule", rs, p.iters), "task 1 rejoined at the scheduled version")
+    assertEquals(model, rs.head.modelHash, s"dropped at $haltAt and back at $back: the paused run's model")
   }
 }

@@ -18,9 +18,10 @@ object LocalCluster {
     *
     * @param executors the number of executor JVMs (one task slot each)
     * @param appName the application's name
+    * @param extra further Spark settings (e.g. dynamic allocation's)
     * @return the context; the caller stops it
     */
-  def start(executors: Int, appName: String): SparkContext = {
+  def start(executors: Int, appName: String, extra: Map[String, String] = Map.empty): SparkContext = {
     val home = sys.env.getOrElse("SPARK_HOME", throw new IllegalStateException("SPARK_HOME is not set"))
     val cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"))
     // Executors get Spark from $SPARK_HOME/jars; add this project's classes and jars.
@@ -37,7 +38,30 @@ object LocalCluster {
       .set("spark.executor.extraClassPath", ours.mkString(File.pathSeparator))
       .set("spark.warren.connectTimeout", "120")
       .set("spark.warren.timeout", "300")
+      .setAll(extra)
     new SparkContext(conf)
+  }
+
+  /** Runs, in a daemon thread, a job of `slots` one-task jobs that hold a task slot each until
+    * the job group `group` is cancelled (`sc.cancelJobGroup(group)`); returns once they run
+    * (at most 60 s later).
+    *
+    * @param sc the context
+    * @param slots how many slots to hold
+    * @param group the job group to cancel to free them
+    * @return the thread; join it after cancelling
+    */
+  def holdSlots(sc: SparkContext, slots: Int, group: String): Thread = {
+    val t = new Thread(() => {
+      sc.setJobGroup(group, "holds task slots", interruptOnCancel = true)
+      try sc.parallelize(0 until slots, slots).foreach(_ => Thread.sleep(600000))
+      catch { case _: Exception => }
+    })
+    t.setDaemon(true)
+    t.start()
+    val until = System.nanoTime() + 60e9.toLong
+    while (sc.statusTracker.getExecutorInfos.map(_.numRunningTasks).sum < slots && System.nanoTime() < until) Thread.sleep(50)
+    t
   }
 }
 

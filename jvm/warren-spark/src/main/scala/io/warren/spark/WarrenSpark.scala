@@ -108,6 +108,10 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * others, and each joins at the first checkpoint boundary after Spark runs it (a slot frees
   * up, dynamic allocation adds an executor).
   *
+  * '''View changes.''' A worker learns of each change from `comm.takeViewChange()` (after the
+  * checkpoint at which a task joined or was removed, and after `RolledBackException`): the old
+  * and new members and its old and new rank, to re-shard or rescale.
+  *
   * '''The end.''' The job is over when every member of the view has returned; a task
   * that is not a member then (a re-run task still waiting for its new executor) is cancelled,
   * and `train` returns the members' results.
@@ -143,7 +147,11 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   *    requests executors only for pending tasks, so keep `spark.dynamicAllocation.minExecutors`
   *    (or `initialExecutors`) large enough for `numWorkers` tasks, and expect a lost executor's
   *    task to wait for a new executor to be granted, within `spark.warren.connectTimeout`, while
-  *    the other workers wait in their collective call.
+  *    the other workers wait in their collective call. An elastic job needs neither: it starts
+  *    on the executors there are (at least `minWorkers` free slots), its pending tasks make
+  *    Spark request more executors, and each joins when Spark runs it
+  *    (`ElasticDynamicAllocationTest`); a lost executor's task rejoins when its new executor
+  *    is granted, the others going on meanwhile.
   *  - Partitions: an RDD with more partitions is coalesced (no shuffle, order kept; fail-all
   *    repartitions, since a barrier stage may not coalesce); one with fewer is repartitioned, a
   *    shuffle whose row order can differ between task attempts (then sort the rows in `f` if
