@@ -77,8 +77,7 @@ class ViewChangeTest {
   void aJoinAndARemovalAreReportedOnceWithTheNewRanks() throws Exception {
     ExecutorService pool = Executors.newFixedThreadPool(3);
     try (Tracker tracker =
-        Tracker.start(
-            2, TestSupport.SECRET, "127.0.0.1", 0, Duration.ZERO, null, new Tracker.Elastic(1, 3, null))) {
+        Tracker.builder(2, TestSupport.SECRET).elastic(new Tracker.Elastic(1, 3, null)).start()) {
       CountDownLatch scheduled = new CountDownLatch(1);
       List<Future<Run>> first = new ArrayList<>();
       for (String task : List.of("0", "1")) {
@@ -166,14 +165,7 @@ class ViewChangeTest {
   @Test
   void aLostWorkerGivenUpOnIsAChangeAfterTheRollBack() throws Exception {
     try (Tracker tracker =
-        Tracker.start(
-            3,
-            TestSupport.SECRET,
-            "127.0.0.1",
-            0,
-            Duration.ZERO,
-            null,
-            new Tracker.Elastic(2, 3, Duration.ofMillis(500)))) {
+        Tracker.builder(3, TestSupport.SECRET).elastic(new Tracker.Elastic(2, 3, Duration.ofMillis(500))).start()) {
       List<TestSupport.Outcome<Run>> outs =
           TestSupport.threads(
               tracker,
