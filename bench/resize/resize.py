@@ -119,7 +119,7 @@ def warren_children(run_pid):
 
 def warren_job(a):
     w = a.warren
-    env = dict(os.environ, WARREN_JOB_SECRET=SECRET, WARREN_LOG="info", WARREN_CONNECT_TIMEOUT_S="120")
+    env = dict(os.environ, WARREN_JOB_SECRET=SECRET, WARREN_LOG=os.environ.get("WARREN_LOG", "info"), WARREN_CONNECT_TIMEOUT_S="120")
     cmd = [w, "run", "--min-workers", "3", "--max-workers", "5", "--rejoin-timeout", str(a.rejoin_timeout),
            "--max-restarts", "0", "--", w, "example", "train", "--elastic", "--timeline", "--iters", "1000000",
            "--model-bytes", str(a.model_bytes), "--compute-ms", str(a.compute_ms)]
@@ -147,6 +147,7 @@ def warren_job(a):
         ctl("add", "3")
         lines.wait_step(4, 0, 120, count=3)
         t0 = time.time()
+        lines.log.append(f"[bench] {time.strftime('%H:%M:%S', time.localtime(t0))}.{int(t0 % 1 * 1000):03d} ctl add 4")
         ctl("add", "4")
         add = lines.wait_step(5, t0, 120) - t0
         lines.wait_step(5, 0, 120, count=3)
@@ -157,6 +158,10 @@ def warren_job(a):
         return add, lost
     finally:
         stop([run])
+        if a.log_dir:
+            os.makedirs(a.log_dir, exist_ok=True)
+            with open(os.path.join(a.log_dir, f"warren-{time.time():.0f}.log"), "w") as f:
+                f.write("\n".join(lines.log) + "\n")
 
 
 def torch_job(a):
@@ -210,6 +215,7 @@ def main():
     p.add_argument("--compute-ms", type=int, default=0)
     p.add_argument("--rejoin-timeout", type=float, default=1.0)
     p.add_argument("--last-call", type=int, default=1, help="torch's rendezvous last_call_timeout (s)")
+    p.add_argument("--log-dir", help="keep each Warren job's log lines (stdout, stderr) there")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--impls", default="warren,torch", help="which to run (both for ratios)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results",

@@ -48,7 +48,9 @@ pub enum Item {
     },
 }
 
-/// One step of a plan: `from` sends `item` to `to` (every worker takes part in moving it).
+/// One step of a plan: `from` sends `item` to `to` (every worker takes part in agreeing on
+/// its size; a call's result then goes to every worker, a checkpoint or a local model only
+/// along the tree paths from `from` to `to`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transfer {
     /// What moves.

@@ -127,7 +127,7 @@ impl Worker {
             }
             Pc::Call(v, _) => {
                 self.st.record(call, None, &data).unwrap();
-                self.st.commit(global(v + 1));
+                self.st.commit(&global(v + 1));
                 Pc::Call(v + 1, 0)
             }
         };
