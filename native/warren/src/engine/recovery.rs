@@ -23,6 +23,8 @@ pub(super) enum Round {
     Committed,
     /// Other workers moved on; propose again.
     Continue,
+    /// This worker, serving joiners ([`Want::Serve`]), is done: it goes on.
+    Released,
 }
 
 impl Communicator {
@@ -42,6 +44,7 @@ impl Communicator {
             }
             Plan::StartFresh { .. } => Ok(Round::Continue),
             Plan::Move(transfers) => self.carry_out(&transfers, &props),
+            Plan::Release => Ok(if want == Want::Serve { Round::Released } else { Round::Continue }),
             Plan::Fail(Failure::Mismatch(m)) => Err(Error::Mismatch(m)),
             Plan::Fail(Failure::Impossible { lost, reason }) => {
                 Err(Error::RecoveryImpossible { lost: self.view.tasks_of(&lost), reason })

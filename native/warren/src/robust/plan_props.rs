@@ -220,6 +220,7 @@ fn round(job: &Job, ws: &mut [Worker], cut: Option<&dyn Fn(usize) -> bool>) -> O
             }
             None
         }
+        Plan::Release => panic!("no worker of this model serves joiners (Want::Serve)"),
         Plan::Move(transfers) => {
             assert!(!transfers.is_empty(), "a move moves something");
             carry_out(job, ws, &props, &transfers, cut);
