@@ -117,9 +117,9 @@ def warren_children(run_pid):
     return out
 
 
-def warren_job(a):
-    w = a.warren
-    env = dict(os.environ, WARREN_JOB_SECRET=SECRET, WARREN_LOG="info", WARREN_CONNECT_TIMEOUT_S="120")
+def warren_job(a, w=None):
+    w = w or a.warren
+    env = dict(os.environ, WARREN_JOB_SECRET=SECRET, WARREN_LOG=os.environ.get("WARREN_LOG", "info"), WARREN_CONNECT_TIMEOUT_S="120")
     cmd = [w, "run", "--min-workers", "3", "--max-workers", "5", "--rejoin-timeout", str(a.rejoin_timeout),
            "--max-restarts", "0", "--", w, "example", "train", "--elastic", "--timeline", "--iters", "1000000",
            "--model-bytes", str(a.model_bytes), "--compute-ms", str(a.compute_ms)]
@@ -147,6 +147,7 @@ def warren_job(a):
         ctl("add", "3")
         lines.wait_step(4, 0, 120, count=3)
         t0 = time.time()
+        lines.log.append(f"[bench] {time.strftime('%H:%M:%S', time.localtime(t0))}.{int(t0 % 1 * 1000):03d} ctl add 4")
         ctl("add", "4")
         add = lines.wait_step(5, t0, 120) - t0
         lines.wait_step(5, 0, 120, count=3)
@@ -157,6 +158,10 @@ def warren_job(a):
         return add, lost
     finally:
         stop([run])
+        if a.log_dir:
+            os.makedirs(a.log_dir, exist_ok=True)
+            with open(os.path.join(a.log_dir, f"warren-{time.time():.0f}.log"), "w") as f:
+                f.write("\n".join(lines.log) + "\n")
 
 
 def torch_job(a):
@@ -210,24 +215,32 @@ def main():
     p.add_argument("--compute-ms", type=int, default=0)
     p.add_argument("--rejoin-timeout", type=float, default=1.0)
     p.add_argument("--last-call", type=int, default=1, help="torch's rendezvous last_call_timeout (s)")
+    p.add_argument("--baseline", help="another warren binary (an older build) run the same way, alternating, "
+                   "as a reference measured in the same run")
+    p.add_argument("--log-dir", help="keep each Warren job's log lines (stdout, stderr) there")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--impls", default="warren,torch", help="which to run (both for ratios)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results",
                                                  time.strftime("resize-%Y%m%dT%H%M%SZ.jsonl", time.gmtime())))
     a = p.parse_args()
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    res = {("warren", "add"): [], ("warren", "lost"): [], ("torch", "add"): [], ("torch", "lost"): []}
+    res = {(n, c): [] for n in ("warren", "torch", "baseline") for c in ("add", "lost")}
+    jobs = [("warren", warren_job), ("torch", torch_job)]
+    if a.baseline:
+        jobs.append(("baseline", lambda a: warren_job(a, a.baseline)))
     load_before = load()
     with open(a.out, "a") as out:
         for i in range(a.repeat):
-            for name, job in (("warren", warren_job), ("torch", torch_job)):
-                if name not in a.impls.split(","):
+            for name, job in jobs:
+                if name not in a.impls.split(",") and not (name == "baseline" and a.baseline):
                     continue
                 l0 = load()
                 add, lost = job(a)
                 rec = {"bench": "resize", "impl": name, "rep": i, "model_bytes": a.model_bytes, "add_s": round(add, 3),
                        "lost_s": round(lost, 3), "load1_before": l0, "load1_after": load()}
-                if name == "warren":
+                if name == "baseline":
+                    rec["warren"] = a.baseline
+                if name in ("warren", "baseline"):
                     rec["rejoin_timeout_s"] = a.rejoin_timeout
                 else:
                     rec["last_call_timeout_s"] = a.last_call
@@ -236,7 +249,18 @@ def main():
                 res[(name, "add")].append(add)
                 res[(name, "lost")].append(lost)
     med = {k: statistics.median(v) for k, v in res.items() if v}
-    if len(med) < 4:
+    summary = {"bench": "resize_summary", "repeat": a.repeat, "load1_before": load_before, "load1_after": load(),
+               **{f"{k[0]}_{k[1]}_median_s": round(v, 3) for k, v in med.items()}}
+    with open(a.out, "a") as out:
+        out.write(json.dumps(summary) + "\n")
+    if a.baseline and ("warren", "add") in med:
+        print(f"\nWarren against the baseline {a.baseline}, median of {a.repeat} (load {load_before:.1f} -> {load():.1f})")
+        print("| change | Warren (s) | baseline (s) | baseline / Warren |")
+        print("|---|---|---|---|")
+        for change in ("add", "lost"):
+            w, b = med[("warren", change)], med[("baseline", change)]
+            print(f"| {change} | {w:.3f} | {b:.3f} | {b / w:.2f}x |")
+    if ("torch", "add") not in med or ("warren", "add") not in med:
         return 0
     print(f"\nresize latency, median of {a.repeat} (model {a.model_bytes >> 20} MiB; load {load_before:.1f} -> {load():.1f})")
     print("| change | Warren (s) | torchrun (s) | torchrun / Warren |")
@@ -244,10 +268,6 @@ def main():
     for change, what in (("add", "add 1 worker to 4"), ("lost", "lose 1 worker of 5")):
         w, t = med[("warren", change)], med[("torch", change)]
         print(f"| {what} | {w:.2f} | {t:.2f} | {t / w:.1f}x |")
-    summary = {"bench": "resize_summary", "repeat": a.repeat,
-               **{f"{k[0]}_{k[1]}_median_s": round(v, 3) for k, v in med.items()}}
-    with open(a.out, "a") as out:
-        out.write(json.dumps(summary) + "\n")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,26 @@ impl Topology {
         }
         self.children.iter().copied().find(|&c| Self::in_subtree(c, target)).or(self.parent)
     }
+
+    /// This worker's part in moving data from `root` to the ranks `to` along the tree (an
+    /// undirected graph): `None` if it lies on no tree path from `root` to one of them, else
+    /// the neighbour it receives from (`None` at the root) and the neighbours it forwards to,
+    /// in increasing rank order.
+    pub fn tree_route(&self, root: usize, to: &[usize]) -> Option<(Option<usize>, Vec<usize>)> {
+        let me = self.rank;
+        let mut on_path = me == root;
+        let mut dests = Vec::new();
+        for &t in to {
+            if tree_distance(root, me) + tree_distance(me, t) != tree_distance(root, t) {
+                continue;
+            }
+            on_path = true;
+            dests.extend(self.tree_hop_towards(t));
+        }
+        dests.sort_unstable();
+        dests.dedup();
+        on_path.then(|| (self.tree_hop_towards(root), dests))
+    }
 }
 
 /// Number of tree edges between ranks `a` and `b` (the tree as an undirected graph).
@@ -116,6 +136,32 @@ pub fn chunk_offsets(len: usize, parts: usize, align: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tree_route_reaches_only_the_ranks_on_the_paths_to_the_targets() {
+        // The heap tree of 7: 0 -> {1, 2}, 1 -> {3, 4}, 2 -> {5, 6}.
+        let route = |me, root, to: &[usize]| Topology::new(me, 7).tree_route(root, to);
+        assert_eq!(route(1, 1, &[4]), Some((None, vec![4])));
+        assert_eq!(route(4, 1, &[4]), Some((Some(1), vec![])));
+        for other in [0, 2, 3, 5, 6] {
+            assert_eq!(route(other, 1, &[4]), None, "rank {other} is off the path 1 -> 4");
+        }
+        // 3 -> 6 goes 3, 1, 0, 2, 6; and 3 -> 4 branches at 1.
+        assert_eq!(route(3, 3, &[6, 4]), Some((None, vec![1])));
+        assert_eq!(route(1, 3, &[6, 4]), Some((Some(3), vec![0, 4])));
+        assert_eq!(route(0, 3, &[6, 4]), Some((Some(1), vec![2])));
+        assert_eq!(route(2, 3, &[6, 4]), Some((Some(0), vec![6])));
+        assert_eq!(route(6, 3, &[6, 4]), Some((Some(2), vec![])));
+        assert_eq!(route(5, 3, &[6, 4]), None);
+        // Every rank a target: the whole tree, as a broadcast.
+        let all: Vec<usize> = (0..7).collect();
+        for me in 0..7 {
+            let t = Topology::new(me, 7);
+            let (src, dests) = t.tree_route(0, &all).unwrap();
+            assert_eq!(src, t.parent);
+            assert_eq!(dests, t.children);
+        }
+    }
 
     #[test]
     fn tree_shape() {

@@ -21,7 +21,7 @@ pub(crate) use allgather_ring::{allgather_ring, ring_shift};
 pub(crate) use allreduce_hier::allreduce_hier;
 pub(crate) use allreduce_ring::allreduce_ring;
 pub(crate) use allreduce_tree::allreduce_tree;
-pub(crate) use broadcast_tree::broadcast_tree;
+pub(crate) use broadcast_tree::{broadcast_tree, broadcast_tree_to};
 pub(crate) use net::Net;
 
 /// Element-aligned scratch memory reused across calls.

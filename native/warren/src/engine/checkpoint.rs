@@ -47,7 +47,7 @@ impl Communicator {
                 })
             })?;
         }
-        self.rs().state.commit(global.to_vec());
+        self.rs().state.commit(global);
         let version = self.rs().state.version();
         durable::write_durable(&self.cfg, self.topo.rank, version, global, local)?;
         self.stats.record(CallKind::Checkpoint, started.elapsed());

@@ -9,14 +9,10 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 
 /// A 32-bit digest of the global model, carried in the checkpoint header so that workers
-/// checkpointing different models are told apart.
+/// checkpointing different models are told apart: CRC-32 (`crc32fast`, SIMD), which keeps
+/// up with memory bandwidth (a byte-at-a-time hash took ~0.1 s of CPU per 64 MiB checkpoint).
 pub(crate) fn digest32(bytes: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for &b in bytes {
-        h ^= b as u32;
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
+    crc32fast::hash(bytes)
 }
 
 fn file(dir: &std::path::Path, rank: usize, version: u32) -> PathBuf {

@@ -23,6 +23,8 @@ pub(super) enum Round {
     Committed,
     /// Other workers moved on; propose again.
     Continue,
+    /// This worker, serving joiners ([`Want::Serve`]), is done: it goes on.
+    Released,
 }
 
 impl Communicator {
@@ -42,6 +44,7 @@ impl Communicator {
             }
             Plan::StartFresh { .. } => Ok(Round::Continue),
             Plan::Move(transfers) => self.carry_out(&transfers, &props),
+            Plan::Release => Ok(if want == Want::Serve { Round::Released } else { Round::Continue }),
             Plan::Fail(Failure::Mismatch(m)) => Err(Error::Mismatch(m)),
             Plan::Fail(Failure::Impossible { lost, reason }) => {
                 Err(Error::RecoveryImpossible { lost: self.view.tasks_of(&lost), reason })
@@ -85,12 +88,25 @@ impl Communicator {
         let mut inbox = Vec::new();
         for t in transfers {
             let mut data = match t.from == me {
-                true => self.rs().state.payload(&t.item).ok_or_else(|| {
+                true => self.rs().state.lend(&t.item).ok_or_else(|| {
                     Error::Protocol(format!("rank {me} was to send {:?} but does not hold it", t.item))
                 })?,
                 false => Vec::new(),
             };
-            self.serve(t.from, &mut data)?;
+            // A call's result reaches every worker, which all check that the requesters asked
+            // for that call; checkpoints and local models go only where they are needed.
+            let route = match t.item {
+                Item::Result { .. } | Item::Bootstrap { .. } => None,
+                Item::Checkpoint { .. } | Item::LocalModel { .. } => Some(t.to.as_slice()),
+            };
+            let served = self.serve(t.from, route, &mut data);
+            if t.from == me && matches!(t.item, Item::Checkpoint { .. }) {
+                // The server takes back the checkpoint it lent (sent without a copy).
+                self.rs().state.give_back(&t.item, std::mem::take(&mut data));
+                served?;
+                continue;
+            }
+            served?;
             if let Item::Result { point: (v, s) } = t.item {
                 data = check_served(data, t.from, props, &t.to, &format!("call #{s} of version {v}"))?;
             } else if let Item::Bootstrap { key } = t.item {
@@ -138,8 +154,10 @@ impl Communicator {
         Ok(all.chunks_exact(w).map(<[u64]>::to_vec).collect())
     }
 
-    /// Sends `data` from `server` to every worker (recovery data).
-    fn serve(&mut self, server: usize, data: &mut Vec<u8>) -> Result<()> {
+    /// Sends `data` from `server` to every worker (recovery data), or with `to`, only to those
+    /// ranks, over the tree edges between them and the server (the other workers agree on
+    /// the size and are done).
+    fn serve(&mut self, server: usize, to: Option<&[usize]>, data: &mut Vec<u8>) -> Result<()> {
         let count = if self.topo.rank == server { data.len() as u64 } else { COUNT_UNKNOWN };
         let hdr = CallHeader {
             seq: 0,
@@ -153,8 +171,17 @@ impl Communicator {
         };
         self.exec(hdr, |net, topo, scratch| {
             let agreed = collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch)?;
-            data.resize(agreed.count as usize, 0);
-            collective::broadcast_tree(net, topo, server, data, "recovery data")
+            match to {
+                None => {
+                    data.resize(agreed.count as usize, 0);
+                    collective::broadcast_tree(net, topo, server, data, "recovery data")
+                }
+                Some(to) if topo.tree_route(server, to).is_some() => {
+                    data.resize(agreed.count as usize, 0);
+                    collective::broadcast_tree_to(net, topo, server, to, data, "recovery data")
+                }
+                Some(_) => Ok(()),
+            }
         })
     }
 }

@@ -67,7 +67,7 @@ impl Communicator {
                         break Ok(false);
                     }
                     Ok(Round::Committed) => break Ok(true),
-                    Ok(Round::Loaded | Round::Continue) => continue,
+                    Ok(Round::Loaded | Round::Continue | Round::Released) => continue,
                     Err(e) if recoverable(&e) => {
                         self.relink(&e).map_err(|e| self.poison(e))?;
                         continue;

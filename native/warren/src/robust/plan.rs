@@ -10,11 +10,13 @@
 //!    and the replicas of their ring predecessors' local models they are to keep;
 //! 3. bootstrap results, by key;
 //! 4. buffered results, to the workers furthest behind;
-//! 5. with everyone at the same call, the calls must agree;
-//! 6. workers lacking replicas they are to keep get them (a worker served a checkpoint's
+//! 5. members serving joiners ([`Want::Serve`]) first give out missing replicas, then are
+//!    released (the others propose again, at their call);
+//! 6. with everyone at the same call, the calls must agree;
+//! 7. workers lacking replicas they are to keep get them (a worker served a checkpoint's
 //!    prepare phase instead of running it, say), so replication is whole before the job
 //!    goes on;
-//! 7. everyone runs the call.
+//! 8. everyone runs the call.
 
 use super::{Point, Proposal, Want};
 use crate::error::CallMismatch;
@@ -48,7 +50,9 @@ pub enum Item {
     },
 }
 
-/// One step of a plan: `from` sends `item` to `to` (every worker takes part in moving it).
+/// One step of a plan: `from` sends `item` to `to` (every worker takes part in agreeing on
+/// its size; a call's result then goes to every worker, a checkpoint or a local model only
+/// along the tree paths from `from` to `to`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transfer {
     /// What moves.
@@ -91,6 +95,9 @@ pub enum Plan {
     /// Carry out these transfers in order, then propose again (a worker whose current call a
     /// transfer answered returns from it).
     Move(Vec<Transfer>),
+    /// Nobody needs anything more: the workers serving ([`Want::Serve`]) go on; the others
+    /// propose again, at their call.
+    Release,
     /// The plan depends on who holds these items: gather every worker's [`answer`], then plan
     /// again with them.
     Ask(Vec<Item>),
@@ -157,6 +164,12 @@ pub fn plan(props: &[Proposal], held: &Holdings, placement: &Placement) -> Plan 
     }
     if let Some(p) = replay(props, placement) {
         return p;
+    }
+    if props.iter().any(|p| p.want == Want::Serve) {
+        return match repair(props, held, placement) {
+            None | Some(Plan::Execute) => Plan::Release,
+            Some(p) => p,
+        };
     }
     if let Some(m) = disagreement(props) {
         return Plan::Fail(Failure::Mismatch(m));
@@ -397,6 +410,28 @@ mod tests {
             }
             other => other,
         }
+    }
+
+    #[test]
+    fn members_serving_joiners_load_them_then_are_released() {
+        // After the commit of version 6: ranks 0-3 serve, rank 4 joined.
+        let serve = p(6, 0, Want::Serve);
+        let placement = Placement::new(5, 0, 1);
+        let holds = |w: usize, i: &Item| w < 4 && matches!(i, Item::LocalModel { version: 6, .. });
+        let props = [serve, serve, serve, serve, p(0, 0, Want::LoadCheckpoint)];
+        let Plan::Move(t) = plan_with(&props, &placement, holds) else { panic!("the joiner is served") };
+        // Rank 1, the joiner's tree parent, serves the checkpoint.
+        assert_eq!(t[0], Transfer { item: Item::Checkpoint { version: 6 }, from: 1, to: vec![4] });
+        // Loaded, the joiner is at its first call: the servers go on, it proposes again.
+        let props = [serve, serve, serve, serve, p(6, 0, Want::Execute)];
+        assert_eq!(plan_with(&props, &placement, holds), Plan::Release);
+        assert_eq!(plan_t(&[serve; 3]), Plan::Release);
+        // A server lacking replicas of its new ring predecessor gets them first.
+        let mut owing = serve;
+        owing.owed = Some(6);
+        let props = [owing, serve, serve, serve, p(6, 0, Want::Execute)];
+        let holds = |w: usize, i: &Item| w != 0 && matches!(i, Item::LocalModel { version: 6, .. });
+        assert!(matches!(plan_with(&props, &placement, holds), Plan::Move(t) if t.iter().all(|t| t.to == vec![0])));
     }
 
     #[test]

@@ -127,7 +127,7 @@ impl Worker {
             }
             Pc::Call(v, _) => {
                 self.st.record(call, None, &data).unwrap();
-                self.st.commit(global(v + 1));
+                self.st.commit(&global(v + 1));
                 Pc::Call(v + 1, 0)
             }
         };
@@ -220,6 +220,7 @@ fn round(job: &Job, ws: &mut [Worker], cut: Option<&dyn Fn(usize) -> bool>) -> O
             }
             None
         }
+        Plan::Release => panic!("no worker of this model serves joiners (Want::Serve)"),
         Plan::Move(transfers) => {
             assert!(!transfers.is_empty(), "a move moves something");
             carry_out(job, ws, &props, &transfers, cut);

@@ -16,10 +16,14 @@ pub enum Want {
     LoadCheckpoint,
     /// Run (or be served) the bootstrap call with this key.
     Bootstrap,
+    /// Nothing to run: a member standing right after the commit at which workers joined
+    /// serves them what they need (bootstrap results, the checkpoint, local models) before
+    /// it goes on, so that they load while it is idle rather than while it computes.
+    Serve,
 }
 
 impl Want {
-    const ALL: [Want; 4] = [Want::Execute, Want::Checkpoint, Want::LoadCheckpoint, Want::Bootstrap];
+    const ALL: [Want; 5] = [Want::Execute, Want::Checkpoint, Want::LoadCheckpoint, Want::Bootstrap, Want::Serve];
 
     fn code(self) -> u64 {
         Want::ALL.iter().position(|&w| w == self).expect("listed") as u64 + 1

@@ -169,6 +169,26 @@ impl RecoveryState {
         }
     }
 
+    /// Like [`RecoveryState::payload`], but the checkpoint's global model is lent rather than
+    /// copied (a model of many MiB is sent without a copy): it must come back through
+    /// [`RecoveryState::give_back`] before the state is used again.
+    pub fn lend(&mut self, item: &Item) -> Option<Vec<u8>> {
+        match *item {
+            Item::Checkpoint { version } => {
+                (version > 0 && version == self.version).then(|| std::mem::take(&mut self.global))
+            }
+            _ => self.payload(item),
+        }
+    }
+
+    /// Takes back the checkpoint [`RecoveryState::lend`] lent for `item` (other items were
+    /// copies: nothing to do).
+    pub fn give_back(&mut self, item: &Item, data: Vec<u8>) {
+        if let Item::Checkpoint { .. } = item {
+            self.global = data;
+        }
+    }
+
     /// The local models of checkpoint `version`, if this worker holds any.
     fn models(&self, version: u32) -> Option<&Models> {
         match &self.pending {
@@ -301,13 +321,15 @@ impl RecoveryState {
         self.pending = Some(Models { local, replicas, sizes });
     }
 
-    /// Commits the checkpoint in progress with its global model.
-    pub fn commit(&mut self, global: Vec<u8>) {
+    /// Commits the checkpoint in progress with its global model, copied into the buffer of
+    /// the previous one (no fresh allocation, so no page faults, for a model of fixed size).
+    pub fn commit(&mut self, global: &[u8]) {
         self.models = self.pending.take().unwrap_or_default();
         self.version += 1;
         self.seq = 0;
         self.results.clear();
-        self.global = global;
+        self.global.clear();
+        self.global.extend_from_slice(global);
     }
 }
 
