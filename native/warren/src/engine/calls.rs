@@ -21,6 +21,8 @@ impl Communicator {
     /// several hosts run several workers each, the hierarchy of hosts (its fixed order is
     /// documented in `collective/allreduce_hier.rs`); smaller ones a tree (flat in a world of
     /// 4: rank 0 reduces `x0 op x1 op x2 op x3`, see [`Topology::small_reduce_tree`]).
+    /// If the call fails, `buf` holds unspecified values (a robust ring allreduce writes its
+    /// result into `buf` as it goes, and resumes from there when it is retried).
     pub fn allreduce<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
         self.allreduce_with(buf, op, &CallOptions::new())
     }
