@@ -5,6 +5,10 @@
 //! - `rank,version,seq,attempt`: at the start of ordinary call `seq` (counted from 0 after
 //!   each checkpoint; a checkpoint is two calls, its prepare and its ack) after checkpoint
 //!   `version`;
+//! - `rank,version,seq,attempt,ring`: in the middle of that call, a ring allreduce: the
+//!   worker forwards only half of each range of final values and exits once it has received
+//!   half of the first one (no worker completes the call, each holds part of the result, and
+//!   the retry resumes from those parts);
 //! - `rank,bootstrap:n,attempt`: at the start of the worker's `n`-th bootstrap call (from 0);
 //! - `rank,linking,attempt`: after registering with the tracker, before linking to the peers;
 //! - `rank,resize,attempt`: in an elastic job, when the tracker has answered a change of view
@@ -24,6 +28,13 @@ use crate::error::{Error, Result};
 pub enum Point {
     /// The start of ordinary call `seq` after checkpoint `version`.
     Call {
+        /// Checkpoints committed before the call.
+        version: u32,
+        /// Calls since the last checkpoint.
+        seq: u32,
+    },
+    /// The middle of ordinary call `seq` after checkpoint `version`, a ring allreduce.
+    InRing {
         /// Checkpoints committed before the call.
         version: u32,
         /// Calls since the last checkpoint.
@@ -75,6 +86,7 @@ impl std::fmt::Display for Mock {
         let Mock { rank, point, attempt, action } = self;
         match point {
             Point::Call { version, seq } => write!(f, "{rank},{version},{seq},{attempt}")?,
+            Point::InRing { version, seq } => write!(f, "{rank},{version},{seq},{attempt},ring")?,
             Point::Bootstrap(n) => write!(f, "{rank},bootstrap:{n},{attempt}")?,
             Point::Linking => write!(f, "{rank},linking,{attempt}")?,
             Point::Resize => write!(f, "{rank},resize,{attempt}")?,
@@ -95,7 +107,7 @@ pub fn parse(spec: &str) -> Result<Vec<Mock>> {
 fn parse_entry(entry: &str) -> Result<Mock> {
     let bad = || {
         Error::Config(format!(
-            "{}: {entry:?} is none of rank,version,seq,attempt / rank,bootstrap:n,attempt / rank,linking,attempt \\
+            "{}: {entry:?} is none of rank,version,seq,attempt[,ring] / rank,bootstrap:n,attempt / rank,linking,attempt \\
              / rank,resize,attempt / rank,rollback,attempt (each optionally followed by ,cut)",
             crate::config::keys::MOCK
         ))
@@ -110,6 +122,9 @@ fn parse_entry(entry: &str) -> Result<Mock> {
     let num = |s: &str| s.parse::<u32>().map_err(|_| bad());
     let (rank, point, attempt) = match f.as_slice() {
         [rank, version, seq, attempt] => (rank, Point::Call { version: num(version)?, seq: num(seq)? }, attempt),
+        [rank, version, seq, attempt, "ring"] => {
+            (rank, Point::InRing { version: num(version)?, seq: num(seq)? }, attempt)
+        }
         [rank, "linking", attempt] => (rank, Point::Linking, attempt),
         [rank, "resize", attempt] => (rank, Point::Resize, attempt),
         [rank, "rollback", attempt] => (rank, Point::RollBack, attempt),
@@ -119,6 +134,9 @@ fn parse_entry(entry: &str) -> Result<Mock> {
         }
         _ => return Err(bad()),
     };
+    if matches!(point, Point::InRing { .. }) && action == Action::Cut {
+        return Err(bad());
+    }
     Ok(Mock { rank: rank.parse().map_err(|_| bad())?, point, attempt: num(attempt)?, action })
 }
 
@@ -128,7 +146,8 @@ mod tests {
 
     #[test]
     fn every_kind_of_entry_parses_and_prints_back() {
-        let spec = "0,1,2,0; 4,bootstrap:1,0 ;1,linking,1;2,5,0,0,cut; 3,linking,0, cut;1,resize,0;2,rollback,1";
+        let spec =
+            "0,1,2,0; 4,bootstrap:1,0 ;1,linking,1;2,5,0,0,cut; 3,linking,0, cut;1,resize,0;2,rollback,1;3,2,1,0,ring";
         let m = parse(spec).unwrap();
         let exit = Action::Exit;
         assert_eq!(
@@ -141,12 +160,13 @@ mod tests {
                 Mock { rank: 3, point: Point::Linking, attempt: 0, action: Action::Cut },
                 Mock { rank: 1, point: Point::Resize, attempt: 0, action: exit },
                 Mock { rank: 2, point: Point::RollBack, attempt: 1, action: exit },
+                Mock { rank: 3, point: Point::InRing { version: 2, seq: 1 }, attempt: 0, action: exit },
             ]
         );
         let printed: Vec<String> = m.iter().map(Mock::to_string).collect();
         assert_eq!(
             printed.join(";"),
-            "0,1,2,0;4,bootstrap:1,0;1,linking,1;2,5,0,0,cut;3,linking,0,cut;1,resize,0;2,rollback,1"
+            "0,1,2,0;4,bootstrap:1,0;1,linking,1;2,5,0,0,cut;3,linking,0,cut;1,resize,0;2,rollback,1;3,2,1,0,ring"
         );
         assert!(m[3].matches(2, Point::Call { version: 5, seq: 0 }, 0));
         assert!(!m[3].matches(2, Point::Call { version: 5, seq: 0 }, 1));
@@ -164,6 +184,7 @@ mod tests {
             "1,2,3,4,5",
             "1,linking,cut",
             "1,2,3,0,hang",
+            "1,2,3,0,ring,cut",
         ] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains("WARREN_MOCK") && e.contains("rank,bootstrap:n,attempt"), "{bad}: {e}");

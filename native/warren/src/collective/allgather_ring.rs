@@ -6,7 +6,7 @@ use std::ops::Range;
 use crate::error::Result;
 use crate::topology::Topology;
 
-use super::ring::{Step, ring_pipeline};
+use super::ring::{Input, Step, ring_pipeline};
 use super::{Net, Scratch};
 
 /// Fills `out` (every rank's block, in rank order, at `blocks[rank]`); this rank's own block
@@ -30,9 +30,10 @@ pub(crate) fn allgather_ring(
             recv: blocks[(r + 2 * w - s - 1) % w].clone(),
             reduce: false,
             send_input: false,
+            fin: None,
         })
         .collect();
-    ring_pipeline(net, topo.ring_prev, topo.ring_next, None, out, &steps, 1, None, scratch, what)
+    ring_pipeline(net, topo.ring_prev, topo.ring_next, Input::InPlace, out, &steps, 1, None, scratch, what)
 }
 
 /// Sends `mine` to the ring successor and returns the ring predecessor's block, whose length
@@ -50,8 +51,13 @@ pub(crate) fn ring_shift(
     }
     let mut buf = mine.to_vec();
     buf.resize(mine.len() + prev_len, 0);
-    let steps =
-        [Step { send: 0..mine.len(), recv: mine.len()..mine.len() + prev_len, reduce: false, send_input: false }];
-    ring_pipeline(net, topo.ring_prev, topo.ring_next, None, &mut buf, &steps, 1, None, scratch, what)?;
+    let steps = [Step {
+        send: 0..mine.len(),
+        recv: mine.len()..mine.len() + prev_len,
+        reduce: false,
+        send_input: false,
+        fin: None,
+    }];
+    ring_pipeline(net, topo.ring_prev, topo.ring_next, Input::InPlace, &mut buf, &steps, 1, None, scratch, what)?;
     Ok(buf.split_off(mine.len()))
 }

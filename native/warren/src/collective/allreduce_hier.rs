@@ -17,7 +17,7 @@ use crate::reduce::ByteReducer;
 use crate::topology::{Topology, chunk_offsets};
 
 use super::allreduce_ring::ring_steps;
-use super::ring::{Step, ring_pipeline};
+use super::ring::{Input, Step, ring_pipeline};
 use super::{Net, Scratch, allreduce_tree};
 
 /// Runs the hierarchical allreduce of `buf` over `hosts`, after a tree pass that checks the
@@ -46,17 +46,19 @@ pub(crate) fn allreduce_hier(
         recv: recv.clone(),
         reduce,
         send_input,
+        fin: None,
     };
+    let separate = || input.map_or(Input::InPlace, Input::Separate);
     // Up the chain: receive the sum of the ranks after this one, reduce it into this rank's
     // input, pass it on towards the leader.
     match (up, down) {
         (_, Some(d)) => {
             let mut steps = vec![step(&none, &all, true, false)];
             steps.extend(up.map(|_| step(&all, &none, false, false)));
-            ring_pipeline(net, d, up.unwrap_or(d), input, buf, &steps, elem, Some(reducer), scratch, &what)?;
+            ring_pipeline(net, d, up.unwrap_or(d), separate(), buf, &steps, elem, Some(reducer), scratch, &what)?;
         }
         (Some(u), None) => {
-            ring_pipeline(net, u, u, input, buf, &[step(&all, &none, false, true)], elem, None, scratch, &what)?;
+            ring_pipeline(net, u, u, separate(), buf, &[step(&all, &none, false, true)], elem, None, scratch, &what)?;
         }
         (None, None) => {
             if let Some(input) = input {
@@ -67,8 +69,9 @@ pub(crate) fn allreduce_hier(
     // Across the hosts: the leaders' ring, in place on their sums.
     if let Some((i, prev, next)) = hosts.leader_ring(me) {
         let w = hosts.leaders.len();
-        let steps = ring_steps(i, w, &chunk_offsets(buf.len(), w, elem));
-        ring_pipeline(net, prev, next, None, buf, &steps, elem, Some(reducer), scratch, &what)?;
+        let offs = chunk_offsets(buf.len(), w, elem);
+        let steps = ring_steps(i, w, &offs, &offs[..w]);
+        ring_pipeline(net, prev, next, Input::InPlace, buf, &steps, elem, Some(reducer), scratch, &what)?;
     }
     // Down the chain: the leader's result, forwarded as it arrives.
     let mut steps = Vec::new();
@@ -82,7 +85,7 @@ pub(crate) fn allreduce_hier(
         (None, None) => Ok(()),
         (u, d) => {
             let (prev, next) = (u.or(d).expect("a neighbour"), d.or(u).expect("a neighbour"));
-            ring_pipeline(net, prev, next, None, buf, &steps, elem, None, scratch, &what)
+            ring_pipeline(net, prev, next, Input::InPlace, buf, &steps, elem, None, scratch, &what)
         }
     }
 }

@@ -2,62 +2,127 @@
 //! along a fixed chain of ranks (deterministic), then the owner's result is copied to everyone
 //! (identical on every rank). Moves `2 (world-1)/world` of the payload per rank: bandwidth-
 //! optimal for large payloads.
+//!
+//! Resuming ([`Input::WriteBack`]): an attempt that failed part-way may have overwritten part
+//! of a rank's input with final values, a prefix of each chunk ([`Progress`]). The retry's
+//! header pass also agrees, per chunk, on the longest such prefix on any rank and who holds
+//! it; that rank broadcasts it, and the ring runs over the rest of each chunk, whose input
+//! every rank still holds. Each element is still reduced along its chunk's chain, so the
+//! result has the same bits as an attempt that never failed.
 
 use super::header::CallHeader;
-use crate::error::Result;
-use crate::reduce::ByteReducer;
+use crate::error::{Error, Result};
+use crate::reduce::{self, ByteReducer, Op};
 use crate::topology::{Topology, chunk_offsets};
 
-use super::ring::{Step, ring_pipeline};
-use super::{Net, Scratch, allreduce_tree};
+use super::ring::{Input, Progress, Step, ring_pipeline};
+use super::{Net, Scratch, allreduce_tree, broadcast_tree};
 
-/// Runs the ring allreduce of `buf`, after a tree pass that checks the call header. With
-/// `input`, the input is read from there (left intact) and `buf` receives the result: the same
-/// bits as in place.
+/// Bits of a resume mark that hold the rank (the rest: the prefix length).
+const RANK_BITS: u32 = 20;
+
+/// Runs the ring allreduce of `buf`, after a tree pass that checks the call header. Out of
+/// place (`input` separate or written back), `buf` receives the result: the same bits as in
+/// place.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn allreduce_ring(
     net: &mut Net,
     topo: &Topology,
     hdr: CallHeader,
-    input: Option<&[u8]>,
+    mut input: Input,
     buf: &mut [u8],
     elem: usize,
     reducer: &ByteReducer,
     scratch: &mut Scratch,
 ) -> Result<()> {
-    allreduce_tree(net, topo, hdr, &mut [], 1, reducer, scratch)?;
     let w = topo.world;
+    let offs = chunk_offsets(buf.len(), w, elem);
+    let from = match &mut input {
+        Input::WriteBack { caller, done, .. } => resume(net, topo, hdr, caller, buf, done, &offs, scratch)?,
+        _ => {
+            allreduce_tree(net, topo, hdr, &mut [], 1, reducer, scratch)?;
+            offs[..w].to_vec()
+        }
+    };
     if w == 1 || buf.is_empty() {
-        if let Some(input) = input {
+        if let Some(input) = input.read() {
             buf.copy_from_slice(input);
         }
         return Ok(());
     }
-    let steps = ring_steps(topo.rank, w, &chunk_offsets(buf.len(), w, elem));
-    ring_pipeline(
-        net,
-        topo.ring_prev,
-        topo.ring_next,
-        input,
-        buf,
-        &steps,
-        elem,
-        Some(reducer),
-        scratch,
-        &hdr.describe(),
-    )
+    let steps = ring_steps(topo.rank, w, &offs, &from);
+    let what = hdr.describe();
+    ring_pipeline(net, topo.ring_prev, topo.ring_next, input, buf, &steps, elem, Some(reducer), scratch, &what)
+}
+
+/// The header pass of a written-back call, carrying a mark per chunk: the prefix of final
+/// values this rank holds, and its rank (the highest mark wins: the longest prefix, then the
+/// lowest rank). Each agreed prefix is broadcast from its holder into `out` (so kept there)
+/// and written back into `caller`. Returns where the ring starts in each chunk.
+#[allow(clippy::too_many_arguments)]
+fn resume(
+    net: &mut Net,
+    topo: &Topology,
+    hdr: CallHeader,
+    caller: &mut [u8],
+    out: &mut [u8],
+    done: &mut Progress,
+    offs: &[usize],
+    scratch: &mut Scratch,
+) -> Result<Vec<usize>> {
+    let (w, me) = (topo.world, topo.rank);
+    let fresh = done.len() != w || (0..w).any(|c| !(offs[c]..=offs[c + 1]).contains(&done[c]));
+    if fresh {
+        *done = offs[..w].to_vec();
+    }
+    if me >= 1 << RANK_BITS {
+        return Err(Error::InvalidArgument(format!("a robust ring allreduce supports {} ranks", 1 << RANK_BITS)));
+    }
+    let mark = |c: usize| (((done[c] - offs[c]) as u64) << RANK_BITS) | ((1u64 << RANK_BITS) - 1 - me as u64);
+    let mut marks: Vec<u64> = (0..w).map(mark).collect();
+    let max = reduce::typed_reducer::<u64>(Op::Max)?;
+    allreduce_tree(net, topo, hdr, bytemuck::cast_slice_mut(&mut marks), 8, &max, scratch)?;
+    for c in 0..w {
+        let held = (marks[c] >> RANK_BITS) as usize;
+        if held == 0 {
+            continue;
+        }
+        let root = ((1u64 << RANK_BITS) - 1 - (marks[c] & ((1 << RANK_BITS) - 1))) as usize;
+        let end = offs[c] + held;
+        if end > offs[c + 1] || root >= w {
+            return Err(Error::Protocol(format!("resume mark {:#x} out of range for chunk {c}", marks[c])));
+        }
+        if root == me {
+            out[offs[c]..end].copy_from_slice(&caller[offs[c]..end]);
+        }
+        log::info!(target: "warren::collective", "rank {me}: {}: resumed; rank {root} serves the {held} bytes of chunk {c} it completed", hdr.describe());
+        broadcast_tree(net, topo, root, &mut out[offs[c]..end], &hdr.describe())?;
+        caller[done[c]..end].copy_from_slice(&out[done[c]..end]);
+        done[c] = end;
+    }
+    Ok(done.clone())
 }
 
 /// The steps of rank `r`'s ring allreduce in a ring of `w` over the chunks at `offs`
-/// (`w + 1` offsets): `w - 1` reduce-scatter steps, then `w - 1` allgather steps.
-pub(crate) fn ring_steps(r: usize, w: usize, offs: &[usize]) -> Vec<Step> {
-    let chunk = |i: usize| offs[i % w]..offs[i % w + 1];
+/// (`w + 1` offsets), chunk `i` from `from[i]` on: `w - 1` reduce-scatter steps, then `w - 1`
+/// allgather steps. The last reduce step and every allgather step receive final values.
+pub(crate) fn ring_steps(r: usize, w: usize, offs: &[usize], from: &[usize]) -> Vec<Step> {
+    let chunk = |i: usize| from[i % w]..offs[i % w + 1];
     let mut steps = Vec::with_capacity(2 * (w - 1));
     for s in 0..w - 1 {
-        steps.push(Step { send: chunk(r + w - s), recv: chunk(r + 2 * w - s - 1), reduce: true, send_input: s == 0 });
+        let recv = r + 2 * w - s - 1;
+        let fin = (s == w - 2).then_some(recv % w);
+        steps.push(Step { send: chunk(r + w - s), recv: chunk(recv), reduce: true, send_input: s == 0, fin });
     }
     for j in 0..w - 1 {
-        steps.push(Step { send: chunk(r + 1 + w - j), recv: chunk(r + w - j), reduce: false, send_input: false });
+        let recv = r + w - j;
+        steps.push(Step {
+            send: chunk(r + 1 + w - j),
+            recv: chunk(recv),
+            reduce: false,
+            send_input: false,
+            fin: Some(recv % w),
+        });
     }
     steps
 }

@@ -16,6 +16,7 @@ mod broadcast_tree;
 pub mod header;
 mod net;
 mod ring;
+mod stream_copy;
 
 pub(crate) use allgather_ring::{allgather_ring, ring_shift};
 pub(crate) use allreduce_hier::allreduce_hier;
@@ -23,6 +24,7 @@ pub(crate) use allreduce_ring::allreduce_ring;
 pub(crate) use allreduce_tree::allreduce_tree;
 pub(crate) use broadcast_tree::{broadcast_tree, broadcast_tree_to};
 pub(crate) use net::Net;
+pub(crate) use ring::{Input, Progress};
 
 /// Element-aligned scratch memory reused across calls.
 #[derive(Debug, Default)]

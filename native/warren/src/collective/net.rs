@@ -18,6 +18,9 @@ pub(crate) struct Net<'a> {
     pub(crate) waiter: &'a mut Waiter,
     pub(crate) started: Instant,
     pub(crate) deadline: Instant,
+    /// Failure injection (`WARREN_MOCK`, [`crate::mock::Point::InRing`]): the process exits
+    /// once a ring allreduce has gathered half of its final values.
+    pub(crate) exit_in_ring: bool,
 }
 
 impl Net<'_> {
@@ -27,6 +30,19 @@ impl Net<'_> {
             task: None,
             reason: "no link to this peer".into(),
         })
+    }
+
+    /// Exits the process, like a crash, if failure injection asks for it in this ring and it
+    /// has gathered `half` of the first range of final values it gathers.
+    pub(crate) fn maybe_exit_in_ring(&self, half: bool) {
+        if self.exit_in_ring && half {
+            eprintln!(
+                "WARREN_MOCK: rank {} exits in a ring allreduce, half of its first gathered range received",
+                self.me
+            );
+            // SAFETY: _exit ends the process at once, like a crash; nothing runs after it.
+            unsafe { libc::_exit(86) }
+        }
     }
 
     /// Records whether a round moved data, and if not waits for readiness.

@@ -4,9 +4,12 @@
 //! bytes it forwards have been received, so steps overlap byte by byte.
 //!
 //! The pipeline runs in place (the buffer holds this rank's input and ends with the result) or
-//! out of place: this rank's input is read from a separate slice, left intact, and the buffer
-//! only receives: a robust call keeps its input (to run again after a re-link) and its result
-//! (to serve a restarted worker), so out of place it copies neither before or after the call.
+//! out of place ([`Input`]): this rank's input is read from a separate slice and the buffer
+//! only receives. A robust call keeps its result (to serve a restarted worker) in the buffer
+//! and writes each final value back over the caller's input as soon as it is computed, while
+//! it is still in the cache ([`Input::WriteBack`]): a range of the caller's buffer holds either
+//! its input or its final value, and [`Progress`] records which, so that a retry after a
+//! re-link resumes from there (see `allreduce_ring`).
 //!
 //! Received data is reduced on arrival: from a 256 KiB staging buffer over TCP, or straight
 //! from the ring of a shared-memory link (no staging copy) when whole elements lie there.
@@ -18,6 +21,8 @@ use crate::reduce::ByteReducer;
 
 use super::Scratch;
 use super::net::Net;
+use super::stream_copy::stream_copy;
+use crate::transport::Link;
 
 /// Bytes of scratch used to receive data that is reduced on arrival.
 const RECV_CHUNK: usize = 256 << 10;
@@ -31,18 +36,114 @@ pub(crate) struct Step {
     /// The send range holds this rank's own input, not yet written into the buffer (read from
     /// the separate input when running out of place).
     pub(crate) send_input: bool,
+    /// The receive range ends with final values of chunk `i` (written back with
+    /// [`Input::WriteBack`]).
+    pub(crate) fin: Option<usize>,
 }
 
-/// Runs `steps` between `prev` and `next` over `buf`. With `input` (as long as `buf`), this
-/// rank's own data is read from `input` (steps marked `send_input`, and the local operand of
-/// every reduction) and `buf` is only written: each reduce step's range becomes `input`'s
-/// range reduced with the received one, in the same operand order as in place.
+/// Per chunk of a ring allreduce, the buffer offset up to which the caller's buffer holds the
+/// chunk's final values (from the chunk's start on; the rest of the chunk still holds this
+/// rank's input). Empty before a call's first attempt.
+pub(crate) type Progress = Vec<usize>;
+
+/// Where this rank's input lies.
+pub(crate) enum Input<'a> {
+    /// In the buffer itself, which ends with the result.
+    InPlace,
+    /// In a separate slice, left intact.
+    Separate(&'a [u8]),
+    /// In the caller's slice, whose ranges are overwritten with their final values as they are
+    /// computed (each input byte is read once, before its final value exists); the progress
+    /// records how far per chunk. The final values are kept in the buffer as well only if
+    /// `keep` (this rank keeps the call's result for a restarted worker).
+    WriteBack { caller: &'a mut [u8], done: &'a mut Progress, keep: bool },
+}
+
+impl Input<'_> {
+    /// The input, if not in the buffer.
+    pub(crate) fn read(&self) -> Option<&[u8]> {
+        match self {
+            Input::InPlace => None,
+            Input::Separate(i) => Some(i),
+            Input::WriteBack { caller, .. } => Some(caller),
+        }
+    }
+
+    /// `out` (the buffer at `at`) becomes this rank's input there reduced with `other`;
+    /// written back as well if the range ends with final values of chunk `fin`.
+    fn reduce(
+        &mut self,
+        at: usize,
+        out: &mut [u8],
+        other: &[u8],
+        elem: usize,
+        reduce: &ByteReducer,
+        fin: Option<usize>,
+    ) {
+        let block = (FUSED_BLOCK - FUSED_BLOCK % elem).max(elem);
+        let range = at..at + out.len();
+        match (self, fin) {
+            (Input::InPlace, _) => reduce(out, other),
+            (Input::WriteBack { caller, done, keep }, Some(c)) => {
+                // Reduced in the caller's buffer (its input read there once), then kept.
+                let i = &mut caller[range.clone()];
+                for ((o, i), x) in out.chunks_mut(block).zip(i.chunks_mut(block)).zip(other.chunks(block)) {
+                    reduce(i, x);
+                    if *keep {
+                        stream_copy(o, i);
+                    }
+                }
+                done[c] = range.end;
+            }
+            (input, _) => {
+                let i = &input.read().expect("out of place")[range];
+                for ((o, i), x) in out.chunks_mut(block).zip(i.chunks(block)).zip(other.chunks(block)) {
+                    o.copy_from_slice(i);
+                    reduce(o, x);
+                }
+            }
+        }
+    }
+
+    /// Reads from `link` into the buffer's `range`: into the caller's buffer and kept in `buf`
+    /// if they are final values of chunk `fin` written back.
+    fn receive(&mut self, link: &mut Link, buf: &mut [u8], range: Range<usize>, fin: Option<usize>) -> Result<usize> {
+        match (self, fin) {
+            (Input::WriteBack { caller, done, keep }, Some(c)) => {
+                let n = link.read_some(&mut caller[range.clone()])?;
+                let got = range.start..range.start + n;
+                if *keep {
+                    stream_copy(&mut buf[got.clone()], &caller[got.clone()]);
+                }
+                done[c] = got.end;
+                Ok(n)
+            }
+            _ => link.read_some(&mut buf[range]),
+        }
+    }
+
+    /// What step `si` sends from: this rank's input, or the caller's buffer where the step
+    /// forwards final values written back there (still in the cache, unlike the kept copy).
+    fn send_source<'b>(&'b self, buf: &'b [u8], steps: &[Step], si: usize) -> &'b [u8] {
+        let forwards_final = si > 0 && steps[si - 1].fin.is_some();
+        match self {
+            Input::Separate(i) if steps[si].send_input => i,
+            Input::WriteBack { caller, .. } if steps[si].send_input || forwards_final => caller,
+            _ => buf,
+        }
+    }
+}
+
+/// Runs `steps` between `prev` and `next` over `buf`. With a separate `input` (as long as
+/// `buf`), this rank's own data is read from there (steps marked `send_input`, and the local
+/// operand of every reduction) and `buf` is only written: each reduce step's range becomes
+/// `input`'s range reduced with the received one, in the same operand order as in place.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn ring_pipeline(
     net: &mut Net,
     prev: usize,
     next: usize,
-    input: Option<&[u8]>,
+    mut input: Input,
     buf: &mut [u8],
     steps: &[Step],
     elem: usize,
@@ -55,6 +156,10 @@ pub(crate) fn ring_pipeline(
     let (mut si, mut so) = (0usize, 0usize); // send step, offset in it
     let (mut ri, mut ro, mut rdone) = (0usize, 0usize, 0usize); // recv step, bytes read, bytes processed
     let me = net.me;
+    // Failure injection (`crate::mock::Point::InRing`): this rank forwards at most half of
+    // each range of final values and exits once it has gathered half of the first one, so
+    // that no rank completes the call and every rank holds part of the result.
+    let first_gather = steps.iter().position(|s| !s.reduce && s.fin.is_some() && !s.recv.is_empty());
     loop {
         let mut progressed = false;
         // Skip finished or empty steps.
@@ -73,15 +178,18 @@ pub(crate) fn ring_pipeline(
         // Send what this step may send: all of step 0, else what the previous step received.
         if si < steps.len() {
             let s = &steps[si];
-            let limit = if si == 0 || ri >= si {
+            let mut limit = if si == 0 || ri >= si {
                 s.send.len()
             } else if ri + 1 == si {
                 rdone
             } else {
                 0
             };
+            if net.exit_in_ring && !s.reduce {
+                limit = limit.min(s.send.len() / 2);
+            }
             if so < limit {
-                let src: &[u8] = if s.send_input { input.unwrap_or(&*buf) } else { &*buf };
+                let src = input.send_source(buf, steps, si);
                 let n = net.link(next)?.write_some(&src[s.send.start + so..s.send.start + limit])?;
                 so += n;
                 progressed |= n > 0;
@@ -94,7 +202,7 @@ pub(crate) fn ring_pipeline(
             // Nothing staged: over shared memory, reduce straight from the ring where it can.
             let rest = r.recv.start + ro..r.recv.end;
             let direct = if r.reduce && ro == rdone {
-                reduce_direct(net, prev, input.map(|i| &i[rest.clone()]), &mut buf[rest], elem, reducer)?
+                reduce_direct(net, prev, &mut input, rest.start, &mut buf[rest], elem, reducer, r.fin)?
             } else {
                 None
             };
@@ -113,18 +221,17 @@ pub(crate) fn ring_pipeline(
                 if whole > 0 {
                     let at = r.recv.start + rdone;
                     let reduce = reducer.expect("reduce step needs a reducer");
-                    reduce_from(
-                        input.map(|i| &i[at..at + whole]),
-                        &mut buf[at..at + whole],
-                        &stage[..whole],
-                        elem,
-                        reduce,
-                    );
+                    input.reduce(at, &mut buf[at..at + whole], &stage[..whole], elem, reduce, r.fin);
                     stage.copy_within(whole..have, 0);
                     rdone += whole;
                 }
             } else {
-                let n = net.link(prev)?.read_some(&mut buf[r.recv.start + ro..r.recv.end])?;
+                let mut end = r.recv.end;
+                if net.exit_in_ring && first_gather == Some(ri) {
+                    net.maybe_exit_in_ring(2 * ro >= len);
+                    end = end.min(r.recv.start + len / 2);
+                }
+                let n = input.receive(net.link(prev)?, buf, r.recv.start + ro..end, r.fin)?;
                 ro += n;
                 rdone = ro;
                 progressed |= n > 0;
@@ -136,23 +243,25 @@ pub(crate) fn ring_pipeline(
     }
 }
 
-/// Reduces the next elements from `prev` into `out` (from `input`'s same range, if out of
-/// place, else in place) where they lie in a shared-memory ring, without staging them.
-/// `None` if the link cannot hand them over in place (TCP, or not whole aligned elements).
+/// Reduces the next elements from `prev` into `out` (the buffer at `at`; with `input`'s
+/// operand there) where they lie in a shared-memory ring, without staging them. `None` if the
+/// link cannot hand them over in place (TCP, or not whole aligned elements).
+#[allow(clippy::too_many_arguments)]
 fn reduce_direct(
     net: &mut Net,
     prev: usize,
-    input: Option<&[u8]>,
+    input: &mut Input,
+    at: usize,
     out: &mut [u8],
     elem: usize,
     reducer: Option<&ByteReducer>,
+    fin: Option<usize>,
 ) -> Result<Option<usize>> {
     let reduce = reducer.expect("reduce step needs a reducer");
     let max = out.len();
     let mut done = 0;
     let mut apply = |src: &[u8]| {
-        let at = done..done + src.len();
-        reduce_from(input.map(|i| &i[at.clone()]), &mut out[at], src, elem, reduce);
+        input.reduce(at + done, &mut out[done..done + src.len()], src, elem, reduce, fin);
         done += src.len();
     };
     net.link(prev)?.read_in_place(max, elem, &mut apply)
@@ -161,14 +270,3 @@ fn reduce_direct(
 /// Bytes reduced at a time out of place: the input's copy is still in the L1 cache when the
 /// reduction reads it back.
 const FUSED_BLOCK: usize = 16 << 10;
-
-/// `out = input op other` out of place (`input`: this rank's operand, left intact), else
-/// `out = out op other` in place; `other` as long as `out`, whole `elem`-byte elements.
-fn reduce_from(input: Option<&[u8]>, out: &mut [u8], other: &[u8], elem: usize, reduce: &ByteReducer) {
-    let Some(input) = input else { return reduce(out, other) };
-    let block = (FUSED_BLOCK - FUSED_BLOCK % elem).max(elem);
-    for ((o, i), x) in out.chunks_mut(block).zip(input.chunks(block)).zip(other.chunks(block)) {
-        o.copy_from_slice(i);
-        reduce(o, x);
-    }
-}

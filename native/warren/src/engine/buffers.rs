@@ -10,6 +10,7 @@ pub(super) mod sealed {
     /// A caller's buffer as a robust call sees it: read the output, overwrite with served data.
     pub trait CallBuf {
         fn bytes(&self) -> &[u8];
+        fn bytes_mut(&mut self) -> &mut [u8];
         fn set(&mut self, data: &[u8]);
     }
 
@@ -36,6 +37,9 @@ impl CallBuf for [u8] {
     fn bytes(&self) -> &[u8] {
         self
     }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
     fn set(&mut self, data: &[u8]) {
         self.copy_from_slice(data);
     }
@@ -43,6 +47,9 @@ impl CallBuf for [u8] {
 
 impl CallBuf for Vec<u8> {
     fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
         self
     }
     fn set(&mut self, data: &[u8]) {

@@ -8,7 +8,7 @@ use log::info;
 use super::robust_call::Exec;
 use super::{BroadcastBuf, CallBuf, CallOptions, Communicator, LOG};
 use crate::collective::header::{CallHeader, CallKind};
-use crate::collective::{self, Net, Scratch};
+use crate::collective::{self, Input, Net, Progress, Scratch};
 use crate::error::{Error, Result};
 use crate::reduce::{self, DataType, Element, Op};
 use crate::robust::{BootstrapKey, Want};
@@ -21,6 +21,8 @@ impl Communicator {
     /// several hosts run several workers each, the hierarchy of hosts (its fixed order is
     /// documented in `collective/allreduce_hier.rs`); smaller ones a tree (flat in a world of
     /// 4: rank 0 reduces `x0 op x1 op x2 op x3`, see [`Topology::small_reduce_tree`]).
+    /// If the call fails, `buf` holds unspecified values (a robust ring allreduce writes its
+    /// result into `buf` as it goes, and resumes from there when it is retried).
     pub fn allreduce<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
         self.allreduce_with(buf, op, &CallOptions::new())
     }
@@ -94,18 +96,19 @@ impl Communicator {
             (false, _) => CallKind::AllreduceTree,
         };
         let hdr = self.header(kind, dtype, op, elem, 0, buf.len() as u64, tag, key.as_ref());
-        // `input`: the input when it is not in `data` (a robust call keeps it intact).
+        // `input`: where the input is when it is not in `data` (a robust call keeps it intact,
+        // or, in a ring, writes final values back over it and resumes from them).
         let algorithm =
-            |net: &mut Net, topo: &Topology, scratch: &mut Scratch, input: Option<&[u8]>, data: &mut [u8]| match kind {
+            |net: &mut Net, topo: &Topology, scratch: &mut Scratch, input: Input, data: &mut [u8]| match kind {
                 CallKind::AllreduceRing => {
                     collective::allreduce_ring(net, topo, hdr, input, data, elem, reducer, scratch)
                 }
                 CallKind::AllreduceHier => {
                     let hosts = hosts.as_ref().expect("a hierarchical call has a host layout");
-                    collective::allreduce_hier(net, topo, hosts, hdr, input, data, elem, reducer, scratch)
+                    collective::allreduce_hier(net, topo, hosts, hdr, input.read(), data, elem, reducer, scratch)
                 }
                 _ => {
-                    if let Some(input) = input {
+                    if let Some(input) = input.read() {
                         data.copy_from_slice(input);
                     }
                     let tree = topo.small_reduce_tree();
@@ -113,11 +116,20 @@ impl Communicator {
                 }
             };
         if self.robust.is_none() {
-            return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, None, buf));
+            return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, Input::InPlace, buf));
         }
         let want = if key.is_some() { Want::Bootstrap } else { Want::Execute };
+        if kind == CallKind::AllreduceRing {
+            // The result lands in the caller's buffer during the call (see `allreduce_ring`).
+            let mut exec = |c: &mut Communicator, caller: &mut [u8], out: &mut [u8], done: &mut Progress| {
+                let keep = key.is_some() || c.rs().state.keeps_next();
+                let input = Input::WriteBack { caller, done, keep };
+                c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, input, out))
+            };
+            return self.robust_call_with(hdr, want, key.as_ref(), buf, Exec::WriteBack(&mut exec)).map(|_| ());
+        }
         let mut exec = |c: &mut Communicator, input: &[u8], out: &mut [u8]| {
-            c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, Some(input), out))
+            c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, Input::Separate(input), out))
         };
         self.robust_call_with(hdr, want, key.as_ref(), buf, Exec::OutOfPlace(&mut exec)).map(|_| ())
     }

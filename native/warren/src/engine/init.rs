@@ -128,6 +128,8 @@ impl Communicator {
                 recoveries: 0,
                 boot_calls: 0,
                 backup: Vec::new(),
+                progress: Vec::new(),
+                exit_in_ring: false,
             }
         });
         Ok(Communicator {

@@ -78,6 +78,11 @@ struct Robust {
     boot_calls: u32,
     /// A copy of the current call's input, to retry it after a re-link (reused).
     backup: Vec<u8>,
+    /// How far a failed attempt of the current call wrote final values back into the
+    /// caller's buffer (see [`crate::collective::Progress`]); cleared when a call starts.
+    progress: crate::collective::Progress,
+    /// Failure injection: the next attempt exits in its ring ([`crate::mock::Point::InRing`]).
+    exit_in_ring: bool,
 }
 
 /// One worker's membership in a job.
@@ -287,6 +292,7 @@ impl Communicator {
             waiter: &mut self.waiter,
             started,
             deadline: started + self.cfg.timeout,
+            exit_in_ring: self.robust.as_mut().is_some_and(|r| std::mem::take(&mut r.exit_in_ring)),
         };
         let result = body(&mut net, &self.topo, &mut self.scratch).and_then(|()| net.drain());
         if result.is_ok() && self.robust.is_none() {

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use super::recovery::Round;
 use super::{CallBuf, CallOptions, Communicator, recoverable};
+use crate::collective::Progress;
 use crate::collective::header::{CallHeader, CallKind};
 use crate::error::Result;
 use crate::mock::{Action as MockAction, Point as MockPoint};
@@ -12,6 +13,11 @@ use crate::robust::{BootstrapKey, Want};
 
 /// A collective run from `input` into `out` (of the same length).
 pub(super) type OutOfPlaceFn<'e> = dyn FnMut(&mut Communicator, &[u8], &mut [u8]) -> Result<()> + 'e;
+
+/// A collective run from the caller's buffer into `out` (of the same length) that writes each
+/// final value back into the caller's buffer as it is computed, recording how far in the
+/// progress (kept across the attempts of one call, so that a retry resumes).
+pub(super) type WriteBackFn<'e> = dyn FnMut(&mut Communicator, &mut [u8], &mut [u8], &mut Progress) -> Result<()> + 'e;
 
 /// How a robust call runs its collective on the caller's buffer.
 pub(super) enum Exec<'e, B: ?Sized> {
@@ -22,6 +28,10 @@ pub(super) enum Exec<'e, B: ?Sized> {
     /// buffer of the same length that the result buffer then keeps; the result is copied once,
     /// into the caller's buffer.
     OutOfPlace(&'e mut OutOfPlaceFn<'e>),
+    /// Like `OutOfPlace`, the result also written back into the caller's buffer during the
+    /// call (no copy after it); a failed attempt leaves final values in part of the caller's
+    /// buffer and the retry resumes from them.
+    WriteBack(&'e mut WriteBackFn<'e>),
 }
 
 impl Communicator {
@@ -54,6 +64,7 @@ impl Communicator {
         self.inject_failure(key.is_some());
         let mut backup = std::mem::take(&mut self.rs().backup);
         backup.clear();
+        self.rs().progress.clear();
         if matches!(exec, Exec::InPlace(_)) {
             backup.extend_from_slice(buf.bytes());
         }
@@ -95,7 +106,7 @@ impl Communicator {
     }
 
     /// Runs the call collectively once; on success `buf` holds the result and it is recorded.
-    /// A failure leaves `buf` as it was only when running out of place.
+    /// A failure leaves `buf` as it was only when running `OutOfPlace`.
     fn attempt<B: CallBuf + ?Sized>(
         &mut self,
         hdr: CallHeader,
@@ -119,6 +130,18 @@ impl Communicator {
                 buf.set(&out);
                 self.rs().state.record_owned(hdr, key, out)
             }
+            Exec::WriteBack(f) => {
+                let mut out = self.rs().state.spare(buf.bytes().len());
+                let mut progress = std::mem::take(&mut self.rs().progress);
+                let result = f(self, buf.bytes_mut(), &mut out, &mut progress);
+                self.rs().progress = progress;
+                if let Err(e) = result {
+                    self.rs().state.recycle(out);
+                    return Err(e);
+                }
+                self.calls += 1;
+                self.rs().state.record_owned(hdr, key, out)
+            }
         }
     }
 
@@ -131,6 +154,10 @@ impl Communicator {
             MockPoint::Bootstrap(r.boot_calls - 1)
         } else {
             let (version, seq) = self.rs().state.point();
+            let (rank, attempt) = (self.topo.rank, self.cfg.attempt);
+            let in_ring = MockPoint::InRing { version, seq };
+            let exit = self.cfg.mock.iter().any(|m| m.action == MockAction::Exit && m.matches(rank, in_ring, attempt));
+            self.rs().exit_in_ring = exit;
             MockPoint::Call { version, seq }
         };
         self.maybe_mock(point);

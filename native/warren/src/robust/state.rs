@@ -300,7 +300,7 @@ impl RecoveryState {
     }
 
     /// Whether this worker keeps the result of the next ordinary call.
-    fn keeps_next(&self) -> bool {
+    pub fn keeps_next(&self) -> bool {
         self.placement.holders(Placed::Result(self.seq)).contains(&self.me)
     }
 
