@@ -32,7 +32,9 @@ import org.junit.jupiter.api._
   */
 @TestInstance(Lifecycle.PER_CLASS)
 @TestMethodOrder(classOf[MethodOrderer.MethodName])
-@Timeout(value = 240, unit = TimeUnit.SECONDS)
+// 420 s a case: the same-schedule case runs 400 iterations twice, 135 s for the first alone at
+// a 1-minute load average of 24 on 2 cores.
+@Timeout(value = 420, unit = TimeUnit.SECONDS)
 class ElasticClusterTest {
   private val workers = 4
   private var sc: SparkContext = _
@@ -42,6 +44,9 @@ class ElasticClusterTest {
   // halted worker for a while before Spark's new executor runs its task again (2-4 s on a
   // quiet machine, 15 s seen under load: the job lasts long enough for it to rejoin).
   private val params = Params(workers = workers, rows = 20000, features = 10, iters = 200, pauseMs = 100, conf = elastic)
+  // The halted-executor cases: 400 iterations, since under load (1-minute load average 12 on
+  // 2 cores) 200 were over before Spark's new executor ran the re-run task (more than 28 s).
+  private val halted = params.copy(iters = 400)
   private val haltAt = 6
   /** The first case's schedule (dropped at, back at) and model, for the second. */
   private val firstRun = new AtomicReference[(Int, Int, String)]()
@@ -62,7 +67,7 @@ class ElasticClusterTest {
     * back once, to that checkpoint, and task 1 came back at a later version. Returns the
     * version it came back at.
     */
-  private def shrankAndRejoined(what: String, rs: Seq[Result], iters: Int = params.iters): Int = {
+  private def shrankAndRejoined(what: String, rs: Seq[Result], iters: Int = halted.iters): Int = {
     rs.foreach(r => println(f"ELASTIC $what: task ${r.taskId} start ${r.startVersion} rollbacks ${r.rollbacks} " +
       f"to ${r.rolledBackTo} world ${r.world} model ${r.modelHash.take(12)} in ${r.seconds}%.2f s"))
     val byTask = rs.map(r => r.taskId -> r).toMap
@@ -109,7 +114,7 @@ class ElasticClusterTest {
 
   @Test
   def a_aHaltedExecutorDoesNotStallTheOthers(): Unit = {
-    val p = params.copy(failures = Seq(Failure(1, haltAt, halt = true)))
+    val p = halted.copy(failures = Seq(Failure(1, haltAt, halt = true)))
     val rs = LogisticRegression.runAll(sc, p)
     val back = shrankAndRejoined("halted executor", rs)
     // Task 1 came back only after Spark started a new executor JVM (seconds); meanwhile the
@@ -128,12 +133,12 @@ class ElasticClusterTest {
     // that version.
     val scheduled = new AtomicReference[String]("not yet")
     val schedule = returnAt(back, scheduled)
-    val p = params.copy(pauseMs = 200, failures = Seq(Failure(1, dropped, halt = true)))
+    val p = halted.copy(pauseMs = 200, failures = Seq(Failure(1, dropped, halt = true)))
     val rs = LogisticRegression.runAll(sc, p, schedule)
     assertEquals("scheduled", scheduled.get(), "the driver scheduled task 1's return")
     assertEquals(back, shrankAndRejoined("same schedule", rs), "task 1 rejoined at the scheduled version")
     assertEquals(model, rs.head.modelHash, s"dropped at $dropped and back at $back: the same model as the first run")
-    val clean = LogisticRegression.run(sc, params)
+    val clean = LogisticRegression.run(sc, halted)
     assertTrue(clean.modelHash != model, "the model records the schedule: without the loss it differs")
   }
 
