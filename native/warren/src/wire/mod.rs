@@ -49,7 +49,7 @@
 //! # let (secret, deadline) = (b"job secret", Instant::now() + Duration::from_secs(10));
 //! let addr = wire::resolve("127.0.0.1:7000", "my-service")?;
 //! let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_secs(1) };
-//! let stream = wire::connect_by(addr, deadline, "my-service", backoff, &mut |_| Ok(false))?;
+//! let stream = wire::connect_by(addr, deadline, "my-service", backoff, None, &mut |_| Ok(false))?;
 //! let mut conn = Connection::handshake(stream, secret, Purpose::Master, None, deadline, "my-service")?;
 //! conn.send(&"hello", deadline)?;
 //! let reply: Option<String> = conn.recv(deadline)?; // None: the service closed the connection
