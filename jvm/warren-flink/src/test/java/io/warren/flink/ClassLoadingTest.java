@@ -93,7 +93,7 @@ class ClassLoadingTest {
       WarrenFlink.train(
               rows,
               WORKERS,
-              Map.of(),
+              Map.of("slotWaitTimeout", "30"),
               (ctx, part) -> Training.train(ctx.communicator(), ctx.taskId(), ctx.attempt(), part, plan),
               PrimitiveArrayTypeInfo.DOUBLE_PRIMITIVE_ARRAY_TYPE_INFO)
           .sinkTo(new DiscardingSink<>())
