@@ -92,6 +92,7 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
         workers: a.workers,
         elastic: None,
         rejoin_timeout: None,
+        join_hold: warren::tracker::DEFAULT_JOIN_HOLD,
         max_restarts: 0,
         command,
         env,

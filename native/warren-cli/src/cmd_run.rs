@@ -30,6 +30,12 @@ pub struct RunArgs {
     /// WARREN_CONNECT_TIMEOUT_S).
     #[arg(long, requires = "min_workers")]
     rejoin_timeout: Option<f64>,
+    /// An elastic job: seconds a checkpoint boundary may wait, after `warren ctl add` or
+    /// `restart`, for that task's worker to register, so it joins at the first boundary after
+    /// the request (the others wait in `checkpoint` meanwhile; once per request; 0: never
+    /// wait).
+    #[arg(long, requires = "min_workers", default_value_t = warren::tracker::DEFAULT_JOIN_HOLD.as_secs_f64())]
+    join_hold: f64,
     /// Restarts allowed over the whole job; a worker that exits non-zero is re-run alone
     /// (retry-one) with WARREN_ATTEMPT incremented.
     #[arg(long, default_value_t = 3)]
@@ -88,6 +94,9 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
         workers,
         elastic,
         rejoin_timeout: a.rejoin_timeout.map(Duration::from_secs_f64),
+        join_hold: Duration::try_from_secs_f64(a.join_hold).map_err(|_| {
+            warren::Error::Config(format!("--join-hold must be a number of seconds >= 0, not {}", a.join_hold))
+        })?,
         max_restarts: a.max_restarts,
         command: a.command,
         env,

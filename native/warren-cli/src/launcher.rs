@@ -28,6 +28,8 @@ pub struct LaunchSpec {
     /// within it is dropped from the view (`TrackerConfig::rejoin_timeout`); a worker with no
     /// restarts left is then left dead instead of failing the job.
     pub rejoin_timeout: Option<Duration>,
+    /// An elastic job's join hold (`TrackerConfig::join_hold`).
+    pub join_hold: Duration,
     /// Restarts allowed over the whole job.
     pub max_restarts: u32,
     /// The program and its arguments.
@@ -198,6 +200,7 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
         cfg.peer_timeout = peer_timeout;
         cfg.elastic = spec.elastic;
         cfg.rejoin_timeout = spec.rejoin_timeout;
+        cfg.join_hold = spec.join_hold;
         Tracker::start(cfg)
     };
     let mut tracker = start_tracker()?;

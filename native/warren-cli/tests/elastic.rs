@@ -70,11 +70,15 @@ fn elastic_tracker(tasks: usize, min: usize, max: usize) -> Tracker {
 
 /// [`elastic_tracker`] with a rejoin timeout.
 fn elastic_tracker_with(tasks: usize, min: usize, max: usize, rejoin: Option<Duration>) -> Tracker {
+    Tracker::start(elastic_config(tasks, min, max, rejoin)).unwrap()
+}
+
+fn elastic_config(tasks: usize, min: usize, max: usize, rejoin: Option<Duration>) -> TrackerConfig {
     let mut cfg = TrackerConfig::new(tasks, "elastic-test-secret");
     cfg.elastic = Some(Limits::new(min, max));
     cfg.rendezvous_timeout = Duration::from_secs(60);
     cfg.rejoin_timeout = rejoin;
-    Tracker::start(cfg).unwrap()
+    cfg
 }
 
 /// Waits (bounded) until `cond` holds on the tracker's registry.
@@ -412,6 +416,41 @@ fn a_join_while_a_recovery_is_running() {
     let (version, world) = joined.split_once(' ').unwrap();
     assert!(version.parse::<u32>().unwrap() >= 6 && world == "3", "{all}");
     assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+}
+
+/// Tasks 0 and 1 train (a checkpoint every ~0.1 s); task 2 is added once they are past
+/// checkpoint 2, and its worker started `delay` later. Returns the version decided when it was
+/// added and the version it joined at.
+fn late_join(join_hold: Duration, delay: Duration) -> (u32, u32) {
+    let mut cfg = elastic_config(2, 2, 3, None);
+    cfg.join_hold = join_hold;
+    let tracker = Tracker::start(cfg).unwrap();
+    let mut workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "1", 0)];
+    wait_for(&tracker, "the members are past checkpoint 2", |r| r.decided_version() >= Some(2));
+    let at_add = tracker.registry().decided_version().unwrap();
+    tracker.add_worker("2", None).unwrap();
+    std::thread::sleep(delay);
+    workers.push(spawn(&tracker, "2", 0));
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    let joined = line(&done[2], "JOINED ").unwrap_or_else(|| panic!("task 2 joins: {all}"));
+    assert!(joined.ends_with(" 3"), "a world of 3: {all}");
+    (at_add, joined.split_once(' ').unwrap().0.parse().unwrap())
+}
+
+/// A worker added while its process starts slowly (here: started 1 s after the add, ~10
+/// checkpoint intervals) joins at the first boundary after the add: the tracker holds that
+/// boundary's decision for it (the join hold). Without the hold it joins boundaries later.
+#[test]
+fn an_added_worker_that_starts_late_joins_at_the_first_boundary_after_the_add() {
+    let delay = Duration::from_secs(1);
+    let (at_add, joined) = late_join(Duration::from_secs(5), delay);
+    // The first boundary after the add: at_add + 1, or + 2 if the members asked about
+    // at_add + 1 between the test's reading and its add.
+    assert!(joined <= at_add + 2, "added after version {at_add}, joined at {joined}");
+    let (at_add, joined) = late_join(Duration::ZERO, delay);
+    assert!(joined > at_add + 2, "no hold: the members go on; added after {at_add}, joined at {joined}");
 }
 
 /// `warren run --rejoin-timeout 2 --max-restarts 0`: task 2 joins at version 4 and dies at

@@ -148,6 +148,11 @@ impl Roster {
         &self.view
     }
 
+    /// The newest checkpoint version a decision was asked about (`None` before the first).
+    pub fn decided_version(&self) -> Option<u32> {
+        self.last_decided
+    }
+
     /// Applies a control request on `task`, at checkpoint version `at` or later (`None`: at the
     /// next boundary). Refused, with the reason, if it would break the limits, names a task in
     /// the wrong state, or names a version already decided.
@@ -222,6 +227,24 @@ impl Roster {
     /// again later).
     fn expected(&self, task: &str) -> bool {
         self.target.contains(task) || self.scheduled.iter().any(|s| s.member && s.task == task)
+    }
+
+    /// The joiners a decision at `version` would apply but cannot yet: scheduled to join at
+    /// `version` or earlier and not registered (their process is still starting), in the
+    /// order requested. Empty once `version` is decided. The tracker may hold the decision
+    /// briefly for them, so an added task joins at the first boundary after its `add`.
+    pub fn awaited_joiners(&self, version: u32) -> Vec<String> {
+        if self.last_decided.is_some_and(|d| version <= d) {
+            return Vec::new();
+        }
+        let due = |s: &&Scheduled| s.member && s.at <= version && !self.ready.contains(&s.task);
+        let mut out: Vec<String> = Vec::new();
+        for s in self.scheduled.iter().filter(due) {
+            if !out.contains(&s.task) {
+                out.push(s.task.clone());
+            }
+        }
+        out
     }
 
     /// A registered joiner went away before joining.
@@ -462,6 +485,23 @@ mod tests {
         assert_eq!(r.decide(2), v, "asked again about version 2: the same view");
         assert_eq!(r.decide(1).epoch(), 0, "version 1 was decided without the change");
         assert_eq!(r.state_of("2"), Some(TaskState::Running));
+    }
+
+    #[test]
+    fn awaited_joiners_are_the_due_adds_not_registered_yet() {
+        let mut r = roster(&["0", "1"], 1, 5);
+        assert!(r.awaited_joiners(1).is_empty());
+        r.request(Change::Add, "3", None).unwrap();
+        r.request(Change::Add, "2", Some(4)).unwrap();
+        assert_eq!(r.awaited_joiners(1), ["3"], "task 2 is due at version 4 only");
+        assert_eq!(r.awaited_joiners(4), ["3", "2"], "in the order requested");
+        r.arrived("3").unwrap();
+        assert!(r.awaited_joiners(1).is_empty(), "registered: nothing to wait for");
+        assert_eq!(r.decide(1), View::new(1, ["0", "1", "3"]));
+        assert!(r.awaited_joiners(1).is_empty(), "version 1 is decided");
+        assert_eq!(r.awaited_joiners(5), ["2"]);
+        r.request(Change::Remove, "1", None).unwrap();
+        assert_eq!(r.awaited_joiners(5), ["2"], "a leave is never awaited");
     }
 
     #[test]

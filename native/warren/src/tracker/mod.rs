@@ -9,10 +9,12 @@
 //! - [`liveness`]: heartbeats, stall reports and fenced incarnations, pure.
 //! - `server.rs` (tokio) and `client.rs` (blocking): the I/O, over [`crate::wire`];
 //!   `fencing.rs`: heartbeats, stall reports and fencing a silent worker; `rejoin.rs`: an
-//!   elastic job's rejoin timeout (going on without a lost worker that did not come back).
+//!   elastic job's rejoin timeout (going on without a lost worker that did not come back);
+//!   `join_hold.rs`: a boundary's decision waiting briefly for a task added moments ago.
 
 mod client;
 mod fencing;
+mod join_hold;
 pub mod liveness;
 pub mod proto;
 pub mod registry;
@@ -77,7 +79,17 @@ pub struct TrackerConfig {
     pub rejoin_timeout: Option<Duration>,
     /// TLS on every connection (default `None`: plain TCP); the workers must use TLS too.
     pub tls: Option<crate::wire::Tls>,
+    /// Elastic jobs: how long a checkpoint boundary's decision may wait, after an add or
+    /// restart request, for that task's worker to register, so that it joins at the first
+    /// boundary after the request rather than one interval later when its process starts
+    /// slowly (default [`DEFAULT_JOIN_HOLD`]; zero: never wait). Each request holds at most
+    /// once; the members wait in `checkpoint` meanwhile.
+    pub join_hold: Duration,
 }
+
+/// The default [`TrackerConfig::join_hold`]: a worker process's start and registration take
+/// a few hundred milliseconds here.
+pub const DEFAULT_JOIN_HOLD: Duration = Duration::from_secs(1);
 
 impl TrackerConfig {
     /// Settings for `num_workers` workers on `127.0.0.1`, any port, with `secret`.
@@ -92,6 +104,7 @@ impl TrackerConfig {
             elastic: None,
             rejoin_timeout: None,
             tls: None,
+            join_hold: DEFAULT_JOIN_HOLD,
         }
     }
 }
@@ -133,7 +146,7 @@ impl Tracker {
                 )));
             }
         }
-        let state = server::new_state(cfg.num_workers, cfg.peer_timeout, cfg.elastic);
+        let state = server::new_state(cfg.num_workers, cfg.peer_timeout, cfg.elastic, cfg.join_hold);
         let tls = cfg.tls.is_some();
         runtime.spawn(server::serve(listener, state.clone(), Arc::new(cfg.secret.clone().into_bytes()), cfg.tls));
         runtime.spawn(server::rendezvous_deadline(state.clone(), cfg.rendezvous_timeout));
@@ -207,10 +220,7 @@ impl Tracker {
     }
 
     fn control(&self, change: Change, task_id: &str, at: Option<u32>) -> Result<()> {
-        let mut s = self.state.0.lock().unwrap();
-        s.registry.control(change, task_id, at).map_err(Error::Tracker)?;
-        log::info!("tracker: {change:?} task {task_id} (at checkpoint version {at:?} or later)");
-        Ok(())
+        server::control(&mut self.state.0.lock().unwrap(), change, task_id, at).map_err(Error::Tracker)
     }
 
     /// The current registry (a copy), for status displays and tests.

@@ -227,6 +227,17 @@ impl Registry {
         }
     }
 
+    /// The newest checkpoint version the members of an elastic job asked the view after.
+    pub fn decided_version(&self) -> Option<u32> {
+        self.roster.as_ref().and_then(|r| r.decided_version())
+    }
+
+    /// Tasks a decision at `version` would admit but that have not registered yet
+    /// ([`Roster::awaited_joiners`]; empty for a fixed job or a decided version).
+    pub fn awaited_joiners(&self, version: u32) -> Vec<String> {
+        self.roster.as_ref().map(|r| r.awaited_joiners(version)).unwrap_or_default()
+    }
+
     /// A member of an elastic job committed checkpoint `version` and asks which view holds
     /// from then on. A change opens the new view's link round with its joiners in it; the
     /// members that stay join it by re-linking, and those that leave stop.

@@ -11,12 +11,13 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use super::fencing;
+use super::join_hold;
 use super::liveness::Liveness;
 use super::proto::{FromTracker, TaskInfo, ToTracker};
 use super::registry::{Registered, Registry, WorkerState};
 use super::{JobOutcome, JobReport};
 use crate::error::Error;
-use crate::membership::{Limits, View};
+use crate::membership::{Change, Limits, View};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, FrameReader};
 
@@ -39,11 +40,22 @@ pub(crate) struct Shared {
     pub(crate) fenced_tasks: Vec<String>,
     /// The last fence (when, whom), until the link round that replaces it completes.
     pub(crate) last_fence: Option<(Instant, String)>,
+    /// An elastic job's join hold ([`super::TrackerConfig::join_hold`]; zero: none).
+    pub(crate) join_hold: Duration,
+    /// When each task was last added or restarted by a control request.
+    pub(crate) join_requested: HashMap<String, Instant>,
+    /// Members' view requests waiting for a joiner ([`join_hold`]).
+    pub(crate) parked: Vec<join_hold::Parked>,
 }
 
 pub(crate) type SharedState = Arc<(Mutex<Shared>, Condvar)>;
 
-pub(crate) fn new_state(world: usize, peer_timeout: Option<Duration>, elastic: Option<Limits>) -> SharedState {
+pub(crate) fn new_state(
+    world: usize,
+    peer_timeout: Option<Duration>,
+    elastic: Option<Limits>,
+    join_hold: Duration,
+) -> SharedState {
     Arc::new((
         Mutex::new(Shared {
             registry: elastic.map_or_else(|| Registry::new(world), |l| Registry::elastic(world, l)),
@@ -57,6 +69,9 @@ pub(crate) fn new_state(world: usize, peer_timeout: Option<Duration>, elastic: O
             beat_conns: HashMap::new(),
             fenced_tasks: Vec::new(),
             last_fence: None,
+            join_hold,
+            join_requested: HashMap::new(),
+            parked: Vec::new(),
         }),
         Condvar::new(),
     ))
@@ -226,7 +241,7 @@ fn handle(
     }
     match msg {
         ToTracker::Register { task_id, host, port, attempt, pid, host_id } => {
-            if let Some(conn_id) = register(s, tx, &task_id, (&host, port, pid, &host_id), attempt)? {
+            if let Some(conn_id) = register(state, s, tx, &task_id, (&host, port, pid, &host_id), attempt)? {
                 *me = Some((task_id, conn_id));
             }
         }
@@ -256,11 +271,10 @@ fn handle(
             let Some((task_id, _)) = me.as_ref() else {
                 return Err("view request before registering".into());
             };
-            view_at(s, tx, task_id, version)?;
+            view_at(state, s, tx, task_id, version)?;
         }
-        ToTracker::Control { change, task_id, at } => match s.registry.control(change.into(), &task_id, at) {
+        ToTracker::Control { change, task_id, at } => match control(s, change.into(), &task_id, at) {
             Ok(()) => {
-                info!("tracker: {change:?} task {task_id} (at checkpoint version {at:?} or later)");
                 let _ = tx.send(roster_reply(&s.registry));
             }
             Err(message) => {
@@ -292,6 +306,7 @@ pub(crate) fn refuse(tx: &UnboundedSender<FromTracker>, message: String) -> Resu
 /// A registration (task id, listener host and port, process id): returns the id of this
 /// connection if it now stands for the task (`None` when the worker is asked to retry).
 fn register(
+    state: &SharedState,
     s: &mut Shared,
     tx: &UnboundedSender<FromTracker>,
     task_id: &str,
@@ -333,6 +348,7 @@ fn register(
         Registered::Admitted => {
             info!("tracker: task {task_id} registered (attempt {attempt}); joins at the next checkpoint boundary");
             s.conns.insert(task_id.to_string(), (conn_id, tx.clone()));
+            join_hold::release(state, s);
         }
         Registered::RoundJoined { rank, opened, complete } => {
             info!("tracker: task {task_id} (rank {rank}) registered again (attempt {attempt}): re-link round");
@@ -403,10 +419,42 @@ fn shutdown(state: &SharedState, s: &mut Shared, tx: &UnboundedSender<FromTracke
     }
 }
 
-/// A member of an elastic job asks which view holds after checkpoint `version`. A change
-/// opens the new view's link round (its joiners in it, to be told they recover from the
-/// others); the answer is the same for every member.
-fn view_at(s: &mut Shared, tx: &UnboundedSender<FromTracker>, task_id: &str, version: u32) -> Result<(), String> {
+/// A control request (add, remove, restart, give up) on an elastic job, from `warren ctl` or
+/// the tracker's API; an add's or restart's time starts its join hold.
+pub(crate) fn control(s: &mut Shared, change: Change, task_id: &str, at: Option<u32>) -> Result<(), String> {
+    s.registry.control(change, task_id, at)?;
+    if matches!(change, Change::Add | Change::Restart) {
+        s.join_requested.insert(task_id.to_string(), Instant::now());
+    }
+    info!("tracker: {change:?} task {task_id} (at checkpoint version {at:?} or later)");
+    Ok(())
+}
+
+/// A member of an elastic job asks which view holds after checkpoint `version`: answered now,
+/// or parked while a task it would admit is still starting ([`join_hold`]).
+fn view_at(
+    state: &SharedState,
+    s: &mut Shared,
+    tx: &UnboundedSender<FromTracker>,
+    task_id: &str,
+    version: u32,
+) -> Result<(), String> {
+    match join_hold::hold_until(s, version, Instant::now()) {
+        Some(until) => join_hold::park(state, s, tx, task_id, version, until),
+        None => return answer_view(s, tx, task_id, version),
+    }
+    Ok(())
+}
+
+/// Answers a member's view request. A change opens the new view's link round (its joiners
+/// in it, to be told they recover from the others); the answer is the same for every member.
+/// A refusal ends the member's connection (`Err`; its writer stops after the error).
+pub(crate) fn answer_view(
+    s: &mut Shared,
+    tx: &UnboundedSender<FromTracker>,
+    task_id: &str,
+    version: u32,
+) -> Result<(), String> {
     let decision = match s.registry.decide(version) {
         Ok(d) => d,
         Err(message) => return refuse(tx, message),
