@@ -221,4 +221,32 @@ class ElasticClusterTest {
     assertEquals(back, shrankAndRejoined("the paused run's schedule", rs, p.iters), "task 1 rejoined at the scheduled version")
     assertEquals(model, rs.head.modelHash, s"dropped at $haltAt and back at $back: the paused run's model")
   }
+
+  /** Executor JVMs of this application that are stopped (state `T` in `/proc/PID/stat`). */
+  private def stoppedExecutors(): Seq[Long] =
+    ProcessHandle.allProcesses().iterator().asScala.toSeq.filter { h =>
+      val cmd = h.info().commandLine().orElse("")
+      cmd.contains("CoarseGrainedExecutorBackend") && cmd.contains(sc.applicationId) && {
+        val stat = try new String(java.nio.file.Files.readAllBytes(java.nio.file.Paths.get(s"/proc/${h.pid}/stat")))
+        catch { case _: java.io.IOException => "" }
+        stat.drop(stat.lastIndexOf(')') + 2).headOption.contains('T')
+      }
+    }.map(_.pid)
+
+  @Test
+  def g_aJobFailingWhileAnExecutorIsPausedLeavesNoPausedJvm(): Unit = {
+    // minWorkers 4 of 4: going on without the paused task would be below the minimum, so the
+    // job fails about a second after its worker is fenced, within the kill grace of its
+    // attempt; the paused JVM is killed and replaced all the same.
+    val p = pausedParams.copy(
+      failures = Seq(Failure(1, haltAt, pause = true)),
+      conf = pausedParams.conf + ("minWorkers" -> "4")
+    )
+    val e = assertThrows(classOf[Exception], () => LogisticRegression.runAll(sc, p))
+    println(s"ELASTIC paused below the minimum: ${e.getMessage}")
+    assertTrue(e.getMessage.contains("below the minimum"), e.getMessage)
+    val until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30)
+    while (stoppedExecutors().nonEmpty && System.nanoTime() < until) Thread.sleep(200)
+    assertEquals(Seq(), stoppedExecutors(), "no executor JVM of the application is left stopped")
+  }
 }

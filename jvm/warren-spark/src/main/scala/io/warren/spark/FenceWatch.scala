@@ -88,11 +88,38 @@ private[spark] final class FenceWatch(sc: SparkContext, trackers: Trackers, watc
     }
   }
 
-  /** Stops watching (waits up to 1 s for the thread). Idempotent. */
+  /** Stops watching (waits up to 1 s for the thread). Attempts killed that have not ended yet
+    * are given the rest of their [[FenceWatch.KillGrace]], and the executors of those still
+    * running then are killed and replaced: a job that fails while a fenced executor is paused
+    * (SIGSTOP) does not leave that JVM behind, stopped, past `SparkContext.stop()`. Idempotent.
+    */
   def stop(): Unit = {
     stopped = true
     thread.interrupt()
     thread.join(1000)
+    if (!thread.isAlive) settle()
+  }
+
+  /** Waits (at most [[FenceWatch.KillGrace]]) for the killed attempts to end; replaces the
+    * executors of those that do not.
+    */
+  private def settle(): Unit = {
+    def overdue(now: Long) = killed.forall { case (_, (_, at)) => now - at > FenceWatch.KillGrace * 1000000L }
+    while (killed.nonEmpty && !overdue(System.nanoTime())) {
+      for ((taskId, _) <- killed.toSeq if !watch.isRunning(taskId)) killed.remove(taskId)
+      if (killed.nonEmpty) Thread.sleep(FenceWatch.PollMs)
+    }
+    for ((taskId, (executor, _)) <- killed.toSeq if watch.isRunning(taskId)) {
+      log.warn(
+        s"warren: the job ended while executor $executor had not ended killed task $taskId: it does not answer " +
+          "(paused, frozen or cut off); killing and replacing it"
+      )
+      try {
+        if (!WarrenSlots.killAndReplaceExecutor(sc, executor))
+          log.warn(s"warren: the cluster manager cannot kill executor $executor; Spark gives it up after spark.network.timeout")
+      } catch { case NonFatal(e) => log.warn(s"warren: could not kill executor $executor", e) }
+    }
+    killed.clear()
   }
 }
 
