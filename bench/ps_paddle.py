@@ -165,9 +165,13 @@ def conduct(a):
         done = wait_lines(trainers, "DONE", deadline, procs)
         elapsed = time.perf_counter() - started
         flush_s = max(float(line.split()[1]) for line in done)
-        for t in trainers:
+        for t in trainers:  # let them stop their clients; the measurement is done either way
             t.stdin.close()
-            t.wait(max(1, deadline - time.monotonic()))
+        for t in trainers:
+            try:
+                t.wait(min(10, max(1, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                pass  # killed below
     finally:
         for pr in procs:
             kill_group(pr)
