@@ -66,7 +66,13 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--timeout", type=float, default=600, help="seconds before every child is killed")
     p.add_argument("--role", choices=["conductor", "server", "trainer"], default="conductor")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    for name in ("keys", "width", "batch", "features", "trainers", "servers", "steps"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name} must be at least 1, got {getattr(a, name)}")
+    if a.warmup < 0 or a.lr <= 0 or a.timeout <= 0:
+        p.error(f"--warmup must be >= 0 and --lr, --timeout > 0 (got {a.warmup}, {a.lr}, {a.timeout})")
+    return a
 
 
 def die_with_parent():
