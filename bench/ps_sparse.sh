@@ -5,8 +5,12 @@
 # one run: `warren bench ps --model sparse` (async, as TensorFlow's PS training is, and sync)
 # and bench/ps_tf.py (tensorflow-cpu from PyPI in .bench-venv, installed here if missing).
 # One JSON line per system in bench/results/ps_sparse-<time>.jsonl, with the load and the ratio.
+# PADDLE=1 adds PaddlePaddle's parameter-server mode (bench/ps_paddle.py, in .bench-venv-paddle):
+# off by default, as its install is heavy (a 195 MB wheel, 590 MB installed) and pinned old:
+# paddlepaddle 2.6.2 is the newest PyPI release whose CPU wheel has the PS runtime (3.x's lack
+# it), with the protobuf and numpy it works with. Then every other line gets the ratio to it.
 #
-#   bench/ps_sparse.sh        KEYS=1048576 WIDTH=16 BATCH=4096 FEATURES=8 TRAINERS=2 SERVERS=2 STEPS=50
+#   bench/ps_sparse.sh        KEYS=1048576 WIDTH=16 BATCH=4096 FEATURES=8 TRAINERS=2 SERVERS=2 STEPS=50 PADDLE=0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS=${KEYS:-1048576} WIDTH=${WIDTH:-16} BATCH=${BATCH:-4096} FEATURES=${FEATURES:-8}
@@ -17,20 +21,44 @@ VENV=${BENCH_VENV:-.bench-venv}
 if ! "$VENV/bin/python" -c 'import tensorflow' 2>/dev/null; then
   python3 -m venv "$VENV" && "$VENV/bin/pip" install -q tensorflow-cpu
 fi
+PADDLE=${PADDLE:-0}
+PVENV=${PADDLE_VENV:-.bench-venv-paddle}
+if [ "$PADDLE" = 1 ] && ! "$PVENV/bin/python" -c 'import paddle' 2>/dev/null; then
+  python3 -m venv "$PVENV" && "$PVENV/bin/pip" install -q paddlepaddle==2.6.2 'protobuf>=4.21,<5' 'numpy<2'
+fi
 mkdir -p bench/results
 OUT=bench/results/ps_sparse-$(date -u +%Y%m%dT%H%M%S).jsonl
 ARGS=(--keys "$KEYS" --width "$WIDTH" --batch "$BATCH" --features "$FEATURES")
 load() { cut -d' ' -f1 /proc/loadavg; }
 l=$(load); tf=$("$VENV/bin/python" bench/ps_tf.py "${ARGS[@]}" --workers "$TRAINERS" --ps "$SERVERS" \
   --steps "$STEPS" --warmup "$WARMUP" 2>/dev/null | tail -1)
-echo "${tf%\}}, \"load1\": $l}" | tee -a "$OUT"
+tf="${tf%\}}, \"load1\": $l}"
 tf_s=$(echo "$tf" | sed 's/.*"step_s": \([0-9.]*\).*/\1/')
+ratio() { python3 -c "print(round($1 / $2, 2))"; }
+vs_paddle=""
+if [ "$PADDLE" = 1 ]; then
+  plog=${OUT%.jsonl}-paddle.log  # Paddle's own (glog) output, kept to read a failure
+  l=$(load)
+  if ! pd=$("$PVENV/bin/python" bench/ps_paddle.py "${ARGS[@]}" --trainers "$TRAINERS" --servers "$SERVERS" \
+    --steps "$STEPS" --warmup "$WARMUP" 2>"$plog" | tail -1); then
+    echo "bench/ps_paddle.py failed: $(tail -1 "$plog") (all of it in $plog)" >&2
+    exit 1
+  fi
+  pd_s=$(echo "$pd" | sed 's/.*"step_s": \([0-9.]*\).*/\1/')
+  tf="${tf%\}}, \"paddle_step_s\": $pd_s, \"speedup_vs_paddle\": $(ratio "$pd_s" "$tf_s")}"
+  echo "$tf" | tee -a "$OUT"
+  echo "${pd%\}}, \"load1\": $l, \"tf_step_s\": $tf_s, \"speedup_vs_tf\": $(ratio "$tf_s" "$pd_s")}" | tee -a "$OUT"
+  vs_paddle=",\"paddle_step_s\":$pd_s"
+else
+  echo "$tf" | tee -a "$OUT"
+fi
 for mode in async sync; do
   l=$(load)
   w=$(WARREN_LOG=warn "$B" bench ps --model sparse "${ARGS[@]}" --trainers "$TRAINERS" --servers "$SERVERS" \
     --steps "$STEPS" --warmup "$WARMUP" --mode "$mode")
   w_s=$(echo "$w" | sed 's/.*"step_s":\([0-9.]*\).*/\1/')
-  ratio=$(python3 -c "print(round($tf_s / $w_s, 2))")
-  echo "${w%\}},\"load1\":$l,\"tf_step_s\":$tf_s,\"speedup_vs_tf\":$ratio}" | tee -a "$OUT"
+  extra=""
+  [ -n "$vs_paddle" ] && extra="$vs_paddle,\"speedup_vs_paddle\":$(ratio "$pd_s" "$w_s")"
+  echo "${w%\}},\"load1\":$l,\"tf_step_s\":$tf_s,\"speedup_vs_tf\":$(ratio "$tf_s" "$w_s")$extra}" | tee -a "$OUT"
 done
 echo "results in $OUT"
