@@ -8,6 +8,8 @@
 # checkpoint lacks). One JSON line in bench/results/ps_recovery-<time>.jsonl, with the load.
 #
 #   bench/ps_recovery.sh            SHARD=67108864 STEPS=12 KILL_AT=5 EVERY=2 PAUSE=1 REPEAT=1
+#
+# KEEP_LOGS=DIR keeps each repetition's server and trainer logs and step log there (rep-N/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARD=${SHARD:-67108864} STEPS=${STEPS:-12} KILL_AT=${KILL_AT:-5} EVERY=${EVERY:-2} PAUSE=${PAUSE:-1}
@@ -28,7 +30,7 @@ server() { # index port -> pid
   echo $!
 }
 steps_done() { [ -s "$WORK/steps" ] && awk '{print $2}' "$WORK/steps" | sort -n | tail -1 || echo -1; }
-for _ in $(seq "$REPEAT"); do
+for _rep in $(seq "$REPEAT"); do
   rm -rf "$WORK/ckpt" "$WORK/steps"
   P0=$(port) P1=$(port)
   S0=$(server 0 "$P0"); S1=$(server 1 "$P1"); PIDS=("$S0" "$S1")
@@ -57,5 +59,10 @@ for _ in $(seq "$REPEAT"); do
   ckpt_ms=$(grep -ho "written in [0-9.]*[mµ]*s" "$WORK"/server-*.log | tail -1 || true)
   echo "{\"bench\":\"ps_recovery\",\"shard_bytes\":$SHARD,\"trainers\":2,\"servers\":2,\"mode\":\"sync\",\"checkpoint_every_steps\":$EVERY,\"killed_after_step\":$killed_after,\"step_s\":$step_s,\"resume_s\":$resume,\"last_checkpoint\":\"$ckpt_ms\",\"load1\":$load}" | tee -a "$OUT"
   kill "$S0" "$S1" 2>/dev/null || true; wait "$S0" "$S1" 2>/dev/null || true
+  if [ -n "${KEEP_LOGS:-}" ]; then
+    keep="$KEEP_LOGS/rep-$_rep"; mkdir -p "$keep"
+    cp "$WORK"/server-*.log "$WORK"/bench.log "$WORK"/steps "$keep"/ && echo "replacement started at $T0" >"$keep/t0"
+  fi
+  rm -f "$WORK"/server-*.log
 done
 echo "results in $OUT"

@@ -555,11 +555,13 @@ impl PsServer {
         if let Some(policy) = cfg.checkpoint.clone() {
             let started = Instant::now();
             let store = Arc::new(checkpoint::open(&policy.dir, cfg.index)?);
+            let opened = started.elapsed();
             let mut durable = Vec::new();
             if let Some(c) = checkpoint::load(&store, cfg.index, cfg.servers)? {
                 durable = (0..c.clocks.trainers()).map(|t| c.clocks.clock(t)).collect();
                 info!(
-                    "ps server {}: restored the checkpoint in {}: trainers' clocks {durable:?}, {} rows, loaded in {:.0?}",
+                    "ps server {}: restored the checkpoint in {}: trainers' clocks {durable:?}, {} rows, loaded in {:.0?} \
+                     (the store opened in {opened:.0?})",
                     cfg.index,
                     store.dir().display(),
                     c.shard.rows(),

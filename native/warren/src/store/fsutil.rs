@@ -68,7 +68,9 @@ pub(crate) fn read_snapshot<C: Codec>(dir: &Path) -> Result<Option<C::Snapshot>>
         Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
     };
     let corrupt = |path: &PathBuf, reason: String| Error::StoreCorrupt { path: path.clone(), offset: 0, reason };
-    let mut bytes = Vec::new();
+    // At least the file's size (all of it when stored uncompressed, level 0): no regrowth
+    // and copying of a large snapshot while it is read.
+    let mut bytes = Vec::with_capacity(file.metadata().map_or(0, |m| m.len() as usize));
     // Reading to the end makes the decoder check the gzip trailer (CRC-32 and length).
     GzDecoder::new(file).read_to_end(&mut bytes).map_err(|e| corrupt(&path, format!("bad gzip stream: {e}")))?;
     let snapshot = C::decode_snapshot(&bytes).map_err(|e| corrupt(&path, format!("bad snapshot: {e}")))?;
