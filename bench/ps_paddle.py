@@ -42,15 +42,7 @@ import subprocess
 import sys
 import time
 
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+from pslocal import free_ports
 
 
 def parse_args(argv=None):

@@ -140,10 +140,14 @@ fn spawn(
 }
 
 /// Kills the workers the tracker fenced (no heartbeat within the peer timeout: paused, frozen
-/// or cut off); the watch loop then restarts them as it does any worker that died.
+/// or cut off); the watch loop then restarts them as it does any worker that died. A fence of
+/// an earlier attempt than the running one (its process already ended) is left alone.
 fn kill_fenced(tracker: &Tracker, workers: &mut [Worker]) {
-    for task in tracker.take_fenced() {
-        let Some(w) = workers.iter_mut().find(|w| w.task.to_string() == task) else { continue };
+    for fenced in tracker.take_fenced() {
+        let task = &fenced.task_id;
+        let Some(w) = workers.iter_mut().find(|w| w.task.to_string() == *task && w.attempt == fenced.attempt) else {
+            continue;
+        };
         if let Some(child) = w.child.as_mut() {
             warn!("task {task} (attempt {}, pid {}) was fenced by the tracker: killing it", w.attempt, child.id());
             let _ = child.kill();

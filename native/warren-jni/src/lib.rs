@@ -855,8 +855,9 @@ pub extern "system" fn Java_io_warren_Native_trackerWorkerEnv<'l>(
     })
 }
 
-/// The task ids the tracker fenced since the last call (no heartbeat within the peer
-/// timeout), oldest first: the engine kills those task attempts and runs them again.
+/// The workers the tracker fenced since the last call (no heartbeat within the peer
+/// timeout), oldest first, each as `"<attempt>:<task id>"`: the engine kills those task
+/// attempts and runs them again.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_trackerTakeFenced<'l>(
     mut env: EnvUnowned<'l>,
@@ -864,7 +865,8 @@ pub extern "system" fn Java_io_warren_Native_trackerTakeFenced<'l>(
     h: jlong,
 ) -> JObjectArray<'l, JString<'l>> {
     run(&mut env, |env| {
-        let fenced = tracker(h)?.take_fenced();
+        let fenced: Vec<String> =
+            tracker(h)?.take_fenced().into_iter().map(|f| format!("{}:{}", f.attempt, f.task_id)).collect();
         Ok(string_array(env, &fenced)?)
     })
 }

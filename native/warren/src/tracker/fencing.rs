@@ -5,8 +5,13 @@
 //! would (a new link round goes on without it, waiting for its replacement), its connection is
 //! told it was fenced and closed, everything its incarnation sends later is refused, and the
 //! other workers are told on their heartbeat connections, which ends the call they wait in.
-//! Whoever runs the workers takes the fenced task ids ([`super::Tracker::take_fenced`]) and
-//! replaces them as dead ones (`warren run` kills and restarts the process).
+//! Whoever runs the workers takes the fenced workers ([`super::Tracker::take_fenced`]: task id
+//! and attempt) and replaces them as dead ones (`warren run` kills and restarts the process).
+//!
+//! A running worker whose tracker connection ends is lost at once, and its incarnation
+//! refused; it is still watched until its heartbeat connection ends too or the task registers
+//! again, and fenced after the peer timeout if it sends nothing meanwhile: a process that lives
+//! on, paused, after its connection closed must be ended by its runner as well.
 
 use std::time::{Duration, Instant};
 
@@ -106,8 +111,12 @@ pub(crate) async fn watchdog(state: SharedState, timeout: Duration) {
 }
 
 /// Fences `task`: it leaves as lost, is told so, and the others are told to go on without it.
+/// A worker whose tracker connection was cut ([`Liveness::cut`](super::liveness::Liveness::cut))
+/// and that sent no heartbeat since is fenced too, although already lost: its process may live
+/// on, paused, and only its runner can end it.
 fn fence(s: &mut Shared, task: &str, silent: Duration, timeout: Duration) {
-    if s.registry.state_of(task) != Some(WorkerState::Running) {
+    let cut = s.liveness.as_ref().is_some_and(|l| l.is_cut(task));
+    if s.registry.state_of(task) != Some(WorkerState::Running) && !cut {
         if let Some(l) = s.liveness.as_mut() {
             l.forget(task);
         }
@@ -115,9 +124,18 @@ fn fence(s: &mut Shared, task: &str, silent: Duration, timeout: Duration) {
     }
     let who = s.registry.identity(task);
     let rank = s.registry.rank_of(task).unwrap_or(usize::MAX);
-    let reason = format!("no heartbeat from {who} for {silent:.1?} (peer timeout {timeout:?})");
+    let reason = if cut {
+        format!(
+            "{who} lost its tracker connection and sent no heartbeat for {silent:.1?} (peer timeout {timeout:?}): \
+             paused or frozen"
+        )
+    } else {
+        format!("no heartbeat from {who} for {silent:.1?} (peer timeout {timeout:?})")
+    };
     warn!("tracker: fenced {who}: {reason}; the job goes on without it and waits for its replacement");
+    let mut attempt = s.registry.attempt_of(task).unwrap_or_default();
     if let Some(l) = s.liveness.as_mut() {
+        attempt = l.attempt_of(task).unwrap_or(attempt);
         l.fence(task);
     }
     if let Some((_, tx)) = s.conns.remove(task) {
@@ -132,7 +150,7 @@ fn fence(s: &mut Shared, task: &str, silent: Duration, timeout: Duration) {
         let (task_id, reason) = (task.to_string(), reason.clone());
         let _ = tx.send(FromTracker::PeerFenced { rank, task_id, reason, round });
     }
-    s.fenced_tasks.push(task.to_string());
+    s.fenced_tasks.push(super::FencedWorker { task_id: task.to_string(), attempt });
     s.last_fence = Some((Instant::now(), task.to_string()));
     info!("tracker: task {task} is to be replaced (it is lost to the job until it registers again)");
 }

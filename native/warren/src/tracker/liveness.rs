@@ -22,9 +22,15 @@ pub enum BeatOutcome {
 #[derive(Debug, Clone)]
 struct Pulse {
     incarnation: u64,
+    /// The task attempt this incarnation registered as.
+    attempt: u32,
     last: Instant,
     /// The stall of its last heartbeat, if any.
     stall: Option<Stall>,
+    /// Whether a heartbeat of this incarnation was noted.
+    beaten: bool,
+    /// Its tracker connection ended while it ran ([`Liveness::cut`]): refused, still watched.
+    cut: bool,
 }
 
 /// Heartbeat bookkeeping for a tracker with peer timeout `timeout`.
@@ -46,11 +52,13 @@ impl Liveness {
         self.timeout
     }
 
-    /// `task`'s incarnation `incarnation` was told its assignment at `now`: heartbeats are
-    /// due from it from now on (a re-assignment of the same incarnation restarts the clock).
-    pub fn expect(&mut self, task: &str, incarnation: u64, now: Instant) {
-        let stall = self.pulses.get(task).filter(|p| p.incarnation == incarnation).and_then(|p| p.stall.clone());
-        self.pulses.insert(task.to_string(), Pulse { incarnation, last: now, stall });
+    /// `task`'s incarnation `incarnation` (registered as attempt `attempt`) was told its
+    /// assignment at `now`: heartbeats are due from it from now on (a re-assignment of the same
+    /// incarnation restarts the clock).
+    pub fn expect(&mut self, task: &str, incarnation: u64, attempt: u32, now: Instant) {
+        let same = self.pulses.get(task).filter(|p| p.incarnation == incarnation);
+        let (stall, beaten) = same.map_or((None, false), |p| (p.stall.clone(), p.beaten));
+        self.pulses.insert(task.to_string(), Pulse { incarnation, attempt, last: now, stall, beaten, cut: false });
     }
 
     /// A heartbeat from `task`'s incarnation `incarnation` at `now`.
@@ -62,6 +70,7 @@ impl Liveness {
             return BeatOutcome::Unknown;
         };
         p.last = now;
+        p.beaten = true;
         let new = stall.as_ref().filter(|s| p.stall.as_ref().is_none_or(|old| old.seq != s.seq)).cloned();
         p.stall = stall;
         BeatOutcome::Noted(new)
@@ -83,6 +92,41 @@ impl Liveness {
         let p = self.pulses.remove(task)?;
         self.fenced.insert(p.incarnation);
         Some(p.incarnation)
+    }
+
+    /// `task`'s tracker connection ended while it was running. Its incarnation is refused from
+    /// now on (a process that lives on stops at its next heartbeat). Whether it lives on is not
+    /// known yet: if its heartbeats may still come (`beats_open`: its heartbeat connection is
+    /// open, or it sent none yet), it stays watched, and, silent for the timeout (paused or
+    /// frozen, its connection closed under it), it is [`overdue`](Self::overdue) like any
+    /// silent worker and must be fenced and replaced. Otherwise (its heartbeat connection
+    /// ended too: its process is gone) it is forgotten.
+    pub fn cut(&mut self, task: &str, beats_open: bool) {
+        let Some(p) = self.pulses.get_mut(task) else { return };
+        self.fenced.insert(p.incarnation);
+        if beats_open || !p.beaten {
+            p.cut = true;
+        } else {
+            self.pulses.remove(task);
+        }
+    }
+
+    /// Whether `task`'s incarnation is [`cut`](Self::cut) and still watched.
+    pub fn is_cut(&self, task: &str) -> bool {
+        self.pulses.get(task).is_some_and(|p| p.cut)
+    }
+
+    /// The cut incarnation of `task` is gone (its heartbeat connection ended, or the task
+    /// registered again): no longer watched. Does nothing to an incarnation that is not cut.
+    pub fn gone(&mut self, task: &str) {
+        if self.is_cut(task) {
+            self.pulses.remove(task);
+        }
+    }
+
+    /// The attempt `task`'s watched incarnation registered as.
+    pub fn attempt_of(&self, task: &str) -> Option<u32> {
+        self.pulses.get(task).map(|p| p.attempt)
     }
 
     /// Workers silent for longer than the timeout at `now`, with how long, longest first.
@@ -120,8 +164,8 @@ mod tests {
     fn a_silent_worker_is_overdue_after_the_timeout() {
         let t0 = Instant::now();
         let mut l = Liveness::new(Duration::from_secs(3));
-        l.expect("0", 1, t0);
-        l.expect("1", 2, t0);
+        l.expect("0", 1, 0, t0);
+        l.expect("1", 2, 0, t0);
         assert_eq!(l.beat("0", 1, None, t0 + Duration::from_secs(2)), BeatOutcome::Noted(None));
         assert!(l.overdue(t0 + Duration::from_secs(3)).is_empty());
         let late = l.overdue(t0 + Duration::from_millis(4500));
@@ -133,13 +177,13 @@ mod tests {
     fn a_fenced_incarnation_is_refused_and_its_replacement_is_not() {
         let t0 = Instant::now();
         let mut l = Liveness::new(Duration::from_secs(3));
-        l.expect("1", 2, t0);
+        l.expect("1", 2, 0, t0);
         assert_eq!(l.fence("1"), Some(2));
         assert!(l.is_fenced(2));
         assert_eq!(l.beat("1", 2, None, t0), BeatOutcome::Fenced);
         assert!(l.overdue(t0 + Duration::from_secs(60)).is_empty(), "a fenced worker is not fenced twice");
         assert_eq!(l.beat("1", 7, None, t0), BeatOutcome::Unknown, "not expected before its assignment");
-        l.expect("1", 7, t0);
+        l.expect("1", 7, 0, t0);
         assert_eq!(l.beat("1", 7, None, t0), BeatOutcome::Noted(None));
         l.forget("1");
         assert_eq!(l.beat("1", 7, None, t0), BeatOutcome::Unknown);
@@ -149,12 +193,51 @@ mod tests {
     fn each_stall_report_is_new_once() {
         let t0 = Instant::now();
         let mut l = Liveness::new(Duration::from_secs(30));
-        l.expect("0", 1, t0);
+        l.expect("0", 1, 0, t0);
         assert_eq!(l.beat("0", 1, Some(stall(1)), t0), BeatOutcome::Noted(Some(stall(1))));
         assert!(l.stalled("0"));
         assert_eq!(l.beat("0", 1, Some(stall(1)), t0), BeatOutcome::Noted(None));
         assert_eq!(l.beat("0", 1, Some(stall(2)), t0), BeatOutcome::Noted(Some(stall(2))));
         assert_eq!(l.beat("0", 1, None, t0), BeatOutcome::Noted(None));
         assert!(!l.stalled("0"));
+    }
+
+    #[test]
+    fn a_cut_worker_is_refused_and_overdue_when_silent_unless_its_heartbeats_ended() {
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(3);
+        let mut l = Liveness::new(timeout);
+        // Task 1 beat, and its heartbeat connection is still open when its tracker
+        // connection ends: refused, but watched (a paused process looks just like this).
+        l.expect("1", 11, 2, t0);
+        assert_eq!(l.beat("1", 11, None, t0), BeatOutcome::Noted(None));
+        l.cut("1", true);
+        assert!(l.is_cut("1"));
+        assert_eq!(l.beat("1", 11, None, t0 + Duration::from_secs(1)), BeatOutcome::Fenced);
+        assert_eq!(l.attempt_of("1"), Some(2), "the attempt of the incarnation cut");
+        let late = l.overdue(t0 + Duration::from_secs(4));
+        assert_eq!(late, vec![("1".to_string(), Duration::from_secs(4))], "a refused beat is no sign of life");
+        assert_eq!(l.fence("1"), Some(11));
+        assert!(!l.is_cut("1") && l.overdue(t0 + Duration::from_secs(60)).is_empty(), "fenced once");
+
+        // Task 2 beat, but its heartbeat connection had ended already: its process is gone.
+        l.expect("2", 12, 0, t0);
+        assert_eq!(l.beat("2", 12, None, t0), BeatOutcome::Noted(None));
+        l.cut("2", false);
+        assert!(!l.is_cut("2") && l.is_fenced(12));
+        assert!(l.overdue(t0 + Duration::from_secs(60)).is_empty());
+
+        // Task 3 never beat: watched, whatever its heartbeat connection.
+        l.expect("3", 13, 0, t0);
+        l.cut("3", false);
+        assert!(l.is_cut("3"));
+        // ...until it is gone: its heartbeat connection ended, or the task registered again.
+        l.gone("3");
+        assert!(!l.is_cut("3") && l.overdue(t0 + Duration::from_secs(60)).is_empty());
+
+        // `gone` leaves a worker that is not cut alone.
+        l.expect("4", 14, 0, t0);
+        l.gone("4");
+        assert_eq!(l.beat("4", 14, None, t0), BeatOutcome::Noted(None));
     }
 }

@@ -47,6 +47,16 @@ pub struct JobReport {
     pub elapsed: Duration,
 }
 
+/// A worker the tracker fenced ([`Tracker::take_fenced`]): which task, and which attempt of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FencedWorker {
+    /// Its task id.
+    pub task_id: String,
+    /// The attempt number it registered with (`WARREN_ATTEMPT`); only that attempt is to be
+    /// ended.
+    pub attempt: u32,
+}
+
 /// `Ok` when every worker shut down cleanly, `Err` with the reason the job failed.
 pub type JobOutcome = std::result::Result<JobReport, String>;
 
@@ -180,10 +190,11 @@ impl Tracker {
         env
     }
 
-    /// Task ids fenced since the last call (no heartbeat within the peer timeout), oldest
+    /// Workers fenced since the last call (no heartbeat within the peer timeout), oldest
     /// first: whoever runs the workers replaces them as if they had died (kills the process if
-    /// it still exists, and starts the task again).
-    pub fn take_fenced(&self) -> Vec<String> {
+    /// it still exists, and starts the task again). Each names the attempt fenced: by the time
+    /// it is taken, a later attempt of the same task may already run, and must be left alone.
+    pub fn take_fenced(&self) -> Vec<FencedWorker> {
         std::mem::take(&mut self.state.0.lock().unwrap().fenced_tasks)
     }
 

@@ -23,6 +23,8 @@ struct Entry {
     host: String,
     port: u16,
     pid: u32,
+    /// The attempt number its current worker registered with.
+    attempt: u32,
     host_id: String,
     state: WorkerState,
 }
@@ -186,7 +188,14 @@ impl Registry {
         }
         self.workers.insert(
             task_id.to_string(),
-            Entry { host: host.to_string(), port, pid: 0, host_id: String::new(), state: WorkerState::Running },
+            Entry {
+                host: host.to_string(),
+                port,
+                pid: 0,
+                attempt: 0,
+                host_id: String::new(),
+                state: WorkerState::Running,
+            },
         );
         if self.workers.len() < self.world {
             return Registered::Waiting { arrived: self.workers.len() };
@@ -212,7 +221,14 @@ impl Registry {
         if let Err(e) = roster.arrived(task_id) {
             return Registered::Rejected(e);
         }
-        let entry = Entry { host: host.to_string(), port, pid: 0, host_id: String::new(), state: WorkerState::Running };
+        let entry = Entry {
+            host: host.to_string(),
+            port,
+            pid: 0,
+            attempt: 0,
+            host_id: String::new(),
+            state: WorkerState::Running,
+        };
         self.workers.insert(task_id.to_string(), entry);
         Registered::Admitted
     }
@@ -389,6 +405,18 @@ impl Registry {
         if let Some(e) = self.workers.get_mut(task_id) {
             e.pid = pid;
         }
+    }
+
+    /// Records the attempt number `task`'s current worker registered with.
+    pub fn set_attempt(&mut self, task_id: &str, attempt: u32) {
+        if let Some(e) = self.workers.get_mut(task_id) {
+            e.attempt = attempt;
+        }
+    }
+
+    /// The attempt number `task`'s current (or last) worker registered with.
+    pub fn attempt_of(&self, task_id: &str) -> Option<u32> {
+        self.workers.get(task_id).map(|e| e.attempt)
     }
 
     /// Records a worker's host id (from its registration), passed on to its peers.

@@ -36,8 +36,8 @@ pub(crate) struct Shared {
     pub(crate) liveness: Option<Liveness>,
     /// Each worker's heartbeat connection (fence notices are pushed there).
     pub(crate) beat_conns: HashMap<String, UnboundedSender<FromTracker>>,
-    /// Task ids fenced and not yet taken by [`super::Tracker::take_fenced`].
-    pub(crate) fenced_tasks: Vec<String>,
+    /// Workers fenced and not yet taken by [`super::Tracker::take_fenced`].
+    pub(crate) fenced_tasks: Vec<super::FencedWorker>,
     /// The last fence (when, whom), until the link round that replaces it completes.
     pub(crate) last_fence: Option<(Instant, String)>,
     /// An elastic job's join hold ([`super::TrackerConfig::join_hold`]; zero: none).
@@ -144,13 +144,16 @@ async fn connection(stream: wire::ServiceStream, state: SharedState) {
         if current {
             s.conns.remove(&task_id);
             let running = s.registry.state_of(&task_id) == Some(WorkerState::Running);
+            let beats_open = s.beat_conns.contains_key(&task_id);
             if let Some(l) = s.liveness.as_mut() {
-                // A running worker whose connection ended is lost, and its incarnation fenced:
+                // A running worker whose connection ended is lost, and its incarnation refused:
                 // should its process live on (its connection closed under it), its next
                 // heartbeat is refused, and it stops with the fenced error instead of taking
-                // part, unwatched, in rounds that wait for its replacement.
+                // part, unwatched, in rounds that wait for its replacement. Should it send no
+                // heartbeat at all (paused or frozen just then), it is fenced after the peer
+                // timeout, and its runner replaces it.
                 if running {
-                    l.fence(&task_id);
+                    l.cut(&task_id, beats_open);
                 } else {
                     l.forget(&task_id);
                 }
@@ -164,7 +167,22 @@ async fn connection(stream: wire::ServiceStream, state: SharedState) {
     }
     // A heartbeat connection's sender is also held by `beat_conns` (to tell it about fenced
     // peers): drop that too, else the writer never ends and the connection stays open.
-    state.0.lock().unwrap().beat_conns.retain(|_, beats| !beats.same_channel(&tx));
+    // A worker whose heartbeat connection ended after its tracker connection was cut is gone.
+    {
+        let mut s = state.0.lock().unwrap();
+        let s = &mut *s;
+        let mut ended = Vec::new();
+        s.beat_conns.retain(|task, beats| {
+            let same = beats.same_channel(&tx);
+            if same {
+                ended.push(task.clone());
+            }
+            !same
+        });
+        if let Some(l) = s.liveness.as_mut() {
+            ended.iter().for_each(|task| l.gone(task));
+        }
+    }
     drop(tx);
     let _ = writer.await;
     state.0.lock().unwrap().open_connections -= 1;
@@ -194,8 +212,9 @@ pub(crate) fn assign(s: &mut Shared, view: &View) {
                 elastic,
                 version,
             });
+            let attempt = s.registry.attempt_of(tid).unwrap_or_default();
             if let Some(l) = s.liveness.as_mut() {
-                l.expect(tid, incarnation, now);
+                l.expect(tid, incarnation, attempt, now);
             }
         }
     }
@@ -320,7 +339,12 @@ fn register(
     if !matches!(outcome, Registered::Busy(_) | Registered::Rejected(_)) {
         // Before any assignment goes out, so every worker's peers carry it.
         s.registry.set_pid(task_id, pid);
+        s.registry.set_attempt(task_id, attempt);
         s.registry.set_host_id(task_id, host_id);
+        // The task runs again: an earlier incarnation whose connection was cut is replaced.
+        if let Some(l) = s.liveness.as_mut() {
+            l.gone(task_id);
+        }
     }
     s.next_conn += 1;
     let conn_id = s.next_conn;

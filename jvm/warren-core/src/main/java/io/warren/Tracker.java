@@ -412,16 +412,32 @@ public final class Tracker implements AutoCloseable {
   }
 
   /**
-   * The task ids fenced since the last call, oldest first: workers the tracker heard no
-   * heartbeat from within the peer timeout, which the others already go on without. Kill each
-   * one's process or task attempt (it may still be alive, paused or cut off: anything it sends
-   * is refused) and run the task again, as for a worker that died.
+   * The workers fenced since the last call, oldest first: workers the tracker heard no
+   * heartbeat from within the peer timeout (also one whose tracker connection closed and that
+   * then fell silent), which the others already go on without. Kill the task attempt each one
+   * names (it may still be alive, paused or cut off: anything it sends is refused) and run the
+   * task again, as for a worker that died. By the time a fence is taken, a later attempt of
+   * the same task may already run: leave that one alone.
    *
-   * @return the task ids, possibly none
+   * @return the fenced workers, possibly none
    */
-  public List<String> takeFenced() {
-    return List.of(handle.call(Native::trackerTakeFenced));
+  public List<Fenced> takeFenced() {
+    List<Fenced> out = new ArrayList<>();
+    for (String f : handle.call(Native::trackerTakeFenced)) {
+      int colon = f.indexOf(':');
+      out.add(new Fenced(f.substring(colon + 1), Integer.parseInt(f.substring(0, colon))));
+    }
+    return out;
   }
+
+  /**
+   * A worker the tracker fenced ({@link #takeFenced()}).
+   *
+   * @param taskId its task id
+   * @param attempt the attempt number it registered with ({@code WARREN_ATTEMPT}): only that
+   *     attempt is to be killed
+   */
+  public record Fenced(String taskId, int attempt) {}
 
   /**
    * Waits until every worker has closed its communicator.

@@ -149,13 +149,13 @@ public final class Trackers implements AutoCloseable {
   }
 
   /**
-   * The task ids any tracker fenced since the last call (see {@link Tracker#takeFenced()}):
-   * kill their task attempts, which the engine then runs again.
+   * The workers any tracker fenced since the last call (see {@link Tracker#takeFenced()}):
+   * kill the task attempts they name, which the engine then runs again.
    *
-   * @return task ids, possibly none, oldest first per tracker
+   * @return fenced workers, possibly none, oldest first per tracker
    */
-  public List<String> takeFenced() {
-    List<String> out = new ArrayList<>();
+  public List<Tracker.Fenced> takeFenced() {
+    List<Tracker.Fenced> out = new ArrayList<>();
     for (Tracker t : trackers) {
       try {
         if (t != null) {

@@ -16,8 +16,9 @@ import org.slf4j.LoggerFactory
   * link. The other workers already go on without it and wait for its replacement, but Spark
   * does not know: the attempt still holds its slot, and a frozen executor is only given up
   * after Spark's own heartbeat timeout (`spark.network.timeout`, 120 s). This watch polls the
-  * trackers every [[FenceWatch.PollMs]] ms and, for each fenced task id (a partition id), calls
-  * `SparkContext.killTaskAttempt` on its running attempt, with an interrupt (a live executor
+  * trackers every [[FenceWatch.PollMs]] ms and, for each fenced worker (a partition id and the
+  * attempt that registered), calls `SparkContext.killTaskAttempt` on that attempt if it still
+  * runs (never on a later attempt of the partition), with an interrupt (a live executor
   * ends it within milliseconds: the task's communicator is aborted). An executor that has not
   * ended the attempt [[FenceWatch.KillGrace]] later does not answer at all (a SIGSTOPped or
   * frozen JVM cannot): it is killed and replaced (`killAndReplaceExecutor`, what Spark does to
@@ -30,8 +31,9 @@ import org.slf4j.LoggerFactory
 private[spark] final class FenceWatch(sc: SparkContext, trackers: Trackers, watch: JobWatch) {
   private val log = LoggerFactory.getLogger(classOf[FenceWatch])
   @volatile private var stopped = false
-  // Fenced task ids whose attempt is not known yet (the listener bus lags), with when fenced.
-  private val pending = mutable.LinkedHashMap.empty[Int, Long]
+  // Fenced (partition, worker attempt)s not seen running or ended yet (the listener bus lags),
+  // with when taken.
+  private val pending = mutable.LinkedHashMap.empty[(Int, Int), Long]
   // Attempts killed: Spark task id -> (executor, when killed).
   private val killed = mutable.LinkedHashMap.empty[Long, (String, Long)]
   private val thread = new Thread(() => loop(), "warren-fence-watch")
@@ -50,26 +52,30 @@ private[spark] final class FenceWatch(sc: SparkContext, trackers: Trackers, watc
     }
 
   private def step(now: Long): Unit = {
-    trackers.takeFenced().asScala.foreach { task =>
-      task.toIntOption match {
-        case Some(p) => pending.getOrElseUpdate(p, now)
-        case None    => log.warn(s"warren: the tracker fenced task $task, which is no partition id")
+    trackers.takeFenced().asScala.foreach { f =>
+      f.taskId.toIntOption match {
+        case Some(p) => pending.getOrElseUpdate((p, f.attempt), now)
+        case None    => log.warn(s"warren: the tracker fenced task ${f.taskId}, which is no partition id")
       }
     }
-    for ((p, since) <- pending.toSeq) {
-      watch.runningAttempt(p) match {
+    for (((p, attempt), since) <- pending.toSeq) {
+      watch.runningAttempt(p, attempt) match {
         case Some((taskId, executor)) =>
-          pending.remove(p)
+          pending.remove((p, attempt))
           log.warn(
-            s"warren: the tracker fenced the worker of partition $p (no heartbeat within " +
+            s"warren: the tracker fenced the worker of partition $p, attempt $attempt (no heartbeat within " +
               s"spark.warren.peerTimeout): killing its task attempt (Spark task $taskId on executor " +
               s"$executor) so that Spark runs it again"
           )
           killed.put(taskId, (executor, now))
           sc.killTaskAttempt(taskId, interruptThread = true, reason = s"Warren fenced the worker of partition $p")
+        case None if watch.hasEnded(p, attempt) =>
+          // It ended meanwhile (a later attempt may run already: that one is left alone).
+          pending.remove((p, attempt))
+          log.info(s"warren: the tracker fenced the worker of partition $p, attempt $attempt, which has ended already")
         case None if now - since > FenceWatch.KnownWithinNs =>
-          pending.remove(p)
-          log.warn(s"warren: the tracker fenced the worker of partition $p, but no attempt of it is running")
+          pending.remove((p, attempt))
+          log.warn(s"warren: the tracker fenced the worker of partition $p, attempt $attempt, but that attempt is not running")
         case None => ()
       }
     }
@@ -77,15 +83,18 @@ private[spark] final class FenceWatch(sc: SparkContext, trackers: Trackers, watc
       if (!watch.isRunning(taskId)) killed.remove(taskId)
       else if (now - at > FenceWatch.KillGrace * 1000000L) {
         killed.remove(taskId)
-        log.warn(
-          s"warren: executor $executor did not end killed task $taskId within ${FenceWatch.KillGrace} ms: " +
-            "it does not answer (paused, frozen or cut off); killing and replacing it"
-        )
-        if (!WarrenSlots.killAndReplaceExecutor(sc, executor)) {
-          log.warn(s"warren: the cluster manager cannot kill executor $executor; Spark gives it up after spark.network.timeout")
-        }
+        replace(executor, s"executor $executor did not end killed task $taskId within ${FenceWatch.KillGrace} ms")
       }
     }
+  }
+
+  /** Kills and replaces `executor`, which does not answer; `why` says what showed it. */
+  private def replace(executor: String, why: String): Unit = {
+    log.warn(s"warren: $why: it does not answer (paused, frozen or cut off); killing and replacing it")
+    try {
+      if (!WarrenSlots.killAndReplaceExecutor(sc, executor))
+        log.warn(s"warren: the cluster manager cannot kill executor $executor; Spark gives it up after spark.network.timeout")
+    } catch { case NonFatal(e) => log.warn(s"warren: could not kill executor $executor", e) }
   }
 
   /** Stops watching (waits up to 1 s for the thread). Attempts killed that have not ended yet
@@ -110,14 +119,7 @@ private[spark] final class FenceWatch(sc: SparkContext, trackers: Trackers, watc
       if (killed.nonEmpty) Thread.sleep(FenceWatch.PollMs)
     }
     for ((taskId, (executor, _)) <- killed.toSeq if watch.isRunning(taskId)) {
-      log.warn(
-        s"warren: the job ended while executor $executor had not ended killed task $taskId: it does not answer " +
-          "(paused, frozen or cut off); killing and replacing it"
-      )
-      try {
-        if (!WarrenSlots.killAndReplaceExecutor(sc, executor))
-          log.warn(s"warren: the cluster manager cannot kill executor $executor; Spark gives it up after spark.network.timeout")
-      } catch { case NonFatal(e) => log.warn(s"warren: could not kill executor $executor", e) }
+      replace(executor, s"the job ended while executor $executor had not ended killed task $taskId")
     }
     killed.clear()
   }
@@ -134,6 +136,8 @@ private[spark] object FenceWatch {
     */
   val KillGrace = 5000L
 
-  /** How long a fenced task id may go without a known running attempt before it is dropped. */
+  /** How long a fenced worker may go without its attempt known to run or to have ended
+    * before it is dropped.
+    */
   private val KnownWithinNs = 30L * 1000000000L
 }

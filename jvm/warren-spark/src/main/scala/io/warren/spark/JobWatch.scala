@@ -15,26 +15,32 @@ import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, S
   *
   * @param runId the value of the local property [[JobWatch.RunKey]] of the run's jobs
   * @param workersRddId the id of the RDD whose tasks are the workers
-  * @param firstPerAttempt count only the first failed task of each stage attempt as lost
-  *   (fail-all: the other tasks of the attempt fail because of it)
+  * @param failAll the run is fail-all: count only the first failed task of each stage attempt
+  *   as lost (the other tasks of the attempt fail because of it), and number worker attempts
+  *   as [[JobWatch.workerAttempt]] does
   * @param onWorkerFailure called (on the listener thread) with the stage attempt number of
   *   every failed or killed worker task
   */
 private[spark] final class JobWatch(
     val runId: String,
     workersRddId: Int,
-    firstPerAttempt: Boolean,
+    failAll: Boolean,
     onWorkerFailure: Int => Unit
 ) extends SparkListener {
   private val stages = ConcurrentHashMap.newKeySet[Int]()
   private val workerStages = ConcurrentHashMap.newKeySet[Int]()
   private val failures = new ConcurrentLinkedQueue[(Int, String)]()
   private val failedAttempts = ConcurrentHashMap.newKeySet[(Int, Int)]()
-  // Running worker task attempts: Spark task id -> (partition, executor).
-  private val running = new ConcurrentHashMap[Long, (Int, String)]()
+  // Running worker task attempts: Spark task id -> (partition, worker attempt, executor).
+  private val running = new ConcurrentHashMap[Long, (Int, Int, String)]()
+  // Worker attempts that ended: (partition, worker attempt).
+  private val ended = ConcurrentHashMap.newKeySet[(Int, Int)]()
 
   override def onTaskStart(e: SparkListenerTaskStart): Unit =
-    if (workerStages.contains(e.stageId)) running.put(e.taskInfo.taskId, (e.taskInfo.partitionId, e.taskInfo.executorId))
+    if (workerStages.contains(e.stageId)) {
+      val attempt = JobWatch.workerAttempt(failAll, e.stageAttemptId, e.taskInfo.attemptNumber)
+      running.put(e.taskInfo.taskId, (e.taskInfo.partitionId, attempt, e.taskInfo.executorId))
+    }
 
   override def onStageSubmitted(e: SparkListenerStageSubmitted): Unit = {
     val props = e.properties
@@ -46,7 +52,7 @@ private[spark] final class JobWatch(
 
   override def onTaskEnd(e: SparkListenerTaskEnd): Unit = {
     if (!stages.contains(e.stageId)) return
-    running.remove(e.taskInfo.taskId)
+    Option(running.remove(e.taskInfo.taskId)).foreach { case (p, attempt, _) => ended.add((p, attempt)) }
     e.reason match {
       case Success =>
       case _: TaskKilled =>
@@ -54,7 +60,7 @@ private[spark] final class JobWatch(
       case other =>
         if (workerStages.contains(e.stageId)) {
           val first = failedAttempts.add((e.stageId, e.stageAttemptId))
-          if (first || !firstPerAttempt) {
+          if (first || !failAll) {
             failures.add((e.taskInfo.partitionId, other.toString.linesIterator.nextOption().getOrElse("")))
           }
           onWorkerFailure(e.stageAttemptId)
@@ -62,13 +68,21 @@ private[spark] final class JobWatch(
     }
   }
 
-  /** The running attempt of a worker task, as the listener bus has reported so far.
+  /** A worker's task attempt, if it runs, as the listener bus has reported so far.
     *
     * @param partition the task id (partition id)
-    * @return its Spark task id and executor id, if one runs
+    * @param attempt the worker attempt ([[JobWatch.workerAttempt]], what it registered with)
+    * @return its Spark task id and executor id, if it runs
     */
-  def runningAttempt(partition: Int): Option[(Long, String)] =
-    running.asScala.collectFirst { case (taskId, (p, executor)) if p == partition => (taskId, executor) }
+  def runningAttempt(partition: Int, attempt: Int): Option[(Long, String)] =
+    running.asScala.collectFirst { case (taskId, (p, a, executor)) if p == partition && a == attempt => (taskId, executor) }
+
+  /** Whether a worker's task attempt has ended, as the listener bus has reported so far.
+    *
+    * @param partition the task id (partition id)
+    * @param attempt the worker attempt ([[JobWatch.workerAttempt]])
+    */
+  def hasEnded(partition: Int, attempt: Int): Boolean = ended.contains((partition, attempt))
 
   /** Whether a worker task attempt is still running, as the listener bus has reported so far.
     *
@@ -89,4 +103,15 @@ private[spark] object JobWatch {
 
   /** Key of the local property holding the run id. */
   val RunKey = "warren.run.id"
+
+  /** The attempt number a worker task registers with (`WARREN_ATTEMPT`): Spark's attempt
+    * number; in fail-all runs plus the stage attempt, since in a re-run barrier stage every
+    * task's attempt number is 0 again.
+    *
+    * @param failAll the run is fail-all
+    * @param stageAttempt the stage attempt number
+    * @param attemptNumber the task's attempt number
+    */
+  def workerAttempt(failAll: Boolean, stageAttempt: Int, attemptNumber: Int): Int =
+    if (failAll) stageAttempt + attemptNumber else attemptNumber
 }

@@ -306,7 +306,7 @@ object WarrenSpark {
         val watch = new JobWatch(
           UUID.randomUUID().toString,
           workers.id,
-          firstPerAttempt = failAll,
+          failAll = failAll,
           attempt => if (failAll) trackers.closeAttempt(attempt)
         )
         // A worker the tracker fenced (paused, frozen, cut off): its attempt is killed and re-run.
@@ -417,7 +417,7 @@ object WarrenSpark {
         finally ps.close()
         Iterator.single((id, r))
       }
-      val watch = new JobWatch(UUID.randomUUID().toString, workers.id, firstPerAttempt = false, _ => ())
+      val watch = new JobWatch(UUID.randomUUID().toString, workers.id, failAll = false, _ => ())
       run(sc, watch, numWorkers, Recovery.RetryOne)(workers.collect())
     } finally servers.close()
   }
@@ -556,9 +556,7 @@ object WarrenSpark {
         null
       )
     }
-    // In a re-run barrier stage every task's attemptNumber is 0 again: the stage attempt
-    // tells fail-all's attempts apart.
-    val attempt = if (failAll) stageAttempt + ctx.attemptNumber() else ctx.attemptNumber()
+    val attempt = JobWatch.workerAttempt(failAll, stageAttempt, ctx.attemptNumber())
     // A remote checkpoint directory: the native library writes and reads a local staging
     // directory, which this task fills from the remote one and copies back after each durable
     // checkpoint (HadoopCheckpoints).
