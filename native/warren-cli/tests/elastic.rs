@@ -295,7 +295,7 @@ fn a_kill_right_after_a_resize_is_recovered_with_the_same_model() {
     assert!(killed.contains("\"status\":\"ok\""), "{killed}\n{killed_log}");
     assert!(killed.contains("\"restarts\":1"), "the mock kill did not happen:\n{killed}\n{killed_log}");
     assert!(killed.lines().any(|l| l == "JOINED 12 3"), "{killed}\n{killed_log}");
-    assert_eq!(hash(&killed), hash(&clean), "{killed}\n{killed_log}");
+    assert_eq!(hash(&killed), hash(&clean), "killed run:\n{killed}\n{killed_log}\nclean run:\n{clean}\n{log}");
 }
 
 /// The rejoin timeout of the tests below.
@@ -560,5 +560,5 @@ fn kills_during_a_join_and_a_remove_taking_effect_are_recovered() {
     assert!(killed.contains("\"restarts\":2"), "the mock kills did not both happen:\n{killed}\n{killed_log}");
     assert!(killed_log.contains("exits at 1,resize,0") && killed_log.contains("exits at 2,resize,0"), "{killed_log}");
     assert!(killed.lines().any(|l| l == "JOINED 12 3") && killed.lines().any(|l| l == "LEFT 20"), "{killed}");
-    assert_eq!(hash(&killed), hash(&clean), "{killed}\n{killed_log}");
+    assert_eq!(hash(&killed), hash(&clean), "killed run:\n{killed}\n{killed_log}\nclean run:\n{clean}\n{log}");
 }

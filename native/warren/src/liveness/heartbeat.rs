@@ -153,10 +153,13 @@ fn cut_off(pulse: &Pulse, silent: Duration) -> String {
     )
 }
 
-/// The connection ended: the job is over (or the worker is stopping its heartbeats).
+/// The connection ended while the worker still runs: the tracker stopped (the job is over or
+/// failed), or the connection broke. Logged as a warning, since from here on the tracker hears
+/// nothing from this worker and fences it after the peer timeout (a worker whose tracker
+/// connections closed under it once went on unwatched: the error tells why next time).
 fn ended(stop: &AtomicBool, e: &Error) {
     if !stop.load(Ordering::SeqCst) {
-        log::debug!(target: LOG, "heartbeat connection ended: {e}");
+        log::warn!(target: LOG, "the heartbeat connection to the tracker ended: {e}; no more heartbeats");
     }
 }
 

@@ -9,9 +9,10 @@
 //! and attempt) and replaces them as dead ones (`warren run` kills and restarts the process).
 //!
 //! A running worker whose tracker connection ends is lost at once, and its incarnation
-//! refused; it is still watched until its heartbeat connection ends too or the task registers
-//! again, and fenced after the peer timeout if it sends nothing meanwhile: a process that lives
-//! on, paused, after its connection closed must be ended by its runner as well.
+//! refused; it is still watched until its task registers again, and fenced after the peer
+//! timeout if it sends nothing meanwhile: the tracker cannot tell a dead process from one
+//! whose connections closed under it and that then stopped (paused), and the runner, told
+//! which attempt, ends it only if it still runs.
 
 use std::time::{Duration, Instant};
 
@@ -126,8 +127,8 @@ fn fence(s: &mut Shared, task: &str, silent: Duration, timeout: Duration) {
     let rank = s.registry.rank_of(task).unwrap_or(usize::MAX);
     let reason = if cut {
         format!(
-            "{who} lost its tracker connection and sent no heartbeat for {silent:.1?} (peer timeout {timeout:?}): \
-             paused or frozen"
+            "{who} lost its tracker connection, sent no heartbeat for {silent:.1?} (peer timeout {timeout:?}) and \
+             did not register again: its process may live on, paused or frozen"
         )
     } else {
         format!("no heartbeat from {who} for {silent:.1?} (peer timeout {timeout:?})")
@@ -142,8 +143,11 @@ fn fence(s: &mut Shared, task: &str, silent: Duration, timeout: Duration) {
         let message = format!("task {task} was fenced by the tracker ({reason}) and is being replaced");
         let _ = tx.send(FromTracker::Fenced { message });
     }
-    s.registry.lost(task);
-    s.restarted.remove(task);
+    if !cut {
+        // A cut worker left the membership when its connection ended.
+        s.registry.lost(task);
+        s.restarted.remove(task);
+    }
     s.beat_conns.remove(task);
     let round = s.registry.rounds();
     for tx in s.beat_conns.values() {

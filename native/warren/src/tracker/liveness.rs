@@ -27,8 +27,6 @@ struct Pulse {
     last: Instant,
     /// The stall of its last heartbeat, if any.
     stall: Option<Stall>,
-    /// Whether a heartbeat of this incarnation was noted.
-    beaten: bool,
     /// Its tracker connection ended while it ran ([`Liveness::cut`]): refused, still watched.
     cut: bool,
 }
@@ -57,8 +55,8 @@ impl Liveness {
     /// incarnation restarts the clock).
     pub fn expect(&mut self, task: &str, incarnation: u64, attempt: u32, now: Instant) {
         let same = self.pulses.get(task).filter(|p| p.incarnation == incarnation);
-        let (stall, beaten) = same.map_or((None, false), |p| (p.stall.clone(), p.beaten));
-        self.pulses.insert(task.to_string(), Pulse { incarnation, attempt, last: now, stall, beaten, cut: false });
+        let stall = same.and_then(|p| p.stall.clone());
+        self.pulses.insert(task.to_string(), Pulse { incarnation, attempt, last: now, stall, cut: false });
     }
 
     /// A heartbeat from `task`'s incarnation `incarnation` at `now`.
@@ -70,7 +68,6 @@ impl Liveness {
             return BeatOutcome::Unknown;
         };
         p.last = now;
-        p.beaten = true;
         let new = stall.as_ref().filter(|s| p.stall.as_ref().is_none_or(|old| old.seq != s.seq)).cloned();
         p.stall = stall;
         BeatOutcome::Noted(new)
@@ -95,20 +92,15 @@ impl Liveness {
     }
 
     /// `task`'s tracker connection ended while it was running. Its incarnation is refused from
-    /// now on (a process that lives on stops at its next heartbeat). Whether it lives on is not
-    /// known yet: if its heartbeats may still come (`beats_open`: its heartbeat connection is
-    /// open, or it sent none yet), it stays watched, and, silent for the timeout (paused or
-    /// frozen, its connection closed under it), it is [`overdue`](Self::overdue) like any
-    /// silent worker and must be fenced and replaced. Otherwise (its heartbeat connection
-    /// ended too: its process is gone) it is forgotten.
-    pub fn cut(&mut self, task: &str, beats_open: bool) {
+    /// now on (a process that lives on stops at its next heartbeat), but it stays watched until
+    /// the task registers again ([`gone`](Self::gone)): the tracker cannot tell a process
+    /// that died from one whose connections closed under it and that then stopped (paused or
+    /// frozen), so one that sends nothing for the timeout is [`overdue`](Self::overdue) like
+    /// any silent worker, and fenced: its runner ends that attempt if it still runs.
+    pub fn cut(&mut self, task: &str) {
         let Some(p) = self.pulses.get_mut(task) else { return };
         self.fenced.insert(p.incarnation);
-        if beats_open || !p.beaten {
-            p.cut = true;
-        } else {
-            self.pulses.remove(task);
-        }
+        p.cut = true;
     }
 
     /// Whether `task`'s incarnation is [`cut`](Self::cut) and still watched.
@@ -116,8 +108,8 @@ impl Liveness {
         self.pulses.get(task).is_some_and(|p| p.cut)
     }
 
-    /// The cut incarnation of `task` is gone (its heartbeat connection ended, or the task
-    /// registered again): no longer watched. Does nothing to an incarnation that is not cut.
+    /// The task of a cut incarnation registered again: the earlier incarnation is no longer
+    /// watched. Does nothing to an incarnation that is not cut.
     pub fn gone(&mut self, task: &str) {
         if self.is_cut(task) {
             self.pulses.remove(task);
@@ -203,16 +195,16 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_worker_is_refused_and_overdue_when_silent_unless_its_heartbeats_ended() {
+    fn a_cut_worker_is_refused_and_overdue_when_silent_until_its_task_registers_again() {
         let t0 = Instant::now();
         let timeout = Duration::from_secs(3);
         let mut l = Liveness::new(timeout);
-        // Task 1 beat, and its heartbeat connection is still open when its tracker
-        // connection ends: refused, but watched (a paused process looks just like this).
+        // Task 1's tracker connection ends: refused, but watched (a paused process, or one
+        // whose connections closed under it and that stopped later, looks just like this).
         l.expect("1", 11, 2, t0);
         assert_eq!(l.beat("1", 11, None, t0), BeatOutcome::Noted(None));
-        l.cut("1", true);
-        assert!(l.is_cut("1"));
+        l.cut("1");
+        assert!(l.is_cut("1") && l.is_fenced(11));
         assert_eq!(l.beat("1", 11, None, t0 + Duration::from_secs(1)), BeatOutcome::Fenced);
         assert_eq!(l.attempt_of("1"), Some(2), "the attempt of the incarnation cut");
         let late = l.overdue(t0 + Duration::from_secs(4));
@@ -220,20 +212,12 @@ mod tests {
         assert_eq!(l.fence("1"), Some(11));
         assert!(!l.is_cut("1") && l.overdue(t0 + Duration::from_secs(60)).is_empty(), "fenced once");
 
-        // Task 2 beat, but its heartbeat connection had ended already: its process is gone.
-        l.expect("2", 12, 0, t0);
-        assert_eq!(l.beat("2", 12, None, t0), BeatOutcome::Noted(None));
-        l.cut("2", false);
-        assert!(!l.is_cut("2") && l.is_fenced(12));
-        assert!(l.overdue(t0 + Duration::from_secs(60)).is_empty());
-
-        // Task 3 never beat: watched, whatever its heartbeat connection.
+        // Task 3 is cut, then registers again: the old incarnation is no longer watched.
         l.expect("3", 13, 0, t0);
-        l.cut("3", false);
-        assert!(l.is_cut("3"));
-        // ...until it is gone: its heartbeat connection ended, or the task registered again.
+        l.cut("3");
         l.gone("3");
         assert!(!l.is_cut("3") && l.overdue(t0 + Duration::from_secs(60)).is_empty());
+        assert!(l.is_fenced(13), "the old incarnation stays refused");
 
         // `gone` leaves a worker that is not cut alone.
         l.expect("4", 14, 0, t0);

@@ -144,16 +144,16 @@ async fn connection(stream: wire::ServiceStream, state: SharedState) {
         if current {
             s.conns.remove(&task_id);
             let running = s.registry.state_of(&task_id) == Some(WorkerState::Running);
-            let beats_open = s.beat_conns.contains_key(&task_id);
             if let Some(l) = s.liveness.as_mut() {
                 // A running worker whose connection ended is lost, and its incarnation refused:
                 // should its process live on (its connection closed under it), its next
                 // heartbeat is refused, and it stops with the fenced error instead of taking
                 // part, unwatched, in rounds that wait for its replacement. Should it send no
-                // heartbeat at all (paused or frozen just then), it is fenced after the peer
-                // timeout, and its runner replaces it.
+                // heartbeat at all (paused or frozen, or its heartbeat connection closed too)
+                // and its task not register again within the peer timeout, it is fenced, and
+                // its runner ends that attempt if it still runs.
                 if running {
-                    l.cut(&task_id, beats_open);
+                    l.cut(&task_id);
                 } else {
                     l.forget(&task_id);
                 }
@@ -167,22 +167,7 @@ async fn connection(stream: wire::ServiceStream, state: SharedState) {
     }
     // A heartbeat connection's sender is also held by `beat_conns` (to tell it about fenced
     // peers): drop that too, else the writer never ends and the connection stays open.
-    // A worker whose heartbeat connection ended after its tracker connection was cut is gone.
-    {
-        let mut s = state.0.lock().unwrap();
-        let s = &mut *s;
-        let mut ended = Vec::new();
-        s.beat_conns.retain(|task, beats| {
-            let same = beats.same_channel(&tx);
-            if same {
-                ended.push(task.clone());
-            }
-            !same
-        });
-        if let Some(l) = s.liveness.as_mut() {
-            ended.iter().for_each(|task| l.gone(task));
-        }
-    }
+    state.0.lock().unwrap().beat_conns.retain(|_, beats| !beats.same_channel(&tx));
     drop(tx);
     let _ = writer.await;
     state.0.lock().unwrap().open_connections -= 1;
