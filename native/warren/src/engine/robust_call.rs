@@ -170,12 +170,12 @@ impl Communicator {
         for m in self.cfg.mock.iter().filter(|m| m.matches(rank, point, attempt)) {
             match m.action {
                 MockAction::Exit => {
-                    eprintln!("WARREN_MOCK: rank {rank} exits at {m}");
+                    say(&format!("WARREN_MOCK: rank {rank} exits at {m}\n"));
                     // SAFETY: _exit ends the process at once, like a crash; nothing runs after it.
                     unsafe { libc::_exit(86) }
                 }
                 MockAction::Cut => {
-                    eprintln!("WARREN_MOCK: rank {rank} is cut off from the tracker at {m}");
+                    say(&format!("WARREN_MOCK: rank {rank} is cut off from the tracker at {m}\n"));
                     self.watch.cut();
                 }
             }
@@ -191,4 +191,12 @@ impl Communicator {
         let r = self.robust.as_mut()?;
         on.then(|| r.state.next_bootstrap_key(&site.name()))
     }
+}
+
+/// Writes `line` to stderr in one `write` (under `PIPE_BUF`, so atomic on a pipe): other
+/// processes writing to the same stderr (`warren run`'s log) cannot split it, as the
+/// `Display` pieces of an `eprintln!` could.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
