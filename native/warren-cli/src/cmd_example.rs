@@ -166,7 +166,7 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
         println!("MODEL_HASH {}", hex::encode(Sha256::digest(bytemuck::cast_slice::<f32, u8>(&model))));
         let links = comm.link_transports();
         let shm = links.iter().filter(|(_, t)| *t == warren::transport::Transport::Shm).count();
-        println!("LINKS shm={shm} tcp={} tls={}", links.len() - shm, comm.tls_links());
+        println!("LINKS shm={shm} tcp={} tls={} lending={}", links.len() - shm, comm.tls_links(), comm.lending_links());
         log::info!("{} iterations of {} bytes on {world} workers: {}", a.iters, a.model_bytes, comm.stats().summary());
     }
     if comm.recoveries() > 0 {

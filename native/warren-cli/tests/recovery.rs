@@ -92,35 +92,47 @@ fn without_local_models_no_replicas_are_needed() {
     }
 }
 
-/// Rank 0's `LINKS shm=<n> tcp=<m>` line: how many of its links were shared memory.
-fn links(r: &Run) -> (usize, usize) {
+/// Rank 0's `LINKS shm=<n> tcp=<m> ... lending=<k>` line: how many of its links were shared
+/// memory, TCP, and shared memory lending large transfers (single copy).
+fn links(r: &Run) -> (usize, usize, usize) {
     let line = r.stdout.lines().find_map(|l| l.strip_prefix("LINKS ")).expect("a LINKS line");
     let count = |k: &str| {
         let v = line.split_whitespace().find_map(|w| w.strip_prefix(k)).expect("a count");
         v.parse::<usize>().expect("a number")
     };
-    (count("shm="), count("tcp="))
+    (count("shm="), count("tcp="), count("lending="))
 }
 
 /// Workers on one host link over shared memory by default (rank 0 lists its links after the
 /// last call, so after the re-links too): one SIGKILLed amid ring allreduces (a 1 MB model) is
 /// replaced and the job ends with the model of a failure-free run over TCP
-/// (`WARREN_TRANSPORT=tcp`), bit for bit.
+/// (`WARREN_TRANSPORT=tcp`), bit for bit. With 2 workers on this host (a core each) the
+/// links lend their 500 KB allgather transfers, which the peer copies out of the sender's
+/// memory (`process_vm_readv`): killed while lent or while borrowing, the same bits; with
+/// 4 (more workers than cores here) they use the rings only.
 #[test]
 fn sigkill_on_shared_memory_links_recovers_the_tcp_model() {
-    let args = ["--model-bytes", "1000000", "--iters", "100", "--compute-ms", "4"];
-    let tcp = launch(4, &[], &args, &[("WARREN_TRANSPORT", "tcp")], |_| {});
-    assert!(tcp.ok(), "over TCP: {}", tcp.stderr);
-    assert_eq!(links(&tcp), (0, 3), "WARREN_TRANSPORT=tcp: every link over TCP");
-    let shm = launch(4, &[], &args, &[], |job| {
-        job.wait_assigned();
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(job.kill_task(2), "task 2 was not running");
-    });
-    assert!(shm.ok(), "over shared memory: {}", shm.stderr);
-    assert_eq!(links(&shm), (3, 0), "one host: every link over shared memory");
-    assert!(shm.restarts() >= 1, "the killed worker was restarted");
-    assert_eq!(shm.hash(), tcp.hash(), "the same model bits over shared memory, after a SIGKILL");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for n in [2, 4] {
+        let args = ["--model-bytes", "1000000", "--iters", "100", "--compute-ms", "4"];
+        let tcp = launch(n, &[], &args, &[("WARREN_TRANSPORT", "tcp")], |_| {});
+        assert!(tcp.ok(), "over TCP: {}", tcp.stderr);
+        assert_eq!(links(&tcp), (0, n - 1, 0), "WARREN_TRANSPORT=tcp: every link over TCP");
+        let shm = launch(n, &[], &args, &[], |job| {
+            job.wait_assigned();
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(job.kill_task(1), "task 1 was not running");
+        });
+        assert!(shm.ok(), "n={n} over shared memory: {}", shm.stderr);
+        let lending = if n <= cores { n - 1 } else { 0 };
+        assert_eq!(links(&shm), (n - 1, 0, lending), "n={n}, one host of {cores} cores: every link over shared memory");
+        assert!(shm.restarts() >= 1, "the killed worker was restarted");
+        assert_eq!(shm.hash(), tcp.hash(), "n={n}: the same model bits over shared memory, after a SIGKILL");
+    }
+    let args = ["--model-bytes", "1000000", "--iters", "5"];
+    let rings = launch(2, &[], &args, &[("WARREN_SHM_CMA", "0")], |_| {});
+    assert!(rings.ok(), "{}", rings.stderr);
+    assert_eq!(links(&rings), (1, 0, 0), "WARREN_SHM_CMA=0: the rings only");
 }
 
 /// A worker dies in the middle of a ring allreduce, once it has gathered half of its final

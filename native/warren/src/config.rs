@@ -46,6 +46,10 @@ pub mod keys {
     /// Capacity in bytes of each shared-memory ring (one per direction and link): a power of
     /// two, default 1 MiB.
     pub const SHM_RING: &str = "WARREN_SHM_RING";
+    /// `1` (default): a shared-memory link moves large ring-allreduce and allgather transfers
+    /// with one copy, the receiver reading them straight from the sender's memory
+    /// (`process_vm_readv`, where the kernel allows it; else the rings); `0`: always the rings.
+    pub const SHM_CMA: &str = "WARREN_SHM_CMA";
     /// `1` (default) for retry-one recovery (results buffered, re-link on a lost peer); `0`
     /// for plain collectives that fail on a lost peer.
     pub const ROBUST: &str = "WARREN_ROBUST";
@@ -150,6 +154,8 @@ pub struct Config {
     pub host_id: Option<String>,
     /// Capacity of each shared-memory ring in bytes. Default: 1 MiB.
     pub shm_ring: usize,
+    /// Single-copy transfers on shared-memory links (`process_vm_readv`). Default: on.
+    pub shm_cma: bool,
     /// Retry-one recovery. Default: on.
     pub robust: bool,
     /// Bootstrap cache. Default: on (the results of calls marked bootstrap are kept for the
@@ -191,6 +197,7 @@ impl std::fmt::Debug for Config {
             .field("transport", &self.transport)
             .field("host_id", &self.host_id)
             .field("shm_ring", &self.shm_ring)
+            .field("shm_cma", &self.shm_cma)
             .field("robust", &self.robust)
             .field("bootstrap_cache", &self.bootstrap_cache)
             .field("mock", &self.mock)
@@ -222,6 +229,7 @@ impl Default for Config {
             transport: TransportChoice::Auto,
             host_id: None,
             shm_ring: 1 << 20,
+            shm_cma: true,
             robust: true,
             bootstrap_cache: true,
             mock: Vec::new(),
@@ -279,6 +287,7 @@ impl Config {
             },
             host_id: get(keys::HOST_ID).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
             shm_ring: parse(&get, keys::SHM_RING)?.unwrap_or(d.shm_ring),
+            shm_cma: flag(&get, keys::SHM_CMA)?.unwrap_or(d.shm_cma),
             robust: flag(&get, keys::ROBUST)?.unwrap_or(d.robust),
             bootstrap_cache: flag(&get, keys::BOOTSTRAP_CACHE)?.unwrap_or(d.bootstrap_cache),
             mock: match get(keys::MOCK) {
@@ -413,6 +422,7 @@ mod tests {
             ("WARREN_TRANSPORT", "tcp"),
             ("WARREN_HOST_ID", "rack1-node7"),
             ("WARREN_SHM_RING", "65536"),
+            ("WARREN_SHM_CMA", "0"),
         ]))
         .unwrap();
         assert_eq!(c.task_id, "7");
@@ -429,6 +439,7 @@ mod tests {
         assert_eq!(c.stall_warn, Some(Duration::from_millis(2500)));
         assert_eq!((c.transport, c.host_id.as_deref(), c.shm_ring), (TransportChoice::Tcp, Some("rack1-node7"), 65536));
         assert_eq!(Config::default().transport, TransportChoice::Auto);
+        assert!(!c.shm_cma && Config::default().shm_cma);
         let off = Config::from_map(&map(&[("WARREN_STALL_WARN_S", "0")])).unwrap();
         assert_eq!(off.stall_warn, None);
         assert_eq!(Config::default().stall_warn, Some(DEFAULT_STALL_WARN));

@@ -138,8 +138,43 @@ impl Input<'_> {
 /// `buf`), this rank's own data is read from there (steps marked `send_input`, and the local
 /// operand of every reduction) and `buf` is only written: each reduce step's range becomes
 /// `input`'s range reduced with the received one, in the same operand order as in place.
+///
+/// Over a shared-memory link that lends, the copy steps (allgather) lend what they send
+/// ([`Link::send_stable`]): `next` copies it out of this process. That is safe because a sent
+/// range is not written again before `next` has copied it (the value that overwrites it is
+/// one `next` computed from it, or arrives at the call's end), and this function returns
+/// only once `next` has copied everything lent, or after taking the loan back on a failure.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn ring_pipeline(
+    net: &mut Net,
+    prev: usize,
+    next: usize,
+    input: Input,
+    buf: &mut [u8],
+    steps: &[Step],
+    elem: usize,
+    reducer: Option<&ByteReducer>,
+    scratch: &mut Scratch,
+    what: &str,
+) -> Result<()> {
+    let me = net.me;
+    let ran = run_steps(net, prev, next, input, buf, steps, elem, reducer, scratch, what).and_then(|()| {
+        while next != me && net.link(next)?.lending()? {
+            net.settle(false, || format!("{what} on rank {me}: rank {next} to copy the last bytes lent to it"))?;
+        }
+        Ok(())
+    });
+    if ran.is_err() && next != me {
+        if let Ok(link) = net.link(next) {
+            link.take_back();
+        }
+    }
+    ran
+}
+
+/// The loop of [`ring_pipeline`].
+#[allow(clippy::too_many_arguments)]
+fn run_steps(
     net: &mut Net,
     prev: usize,
     next: usize,
@@ -185,12 +220,18 @@ pub(crate) fn ring_pipeline(
             } else {
                 0
             };
-            if net.exit_in_ring && !s.reduce {
+            let mocked = net.exit_in_ring && !s.reduce;
+            if mocked {
                 limit = limit.min(s.send.len() / 2);
             }
             if so < limit {
-                let src = input.send_source(buf, steps, si);
-                let n = net.link(next)?.write_some(&src[s.send.start + so..s.send.start + limit])?;
+                let src = &input.send_source(buf, steps, si)[s.send.start + so..s.send.start + limit];
+                let link = net.link(next)?;
+                let n = if s.reduce {
+                    link.write_some(src)?
+                } else {
+                    link.send_stable(src, limit < s.send.len() && !mocked)?
+                };
                 so += n;
                 progressed |= n > 0;
             }

@@ -307,6 +307,13 @@ impl Communicator {
         self.links.iter().flatten().map(|l| (l.peer, l.transport())).collect()
     }
 
+    /// How many links lend large transfers to their peer (shared memory with single-copy
+    /// transfers on: `WARREN_SHM_CMA`, a host with a core per worker, and a kernel that lets
+    /// the peer read this process's memory).
+    pub fn lending_links(&self) -> usize {
+        self.links.iter().flatten().filter(|l| l.can_lend()).count()
+    }
+
     /// How many links are encrypted (TLS: the TCP links when `WARREN_TLS=1`).
     pub fn tls_links(&self) -> usize {
         self.links.iter().flatten().filter(|l| l.is_tls()).count()

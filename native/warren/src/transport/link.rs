@@ -10,10 +10,14 @@
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 
-use super::shm::ShmEnd;
+use super::shm::{Fault, ShmEnd};
 use super::tls_link::TlsLink;
 use crate::error::{Error, Result};
 use crate::wire::Channel;
+
+/// Fewest bytes lent at once by [`Link::send_stable`] (below, the ring's two copies cost less
+/// than the system call and page pinning of a loan).
+pub const LEND_MIN: usize = 256 << 10;
 
 /// A connected, authenticated, non-blocking link to the worker of rank `peer`.
 #[derive(Debug)]
@@ -86,7 +90,7 @@ impl Link {
             return Ok(0);
         }
         if let Some(shm) = self.shm.as_mut() {
-            let (n, wake) = shm.end.read(buf).map_err(|e| corrupt(self.peer, &e))?;
+            let (n, wake) = shm.end.read(buf).map_err(|e| fault(self.peer, e))?;
             if n == 0 {
                 if let Some(why) = &shm.gone {
                     return Err(lost(self.peer, why));
@@ -115,7 +119,7 @@ impl Link {
     /// elements in the ring): then [`Link::read_some`] them.
     pub fn read_in_place(&mut self, max: usize, elem: usize, f: &mut dyn FnMut(&[u8])) -> Result<Option<usize>> {
         let Some(shm) = self.shm.as_mut() else { return Ok(None) };
-        match shm.end.read_in_place(max, elem, f).map_err(|e| corrupt(self.peer, &e))? {
+        match shm.end.read_in_place(max, elem, f).map_err(|e| fault(self.peer, e))? {
             None => Ok(None),
             Some((0, _)) => match &shm.gone {
                 Some(why) => Err(lost(self.peer, why)),
@@ -125,6 +129,55 @@ impl Link {
                 self.wake(wake);
                 Ok(Some(n))
             }
+        }
+    }
+
+    /// Sends bytes of `src` that stay unchanged and alive until this call's end: over shared
+    /// memory with lending on ([`Link::can_lend`]), [`LEND_MIN`] bytes or more (or any that
+    /// follow an open loan in memory) are lent, not copied: the peer copies them
+    /// straight out of this process's memory. The caller must then wait until
+    /// [`Link::lending`] turns false before it changes or frees them, or call
+    /// [`Link::take_back`] first (a failure). Otherwise as [`Link::write_some`]. Returns the
+    /// bytes taken: 0 if none now (also while fewer than [`LEND_MIN`] are offered and `more`
+    /// will come: they are lent together; the last few of a transfer go through the ring).
+    pub fn send_stable(&mut self, src: &[u8], more: bool) -> Result<usize> {
+        if let Some(shm) = self.shm.as_mut().filter(|s| s.gone.is_none() && s.end.can_lend()) {
+            if src.len() >= LEND_MIN || shm.end.extends(src) {
+                if let Some((n, wake)) = shm.end.lend(src) {
+                    self.wake(wake);
+                    return Ok(n);
+                }
+            } else if more {
+                return Ok(0);
+            }
+        }
+        self.write_some(src)
+    }
+
+    /// Whether this end may lend ([`Link::send_stable`]): a shared-memory link whose peer can
+    /// read this process's memory, with lending on at both ends (`WARREN_SHM_CMA`).
+    pub fn can_lend(&self) -> bool {
+        self.shm.as_ref().is_some_and(|s| s.end.can_lend())
+    }
+
+    /// Whether the peer has yet to copy bytes lent to it ([`Link::send_stable`]); the next
+    /// wait wakes when it has. An error if the peer is gone.
+    pub fn lending(&mut self) -> Result<bool> {
+        let Some(shm) = self.shm.as_mut() else { return Ok(false) };
+        if !shm.end.lending() {
+            return Ok(false);
+        }
+        match &shm.gone {
+            Some(why) => Err(lost(self.peer, why)),
+            None => Ok(true),
+        }
+    }
+
+    /// Takes back bytes lent and not yet copied (before changing or freeing them after a
+    /// failure): the peer then fails the link instead of using them.
+    pub fn take_back(&mut self) {
+        if let Some(shm) = self.shm.as_mut() {
+            shm.end.revoke();
         }
     }
 
@@ -140,7 +193,7 @@ impl Link {
             if let Some(why) = &shm.gone {
                 return Err(lost(self.peer, why));
             }
-            let (n, wake) = shm.end.write(a, b).map_err(|e| corrupt(self.peer, &e))?;
+            let (n, wake) = shm.end.write(a, b).map_err(|e| fault(self.peer, e))?;
             self.wake(wake);
             return Ok(n);
         }
@@ -224,6 +277,9 @@ fn lost(peer: usize, reason: &str) -> Error {
     Error::PeerLost { rank: peer, task: None, reason: reason.to_string() }
 }
 
-fn corrupt(peer: usize, what: &str) -> Error {
-    Error::Protocol(format!("the shared-memory link with rank {peer}: {what}"))
+fn fault(peer: usize, f: Fault) -> Error {
+    match f {
+        Fault::Corrupt(what) => Error::Protocol(format!("the shared-memory link with rank {peer}: {what}")),
+        Fault::Gone(why) => lost(peer, &why),
+    }
 }

@@ -10,7 +10,7 @@ mod shm;
 mod tls_link;
 mod waiter;
 
-pub use link::{Link, Transport};
+pub use link::{LEND_MIN, Link, Transport};
 pub use setup::{LinkSetup, PeerListener, ShmSetup, connect_peers};
 pub use waiter::Waiter;
 

@@ -128,6 +128,9 @@ pub struct ShmSetup<'a> {
     pub host_id: &'a str,
     /// Capacity of each ring (one per direction) in bytes: a power of two.
     pub ring: usize,
+    /// Whether this end reads large transfers straight from the peer's memory where the
+    /// kernel allows it (`process_vm_readv`), and lends its own.
+    pub cma: bool,
 }
 
 /// Transport offers, sent by the connector after the handshake.
@@ -307,7 +310,7 @@ fn offer_shm(s: &mut Channel, peer: &PeerAddr, setup: &LinkSetup) -> Result<Opti
         debug!("rank {me}: rank {} declined shared memory; using TCP", peer.rank);
         return Ok(None);
     }
-    Ok(Some(ShmEnd::new(seg, 0)))
+    Ok(Some(ShmEnd::new(seg, 0, setup.shm.is_some_and(|o| o.cma))))
 }
 
 /// The acceptor's side of the transport offer: opens an offered segment if shared memory is
@@ -331,7 +334,7 @@ fn answer_shm(s: &mut Channel, setup: &LinkSetup, deadline: Instant, addr: Socke
     // Both ends unlink the file (the creator once answered): whichever comes first.
     Segment::remove(&name);
     let end = match opened {
-        Some(Ok(seg)) => Some(ShmEnd::new(seg, 1)),
+        Some(Ok(seg)) => Some(ShmEnd::new(seg, 1, setup.shm.is_some_and(|o| o.cma))),
         Some(Err(e)) => {
             warn!("rank {}: cannot use the shared memory {who} offered ({e}); using TCP", setup.me);
             None

@@ -5,7 +5,9 @@
 //! over the authenticated TCP link, and unlinks it once the peer answered: after that only the
 //! two mappings keep the memory, and it is freed when both ends are gone (a killed process
 //! included). Layout: a 4 KiB header (magic, ring capacity, then each counter on a cache line
-//! of its own so that the two ends do not share one), ring 0 (connector to acceptor), ring 1.
+//! of its own so that the two ends do not share one; each end's pid and mapping address, and
+//! per ring the loan its writer may post, see `super::ShmEnd::lend`), ring 0 (connector to
+//! acceptor), ring 1.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
@@ -21,7 +23,7 @@ pub(crate) const DIR: &str = "/dev/shm";
 const PREFIX: &str = "warren-";
 
 /// "WRNSHM01": a file that does not start with it is not a segment.
-const MAGIC: u64 = u64::from_le_bytes(*b"WRNSHM01");
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"WRNSHM01");
 
 /// Bytes before the first ring.
 const HEADER: usize = 4096;
@@ -152,6 +154,50 @@ impl Segment {
         debug_assert!(e < 2 && waits < 2);
         // SAFETY: in bounds (HEADER > 9 lines), aligned, and valid as long as `self`.
         unsafe { &*(self.base.add(5 * LINE + LINE * (2 * e + waits)) as *const AtomicU32) }
+    }
+
+    /// The pid of end `e`'s process (0 until that end is set up).
+    pub(crate) fn pid(&self, e: usize) -> &AtomicU64 {
+        self.word(9 * LINE + 8 * e)
+    }
+
+    /// The address at which end `e` maps the segment (read by the peer to probe whether it can
+    /// read this process's memory).
+    pub(crate) fn mapped_at(&self, e: usize) -> &AtomicU64 {
+        self.word(9 * LINE + 16 + 8 * e)
+    }
+
+    /// Nonzero once end `e` has found that it can read its peer's memory: its peer may lend.
+    pub(crate) fn can_borrow(&self, e: usize) -> &AtomicU64 {
+        self.word(9 * LINE + 32 + 8 * e)
+    }
+
+    /// This mapping's first byte.
+    pub(crate) fn base(&self) -> *const u8 {
+        self.base
+    }
+
+    /// The loan of ring `r`'s writer: the address of the lent bytes in its memory, and the
+    /// `lent` count at its first byte (a loan grows at its end while open).
+    pub(crate) fn loan(&self, r: usize) -> (&AtomicU64, &AtomicU64) {
+        (self.word((10 + 2 * r) * LINE), self.word((10 + 2 * r) * LINE + 8))
+    }
+
+    /// The count of bytes ever lent by ring `r`'s writer (published after the loan's address
+    /// and start).
+    pub(crate) fn lent(&self, r: usize) -> &AtomicU64 {
+        self.word((10 + 2 * r) * LINE + 16)
+    }
+
+    /// Set by ring `r`'s writer to one more than the start of a loan it takes back (it leaves
+    /// the call): the reader discards what it copied of it.
+    pub(crate) fn revoked(&self, r: usize) -> &AtomicU64 {
+        self.word((10 + 2 * r) * LINE + 24)
+    }
+
+    /// The count of lent bytes of ring `r` ever copied by its reader.
+    pub(crate) fn borrowed(&self, r: usize) -> &AtomicU64 {
+        self.word((11 + 2 * r) * LINE)
     }
 
     /// The first byte of ring `r`'s data.
