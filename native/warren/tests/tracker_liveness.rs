@@ -29,15 +29,31 @@ fn register(task: &str) -> ToTracker {
     }
 }
 
+/// A tracker of `world` workers that fences after `timeout` of silence.
+fn tracker_with_timeout(world: usize, timeout: Duration) -> Tracker {
+    let mut cfg = TrackerConfig::new(world, SECRET);
+    cfg.peer_timeout = Some(timeout);
+    Tracker::start(cfg).unwrap()
+}
+
+/// The workers `tracker` fences next, polled until `deadline` (empty if none by then).
+fn wait_fenced(tracker: &Tracker, deadline: Instant) -> Vec<FencedWorker> {
+    loop {
+        let f = tracker.take_fenced();
+        if !f.is_empty() || Instant::now() > deadline {
+            return f;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn beat(task: &str, incarnation: u64) -> ToTracker {
     ToTracker::Beat { task_id: task.into(), incarnation, stall: None }
 }
 
 #[test]
 fn a_worker_whose_tracker_connection_closed_is_refused_as_fenced() {
-    let mut cfg = TrackerConfig::new(1, SECRET);
-    cfg.peer_timeout = Some(Duration::from_secs(30));
-    let tracker = Tracker::start(cfg).unwrap();
+    let tracker = tracker_with_timeout(1, Duration::from_secs(30));
     let deadline = Instant::now() + Duration::from_secs(20);
 
     let mut main = TrackerClient::connect(tracker.uri(), SECRET.as_bytes(), None, deadline, None).unwrap();
@@ -67,9 +83,7 @@ fn a_worker_whose_tracker_connection_closed_is_refused_as_fenced() {
 
 #[test]
 fn a_finished_worker_is_not_fenced() {
-    let mut cfg = TrackerConfig::new(2, SECRET);
-    cfg.peer_timeout = Some(Duration::from_secs(30));
-    let tracker = Tracker::start(cfg).unwrap();
+    let tracker = tracker_with_timeout(2, Duration::from_secs(30));
     let deadline = Instant::now() + Duration::from_secs(20);
 
     let mut workers: Vec<TrackerClient> = (0..2)
@@ -129,9 +143,7 @@ fn beating(tracker: &Tracker, task: &str, incarnation: u64, deadline: Instant) -
 #[test]
 fn a_worker_cut_off_and_then_silent_is_fenced_with_its_attempt() {
     let timeout = Duration::from_millis(800);
-    let mut cfg = TrackerConfig::new(2, SECRET);
-    cfg.peer_timeout = Some(timeout);
-    let tracker = Tracker::start(cfg).unwrap();
+    let tracker = tracker_with_timeout(2, timeout);
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut main0 = join(&tracker, "0", 0, deadline);
     let mut main1 = join(&tracker, "1", 3, deadline);
@@ -185,9 +197,7 @@ fn a_worker_cut_off_and_then_silent_is_fenced_with_its_attempt() {
 fn a_worker_whose_connections_both_end_is_fenced_after_the_timeout() {
     for beats_first in [true, false] {
         let timeout = Duration::from_millis(500);
-        let mut cfg = TrackerConfig::new(1, SECRET);
-        cfg.peer_timeout = Some(timeout);
-        let tracker = Tracker::start(cfg).unwrap();
+        let tracker = tracker_with_timeout(1, timeout);
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut main = join(&tracker, "0", 1, deadline);
         let inc = incarnation(&mut main, deadline);
@@ -202,13 +212,7 @@ fn a_worker_whose_connections_both_end_is_fenced_after_the_timeout() {
             std::thread::sleep(Duration::from_millis(50));
             drop(beats);
         }
-        let fenced = loop {
-            let f = tracker.take_fenced();
-            if !f.is_empty() || Instant::now() > deadline {
-                break f;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let fenced = wait_fenced(&tracker, deadline);
         assert_eq!(fenced, vec![FencedWorker { task_id: "0".into(), attempt: 1 }], "beats_first = {beats_first}");
         assert!(ended.elapsed() >= timeout, "not before the peer timeout ({:?})", ended.elapsed());
         tracker.stop();
@@ -220,9 +224,7 @@ fn a_worker_whose_connections_both_end_is_fenced_after_the_timeout() {
 #[test]
 fn a_cut_worker_replaced_in_time_is_not_fenced() {
     let timeout = Duration::from_millis(500);
-    let mut cfg = TrackerConfig::new(1, SECRET);
-    cfg.peer_timeout = Some(timeout);
-    let tracker = Tracker::start(cfg).unwrap();
+    let tracker = tracker_with_timeout(1, timeout);
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut main = join(&tracker, "0", 0, deadline);
     let inc = incarnation(&mut main, deadline);

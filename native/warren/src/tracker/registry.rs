@@ -29,6 +29,14 @@ struct Entry {
     state: WorkerState,
 }
 
+impl Entry {
+    /// A worker that just registered, listening at `host:port` (its pid, attempt and host id
+    /// come with its later messages).
+    fn running(host: &str, port: u16) -> Entry {
+        Entry { host: host.to_string(), port, pid: 0, attempt: 0, host_id: String::new(), state: WorkerState::Running }
+    }
+}
+
 /// What a registration leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Registered {
@@ -186,17 +194,7 @@ impl Registry {
                 self.world
             ));
         }
-        self.workers.insert(
-            task_id.to_string(),
-            Entry {
-                host: host.to_string(),
-                port,
-                pid: 0,
-                attempt: 0,
-                host_id: String::new(),
-                state: WorkerState::Running,
-            },
-        );
+        self.workers.insert(task_id.to_string(), Entry::running(host, port));
         if self.workers.len() < self.world {
             return Registered::Waiting { arrived: self.workers.len() };
         }
@@ -221,15 +219,7 @@ impl Registry {
         if let Err(e) = roster.arrived(task_id) {
             return Registered::Rejected(e);
         }
-        let entry = Entry {
-            host: host.to_string(),
-            port,
-            pid: 0,
-            attempt: 0,
-            host_id: String::new(),
-            state: WorkerState::Running,
-        };
-        self.workers.insert(task_id.to_string(), entry);
+        self.workers.insert(task_id.to_string(), Entry::running(host, port));
         Registered::Admitted
     }
 
