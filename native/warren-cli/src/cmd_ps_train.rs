@@ -156,6 +156,33 @@ impl Membership {
     }
 }
 
+/// Under sync, before this trainer's push of step `n`: waits until every trainer the plan
+/// has joining at step `n` has joined (the servers apply step `n` once every trainer taking
+/// part has pushed it, and refuse a join at a step already applied, so a joiner whose process
+/// started late would otherwise fail the job: the plan is the same on every trainer). Gives up
+/// after a minute, leaving the refusal to name the late joiner.
+fn await_joiners(c: &mut PsClient, plan: &Membership, me: u32, n: u64) -> warren::Result<()> {
+    let joiners: Vec<usize> =
+        (0..plan.steps.len()).filter(|&t| t != me as usize && plan.steps[t].start == n && n > 0).collect();
+    if joiners.is_empty() {
+        return Ok(());
+    }
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let mut said = false;
+    loop {
+        let status = c.status()?;
+        let joined = |t: usize| status.iter().all(|s| s.clocks.get(t).is_some_and(|&clock| clock >= n));
+        if joiners.iter().all(|&t| joined(t)) || Instant::now() > give_up {
+            return Ok(());
+        }
+        if !said {
+            log::info!("trainer {me}: waiting for trainers {joiners:?} to join at step {n}");
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// One example: its feature keys and its label.
 struct Example {
     keys: Vec<u64>,
@@ -269,6 +296,9 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<
         let bias = c.pull_dense("bias", 0..1)?;
         let (grads, l) = gradients(&examples, &keys, &w, bias[0]);
         loss = l;
+        if job.mode == Mode::Sync {
+            await_joiners(&mut c, plan, a.trainer, n)?;
+        }
         c.push(&grads)?;
         if a.trainer == 0 && (n + 1) % 10.max(a.steps / 10) == 0 {
             log::info!("trainer 0: step {}/{}: loss {l:.4} ({:.2?})", n + 1, a.steps, started.elapsed());
