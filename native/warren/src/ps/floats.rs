@@ -206,9 +206,26 @@ fn put_le<T: bytemuck::Pod>(out: &mut Vec<u8>, v: &[T], le: impl Fn(&T) -> T) {
     }
 }
 
+/// Appends `v` to a frame's tail as little-endian bytes (one copy on a little-endian machine).
+pub(crate) fn put_f32s(out: &mut Vec<u8>, v: &[f32]) {
+    put_le(out, v, |x| f32::from_bits(x.to_bits().to_le()))
+}
+
 /// Writes `v` (see the module documentation).
 pub fn serialize<S: Serializer>(v: &[f32], s: S) -> Result<S::Ok, S::Error> {
-    put(s, v.len(), 4, |out| put_le(out, v, |x| f32::from_bits(x.to_bits().to_le())))
+    put(s, v.len(), 4, |out| put_f32s(out, v))
+}
+
+/// An `f32` array given by its length only, for [`encode_head`]: the caller writes the
+/// values into the tail itself (see `proto::floats_frame_by`).
+pub(crate) mod counted {
+    use super::*;
+
+    /// Counts `n` `f32`s in the tail; writing them is the caller's (outside
+    /// [`encode_head`] this writes nothing, so a frame would lack them: not for other use).
+    pub fn serialize<S: Serializer>(n: &usize, s: S) -> Result<S::Ok, S::Error> {
+        put(s, *n, 4, |_| {})
+    }
 }
 
 /// Reads what [`serialize`] wrote.

@@ -240,13 +240,26 @@ pub enum Reply {
 /// The frame of a [`Reply::Floats`] of `values`, encoded from where they are (the server
 /// encodes a dense pull straight from its shard, under its lock: one copy).
 pub(crate) fn floats_frame(values: &[f32]) -> Vec<u8> {
+    floats_frame_by(values.len(), |out| super::floats::put_f32s(out, values))
+}
+
+/// [`floats_frame`] of `n` values that `fill` appends to the frame (as little-endian bytes,
+/// e.g. with [`put_f32s`](super::floats::put_f32s)), so they are written where they are
+/// found, with no buffer between. `fill` must append exactly `n` values.
+pub(crate) fn floats_frame_by(n: usize, fill: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     #[derive(Serialize)]
     #[serde(tag = "reply", rename = "floats")]
-    struct Floats<'a> {
-        #[serde(with = "super::floats")]
-        values: &'a [f32],
+    struct Floats {
+        #[serde(with = "super::floats::counted")]
+        values: usize,
     }
-    encode(&Floats { values })
+    let (prefix, header) = super::floats::encode_head(&Floats { values: n });
+    let mut out = crate::wire::pool::BYTES.take(prefix.len() + 4 * n + header.len());
+    out.extend_from_slice(&prefix);
+    fill(&mut out);
+    assert_eq!(out.len(), prefix.len() + 4 * n, "a floats frame's fill appends exactly its values");
+    out.extend_from_slice(&header);
+    out
 }
 
 /// The [`Error`] variants that cross the wire; the client rebuilds the same variant.

@@ -156,15 +156,20 @@ impl Rows {
     /// Appends the parameters of the rows of `keys` to `out`, in the order of `keys`,
     /// creating the rows that are new.
     pub fn pull(&mut self, keys: &[u64], init: Init, opt: &Optimizer, out: &mut Vec<f32>) {
+        out.reserve(keys.len() * self.width);
+        self.pull_each(keys, init, opt, |row| out.extend_from_slice(row));
+    }
+
+    /// [`Rows::pull`], giving each row's parameters to `emit`, in the order of `keys`.
+    pub fn pull_each(&mut self, keys: &[u64], init: Init, opt: &Optimizer, mut emit: impl FnMut(&[f32])) {
         let mut rows = Vec::new();
         self.locate(keys, init, opt, &mut rows);
-        out.reserve(rows.len() * self.width);
         for (i, &r) in rows.iter().enumerate() {
             if let Some(&ahead) = rows.get(i + PREFETCH_AHEAD) {
                 prefetch(&self.data[ahead as usize * self.stride]);
             }
             let at = r as usize * self.stride;
-            out.extend_from_slice(&self.data[at..at + self.width]);
+            emit(&self.data[at..at + self.width]);
         }
         self.located.remember(keys, rows);
     }
@@ -208,7 +213,10 @@ impl Rows {
         let (w, stride) = (self.width, self.stride);
         for (i, (&r, g)) in sums.rows.iter().zip(sums.sums.chunks_exact(w)).enumerate() {
             if let Some(&ahead) = sums.rows.get(i + PREFETCH_AHEAD) {
-                prefetch(&self.data[ahead as usize * stride]);
+                let ahead = ahead as usize;
+                prefetch(&self.data[ahead * stride]);
+                prefetch(&self.updates[ahead]);
+                prefetch(&self.slot[ahead]);
             }
             let r = r as usize;
             self.slot[r] = NO_SLOT;

@@ -429,6 +429,15 @@ impl Shared {
                 .and_then(|()| st.job().and_then(|j| j.shard.dense(table, *start..*end)).map(proto::floats_frame));
             return frame.unwrap_or_else(|e| proto::encode(&error_reply(&e)));
         }
+        if let Request::PullSparse { table, keys } = &req {
+            // Written into the frame from the rows, under the lock: one copy.
+            if let Err(e) = self.wait_pull(conn.trainer).await {
+                return proto::encode(&error_reply(&e));
+            }
+            let mut st = self.lock();
+            let frame = st.current(conn).and_then(|()| st.job()).and_then(|j| j.shard.pull_sparse_frame(table, keys));
+            return frame.unwrap_or_else(|e| proto::encode(&error_reply(&e)));
+        }
         let reply = self.answer(req, conn).await;
         let frame = proto::encode(&reply);
         if let Reply::Floats { values } = reply {

@@ -163,6 +163,18 @@ impl Shard {
         Ok(out)
     }
 
+    /// [`Shard::pull_sparse`] as the frame of its reply (`proto::floats_frame`), each row
+    /// written into the frame from the table: one copy.
+    pub fn pull_sparse_frame(&mut self, name: &str, keys: &[u64]) -> Result<Vec<u8>> {
+        let t = self.table(name)?;
+        self.check_keys(name, t, keys)?;
+        let (spec, part) = (&self.specs[t], &mut self.parts[t]);
+        let Part::Sparse { rows } = part else { unreachable!("checked by check_keys") };
+        Ok(super::proto::floats_frame_by(keys.len() * rows.width(), |out| {
+            rows.pull_each(keys, spec.init, &spec.optimizer, |row| super::floats::put_f32s(out, row))
+        }))
+    }
+
     fn check_range(&self, name: &str, held: &Range<u64>, range: &Range<u64>) -> Result<()> {
         if range.start > range.end || range.start < held.start || range.end > held.end {
             return Err(Error::InvalidArgument(format!(
@@ -301,6 +313,7 @@ impl Shard {
 mod tests {
     use super::*;
     use crate::ps::optim::Optimizer;
+    use crate::ps::proto::{self, Reply};
     use crate::ps::table::{Init, dense_server};
 
     fn specs() -> Vec<TableSpec> {
@@ -345,6 +358,25 @@ mod tests {
         let other = keys_of(0, 4, 1)[0];
         let e = four.pull_sparse("emb", &[other]).unwrap_err().to_string();
         assert!(e.contains(&format!("key {other}")) && e.contains("belongs to server 0"), "{e}");
+    }
+
+    /// The reply frame a server sends for a sparse pull carries the rows `pull_sparse` gives
+    /// (the same bits), and a wrong key is the same error.
+    #[test]
+    fn a_sparse_pull_written_into_its_frame_carries_the_rows_bit_for_bit() {
+        let mut framed = Shard::new(1, 2, &specs()).unwrap();
+        let mut plain = Shard::new(1, 2, &specs()).unwrap();
+        let keys = [keys_of(1, 2, 7), keys_of(1, 2, 3)].concat();
+        let mut frame = framed.pull_sparse_frame("emb", &keys).unwrap();
+        let Ok(Reply::Floats { values }) = proto::decode::<Reply>(&mut frame) else { panic!("not a floats reply") };
+        let want = plain.pull_sparse("emb", &keys).unwrap();
+        assert_eq!(values.len(), keys.len() * 2);
+        assert!(values.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert_eq!(framed.rows(), 7, "repeated keys are one row");
+        let other = keys_of(0, 2, 1)[0];
+        let e = framed.pull_sparse_frame("emb", &[other]).unwrap_err().to_string();
+        assert!(e.contains("belongs to server 0"), "{e}");
+        assert!(framed.pull_sparse_frame("w", &keys).is_err(), "a dense table is pulled by range");
     }
 
     #[test]
