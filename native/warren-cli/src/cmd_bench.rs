@@ -43,6 +43,10 @@ pub struct BenchArgs {
     /// Reduction operator.
     #[arg(long, default_value = "sum")]
     op: String,
+    /// Allreduce with `Communicator::allreduce_lent` (out of place, the result lent rather
+    /// than copied into the caller's buffer; `f32` only).
+    #[arg(long)]
+    lent: bool,
     /// Run as one of the workers (set by the launcher).
     #[arg(long, hide = true)]
     worker: bool,
@@ -60,6 +64,9 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
     let op = Op::from_name(&a.op).ok_or_else(|| Error::Config(format!("unknown --op {:?}", a.op)))?;
     if a.iters == 0 {
         return Err(Error::Config("--iters must be at least 1".into()));
+    }
+    if a.lent && (name != "allreduce" || dtype != DataType::F32) {
+        return Err(Error::Config("--lent measures an allreduce of f32 (--dtype f32)".into()));
     }
     if a.worker {
         return worker(name, &a, dtype, op);
@@ -84,6 +91,9 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
         ]
         .map(String::from),
     );
+    if a.lent {
+        command.push("--lent".into());
+    }
     let mut env = Vec::new();
     if std::env::var("WARREN_LOG").is_err() {
         env.push(("WARREN_LOG".to_string(), "warn".to_string()));
@@ -119,6 +129,7 @@ fn worker(name: &str, a: &BenchArgs, dtype: DataType, op: Op) -> warren::Result<
     let buf = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut store)[..bytes];
     let call = |comm: &mut Communicator, buf: &mut [u8]| -> warren::Result<()> {
         match name {
+            "allreduce" if a.lent => comm.allreduce_lent::<f32>(bytemuck::cast_slice(buf), op).map(drop),
             "allreduce" => comm.allreduce_bytes(buf, dtype, op, &CallOptions::new()),
             _ => comm.broadcast(buf, 0),
         }
@@ -161,6 +172,7 @@ fn worker(name: &str, a: &BenchArgs, dtype: DataType, op: Op) -> warren::Result<
             "ring_threshold": comm.config().ring_threshold,
             "spin_us": comm.config().spin.as_micros() as u64,
             "robust": comm.config().robust,
+            "lent": a.lent,
         });
         println!("{line}");
     }

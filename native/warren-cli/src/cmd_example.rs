@@ -48,6 +48,10 @@ pub struct TrainArgs {
     /// gradient allreduce is done (the resize benchmark, bench/resize/, reads them).
     #[arg(long)]
     timeline: bool,
+    /// Allreduce the gradient with `allreduce_lent` (out of place, the sum lent rather than
+    /// copied back into the gradient): the same model bits.
+    #[arg(long)]
+    lent: bool,
 }
 
 /// Runs an example.
@@ -120,7 +124,14 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
         for (i, g) in grad.iter_mut().enumerate() {
             *g = noise(seed ^ rank, it, i as u64) + model[i] * 0.01 + cols[0] as f32 * 1e-4;
         }
-        step!(comm.allreduce(&mut grad, Op::Sum));
+        let summed;
+        let grad: &[f32] = if a.lent {
+            summed = step!(comm.allreduce_lent(&grad, Op::Sum));
+            &summed
+        } else {
+            step!(comm.allreduce(&mut grad, Op::Sum));
+            &grad
+        };
         if a.timeline && rank == 0 {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
             println!("STEP {it} {world} {:.6}", now.as_secs_f64());
@@ -131,7 +142,7 @@ fn train(a: &TrainArgs) -> warren::Result<u8> {
             if rank == it % world as u64 { (0.1f32 / (1.0 + it as f32)).to_le_bytes().to_vec() } else { Vec::new() };
         step!(comm.broadcast(&mut lr, (it % world as u64) as usize));
         let lr = f32::from_le_bytes(lr.as_slice().try_into().map_err(|_| Error::Protocol("lr of wrong size".into()))?);
-        for (m, g) in model.iter_mut().zip(&grad) {
+        for (m, g) in model.iter_mut().zip(grad) {
             *m -= lr * g / world as f32;
         }
         local_sum = local_sum.wrapping_add(it * (rank + 1));

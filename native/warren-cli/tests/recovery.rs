@@ -92,6 +92,44 @@ fn without_local_models_no_replicas_are_needed() {
     }
 }
 
+/// With the gradient allreduced by `allreduce_lent` (the sum lent from the buffer every
+/// worker keeps, not copied back), the model is the in-place run's, bit for bit, and a worker
+/// lost during that call, during the next ones or killed with SIGKILL is recovered to the same
+/// model: the kept results a replacement is served are the buffers lent to the callers.
+#[test]
+fn a_lent_gradient_allreduce_recovers_the_in_place_model() {
+    // The 40 kB gradient of the small-model job goes through the ring.
+    let ring = [("WARREN_RING_THRESHOLD", "4096")];
+    let run = |args: &[&str], mock: Option<&str>| {
+        let env: Vec<(&str, &str)> = ring.iter().copied().chain(mock.map(|m| ("WARREN_MOCK", m))).collect();
+        train(4, &[], args, &env, |_| {})
+    };
+    let in_place = ["--iters", "12"];
+    let lent = ["--iters", "12", "--lent"];
+    let want = run(&in_place, None).hash().expect("the in-place run's model");
+    assert_eq!(run(&lent, None).hash(), Some(want.clone()), "lent: the in-place model");
+    for (mock, restarts, what) in [
+        ("1,5,0,0", 1, "during a lent allreduce"),
+        ("2,5,2,0", 1, "after a lent allreduce, during the broadcast"),
+        ("3,5,4,0;0,6,0,0", 2, "at a checkpoint ack, then another during the next lent allreduce"),
+    ] {
+        let r = run(&lent, Some(mock));
+        assert_recovered(&r, &want, restarts, &format!("{what} (WARREN_MOCK={mock})"));
+    }
+    let args = ["--iters", "100", "--model-bytes", "400000", "--compute-ms", "4"];
+    let clean_run = launch(4, &[], &args, &[], |_| {});
+    assert!(clean_run.ok(), "{}", clean_run.stderr);
+    let lent_args: Vec<&str> = args.iter().copied().chain(["--lent"]).collect();
+    let killed = launch(4, &[], &lent_args, &[], |job| {
+        job.wait_assigned();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(job.kill_task(2), "task 2 was not running");
+    });
+    assert!(killed.ok(), "{}", killed.stderr);
+    assert!(killed.restarts() >= 1, "the killed worker was restarted");
+    assert_eq!(killed.hash(), clean_run.hash(), "SIGKILL during lent allreduces: the in-place model");
+}
+
 /// Rank 0's `LINKS shm=<n> tcp=<m> ... lending=<k>` line: how many of its links were shared
 /// memory, TCP, and shared memory lending large transfers (single copy).
 fn links(r: &Run) -> (usize, usize, usize) {

@@ -58,7 +58,7 @@ pub mod wire;
 
 pub use cancel::CancelHandle;
 pub use config::Config;
-pub use engine::{BroadcastBuf, CallOptions, CallStats, Checkpoint, Communicator, ViewChange};
+pub use engine::{BroadcastBuf, CallOptions, CallStats, Checkpoint, Communicator, Lent, ViewChange};
 pub use error::{CallArgs, CallMismatch, Declaration, Error, Result};
 pub use reduce::{DataType, Element, Op};
 pub use tracker::{Tracker, TrackerConfig};

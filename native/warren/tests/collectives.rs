@@ -119,6 +119,51 @@ fn float_results_are_bit_identical_across_ranks_runs_and_modes() {
     }
 }
 
+/// `allreduce_lent` gives the bits `allreduce` gives (tree and ring, plain and robust mode),
+/// leaves its input as it was, and a lent result stays the same while later calls and a
+/// checkpoint reuse buffers around it.
+#[test]
+fn a_lent_allreduce_gives_the_in_place_bits_and_keeps_its_input_and_leases() {
+    for (world, threshold) in [(3, usize::MAX), (3, 1024), (4, 1024)] {
+        for robust in [false, true] {
+            let results = run_world(
+                world,
+                move |_, c| {
+                    c.ring_threshold = threshold;
+                    c.robust = robust;
+                },
+                move |c: &mut Communicator| {
+                    let mut rng = Rng(7 + c.rank() as u64);
+                    let input: Vec<f32> =
+                        (0..10_001).map(|_| (rng.next() as f32 / u64::MAX as f32 - 0.5) * 1e3).collect();
+                    let lent = c.allreduce_lent(&input, Op::Sum)?;
+                    let first: Vec<u32> = lent.iter().map(|x| x.to_bits()).collect();
+                    let mut in_place = input.clone();
+                    c.allreduce(&mut in_place, Op::Sum)?;
+                    assert_eq!(in_place.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), first, "lent != in place");
+                    let mut held = vec![lent];
+                    for round in 0..6 {
+                        if robust && round % 2 == 0 {
+                            c.checkpoint(&[], None)?;
+                        }
+                        let other: Vec<f32> = input.iter().map(|x| x * (round + 2) as f32).collect();
+                        held.push(c.allreduce_lent(&other, Op::Sum)?);
+                        if held.len() > 2 {
+                            held.remove(1);
+                        }
+                    }
+                    assert_eq!(held[0].iter().map(|x| x.to_bits()).collect::<Vec<_>>(), first, "a lease changed");
+                    Ok(first)
+                },
+            );
+            let results: Vec<Vec<u32>> = results.into_iter().map(|r| r.unwrap()).collect();
+            for r in &results[1..] {
+                assert_eq!(r, &results[0], "ranks disagree (world {world}, threshold {threshold}, robust {robust})");
+            }
+        }
+    }
+}
+
 /// A reducer that is neither commutative nor associative (`acc = acc * 31 + other`): the ring
 /// and the tree apply it in one fixed order, the same in robust mode (out of place, the input
 /// read from the caller's buffer) as in plain mode (in place), and the same again on a second

@@ -58,6 +58,25 @@ impl CallBuf for Vec<u8> {
     }
 }
 
+/// The caller's side of a lent call ([`super::Lent`]): its input, read only, and the result
+/// a restarted worker was served, if it was (a result computed is lent by the call itself).
+pub(super) struct LentInput<'a> {
+    pub input: &'a [u8],
+    pub served: Option<Vec<u8>>,
+}
+
+impl CallBuf for LentInput<'_> {
+    fn bytes(&self) -> &[u8] {
+        self.input
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        unreachable!("a lent call runs out of place: its input is never written")
+    }
+    fn set(&mut self, data: &[u8]) {
+        self.served = Some(data.to_vec());
+    }
+}
+
 impl Broadcast for [u8] {
     fn declared_count(&self, _is_root: bool) -> u64 {
         self.len() as u64

@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use log::info;
 
+use super::buffers::LentInput;
 use super::robust_call::Exec;
-use super::{BroadcastBuf, CallBuf, CallOptions, Communicator, LOG};
+use super::{BroadcastBuf, CallBuf, CallOptions, Communicator, LOG, Lent};
 use crate::collective::header::{CallHeader, CallKind};
 use crate::collective::{self, Input, Net, Progress, Scratch};
 use crate::error::{Error, Result};
@@ -33,7 +34,21 @@ impl Communicator {
         let reducer = reduce::typed_reducer::<T>(op)?;
         let key = self.key_for(opts);
         let bytes = bytemuck::cast_slice_mut(buf);
-        self.allreduce_raw(bytes, T::DTYPE, op, T::DTYPE.size(), opts.tag_value(), &reducer, key)
+        self.allreduce_raw(Dest::InPlace(bytes), T::DTYPE, op, T::DTYPE.size(), opts.tag_value(), &reducer, key)
+    }
+
+    /// Reduces `input` element-wise across all workers with `op`, as
+    /// [`Communicator::allreduce`] does (the same algorithms, the same bits), but out of place:
+    /// `input` is left as it was and the result is lent, read-only (see [`Lent`]). In robust
+    /// mode this writes the result once, into the buffer every worker keeps to serve a
+    /// restarted worker, where an in-place call also copies it into the caller's buffer; in
+    /// plain mode the result buffers are reused once their `Lent`s are dropped.
+    pub fn allreduce_lent<T: Element>(&mut self, input: &[T], op: Op) -> Result<Lent<T>> {
+        let reducer = reduce::typed_reducer::<T>(op)?;
+        let mut lent = None;
+        let dest = Dest::Lent { input: bytemuck::cast_slice(input), out: &mut lent };
+        self.allreduce_raw(dest, T::DTYPE, op, T::DTYPE.size(), 0, &reducer, None)?;
+        Ok(Lent::new(lent.expect("a call that succeeded lends its result")))
     }
 
     /// Like [`Communicator::allreduce_with`] for a byte buffer whose element type `dtype` is
@@ -53,7 +68,7 @@ impl Communicator {
         }
         let reducer = move |a: &mut [u8], b: &[u8]| reduce::reduce_dyn(dtype, op, a, b);
         let key = self.key_for(opts);
-        self.allreduce_raw(buf, dtype, op, size, opts.tag_value(), &reducer, key)
+        self.allreduce_raw(Dest::InPlace(buf), dtype, op, size, opts.tag_value(), &reducer, key)
     }
 
     /// Allreduce with a user reducer over raw bytes: `reducer(acc, other)` combines `other`
@@ -74,13 +89,13 @@ impl Communicator {
             )));
         }
         let key = self.key_for(opts);
-        self.allreduce_raw(buf, DataType::User, Op::User, elem_size, opts.tag_value(), &reducer, key)
+        self.allreduce_raw(Dest::InPlace(buf), DataType::User, Op::User, elem_size, opts.tag_value(), &reducer, key)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn allreduce_raw(
         &mut self,
-        buf: &mut [u8],
+        dest: Dest<'_>,
         dtype: DataType,
         op: Op,
         elem: usize,
@@ -88,14 +103,18 @@ impl Communicator {
         reducer: &reduce::ByteReducer,
         key: Option<BootstrapKey>,
     ) -> Result<()> {
-        let large = buf.len() >= self.cfg.ring_threshold && self.topo.world > 1;
+        let len = match &dest {
+            Dest::InPlace(buf) => buf.len(),
+            Dest::Lent { input, .. } => input.len(),
+        };
+        let large = len >= self.cfg.ring_threshold && self.topo.world > 1;
         let hosts = if large { self.hosts.clone() } else { None };
         let kind = match (large, &hosts) {
             (true, Some(_)) => CallKind::AllreduceHier,
             (true, None) => CallKind::AllreduceRing,
             (false, _) => CallKind::AllreduceTree,
         };
-        let hdr = self.header(kind, dtype, op, elem, 0, buf.len() as u64, tag, key.as_ref());
+        let hdr = self.header(kind, dtype, op, elem, 0, len as u64, tag, key.as_ref());
         // `input`: where the input is when it is not in `data` (a robust call keeps it intact,
         // or, in a ring, writes final values back over it and resumes from them).
         let algorithm =
@@ -115,6 +134,29 @@ impl Communicator {
                     collective::allreduce_tree(net, &tree, hdr, data, elem, reducer, scratch).map(|_| ())
                 }
             };
+        let buf = match dest {
+            Dest::InPlace(buf) => buf,
+            Dest::Lent { input, out } => {
+                if self.robust.is_none() {
+                    let mut data = self.lent.take(len);
+                    self.plain(hdr, |net, topo, scratch| {
+                        algorithm(net, topo, scratch, Input::Separate(input), &mut data)
+                    })?;
+                    let data = std::sync::Arc::new(data);
+                    self.lent.lent(&data);
+                    *out = Some(data);
+                    return Ok(());
+                }
+                let mut exec = |c: &mut Communicator, input: &[u8], data: &mut [u8]| {
+                    c.exec(hdr, |net, topo, scratch| algorithm(net, topo, scratch, Input::Separate(input), data))
+                };
+                let mut caller = LentInput { input, served: None };
+                let mut lent = None;
+                self.robust_call_with(hdr, Want::Execute, None, &mut caller, Exec::Lent(&mut exec, &mut lent))?;
+                *out = lent.or_else(|| caller.served.map(std::sync::Arc::new));
+                return Ok(());
+            }
+        };
         if self.robust.is_none() {
             return self.plain(hdr, |net, topo, scratch| algorithm(net, topo, scratch, Input::InPlace, buf));
         }
@@ -258,4 +300,12 @@ impl Communicator {
         })
         .map(|_| ())
     }
+}
+
+/// Where an allreduce's result goes.
+enum Dest<'a> {
+    /// Into the caller's buffer, which holds the input.
+    InPlace(&'a mut [u8]),
+    /// Into a buffer lent to the caller ([`Lent`]); the input is only read.
+    Lent { input: &'a [u8], out: &'a mut Option<std::sync::Arc<Vec<u8>>> },
 }

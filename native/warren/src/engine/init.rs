@@ -153,6 +153,7 @@ impl Communicator {
             view_change: None,
             left: false,
             rolled_back: None,
+            lent: Default::default(),
             cfg,
         })
     }

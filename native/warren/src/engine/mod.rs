@@ -21,6 +21,7 @@
 //! - `calls`: the collectives, each a call header and an algorithm, run plainly or robustly;
 //! - `options`: what a call can say besides its data ([`CallOptions`]: bootstrap key, tag);
 //! - `buffers`: the caller buffers a call runs on ([`BroadcastBuf`]);
+//! - `lent`: results lent to the caller instead of copied ([`Lent`]);
 //! - `robust_call`: one call in robust mode (failure injection, retry after a re-link);
 //! - `recovery`: one recovery round: gather proposals, plan, carry the plan's transfers out;
 //! - `checkpoint`: checkpoints and loading them; `durable`: their files on disk (fail-all);
@@ -50,6 +51,7 @@ mod checkpoint;
 mod durable;
 mod elastic;
 mod init;
+mod lent;
 mod options;
 mod recovery;
 mod robust_call;
@@ -59,6 +61,7 @@ pub use buffers::BroadcastBuf;
 use buffers::sealed::CallBuf;
 pub use checkpoint::Checkpoint;
 pub use elastic::ViewChange;
+pub use lent::Lent;
 pub use options::{BootstrapSite, CallOptions};
 pub use stats::CallStats;
 
@@ -120,6 +123,8 @@ pub struct Communicator {
     /// Set by a roll-back (elastic membership) until the user loads the checkpoint: whether
     /// this worker must load it from the others (it had not committed the newest one).
     rolled_back: Option<bool>,
+    /// The buffers of lent results in plain mode.
+    lent: lent::LentPool,
 }
 
 impl std::fmt::Debug for Communicator {

@@ -1,6 +1,7 @@
 //! One call in robust mode: failure injection, the recovery rounds while in consensus mode, a
 //! retry after a re-link, and keeping the call's result for workers that may replay it.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::recovery::Round;
@@ -32,6 +33,10 @@ pub(super) enum Exec<'e, B: ?Sized> {
     /// call (no copy after it); a failed attempt leaves final values in part of the caller's
     /// buffer and the retry resumes from them.
     WriteBack(&'e mut WriteBackFn<'e>),
+    /// Like `OutOfPlace`, and the result is not copied into the caller's buffer: the buffer
+    /// the result is kept in is lent to the caller (through the slot), shared with the kept
+    /// results. An ordinary call only (no bootstrap key).
+    Lent(&'e mut OutOfPlaceFn<'e>, &'e mut Option<Arc<Vec<u8>>>),
 }
 
 impl Communicator {
@@ -141,6 +146,19 @@ impl Communicator {
                 }
                 self.calls += 1;
                 self.rs().state.record_owned(hdr, key, out)
+            }
+            Exec::Lent(f, lent) => {
+                debug_assert!(key.is_none(), "a lent call is an ordinary call");
+                let mut out = self.rs().state.spare(buf.bytes().len());
+                if let Err(e) = f(self, buf.bytes(), &mut out) {
+                    self.rs().state.recycle(out);
+                    return Err(e);
+                }
+                self.calls += 1;
+                let out = Arc::new(out);
+                **lent = Some(Arc::clone(&out));
+                self.rs().state.record_shared(hdr, out);
+                Ok(())
             }
         }
     }

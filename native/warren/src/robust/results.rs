@@ -7,6 +7,8 @@
 //! checkpoint; the cleared buffers are reused for the next interval's results, so a steady
 //! training loop allocates (and page-faults) no new memory per call.
 
+use std::sync::Arc;
+
 use crate::collective::header::CallHeader;
 
 /// One buffered result: the call's header (to check a replaying caller asks for the same call)
@@ -15,8 +17,9 @@ use crate::collective::header::CallHeader;
 pub struct StoredResult {
     /// The header of the call.
     pub header: CallHeader,
-    /// The output.
-    pub data: Vec<u8>,
+    /// The output (shared with the caller when the call lent it its result, see
+    /// [`crate::Lent`]).
+    pub data: Arc<Vec<u8>>,
 }
 
 /// Results by sequence number within the current checkpoint version.
@@ -46,6 +49,21 @@ impl ResultBuffer {
         assert_eq!(seq as usize, self.results.len(), "results are stored in call order");
         if !keep {
             self.recycle(data);
+            self.results.push(None);
+            return;
+        }
+        self.push_shared(seq, header, Arc::new(data), true);
+    }
+
+    /// Like [`ResultBuffer::push_owned`] for a result the caller holds too (a lent result):
+    /// kept without a copy; its buffer is reused after the interval only if the caller has
+    /// let go of it by then.
+    pub fn push_shared(&mut self, seq: u32, header: CallHeader, data: Arc<Vec<u8>>, keep: bool) {
+        assert_eq!(seq as usize, self.results.len(), "results are stored in call order");
+        if !keep {
+            if let Ok(buf) = Arc::try_unwrap(data) {
+                self.recycle(buf);
+            }
             self.results.push(None);
             return;
         }
@@ -102,7 +120,7 @@ impl ResultBuffer {
 
     /// Forgets everything (at a checkpoint).
     pub fn clear(&mut self) {
-        self.free.extend(self.results.drain(..).flatten().map(|r| r.data));
+        self.free.extend(self.results.drain(..).flatten().filter_map(|r| Arc::try_unwrap(r.data).ok()));
         self.bytes = 0;
     }
 }
@@ -135,11 +153,11 @@ mod tests {
         assert_eq!(b.len(), 3);
         assert_eq!(b.bytes(), 12);
         assert!(b.get(2).is_none(), "a result this worker does not hold");
-        assert_eq!(b.get(1).unwrap().data, vec![2; 4]);
+        assert_eq!(*b.get(1).unwrap().data, vec![2; 4]);
         b.clear();
         assert!(b.is_empty() && b.bytes() == 0);
         b.push(0, hdr(0), &[3; 2], true);
-        assert_eq!(b.get(0).unwrap().data, vec![3; 2], "a reused buffer holds only the new result");
+        assert_eq!(*b.get(0).unwrap().data, vec![3; 2], "a reused buffer holds only the new result");
     }
 
     #[test]

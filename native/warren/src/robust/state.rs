@@ -288,6 +288,14 @@ impl RecoveryState {
         }
     }
 
+    /// [`RecoveryState::record_owned`] of an ordinary call's result that the caller holds
+    /// too (a lent result): kept without a copy, shared.
+    pub fn record_shared(&mut self, hdr: CallHeader, data: std::sync::Arc<Vec<u8>>) {
+        let keep = self.keeps_next();
+        self.results.push_shared(self.seq, counted(hdr, data.len()), data, keep);
+        self.seq += 1;
+    }
+
     /// A buffer of `len` bytes (contents unspecified) to compute a call's result into, to be
     /// given to [`RecoveryState::record_owned`] or back to [`RecoveryState::recycle`].
     pub fn spare(&mut self, len: usize) -> Vec<u8> {
