@@ -126,12 +126,7 @@ impl Communicator {
                 self.rs().state.record(hdr, key, buf.bytes())
             }
             Exec::OutOfPlace(f) => {
-                let mut out = self.rs().state.spare(buf.bytes().len());
-                if let Err(e) = f(self, buf.bytes(), &mut out) {
-                    self.rs().state.recycle(out);
-                    return Err(e);
-                }
-                self.calls += 1;
+                let out = self.out_of_place(buf.bytes(), f)?;
                 buf.set(&out);
                 self.rs().state.record_owned(hdr, key, out)
             }
@@ -149,18 +144,24 @@ impl Communicator {
             }
             Exec::Lent(f, lent) => {
                 debug_assert!(key.is_none(), "a lent call is an ordinary call");
-                let mut out = self.rs().state.spare(buf.bytes().len());
-                if let Err(e) = f(self, buf.bytes(), &mut out) {
-                    self.rs().state.recycle(out);
-                    return Err(e);
-                }
-                self.calls += 1;
-                let out = Arc::new(out);
+                let out = Arc::new(self.out_of_place(buf.bytes(), f)?);
                 **lent = Some(Arc::clone(&out));
                 self.rs().state.record_shared(hdr, out);
                 Ok(())
             }
         }
+    }
+
+    /// Runs an out-of-place call once from `input` into a spare buffer of the result buffer,
+    /// which it returns; on failure the spare goes back to the result buffer.
+    fn out_of_place(&mut self, input: &[u8], f: &mut OutOfPlaceFn<'_>) -> Result<Vec<u8>> {
+        let mut out = self.rs().state.spare(input.len());
+        if let Err(e) = f(self, input, &mut out) {
+            self.rs().state.recycle(out);
+            return Err(e);
+        }
+        self.calls += 1;
+        Ok(out)
     }
 
     /// Exits at the start of this call if `WARREN_MOCK` names it (an ordinary call by its

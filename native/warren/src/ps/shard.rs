@@ -154,10 +154,7 @@ impl Shard {
     /// The rows of `keys` of sparse table `name`, concatenated; a row pulled for the first
     /// time is created by the table's initializer. Every key must belong to this server.
     pub fn pull_sparse(&mut self, name: &str, keys: &[u64]) -> Result<Vec<f32>> {
-        let t = self.table(name)?;
-        self.check_keys(name, t, keys)?;
-        let (spec, part) = (&self.specs[t], &mut self.parts[t]);
-        let Part::Sparse { rows } = part else { unreachable!("checked by check_keys") };
+        let (spec, rows) = self.sparse_for_pull(name, keys)?;
         let mut out = pool::FLOATS.take(keys.len() * rows.width());
         rows.pull(keys, spec.init, &spec.optimizer, &mut out);
         Ok(out)
@@ -166,13 +163,19 @@ impl Shard {
     /// [`Shard::pull_sparse`] as the frame of its reply (`proto::floats_frame`), each row
     /// written into the frame from the table: one copy.
     pub fn pull_sparse_frame(&mut self, name: &str, keys: &[u64]) -> Result<Vec<u8>> {
-        let t = self.table(name)?;
-        self.check_keys(name, t, keys)?;
-        let (spec, part) = (&self.specs[t], &mut self.parts[t]);
-        let Part::Sparse { rows } = part else { unreachable!("checked by check_keys") };
+        let (spec, rows) = self.sparse_for_pull(name, keys)?;
         Ok(super::proto::floats_frame_by(keys.len() * rows.width(), |out| {
             rows.pull_each(keys, spec.init, &spec.optimizer, |row| super::floats::put_f32s(out, row))
         }))
+    }
+
+    /// The spec and rows of sparse table `name`, once every one of `keys` is checked to be
+    /// this server's.
+    fn sparse_for_pull(&mut self, name: &str, keys: &[u64]) -> Result<(&TableSpec, &mut Rows)> {
+        let t = self.table(name)?;
+        self.check_keys(name, t, keys)?;
+        let Part::Sparse { rows } = &mut self.parts[t] else { unreachable!("checked by check_keys") };
+        Ok((&self.specs[t], rows))
     }
 
     fn check_range(&self, name: &str, held: &Range<u64>, range: &Range<u64>) -> Result<()> {
