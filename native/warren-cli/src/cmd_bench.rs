@@ -170,6 +170,7 @@ fn worker(name: &str, a: &BenchArgs, dtype: DataType, op: Op) -> warren::Result<
             "algbw_gbps": algbw,
             "busbw_gbps": algbw * factor,
             "ring_threshold": comm.config().ring_threshold,
+            "ring_slice": comm.config().ring_slice,
             "spin_us": comm.config().spin.as_micros() as u64,
             "robust": comm.config().robust,
             "lent": a.lent,

@@ -27,6 +27,8 @@ pub mod keys {
     pub const CONNECT_TIMEOUT_S: &str = "WARREN_CONNECT_TIMEOUT_S";
     /// Payload size in bytes from which allreduce uses the ring instead of the tree.
     pub const RING_THRESHOLD: &str = "WARREN_RING_THRESHOLD";
+    /// [`super::Config::ring_slice`].
+    pub const RING_SLICE: &str = "WARREN_RING_SLICE_BYTES";
     /// How long a waiting rank polls its sockets before it blocks, in microseconds.
     pub const SPIN_US: &str = "WARREN_SPIN_US";
     /// How much of that spin, in microseconds, polls without yielding the core (only while
@@ -106,6 +108,14 @@ pub fn peer_timeout_from_env() -> Result<Option<Duration>> {
     Ok(secs_or_off(&get, keys::PEER_TIMEOUT_S)?.unwrap_or(Some(DEFAULT_PEER_TIMEOUT)))
 }
 
+/// Default [`Config::ring_slice`]: 128 KiB. Over loopback TCP a 16 MiB allreduce took 0.5-0.65x
+/// the time of whole chunks, plain or robust, at N = 2 and 4 (docs/benchmarks.md, "Issue 16,
+/// eighth round"); over shared memory it made no difference.
+pub const DEFAULT_RING_SLICE: usize = 128 << 10;
+
+/// The largest [`Config::ring_slice`] (it travels in the call header's 32-bit root field).
+pub const MAX_RING_SLICE: usize = u32::MAX as usize;
+
 /// Smallest accepted socket buffer: below this, loopback TCP (whose MSS is 64 KiB) waits in
 /// its zero-window persist timer and a large transfer crawls.
 pub const MIN_SOCKET_BUFFER: usize = 16 << 10;
@@ -139,6 +149,11 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// Ring threshold in bytes. Default: 256 KiB (see docs/benchmarks.md).
     pub ring_threshold: usize,
+    /// Bytes of each chunk that a ring allreduce reduces and gathers before it moves on to the
+    /// next slice of the chunks, so that a slice is still in the cache when its result is
+    /// gathered (and, in robust mode, kept); 0: whole chunks. The same bits either way. Every
+    /// rank must use the same (each call checks it). Default: [`DEFAULT_RING_SLICE`].
+    pub ring_slice: usize,
     /// Spin before blocking. Default: 50 µs.
     pub spin: Duration,
     /// The first part of the spin, polling without yielding the core, used only while this
@@ -190,6 +205,7 @@ impl std::fmt::Debug for Config {
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("ring_threshold", &self.ring_threshold)
+            .field("ring_slice", &self.ring_slice)
             .field("spin", &self.spin)
             .field("busy_poll", &self.busy_poll)
             .field("host", &self.host)
@@ -222,6 +238,7 @@ impl Default for Config {
             timeout: Duration::from_secs(1800),
             connect_timeout: Duration::from_secs(300),
             ring_threshold: 256 << 10,
+            ring_slice: DEFAULT_RING_SLICE,
             spin: Duration::from_micros(50),
             busy_poll: DEFAULT_BUSY_POLL,
             host: None,
@@ -276,6 +293,7 @@ impl Config {
             timeout: secs(&get, keys::TIMEOUT_S)?.unwrap_or(d.timeout),
             connect_timeout: secs(&get, keys::CONNECT_TIMEOUT_S)?.unwrap_or(d.connect_timeout),
             ring_threshold: parse(&get, keys::RING_THRESHOLD)?.unwrap_or(d.ring_threshold),
+            ring_slice: parse(&get, keys::RING_SLICE)?.unwrap_or(d.ring_slice),
             spin: parse::<u64>(&get, keys::SPIN_US)?.map(Duration::from_micros).unwrap_or(d.spin),
             busy_poll: parse::<u64>(&get, keys::BUSY_POLL_US)?.map(Duration::from_micros).unwrap_or(d.busy_poll),
             host: get(keys::HOST).filter(|s| !s.is_empty()),
@@ -322,6 +340,13 @@ impl Config {
                 "joining a tracker needs the job secret: set {} or {}",
                 keys::JOB_SECRET,
                 keys::JOB_SECRET_FILE
+            )));
+        }
+        if self.ring_slice > MAX_RING_SLICE {
+            return Err(Error::Config(format!(
+                "{}={} is above the maximum of {MAX_RING_SLICE} (0 reduces whole chunks)",
+                keys::RING_SLICE,
+                self.ring_slice
             )));
         }
         if let Some(n) = self.socket_buffer {
@@ -443,6 +468,18 @@ mod tests {
         let off = Config::from_map(&map(&[("WARREN_STALL_WARN_S", "0")])).unwrap();
         assert_eq!(off.stall_warn, None);
         assert_eq!(Config::default().stall_warn, Some(DEFAULT_STALL_WARN));
+    }
+
+    #[test]
+    fn ring_slices_are_parsed_and_bounded() {
+        assert_eq!(Config::default().ring_slice, 128 << 10);
+        let c = Config::from_map(&map(&[("WARREN_RING_SLICE_BYTES", "0")])).unwrap();
+        assert_eq!(c.ring_slice, 0, "0: whole chunks");
+        let c = Config::from_map(&map(&[("WARREN_RING_SLICE_BYTES", "65536")])).unwrap();
+        assert_eq!(c.ring_slice, 65536);
+        let e = Config::from_map(&map(&[("WARREN_RING_SLICE_BYTES", "4294967296")])).unwrap_err();
+        assert!(e.to_string().contains("WARREN_RING_SLICE_BYTES=4294967296 is above the maximum"), "{e}");
+        assert!(Config::from_map(&map(&[("WARREN_RING_SLICE_BYTES", "lots")])).is_err());
     }
 
     #[test]

@@ -72,6 +72,16 @@ fn mismatched_type_op_or_algorithm_is_reported_on_every_rank() {
         |c: &mut Communicator| c.allreduce(&mut [1.0f64; 64], Op::Sum),
     );
     all_mismatch(results, "ring");
+    // Ranks configured with different ring slices would pair different byte ranges.
+    let results = run_world(
+        3,
+        |task, c| {
+            c.ring_threshold = 1024;
+            c.ring_slice = if task == 2 { 4096 } else { 8192 };
+        },
+        |c: &mut Communicator| c.allreduce(&mut [1.0f32; 10_000], Op::Sum),
+    );
+    all_mismatch(results, "slices of 4096 bytes");
 }
 
 #[test]

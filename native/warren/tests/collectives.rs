@@ -449,3 +449,57 @@ fn calls_with_options_give_the_plain_results() {
         assert_eq!(r.unwrap(), vec![2, 20, 3, 20, 7, 21, 4, 2, 2, 2, 2]);
     }
 }
+
+/// A ring allreduce in slices (`Config::ring_slice`, including one that is not a multiple of
+/// the element size and leaves a short last slice) gives the bits of whole chunks, in place,
+/// lent, plain and robust: every element is still reduced along its chunk's chain. The floats
+/// are random, so a different order of additions would show in the bits. Small socket buffers
+/// split each slice's bytes, so a step may be sent while the one before it is half received.
+#[test]
+fn ring_slices_give_the_bits_of_whole_chunks() {
+    let len = 100_003;
+    let run = |world: usize, slice: usize, robust: bool| {
+        let results = run_world(
+            world,
+            move |_, c| {
+                c.ring_threshold = 4096;
+                c.ring_slice = slice;
+                c.robust = robust;
+                // Partial reads and writes, so a slice's bytes arrive in several pieces.
+                c.socket_buffer = Some(16 << 10);
+            },
+            move |c: &mut Communicator| {
+                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (c.rank() as u64 + 1));
+                let input: Vec<f32> = (0..len).map(|_| (rng.below(1 << 24) as f32 - 8_388_608.0) * 1.37e-3).collect();
+                let mut buf = input.clone();
+                c.allreduce(&mut buf, Op::Sum)?;
+                let lent = c.allreduce_lent(&input, Op::Sum)?.to_vec();
+                for _ in 0..3 {
+                    let again = c.allreduce_lent(&input, Op::Sum)?;
+                    assert!(*again == *lent, "rank {}: a repeated call gave other bits", c.rank());
+                }
+                Ok((buf, lent))
+            },
+        );
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+        let outs: Vec<(Vec<u32>, Vec<u32>)> = results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|e| panic!("world {world} slice {slice} robust {robust}: {e}")))
+            .map(|(a, b)| (bits(&a), bits(&b)))
+            .collect();
+        for (rank, (buf, lent)) in outs.iter().enumerate() {
+            assert_eq!(buf, &outs[0].0, "world {world} slice {slice}: rank {rank} differs from rank 0");
+            assert_eq!(lent, buf, "world {world} slice {slice}: rank {rank}'s lent result differs");
+        }
+        outs[0].0.clone()
+    };
+    for world in [3, 4] {
+        let whole = run(world, 0, false);
+        for (slice, robust) in [(4096, false), (40_002, true), (40_002, false), (131_072, true), (12_000, true)] {
+            assert!(
+                run(world, slice, robust) == whole,
+                "world {world}: slices of {slice} bytes (robust {robust}) changed the bits"
+            );
+        }
+    }
+}

@@ -16,7 +16,7 @@ use crate::hosts::HostLayout;
 use crate::reduce::ByteReducer;
 use crate::topology::{Topology, chunk_offsets};
 
-use super::allreduce_ring::ring_steps;
+use super::allreduce_ring::{ring_steps, slice_of};
 use super::ring::{Input, Step, ring_pipeline};
 use super::{Net, Scratch, allreduce_tree};
 
@@ -70,7 +70,7 @@ pub(crate) fn allreduce_hier(
     if let Some((i, prev, next)) = hosts.leader_ring(me) {
         let w = hosts.leaders.len();
         let offs = chunk_offsets(buf.len(), w, elem);
-        let steps = ring_steps(i, w, &offs, &offs[..w]);
+        let steps = ring_steps(i, w, &offs, &offs[..w], slice_of(&hdr, elem));
         ring_pipeline(net, prev, next, Input::InPlace, buf, &steps, elem, Some(reducer), scratch, &what)?;
     }
     // Down the chain: the leader's result, forwarded as it arrives.

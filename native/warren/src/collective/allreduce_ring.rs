@@ -10,6 +10,8 @@
 //! every rank still holds. Each element is still reduced along its chunk's chain, so the
 //! result has the same bits as an attempt that never failed.
 
+use std::ops::Range;
+
 use super::header::CallHeader;
 use crate::error::{Error, Result};
 use crate::reduce::{self, ByteReducer, Op};
@@ -50,9 +52,16 @@ pub(crate) fn allreduce_ring(
         }
         return Ok(());
     }
-    let steps = ring_steps(topo.rank, w, &offs, &from);
+    let steps = ring_steps(topo.rank, w, &offs, &from, slice_of(&hdr, elem));
     let what = hdr.describe();
     ring_pipeline(net, topo.ring_prev, topo.ring_next, input, buf, &steps, elem, Some(reducer), scratch, &what)
+}
+
+/// The call's slice (its header's) rounded down to whole elements; 0 (whole chunks) if that
+/// leaves none.
+pub(crate) fn slice_of(hdr: &CallHeader, elem: usize) -> usize {
+    let slice = hdr.ring_slice().unwrap_or(0);
+    slice - slice % elem.max(1)
 }
 
 /// The header pass of a written-back call, carrying a mark per chunk: the prefix of final
@@ -104,11 +113,25 @@ fn resume(
 }
 
 /// The steps of rank `r`'s ring allreduce in a ring of `w` over the chunks at `offs`
-/// (`w + 1` offsets), chunk `i` from `from[i]` on: `w - 1` reduce-scatter steps, then `w - 1`
-/// allgather steps. The last reduce step and every allgather step receive final values.
-pub(crate) fn ring_steps(r: usize, w: usize, offs: &[usize], from: &[usize]) -> Vec<Step> {
-    let chunk = |i: usize| from[i % w]..offs[i % w + 1];
-    let mut steps = Vec::with_capacity(2 * (w - 1));
+/// (`w + 1` offsets), chunk `i` from `from[i]` on, in slices of `slice` bytes of every chunk
+/// (0: whole chunks; a multiple of the element size): for each slice, `w - 1` reduce-scatter
+/// steps, then `w - 1` allgather steps. The last reduce step and every allgather step receive
+/// final values, so each chunk's final values grow from its start. Every element is reduced
+/// along its chunk's chain whatever the slice: the same bits.
+pub(crate) fn ring_steps(r: usize, w: usize, offs: &[usize], from: &[usize], slice: usize) -> Vec<Step> {
+    let longest = (0..w).map(|c| offs[c + 1] - from[c]).max().unwrap_or(0);
+    let slices = if slice == 0 { 1 } else { longest.div_ceil(slice).max(1) };
+    let mut steps = Vec::with_capacity(2 * (w - 1) * slices);
+    for k in 0..slices {
+        let at =
+            |c: usize, k: usize| if slice == 0 && k > 0 { offs[c + 1] } else { (from[c] + k * slice).min(offs[c + 1]) };
+        ring_slice_steps(r, w, |i| at(i % w, k)..at(i % w, k + 1), &mut steps);
+    }
+    steps
+}
+
+/// Appends the `2 (w - 1)` steps of rank `r` over the ranges `chunk(i)` of chunks `i mod w`.
+fn ring_slice_steps(r: usize, w: usize, chunk: impl Fn(usize) -> Range<usize>, steps: &mut Vec<Step>) {
     for s in 0..w - 1 {
         let recv = r + 2 * w - s - 1;
         let fin = (s == w - 2).then_some(recv % w);
@@ -124,5 +147,4 @@ pub(crate) fn ring_steps(r: usize, w: usize, offs: &[usize], from: &[usize]) -> 
             fin: Some(recv % w),
         });
     }
-    steps
 }

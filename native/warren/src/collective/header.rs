@@ -113,6 +113,8 @@ impl CallHeader {
             format!("{} #{} of {} bytes {} {}", self.kind.name(), self.seq, count, self.dtype.name(), self.op.name());
         if self.kind == CallKind::Broadcast {
             s += &format!(" from root {}", self.root);
+        } else if self.ring_slice().is_some_and(|b| b > 0) {
+            s += &format!(" in slices of {} bytes", self.root);
         }
         if self.op == Op::User {
             s += &format!(" (user reducer tag {}, element size {})", self.tag, self.elem_size);
@@ -120,6 +122,12 @@ impl CallHeader {
             s += &format!(" tag {}", self.tag);
         }
         s
+    }
+
+    /// The bytes of each chunk a ring allreduce reduces and gathers at a time (0: whole
+    /// chunks), carried in the root field; `None` for any other call.
+    pub fn ring_slice(&self) -> Option<usize> {
+        matches!(self.kind, CallKind::AllreduceRing | CallKind::AllreduceHier).then_some(self.root as usize)
     }
 
     /// This header as `rank`'s declaration in an error: its description and its fields

@@ -210,16 +210,9 @@ fn run_steps(
         if si == steps.len() && ri == steps.len() {
             return Ok(());
         }
-        // Send what this step may send: all of step 0, else what the previous step received.
         if si < steps.len() {
             let s = &steps[si];
-            let mut limit = if si == 0 || ri >= si {
-                s.send.len()
-            } else if ri + 1 == si {
-                rdone
-            } else {
-                0
-            };
+            let mut limit = send_limit(steps, si, ri, rdone);
             let mocked = net.exit_in_ring && !s.reduce;
             if mocked {
                 limit = limit.min(s.send.len() / 2);
@@ -284,6 +277,21 @@ fn run_steps(
     }
 }
 
+/// How many bytes of step `si`'s range may be sent while step `ri` has received and processed
+/// `rdone` bytes: all of this rank's input, else what the previous step received (the range
+/// step `si` forwards). A step that sends input, like the first of each slice of a ring
+/// allreduce, does not wait: the step before it may have a longer range than its own.
+fn send_limit(steps: &[Step], si: usize, ri: usize, rdone: usize) -> usize {
+    let s = &steps[si];
+    if si == 0 || s.send_input || ri >= si {
+        s.send.len()
+    } else if ri + 1 == si {
+        rdone.min(s.send.len())
+    } else {
+        0
+    }
+}
+
 /// Reduces the next elements from `prev` into `out` (the buffer at `at`; with `input`'s
 /// operand there) where they lie in a shared-memory ring, without staging them. `None` if the
 /// link cannot hand them over in place (TCP, or not whole aligned elements).
@@ -311,3 +319,45 @@ fn reduce_direct(
 /// Bytes reduced at a time out of place: the input's copy is still in the L1 cache when the
 /// reduction reads it back.
 const FUSED_BLOCK: usize = 16 << 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::allreduce_ring::ring_steps;
+
+    /// Rank 0 of a ring of 2 over chunks of 10 and 10 bytes in slices of 4: the last slice (2
+    /// bytes) starts with its input while the step before it (4 bytes) is partly received.
+    #[test]
+    fn a_step_never_sends_beyond_its_range_nor_waits_to_send_its_input() {
+        let offs = [0, 10, 20];
+        let steps = ring_steps(0, 2, &offs, &offs[..2], 4);
+        let ranges: Vec<(Range<usize>, Range<usize>)> =
+            steps.iter().map(|s| (s.send.clone(), s.recv.clone())).collect();
+        assert_eq!(
+            ranges,
+            [(0..4, 10..14), (10..14, 0..4), (4..8, 14..18), (14..18, 4..8), (8..10, 18..20), (18..20, 8..10)]
+        );
+        let last_slice = 4;
+        assert!(steps[last_slice].send_input);
+        // The step before it has received 3 of its 4 bytes: the input goes out whole, no more.
+        assert_eq!(send_limit(&steps, last_slice, last_slice - 1, 3), 2);
+        assert_eq!(send_limit(&steps, last_slice, last_slice - 1, 0), 2);
+        // A forwarding step sends what the step before it has received, within its range.
+        assert_eq!(send_limit(&steps, 5, 4, 1), 1);
+        assert_eq!(send_limit(&steps, 3, 2, 3), 3);
+        assert_eq!(send_limit(&steps, 3, 1, 4), 0);
+        assert_eq!(send_limit(&steps, 3, 3, 0), 4);
+    }
+
+    /// Whole chunks (slice 0) and slices longer than every chunk give the same steps.
+    #[test]
+    fn slices_longer_than_the_chunks_change_nothing() {
+        let offs = [0, 12, 24, 36];
+        let from = [4, 12, 30];
+        let key =
+            |v: Vec<Step>| v.into_iter().map(|s| (s.send, s.recv, s.reduce, s.send_input, s.fin)).collect::<Vec<_>>();
+        for r in 0..3 {
+            assert_eq!(key(ring_steps(r, 3, &offs, &from, 0)), key(ring_steps(r, 3, &offs, &from, 64)));
+        }
+    }
+}

@@ -44,10 +44,22 @@ impl Communicator {
     /// restarted worker, where an in-place call also copies it into the caller's buffer; in
     /// plain mode the result buffers are reused once their `Lent`s are dropped.
     pub fn allreduce_lent<T: Element>(&mut self, input: &[T], op: Op) -> Result<Lent<T>> {
+        self.allreduce_lent_with(input, op, &CallOptions::new())
+    }
+
+    /// [`Communicator::allreduce_lent`] with call options: a tag every rank must pass alike.
+    /// A lent call cannot be a bootstrap call (its result is kept under its key, whole, by
+    /// [`Communicator::allreduce_with`]).
+    pub fn allreduce_lent_with<T: Element>(&mut self, input: &[T], op: Op, opts: &CallOptions) -> Result<Lent<T>> {
+        if opts.is_bootstrap() {
+            return Err(Error::InvalidArgument(
+                "a lent allreduce cannot be a bootstrap call: use allreduce_with".into(),
+            ));
+        }
         let reducer = reduce::typed_reducer::<T>(op)?;
         let mut lent = None;
         let dest = Dest::Lent { input: bytemuck::cast_slice(input), out: &mut lent };
-        self.allreduce_raw(dest, T::DTYPE, op, T::DTYPE.size(), 0, &reducer, None)?;
+        self.allreduce_raw(dest, T::DTYPE, op, T::DTYPE.size(), opts.tag_value(), &reducer, None)?;
         Ok(Lent::new(lent.expect("a call that succeeded lends its result")))
     }
 
@@ -114,7 +126,9 @@ impl Communicator {
             (true, None) => CallKind::AllreduceRing,
             (false, _) => CallKind::AllreduceTree,
         };
-        let hdr = self.header(kind, dtype, op, elem, 0, len as u64, tag, key.as_ref());
+        // A ring call's header carries its slice in the root field, so every rank checks it.
+        let slice = if kind == CallKind::AllreduceTree { 0 } else { self.cfg.ring_slice };
+        let hdr = self.header(kind, dtype, op, elem, slice, len as u64, tag, key.as_ref());
         // `input`: where the input is when it is not in `data` (a robust call keeps it intact,
         // or, in a ring, writes final values back over it and resumes from them).
         let algorithm =
