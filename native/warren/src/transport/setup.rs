@@ -143,15 +143,37 @@ const SHM_TAKEN: u8 = 1;
 /// Socket options of peer links.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LinkOptions {
-    /// SO_SNDBUF and SO_RCVBUF, if set.
+    /// SO_SNDBUF and SO_RCVBUF, if set; else [`LOOPBACK_SOCKET_BUFFER`] on a loopback link
+    /// where the kernel allows it, and the kernel's auto-tuning otherwise.
     pub socket_buffer: Option<usize>,
+}
+
+/// SO_SNDBUF and SO_RCVBUF of a loopback link (both ends on this host) unless set: 4 MiB. The
+/// kernel's auto-tuning sometimes left a loopback link's buffers small for a whole job, and a
+/// 16 MiB allreduce then took twice as long (docs/benchmarks.md, "Issue 16, eighth round").
+/// Used only where `net.core.wmem_max` and `rmem_max` allow it: a capped buffer would be
+/// smaller than what auto-tuning reaches. Loopback has no bandwidth-delay product to size for.
+pub const LOOPBACK_SOCKET_BUFFER: usize = 4 << 20;
+
+/// Whether the kernel lets a socket set `n`-byte send and receive buffers.
+fn kernel_allows_buffers(n: usize) -> bool {
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let max = *MAX.get_or_init(|| {
+        let read = |p: &str| std::fs::read_to_string(p).ok().and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(0);
+        read("/proc/sys/net/core/wmem_max").min(read("/proc/sys/net/core/rmem_max"))
+    });
+    max >= n
 }
 
 impl LinkOptions {
     fn apply(&self, s: &TcpStream) -> Result<()> {
         let sock = SockRef::from(s);
         sock.set_nodelay(true).map_err(|e| Error::io("setting TCP_NODELAY", e))?;
-        if let Some(n) = self.socket_buffer {
+        let loopback = s.peer_addr().is_ok_and(|a| a.ip().is_loopback());
+        let size = self
+            .socket_buffer
+            .or_else(|| (loopback && kernel_allows_buffers(LOOPBACK_SOCKET_BUFFER)).then_some(LOOPBACK_SOCKET_BUFFER));
+        if let Some(n) = size {
             sock.set_send_buffer_size(n).map_err(|e| Error::io("setting SO_SNDBUF", e))?;
             sock.set_recv_buffer_size(n).map_err(|e| Error::io("setting SO_RCVBUF", e))?;
         }
