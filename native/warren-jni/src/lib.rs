@@ -349,9 +349,7 @@ where
     if bootstrap || len <= segment {
         let buf = scratch::<T>(&mut handle.scratch, len);
         array.get_region(env, 0, buf)?;
-        handle.comm.allreduce_with::<T>(buf, op, opts)?;
-        array.set_region(env, 0, buf)?;
-        return Ok(());
+        return reduce_copied(env, &mut handle.comm, array, 0, buf, op, opts);
     }
     // Piece by piece: each piece is copied in, reduced and copied out while it is still in
     // the CPU cache (see "Arrays" above).
@@ -361,8 +359,33 @@ where
         let piece = &mut buf[..segment.min(len - start)];
         let at = start as jni::sys::jsize; // a Java array's length fits a jsize
         array.get_region(env, at, piece)?;
-        handle.comm.allreduce_with::<T>(piece, op, &pieces)?;
-        array.set_region(env, at, piece)?;
+        reduce_copied(env, &mut handle.comm, array, at, piece, op, &pieces)?;
+    }
+    Ok(())
+}
+
+/// Reduces `copy`, the copy of `array`'s elements from `at`, and writes the result into them.
+/// In robust mode an ordinary call lends its result (`allreduce_lent_with`), which is copied
+/// into the array straight from the buffer the communicator keeps it in: an in-place call
+/// would keep a copy of it and write it into `copy` first, one more pass over the memory.
+fn reduce_copied<'l, T>(
+    env: &mut Env<'l>,
+    comm: &mut Communicator,
+    array: &JPrimitiveArray<'l, T>,
+    at: jni::sys::jsize,
+    copy: &mut [T],
+    op: Op,
+    opts: &CallOptions,
+) -> JniResult<()>
+where
+    T: TypeArray + Element,
+{
+    if comm.config().robust && !opts.is_bootstrap() {
+        let result = comm.allreduce_lent_with::<T>(copy, op, opts)?;
+        array.set_region(env, at, &result)?;
+    } else {
+        comm.allreduce_with::<T>(copy, op, opts)?;
+        array.set_region(env, at, copy)?;
     }
     Ok(())
 }

@@ -24,7 +24,9 @@ import java.util.regex.Pattern;
  * <ol>
  *   <li>Allreduce (sum) of 16 MiB with 2 worker JVMs: a {@code float[]} (copied in 1 MiB
  *       pieces, the default), a {@code float[]} copied as one 16 MiB piece, a {@code float[]}
- *       with {@code WARREN_JNI_ARRAY_ACCESS=critical}, and a direct {@code ByteBuffer};
+ *       with {@code WARREN_JNI_ARRAY_ACCESS=critical}, a direct {@code ByteBuffer}, and a
+ *       {@code float[]} copied on the Java side ({@code FloatBuffer.put/get}) through a 1 MiB
+ *       direct buffer;
  *       interleaved in rounds with {@code warren bench allreduce -n 2 --bytes 16777216}, the
  *       same call from Rust processes, and with 16 MiB as 16 calls of 1 MiB from Rust.
  *   <li>The cost of one 4-byte allreduce in a world of one through JNI, and the same call in a
@@ -241,6 +243,22 @@ public final class JniBench {
         t = time(comm, () -> comm.allreduce(direct, DataType.F32, Op.SUM), iters);
         if (comm.rank() == 0) {
           System.out.println(json("jvm-direct-buffer", comm, t));
+        }
+        ByteBuffer piece = ByteBuffer.allocateDirect(1 << 20).order(ByteOrder.nativeOrder());
+        java.nio.FloatBuffer floats = piece.asFloatBuffer();
+        t = time(comm, () -> {
+          for (int off = 0; off < array.length; off += floats.capacity()) {
+            int n = Math.min(floats.capacity(), array.length - off);
+            floats.clear();
+            floats.put(array, off, n);
+            piece.clear().limit(n * 4);
+            comm.allreduce(piece, DataType.F32, Op.SUM);
+            floats.clear();
+            floats.get(array, off, n);
+          }
+        }, iters);
+        if (comm.rank() == 0) {
+          System.out.println(json("jvm-float[]-java-copies-1MiB", comm, t));
         }
       }
     }
