@@ -19,12 +19,14 @@
 #   REPEAT=3           whole sweeps; the report keeps, per cell, the run with the median
 #                      median (a burst of load from other users then spoils one run only)
 #   TIMEOUT=300        seconds per run
-#   IMPLS="warren xgboost mpi warren-shm mpi-shm"   which to run: warren, xgboost and mpi over
-#                      TCP (warren with WARREN_TRANSPORT=tcp); warren-shm (Warren's same-host
+#   IMPLS="warren warren-robust warren-lent xgboost mpi warren-shm mpi-shm"   which to run:
+#                      warren, xgboost and mpi over TCP (warren with WARREN_TRANSPORT=tcp);
+#                      warren-robust (Warren in robust mode, WARREN_ROBUST=1, the default for
+#                      users) and warren-lent (robust, the allreduce that lends its result,
+#                      `--lent`) over TCP next to plain Warren; warren-shm (Warren's same-host
 #                      shared-memory links, WARREN_TRANSPORT=auto) and mpi-shm (Open MPI's shared
-#                      memory, --mca btl self,vader); add warren-robust for Warren in robust mode
-#                      (WARREN_ROBUST=1) next to plain Warren in the same run, warren-tls for
-#                      Warren's TCP links under TLS (WARREN_TLS=1, issue 17)
+#                      memory, --mca btl self,vader); warren-tls for Warren's TCP links under TLS
+#                      (WARREN_TLS=1, issue 17)
 #   REPORT=1           run bench/report.py at the end (0: only collect)
 #   OUT=path           results file
 #   QUIET_LOAD=x       before starting, wait (up to QUIET_WAIT=900 s) until the 1-min load
@@ -43,7 +45,7 @@ SIZES="${SIZES:-4 1024 65536 1048576 16777216 67108864}"
 ITER_SCALE="${ITER_SCALE:-1}"
 REPEAT="${REPEAT:-3}"
 TIMEOUT="${TIMEOUT:-300}"
-read -r -a impls <<<"${IMPLS:-warren xgboost mpi warren-shm mpi-shm}"
+read -r -a impls <<<"${IMPLS:-warren warren-robust warren-lent xgboost mpi warren-shm mpi-shm}"
 REPORT="${REPORT:-1}"
 mkdir -p bench/results
 OUT="${OUT:-bench/results/allreduce-$(date -u +%Y-%m-%dT%H%M%SZ).jsonl}"
@@ -157,6 +159,9 @@ for n in $WORKERS; do
         warren-robust)
           run_one warren-robust "$n" "$b" "$k" env WARREN_ROBUST=1 WARREN_TRANSPORT=tcp "$WARREN" bench allreduce \
             -n "$n" --bytes "$b" --iters "$k" --dtype f32 --op sum ;;
+        warren-lent)
+          run_one warren-lent "$n" "$b" "$k" env WARREN_ROBUST=1 WARREN_TRANSPORT=tcp "$WARREN" bench allreduce \
+            -n "$n" --bytes "$b" --iters "$k" --dtype f32 --op sum --lent ;;
         warren-tls)
           run_one warren-tls "$n" "$b" "$k" env WARREN_TLS=1 WARREN_TRANSPORT=tcp "$WARREN" bench allreduce \
             -n "$n" --bytes "$b" --iters "$k" --dtype f32 --op sum ;;

@@ -21,6 +21,8 @@ END = "<!-- allreduce:end -->"
 IMPLS = [("warren", "Warren"), ("xgboost", "XGBoost"), ("mpi", "Open MPI")]
 # Same host, shared memory: Warren's links (WARREN_TRANSPORT=auto) and Open MPI's vader BTL.
 SHM_IMPLS = [("warren-shm", "Warren shm"), ("mpi-shm", "Open MPI vader")]
+# Robust mode (the default for users) over TCP: in place, and the call that lends its result.
+ROBUST_IMPLS = [("warren-robust", "Warren robust"), ("warren-lent", "Warren robust lent")]
 REPRODUCE = "bash bench/setup.sh && bash bench/allreduce.sh"
 
 
@@ -103,7 +105,7 @@ def build(path, recs, how="best"):
     meta_end = next((r for r in recs if r.get("impl") == "meta" and r.get("phase") == "end"), {})
     runs = {}
     for r in recs:
-        if r.get("impl") in dict(IMPLS + SHM_IMPLS):
+        if r.get("impl") in dict(IMPLS + SHM_IMPLS + ROBUST_IMPLS):
             runs.setdefault((r["impl"], r.get("workers"), r.get("bytes")), []).append(r)
     chosen = {k: pick(v, how) for k, v in runs.items()}
     workers = sorted({k[1] for k in chosen if k[1] is not None})
@@ -193,6 +195,7 @@ def build(path, recs, how="best"):
                        f"{max(loads):.1f} (N processes of this benchmark included).")
         out.append("")
 
+    out += robust_tables(workers, sizes, chosen, errors)
     out += shm_tables(workers, sizes, chosen, runs, errors)
 
     tcp = {}
@@ -241,6 +244,43 @@ def build(path, recs, how="best"):
         out.append("")
     out.append(END)
     return "\n".join(out) + "\n"
+
+
+def robust_tables(workers, sizes, chosen, errors):
+    """Warren in robust mode over TCP against plain Warren and Open MPI's TCP (if run)."""
+    if not any(k[0] in dict(ROBUST_IMPLS) for k in chosen):
+        return []
+    out = ["### Robust mode over TCP: Warren robust and robust lent vs Warren plain and Open MPI",
+           "",
+           "Robust mode (`WARREN_ROBUST=1`, the default) keeps each call's result for a restarted "
+           "worker. \"Robust\" is the in-place `allreduce`; \"lent\" is `allreduce_lent` "
+           "(`warren bench allreduce --lent`), whose result is lent from the buffer robust mode "
+           "keeps instead of copied into the caller's. Time ratios (below 1: faster than the "
+           "reference). Targets (issue 16): robust ≤ 1.1× plain at 16 MiB, robust busbw ≥ 1.0× "
+           "Open MPI TCP at 16 and 64 MiB (time ≤ 1.0×), robust 4 B ≤ 2× Open MPI TCP.", ""]
+    hdr = ["N", "size", "Warren plain", "Warren robust", "Warren robust lent", "Open MPI TCP",
+           "robust / plain", "lent / plain", "robust / MPI", "lent / MPI"]
+    out.append("| " + " | ".join(hdr) + " |")
+    out.append("|" + "|".join(["---:"] * len(hdr)) + "|")
+    for n in workers:
+        for b in sizes:
+            rs = {impl: chosen.get((impl, n, b)) for impl in ("warren", "warren-robust", "warren-lent", "mpi")}
+            if not any(rs[i] for i, _ in ROBUST_IMPLS):
+                continue
+            row = [str(n), fmt_size(b)] + [cell_time(rs[i]) for i in ("warren", "warren-robust", "warren-lent", "mpi")]
+            for impl, name in ROBUST_IMPLS:
+                r = rs[impl]
+                if r is not None and "error" in r and not r["error"].startswith("pending"):
+                    errors.append(f"{name}, N = {n}, {fmt_size(b)}: {r['error']}")
+            cells = []
+            for ref in ("warren", "mpi"):
+                for impl in ("warren-robust", "warren-lent"):
+                    a, x = rs[impl], rs[ref]
+                    cells.append(fmt_ratio(a["median_s"] / x["median_s"]) if ok(a) and ok(x) else "–")
+            row += cells
+            out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    return out
 
 
 def shm_tables(workers, sizes, chosen, runs, errors):
