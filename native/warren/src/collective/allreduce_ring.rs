@@ -120,11 +120,12 @@ fn resume(
 /// along its chunk's chain whatever the slice: the same bits.
 pub(crate) fn ring_steps(r: usize, w: usize, offs: &[usize], from: &[usize], slice: usize) -> Vec<Step> {
     let longest = (0..w).map(|c| offs[c + 1] - from[c]).max().unwrap_or(0);
-    let slices = if slice == 0 { 1 } else { longest.div_ceil(slice).max(1) };
+    // Whole chunks are one slice as long as the longest chunk.
+    let slice = if slice == 0 { longest.max(1) } else { slice };
+    let slices = longest.div_ceil(slice).max(1);
+    let at = |c: usize, k: usize| (from[c] + k * slice).min(offs[c + 1]);
     let mut steps = Vec::with_capacity(2 * (w - 1) * slices);
     for k in 0..slices {
-        let at =
-            |c: usize, k: usize| if slice == 0 && k > 0 { offs[c + 1] } else { (from[c] + k * slice).min(offs[c + 1]) };
         ring_slice_steps(r, w, |i| at(i % w, k)..at(i % w, k + 1), &mut steps);
     }
     steps
