@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use support::procs::{Proc, wait_for, worker_env};
-use support::training::{Rng, Run, WARREN, assert_recovered, clean, launch, mocked, train};
+use support::training::{Rng, Run, WARREN, assert_recovered, clean, launch, launch_killing, mocked, train};
 
 /// The seed's scenario: 10 workers; ranks 0, 4 and 9 die at the same point, then rank 1 right
 /// after; all recover and the model equals the failure-free run's.
@@ -120,11 +120,7 @@ fn a_lent_gradient_allreduce_recovers_the_in_place_model() {
     let clean_run = launch(4, &[], &args, &[], |_| {});
     assert!(clean_run.ok(), "{}", clean_run.stderr);
     let lent_args: Vec<&str> = args.iter().copied().chain(["--lent"]).collect();
-    let killed = launch(4, &[], &lent_args, &[], |job| {
-        job.wait_assigned();
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(job.kill_task(2), "task 2 was not running");
-    });
+    let killed = launch_killing(4, &lent_args, &[], 2);
     assert!(killed.ok(), "{}", killed.stderr);
     assert!(killed.restarts() >= 1, "the killed worker was restarted");
     assert_eq!(killed.hash(), clean_run.hash(), "SIGKILL during lent allreduces: the in-place model");
@@ -156,11 +152,7 @@ fn sigkill_on_shared_memory_links_recovers_the_tcp_model() {
         let tcp = launch(n, &[], &args, &[("WARREN_TRANSPORT", "tcp")], |_| {});
         assert!(tcp.ok(), "over TCP: {}", tcp.stderr);
         assert_eq!(links(&tcp), (0, n - 1, 0), "WARREN_TRANSPORT=tcp: every link over TCP");
-        let shm = launch(n, &[], &args, &[], |job| {
-            job.wait_assigned();
-            std::thread::sleep(Duration::from_millis(300));
-            assert!(job.kill_task(1), "task 1 was not running");
-        });
+        let shm = launch_killing(n, &args, &[], 1);
         assert!(shm.ok(), "n={n} over shared memory: {}", shm.stderr);
         let lending = if n <= cores { n - 1 } else { 0 };
         assert_eq!(links(&shm), (n - 1, 0, lending), "n={n}, one host of {cores} cores: every link over shared memory");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, SanType};
 use support::crash::Dir;
 use support::procs::{Proc, worker_env};
-use support::training::{Run, WARREN, launch};
+use support::training::{Run, WARREN, launch, launch_killing};
 
 /// A 1 MB model: its gradient allreduces run over the ring, through every link.
 const ARGS: [&str; 6] = ["--model-bytes", "1000000", "--iters", "60", "--compute-ms", "4"];
@@ -37,11 +37,7 @@ fn a_job_under_tls_gives_the_plain_model_and_recovers_from_a_sigkill() {
     assert!(tls.ok(), "under TLS: {}", tls.stderr);
     assert_eq!(links(&tls), (3, 3), "WARREN_TLS=1: every TCP link encrypted");
     assert_eq!(tls.hash(), plain.hash(), "the same model bits under TLS");
-    let killed = launch(4, &[], &ARGS, &env, |job| {
-        job.wait_assigned();
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(job.kill_task(2), "task 2 was not running");
-    });
+    let killed = launch_killing(4, &ARGS, &env, 2);
     assert!(killed.ok(), "under TLS, a SIGKILL: {}", killed.stderr);
     assert!(killed.restarts() >= 1, "the killed worker was restarted");
     assert_eq!(killed.hash(), plain.hash(), "the same model bits under TLS after a SIGKILL");

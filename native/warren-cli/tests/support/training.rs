@@ -71,6 +71,15 @@ fn worker_pid(launcher: u32, task: usize) -> Option<u32> {
     })
 }
 
+/// [`launch`] with the worker of `task` SIGKILLed 300 ms after the ranks are assigned.
+pub fn launch_killing(n: usize, train_args: &[&str], env: &[(&str, &str)], task: usize) -> Run {
+    launch(n, &[], train_args, env, |job| {
+        job.wait_assigned();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(job.kill_task(task), "task {task} was not running");
+    })
+}
+
 /// `warren run -n N` of `warren example train TRAIN_ARGS`; `kill` runs while the job does
 /// (for external kills), and the run is bounded by [`LIMIT`].
 pub fn launch(n: usize, run_args: &[&str], train_args: &[&str], env: &[(&str, &str)], kill: impl FnOnce(&Job)) -> Run {
