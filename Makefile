@@ -13,11 +13,13 @@ build:
 	$(CARGO) build --release --workspace
 
 ## test: formatting, lints, every Rust test suite (unit, real sockets, real processes,
-## the JNI mapping in an embedded JVM), the JVM suites (plain and under -Xcheck:jni), then the
+## the JNI mapping in an embedded JVM), the JVM suites (plain and under -Xcheck:jni), the
+## array tests on JDK 25 (where G1 pins arrays region by region: jvm/jvm.mk), then the
 ## end-to-end tests in tests/ (standalone cluster, notebook, docker/, Maven artifacts)
 test: setup-test lint
 	$(CARGO) test --workspace
 	$(MAKE) jvm
+	$(MAKE) jvm-pinning
 	$(MAKE) e2e
 
 ## e2e: tests/ with pytest (needs the jars of `make jvm`): a real Spark standalone cluster

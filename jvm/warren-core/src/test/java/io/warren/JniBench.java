@@ -22,9 +22,10 @@ import java.util.regex.Pattern;
  * timed iterations, medians), not JMH itself.
  *
  * <ol>
- *   <li>Allreduce (sum) of 16 MiB with 2 worker JVMs: a {@code float[]} (copied in 1 MiB
- *       pieces, the default), a {@code float[]} copied as one 16 MiB piece, a {@code float[]}
- *       with {@code WARREN_JNI_ARRAY_ACCESS=critical}, a direct {@code ByteBuffer}, and a
+ *   <li>Allreduce (sum) of 16 MiB with 2 worker JVMs: a {@code float[]} copied in 1 MiB
+ *       pieces (the default on JDK 17 and 21), a {@code float[]} copied as one 16 MiB piece, a
+ *       {@code float[]} with {@code WARREN_JNI_ARRAY_ACCESS=critical} (the default where G1 pins
+ *       regions, JDK 22 and later: {@link ArrayAccess}), a direct {@code ByteBuffer}, and a
  *       {@code float[]} copied on the Java side ({@code FloatBuffer.put/get}) through a 1 MiB
  *       direct buffer;
  *       interleaved in rounds with {@code warren bench allreduce -n 2 --bytes 16777216}, the
@@ -62,10 +63,15 @@ public final class JniBench {
             lines = rust(bin, iters);
             break;
           case 1:
-            lines = jvmJob(iters, Map.of());
+            lines = jvmJob(iters, Map.of("WARREN_JNI_ARRAY_ACCESS", "copy"));
             break;
           case 2:
-            lines = jvmJob(iters, Map.of("WARREN_JNI_ARRAY_SEGMENT_BYTES", Integer.toString(BYTES)));
+            lines =
+                jvmJob(
+                    iters,
+                    Map.of(
+                        "WARREN_JNI_ARRAY_ACCESS", "copy",
+                        "WARREN_JNI_ARRAY_SEGMENT_BYTES", Integer.toString(BYTES)));
             break;
           case 3:
             lines = rustPieces(bin, iters);
@@ -82,6 +88,11 @@ public final class JniBench {
     System.out.println();
     System.out.println("## allreduce sum, 16 MiB, 2 worker processes, " + rounds + " rounds x " + iters + " iterations");
     System.out.println();
+    System.out.printf(
+        Locale.ROOT,
+        "JVM %s: a float[] goes by %s access by default (WARREN_JNI_ARRAY_ACCESS=auto)%n%n",
+        Runtime.version(),
+        ArrayAccess.resolved(Map.of()).get(ArrayAccess.KEY));
     System.out.println("| implementation | median of per-round medians (ms) | min (ms) | vs Rust |");
     System.out.println("|---|---|---|---|");
     double rustMs = median(medians.get("rust")) * 1e3;
