@@ -5,7 +5,10 @@ import java.lang.management.ManagementFactory;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Collectors;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * How Java arrays reach a collective: the setting {@value #KEY}.
@@ -30,6 +33,9 @@ final class ArrayAccess {
 
   /** The first JDK whose G1 pins single regions for JNI critical regions (JEP 423). */
   static final int FIRST_PINNING_JDK = 22;
+
+  private static final Logger LOG = LoggerFactory.getLogger(ArrayAccess.class);
+  private static final AtomicBoolean SAID = new AtomicBoolean();
 
   private ArrayAccess() {}
 
@@ -71,7 +77,22 @@ final class ArrayAccess {
    */
   static Map<String, String> resolved(Map<String, String> settings) {
     Map<String, String> out = new HashMap<>(settings);
-    out.put(KEY, resolve(settings.get(KEY), thisJvmPinsRegions()));
+    String setting = settings.get(KEY);
+    String mode = resolve(setting, thisJvmPinsRegions());
+    out.put(KEY, mode);
+    if ((setting == null || setting.equals("auto")) && SAID.compareAndSet(false, true)) {
+      LOG.info(
+          "{}={}: Java arrays {} (JDK {}, {}); set copy or critical to choose",
+          KEY,
+          mode,
+          mode.equals("critical")
+              ? "are pinned for each collective, with no copy, as G1 pins single regions here"
+              : "are copied for each collective, as pinning one would hold up this JVM's collector",
+          Runtime.version().feature(),
+          ManagementFactory.getGarbageCollectorMXBeans().stream()
+              .map(GarbageCollectorMXBean::getName)
+              .collect(Collectors.joining(", ")));
+    }
     return out;
   }
 
