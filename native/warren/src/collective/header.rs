@@ -113,8 +113,8 @@ impl CallHeader {
             format!("{} #{} of {} bytes {} {}", self.kind.name(), self.seq, count, self.dtype.name(), self.op.name());
         if self.kind == CallKind::Broadcast {
             s += &format!(" from root {}", self.root);
-        } else if self.ring_slice().is_some_and(|b| b > 0) {
-            s += &format!(" in slices of {} bytes", self.root);
+        } else if let Some(slice) = self.ring_slice().filter(|&b| b > 0) {
+            s += &format!(" in slices of {slice} bytes");
         }
         if self.op == Op::User {
             s += &format!(" (user reducer tag {}, element size {})", self.tag, self.elem_size);

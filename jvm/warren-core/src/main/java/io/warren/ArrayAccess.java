@@ -89,9 +89,7 @@ final class ArrayAccess {
               ? "are pinned for each collective, with no copy, as G1 pins single regions here"
               : "are copied for each collective, as pinning one would hold up this JVM's collector",
           Runtime.version().feature(),
-          ManagementFactory.getGarbageCollectorMXBeans().stream()
-              .map(GarbageCollectorMXBean::getName)
-              .collect(Collectors.joining(", ")));
+          String.join(", ", collectorNames()));
     }
     return out;
   }
@@ -102,10 +100,13 @@ final class ArrayAccess {
    * @return {@link #pinsRegions(int, List)} of this JVM's version and collectors
    */
   static boolean thisJvmPinsRegions() {
-    List<String> collectors =
-        ManagementFactory.getGarbageCollectorMXBeans().stream()
-            .map(GarbageCollectorMXBean::getName)
-            .collect(Collectors.toList());
-    return pinsRegions(Runtime.version().feature(), collectors);
+    return pinsRegions(Runtime.version().feature(), collectorNames());
+  }
+
+  /** The names of this JVM's garbage collectors ({@link GarbageCollectorMXBean}s). */
+  private static List<String> collectorNames() {
+    return ManagementFactory.getGarbageCollectorMXBeans().stream()
+        .map(GarbageCollectorMXBean::getName)
+        .collect(Collectors.toList());
   }
 }
