@@ -32,6 +32,7 @@
 //!   etcd as in the seed design (servers claim `/ps/<index>`, trainers set
 //!   `/trainer/<id>` with a lease and wait for every server).
 
+mod arena;
 mod checkpoint;
 mod client;
 mod consistency;

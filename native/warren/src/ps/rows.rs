@@ -1,6 +1,6 @@
 //! A sparse table's rows at one server (pure), in one contiguous arena: row `r` is the
 //! `stride` floats at `data[r * stride..]` (its `width` parameters, then its optimizer
-//! state), its key is `keys[r]` and its update count `updates[r]`; a hash index maps a key to
+//! state), its key is `keys[r]` and its update count and sum slot `meta[r]`; a hash index maps a key to
 //! its row. A row is created on first use by the table's initializer and never removed.
 //!
 //! A batch of gradients is summed into [`RowSums`]: one flat buffer, a slot per distinct row
@@ -13,6 +13,7 @@
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::arena::AlignedFloats;
 use super::key_index::KeyIndex;
 use super::optim::Optimizer;
 use super::table::{Init, initial};
@@ -33,12 +34,29 @@ pub(crate) struct Rows {
     stride: usize,
     index: KeyIndex,
     keys: Vec<u64>,
-    data: Vec<f32>,
-    updates: Vec<u64>,
-    /// Scratch of [`Rows::sum`]: each row's slot in the sums being made (`NO_SLOT` outside).
-    slot: Vec<u32>,
+    /// Aligned to cache lines, so that a row of 16 floats is one line, not two.
+    data: AlignedFloats,
+    /// Each row's update count and sum slot, side by side: [`Rows::apply`] reads and writes
+    /// both, so one cache miss a row instead of two.
+    meta: Vec<Meta>,
     /// The rows of the last few pulls' keys ([`Located`]).
     located: Located,
+}
+
+/// What a row has beside its floats.
+#[derive(Clone, Copy, Debug)]
+struct Meta {
+    /// How many times the optimizer updated it.
+    updates: u64,
+    /// Scratch of [`Rows::sum`]: its slot in the sums being made (`NO_SLOT` outside).
+    slot: u32,
+}
+
+impl Meta {
+    /// A row updated `updates` times, in no sums.
+    fn new(updates: u64) -> Meta {
+        Meta { updates, slot: NO_SLOT }
+    }
 }
 
 /// The keys of the last [`LOCATED`] sparse pulls and their rows: a trainer pushes gradients
@@ -107,9 +125,8 @@ impl Rows {
             stride: width * (1 + opt.slots()),
             index: KeyIndex::default(),
             keys: Vec::new(),
-            data: Vec::new(),
-            updates: Vec::new(),
-            slot: Vec::new(),
+            data: AlignedFloats::default(),
+            meta: Vec::new(),
             located: Located::default(),
         }
     }
@@ -144,8 +161,7 @@ impl Rows {
     /// A new last row for `key`.
     fn create(&mut self, key: u64, init: Init, opt: &Optimizer) {
         self.keys.push(key);
-        self.updates.push(0);
-        self.slot.push(NO_SLOT);
+        self.meta.push(Meta::new(0));
         let at = self.data.len();
         self.data.resize(at + self.stride, opt.state_start());
         for (c, p) in self.data[at..at + self.width].iter_mut().enumerate() {
@@ -188,14 +204,14 @@ impl Rows {
         };
         for (i, (&r, g)) in rows.iter().zip(values.chunks_exact(w)).enumerate() {
             if let Some(&ahead) = rows.get(i + PREFETCH_AHEAD) {
-                prefetch(&self.slot[ahead as usize]);
+                prefetch(&self.meta[ahead as usize]);
             }
             let r = r as usize;
-            let s = match self.slot[r] {
+            let s = match self.meta[r].slot {
                 NO_SLOT => {
                     let s = sums.rows.len();
                     sums.rows.push(r as u32);
-                    self.slot[r] = s as u32;
+                    self.meta[r].slot = s as u32;
                     // 0 + g, as a sum starting from zeros: -0.0 becomes 0.0.
                     sums.sums.extend(g.iter().map(|v| 0.0 + v));
                     continue;
@@ -215,14 +231,14 @@ impl Rows {
             if let Some(&ahead) = sums.rows.get(i + PREFETCH_AHEAD) {
                 let ahead = ahead as usize;
                 prefetch(&self.data[ahead * stride]);
-                prefetch(&self.updates[ahead]);
-                prefetch(&self.slot[ahead]);
+                prefetch(&self.meta[ahead]);
             }
             let r = r as usize;
-            self.slot[r] = NO_SLOT;
-            self.updates[r] += 1;
+            let meta = &mut self.meta[r];
+            meta.slot = NO_SLOT;
+            meta.updates += 1;
             let (p, s) = self.data[r * stride..(r + 1) * stride].split_at_mut(w);
-            opt.apply(p, s, self.updates[r], g);
+            opt.apply(p, s, meta.updates, g);
         }
         sums.rows.clear();
         sums.sums.clear();
@@ -261,7 +277,7 @@ impl PartialEq for Rows {
         self.width == other.width
             && self.stride == other.stride
             && self.keys == other.keys
-            && self.updates == other.updates
+            && self.meta.iter().map(|m| m.updates).eq(other.meta.iter().map(|m| m.updates))
             && self.data.iter().map(|v| v.to_bits()).eq(other.data.iter().map(|v| v.to_bits()))
     }
 }
@@ -276,7 +292,7 @@ struct RowsOut<'a> {
     #[serde(with = "super::floats")]
     data: &'a [f32],
     #[serde(with = "super::floats::u64s")]
-    updates: &'a [u64],
+    updates: Vec<u64>,
 }
 
 /// What [`RowsOut`] wrote.
@@ -294,8 +310,8 @@ struct RowsIn {
 
 impl Serialize for Rows {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        RowsOut { width: self.width, stride: self.stride, keys: &self.keys, data: &self.data, updates: &self.updates }
-            .serialize(s)
+        let updates = self.meta.iter().map(|m| m.updates).collect();
+        RowsOut { width: self.width, stride: self.stride, keys: &self.keys, data: &self.data[..], updates }.serialize(s)
     }
 }
 
@@ -322,8 +338,8 @@ impl<'de> Deserialize<'de> for Rows {
                 return Err(D::Error::custom(format!("sparse rows: key {k} twice")));
             }
         }
-        let slot = vec![NO_SLOT; keys.len()];
-        Ok(Rows { width, stride, index, keys, data, updates, slot, located: Located::default() })
+        let meta = updates.into_iter().map(Meta::new).collect();
+        Ok(Rows { width, stride, index, keys, data: data.into(), meta, located: Located::default() })
     }
 }
 
@@ -363,8 +379,8 @@ mod tests {
         let mut after = Vec::new();
         rows.pull(&[1, 2, 7], Init::Zeros, &opt, &mut after);
         assert_eq!(after, vec![-10.0, -20.0, -101.0, -202.0, 0.0, -0.5]);
-        assert_eq!(rows.updates, vec![1, 1, 1]);
-        assert!(rows.slot.iter().all(|&s| s == NO_SLOT) && sums.rows.is_empty());
+        assert_eq!(rows.meta.iter().map(|m| m.updates).collect::<Vec<_>>(), vec![1, 1, 1]);
+        assert!(rows.meta.iter().all(|m| m.slot == NO_SLOT) && sums.rows.is_empty());
     }
 
     /// A push of the keys a pull just located (the usual trainer step) takes their rows from
@@ -393,7 +409,7 @@ mod tests {
         pulled.pull(&[10, 20, 30, 40, 41, 42], init(), &opt, &mut a);
         fresh.pull(&[10, 20, 30, 40, 41, 42], init(), &opt, &mut b);
         assert_eq!(a, b);
-        assert_eq!(pulled.updates.iter().sum::<u64>(), 9, "rows 10, 20, 30 once per step");
+        assert_eq!(pulled.meta.iter().map(|m| m.updates).sum::<u64>(), 9, "rows 10, 20, 30 once per step");
         for _ in 0..2 * LOCATED {
             pulled.pull(&[10], init(), &opt, &mut a);
         }
