@@ -311,7 +311,9 @@ impl PsClient {
         };
         let width = width as usize;
         let n = self.servers();
-        let mut per: Vec<(Vec<u64>, Vec<usize>)> = vec![(Vec::new(), Vec::new()); n];
+        let cap = share(keys.len(), n);
+        let mut per: Vec<(Vec<u64>, Vec<usize>)> =
+            (0..n).map(|_| (Vec::with_capacity(cap), Vec::with_capacity(cap))).collect();
         for (i, &k) in keys.iter().enumerate() {
             let s = sparse_server(k, n);
             per[s].0.push(k);
@@ -406,14 +408,18 @@ impl PsClient {
                             keys.len()
                         )));
                     }
-                    let mut parts: Vec<(Vec<u64>, Vec<f32>)> = vec![(Vec::new(), Vec::new()); n];
+                    let cap = share(keys.len(), n);
+                    let mut parts: Vec<(Vec<u64>, Vec<f32>)> =
+                        (0..n).map(|_| (Vec::with_capacity(cap), pool::FLOATS.take(cap * w))).collect();
                     for (k, row) in keys.iter().zip(values.chunks_exact(w)) {
                         let p = &mut parts[sparse_server(*k, n)];
                         p.0.push(*k);
                         p.1.extend_from_slice(row);
                     }
                     for (mine, (keys, values)) in per.iter_mut().zip(parts) {
-                        if !keys.is_empty() {
+                        if keys.is_empty() {
+                            pool::FLOATS.give(values);
+                        } else {
                             mine.push(Grad::Sparse { table: table.clone(), keys, values });
                         }
                     }
@@ -633,4 +639,12 @@ fn link_failure(e: Error) -> Result<Error> {
         Error::Io { .. } => Ok(e),
         other => Err(other),
     }
+}
+
+/// Room for one server's share of `total` keys spread over `n` servers by their hash: the
+/// even share and an eighth more, so that the buffers filled key by key are seldom grown
+/// (a regrown buffer of a step's keys is a copy of it).
+fn share(total: usize, n: usize) -> usize {
+    let even = total / n.max(1);
+    even + even / 8 + 16
 }
