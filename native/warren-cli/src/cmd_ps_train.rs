@@ -10,6 +10,9 @@
 //! `--leave`): a sync step counts the trainers taking part in it, a step none takes part in
 //! (all left, and one joins later) is skipped without an update, and `--serial` follows the
 //! same schedule.
+//!
+//! With `--master URI` the examples come from the data master's task queues instead (see
+//! `ps_feed.rs`; `--write-dataset DIR` writes a dataset of this example's examples for it).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +28,7 @@ use warren::ps::{
 };
 
 use super::cmd_ps::{PS_URIS, RegistryArgs, parse_uris};
+use super::ps_feed::Next;
 
 /// Arguments of `warren example ps-train`.
 #[derive(Args)]
@@ -94,6 +98,26 @@ pub struct PsTrainArgs {
     /// trainer order).
     #[arg(long)]
     serial: bool,
+    /// Take the examples from the data master at this `host:port` (default: WARREN_MASTER_URI):
+    /// one example per record (`LABEL KEY KEY ...`), a task's records in batches of `--batch`;
+    /// the job trains pass `--pass` and ends with it (`--steps`, `--join` and `--leave` do not
+    /// apply).
+    #[arg(long, env = "WARREN_MASTER_URI", conflicts_with_all = ["serial", "joins", "leaves"])]
+    master: Option<String>,
+    /// The master's pass to train (with --master).
+    #[arg(long, default_value_t = 0)]
+    pass: u64,
+    /// Instead of training, write `--examples` examples of this example's data (trainer 0's
+    /// batches, in order) to DIR/part-0.rio for `warren master --dataset`, and exit.
+    #[arg(long, value_name = "DIR")]
+    write_dataset: Option<std::path::PathBuf>,
+    /// Examples written by --write-dataset.
+    #[arg(long, default_value_t = 10_000)]
+    examples: u64,
+    /// Bytes of records per RecordIO chunk written by --write-dataset (a task of the master
+    /// with --chunks-per-task 1).
+    #[arg(long, default_value_t = 4096)]
+    chunk_bytes: usize,
 }
 
 /// Runs the example.
@@ -118,6 +142,12 @@ pub fn run(a: &PsTrainArgs) -> warren::Result<u8> {
     };
     let plan = Membership::parse(a)?;
     let job = JobSpec { joining: plan.joining(), ..job };
+    if let Some(dir) = &a.write_dataset {
+        let examples = (0..).flat_map(|n| batch(a, 0, n)).take(a.examples as usize);
+        let path = super::ps_feed::write_dataset(dir, examples, a.chunk_bytes)?;
+        println!("WROTE {} ({} examples)", path.display(), a.examples);
+        return Ok(0);
+    }
     if a.serial { serial(a, &job, &plan) } else { trainer(a, &job, &plan) }
 }
 
@@ -184,9 +214,12 @@ fn await_joiners(c: &mut PsClient, plan: &Membership, me: u32, n: u64) -> warren
 }
 
 /// One example: its feature keys and its label.
-struct Example {
-    keys: Vec<u64>,
-    label: f32,
+#[derive(Debug)]
+pub(crate) struct Example {
+    /// Its feature keys, below `--buckets`.
+    pub keys: Vec<u64>,
+    /// 0 or 1.
+    pub label: f32,
 }
 
 fn mix(a: u64, b: u64) -> u64 {
@@ -283,6 +316,9 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<
         log::info!("trainer {}: joins at step {}", a.trainer, mine.start);
         c.join(mine.start)?;
     }
+    if let Some(uri) = &a.master {
+        return trainer_fed(a, job, &mut c, uri, &secret);
+    }
     let started = Instant::now();
     let mut rng = rand::thread_rng();
     let mut loss = 0.0;
@@ -291,17 +327,14 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<
             std::thread::sleep(Duration::from_millis(rng.gen_range(0..=a.max_sleep_ms)));
         }
         let examples = batch(a, a.trainer, n);
-        let keys = distinct_keys(&examples);
-        let w = c.pull_sparse("w", &keys)?;
-        let bias = c.pull_dense("bias", 0..1)?;
-        let (grads, l) = gradients(&examples, &keys, &w, bias[0]);
-        loss = l;
+        let grads;
+        (grads, loss) = step_gradients(&mut c, &examples)?;
         if job.mode == Mode::Sync {
             await_joiners(&mut c, plan, a.trainer, n)?;
         }
         c.push(&grads)?;
         if a.trainer == 0 && (n + 1) % 10.max(a.steps / 10) == 0 {
-            log::info!("trainer 0: step {}/{}: loss {l:.4} ({:.2?})", n + 1, a.steps, started.elapsed());
+            log::info!("trainer 0: step {}/{}: loss {loss:.4} ({:.2?})", n + 1, a.steps, started.elapsed());
         }
     }
     c.leave()?;
@@ -311,12 +344,95 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<
     }
     if a.trainer == 0 {
         wait_all_done(&mut c, plan)?;
-        let all: Vec<u64> = (0..a.buckets).collect();
-        let w = c.pull_sparse("w", &all)?;
-        let bias = c.pull_dense("bias", 0..1)?;
-        println!("MODEL_HASH {}", model_hash(&w, &bias));
+        print_model(a, &mut c)?;
     }
     Ok(0)
+}
+
+/// Pulls what `examples` need and works out their gradients and mean loss.
+fn step_gradients(c: &mut PsClient, examples: &[Example]) -> warren::Result<(Vec<Grad>, f64)> {
+    let keys = distinct_keys(examples);
+    let w = c.pull_sparse("w", &keys)?;
+    let bias = c.pull_dense("bias", 0..1)?;
+    Ok(gradients(examples, &keys, &w, bias[0]))
+}
+
+/// Prints `MODEL_HASH` of the whole model.
+fn print_model(a: &PsTrainArgs, c: &mut PsClient) -> warren::Result<()> {
+    let all: Vec<u64> = (0..a.buckets).collect();
+    let w = c.pull_sparse("w", &all)?;
+    let bias = c.pull_dense("bias", 0..1)?;
+    println!("MODEL_HASH {}", model_hash(&w, &bias));
+    Ok(())
+}
+
+/// A trainer fed by the data master at `uri` (see `ps_feed.rs`): trains its tasks' examples
+/// until the pass is over, then leaves; trainer 0 then waits until every step pushed is
+/// applied and prints `MODEL_HASH`.
+fn trainer_fed(a: &PsTrainArgs, job: &JobSpec, c: &mut PsClient, uri: &str, secret: &str) -> warren::Result<u8> {
+    let opts = warren::master::ClientOptions { tls: super::launcher::tls()?, ..Default::default() };
+    let mut feed = super::ps_feed::Feed::new(uri, secret, a.pass, a.buckets, opts);
+    let started = Instant::now();
+    let (mut loss, mut idle_steps) = (0.0, 0u64);
+    loop {
+        match feed.next(a.batch)? {
+            Next::Batch(examples) => {
+                let grads;
+                (grads, loss) = step_gradients(c, &examples)?;
+                c.push(&grads)?;
+                feed.trained(examples.len())?;
+            }
+            Next::Idle if job.mode != Mode::Async => {
+                // Nothing to train for now: an empty step, so as not to hold the others back.
+                c.push(&[])?;
+                idle_steps += 1;
+            }
+            Next::Idle => {}
+            Next::PassOver => break,
+        }
+        if a.trainer == 0 && c.step() > 0 && c.step() % 50 == 0 {
+            log::info!(
+                "trainer 0: step {}: {} examples, loss {loss:.4} ({:.2?})",
+                c.step(),
+                feed.examples,
+                started.elapsed()
+            );
+        }
+    }
+    c.leave()?;
+    println!(
+        "TRAINER {} done: {} examples in {} tasks of pass {}, {} empty steps, last loss {loss:.4}",
+        a.trainer, feed.examples, feed.tasks, a.pass, idle_steps
+    );
+    if job.mode != Mode::Sync {
+        println!("PS_LOST_UPDATES trainer {}: {}", a.trainer, c.lost_updates());
+    }
+    if a.trainer == 0 {
+        wait_applied(c)?;
+        print_model(a, c)?;
+    }
+    Ok(0)
+}
+
+/// Waits (at most 10 minutes) until every server has applied every step any trainer pushed
+/// (sync; under async and SSP every push is applied when it is committed).
+fn wait_applied(c: &mut PsClient) -> warren::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let status = c.status()?;
+        let sync = status.iter().any(|s| s.job.as_ref().is_some_and(|j| j.mode == Mode::Sync));
+        if !sync || status.iter().all(|s| s.clocks.iter().all(|&k| s.applied >= k)) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            let at: Vec<(u64, &Vec<u64>)> = status.iter().map(|s| (s.applied, &s.clocks)).collect();
+            return Err(Error::Timeout {
+                what: format!("every pushed step to be applied ((applied, clocks) per server: {at:?})"),
+                after: Duration::from_secs(600),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Registers this trainer in etcd as `/trainer/<trainer>-<pid>-<random>` (bound to a lease: gone

@@ -12,6 +12,7 @@ mod cmd_run;
 mod cmd_tracker;
 mod launcher;
 mod logging;
+mod ps_feed;
 
 use std::io::Write;
 use std::process::ExitCode;
