@@ -205,33 +205,47 @@ fn index(a: IndexArgs) -> Result<i32> {
             "num_records": idx.num_records(),
             "chunks": chunks,
         });
-        println!("{doc}");
-    } else {
-        println!(
-            "{}: {} bytes, {} chunks, {} records",
-            idx.file(),
-            idx.file_len(),
-            idx.num_chunks(),
-            idx.num_records()
-        );
-        println!(
-            "{:>7} {:>14} {:>12} {:>9} {:>12} {:>10} {:>10}",
-            "chunk", "offset", "payload", "records", "first", "compressor", "checksum"
-        );
-        for (i, c) in idx.chunks().iter().enumerate() {
-            println!(
-                "{:>7} {:>14} {:>12} {:>9} {:>12} {:>10} {:#010x}",
-                i,
-                c.offset,
-                c.header.payload_len,
-                c.header.num_records,
-                c.first_record,
-                compressor(c.header.compressor_code),
-                c.header.checksum
-            );
-        }
+        return print_all(&format!("{doc}\n"));
     }
-    Ok(0)
+    use std::fmt::Write as _;
+    let mut text = format!(
+        "{}: {} bytes, {} chunks, {} records\n{:>7} {:>14} {:>12} {:>9} {:>12} {:>10} {:>10}\n",
+        idx.file(),
+        idx.file_len(),
+        idx.num_chunks(),
+        idx.num_records(),
+        "chunk",
+        "offset",
+        "payload",
+        "records",
+        "first",
+        "compressor",
+        "checksum"
+    );
+    for (i, c) in idx.chunks().iter().enumerate() {
+        let _ = writeln!(
+            text,
+            "{:>7} {:>14} {:>12} {:>9} {:>12} {:>10} {:#010x}",
+            i,
+            c.offset,
+            c.header.payload_len,
+            c.header.num_records,
+            c.first_record,
+            compressor(c.header.compressor_code),
+            c.header.checksum
+        );
+    }
+    print_all(&text)
+}
+
+/// Writes `text` to standard output; a reader that stopped early (`... | head`) is not an
+/// error.
+fn print_all(text: &str) -> Result<i32> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Error::io("writing to standard output", e)),
+        _ => Ok(0),
+    }
 }
 
 fn check(a: CheckArgs) -> Result<i32> {

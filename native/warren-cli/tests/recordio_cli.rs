@@ -74,3 +74,31 @@ fn recordio_cli_files_as_records_and_garbage() {
     let o = warren(&["cat", s(&a)]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+/// `warren recordio cat|index FILE | head -1`: a reader that stops early is not an error
+/// (exit 0, nothing on standard error), as with any Unix tool.
+#[test]
+fn recordio_cli_output_to_a_reader_that_stops_early() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let text = tmp("many.txt");
+    let lines: Vec<String> = (0..200_000).map(|i| format!("record {i}")).collect();
+    std::fs::write(&text, lines.join("\n") + "\n").unwrap();
+    let file = tmp("many.recordio");
+    let o = warren(&["write", "-o", s(&file), "--lines", s(&text), "--max-chunk-bytes", "16"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for cmd in ["cat", "index"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_warren"))
+            .args(["recordio", cmd, s(&file)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 16];
+        child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+        drop(child.stdout.take()); // the reader stops: later writes get EPIPE
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && stderr.is_empty(), "{cmd}: {:?}\n{stderr}", out.status);
+    }
+}
