@@ -63,8 +63,8 @@ pub struct PsTrainArgs {
     #[arg(long, default_value_t = 0)]
     max_sleep_ms: u64,
     /// Number of trainers (default: WARREN_NUM_WORKERS, set by `warren run`).
-    #[arg(long, env = keys::NUM_WORKERS)]
-    trainers: u32,
+    #[arg(long, env = keys::NUM_WORKERS, required_unless_present = "write_dataset")]
+    trainers: Option<u32>,
     /// This trainer's id (default: WARREN_TASK_ID, set by `warren run`).
     #[arg(long, env = keys::TASK_ID, default_value_t = 0)]
     trainer: u32,
@@ -120,14 +120,27 @@ pub struct PsTrainArgs {
     chunk_bytes: usize,
 }
 
+impl PsTrainArgs {
+    /// The job's trainer count (clap requires it unless only a dataset is written).
+    fn trainers(&self) -> u32 {
+        self.trainers.unwrap_or(1)
+    }
+}
+
 /// Runs the example.
 pub fn run(a: &PsTrainArgs) -> warren::Result<u8> {
     let optimizer = Optimizer::parse(&a.optimizer).map_err(Error::Config)?;
-    if a.buckets == 0 || a.batch == 0 || a.features == 0 || a.trainers == 0 {
+    if a.buckets == 0 || a.batch == 0 || a.features == 0 || a.trainers() == 0 {
         return Err(Error::Config("--buckets, --batch, --features and --trainers must be at least 1".into()));
     }
+    if let Some(dir) = &a.write_dataset {
+        let examples = (0..).flat_map(|n| batch(a, 0, n)).take(a.examples as usize);
+        let path = super::ps_feed::write_dataset(dir, examples, a.chunk_bytes)?;
+        println!("WROTE {} ({} examples)", path.display(), a.examples);
+        return Ok(0);
+    }
     let job = JobSpec {
-        trainers: a.trainers,
+        trainers: a.trainers(),
         joining: Vec::new(),
         mode: Mode::parse(&a.mode, a.staleness)?,
         tables: vec![
@@ -142,12 +155,6 @@ pub fn run(a: &PsTrainArgs) -> warren::Result<u8> {
     };
     let plan = Membership::parse(a)?;
     let job = JobSpec { joining: plan.joining(), ..job };
-    if let Some(dir) = &a.write_dataset {
-        let examples = (0..).flat_map(|n| batch(a, 0, n)).take(a.examples as usize);
-        let path = super::ps_feed::write_dataset(dir, examples, a.chunk_bytes)?;
-        println!("WROTE {} ({} examples)", path.display(), a.examples);
-        return Ok(0);
-    }
     if a.serial { serial(a, &job, &plan) } else { trainer(a, &job, &plan) }
 }
 
@@ -159,12 +166,13 @@ struct Membership {
 
 impl Membership {
     fn parse(a: &PsTrainArgs) -> warren::Result<Membership> {
-        let mut steps = vec![0..a.steps; a.trainers as usize];
+        let mut steps = vec![0..a.steps; a.trainers() as usize];
         let entry = |e: &str, what: &str| -> warren::Result<(usize, u64)> {
-            let bad = || Error::Config(format!("--{what} {e:?}: expected TRAINER:STEP with TRAINER < {}", a.trainers));
+            let bad =
+                || Error::Config(format!("--{what} {e:?}: expected TRAINER:STEP with TRAINER < {}", a.trainers()));
             let (t, n) = e.split_once(':').ok_or_else(bad)?;
             let (t, n) = (t.parse::<usize>().map_err(|_| bad())?, n.parse::<u64>().map_err(|_| bad())?);
-            if t >= a.trainers as usize || n > a.steps {
+            if t >= a.trainers() as usize || n > a.steps {
                 return Err(bad());
             }
             Ok((t, n))
@@ -473,8 +481,8 @@ fn wait_all_done(c: &mut PsClient, plan: &Membership) -> warren::Result<()> {
 fn serial(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<u8> {
     let mut shard = Shard::new(0, 1, &job.tables)?;
     for n in 0..a.steps {
-        let mut pushes = Vec::with_capacity(a.trainers as usize);
-        for t in (0..a.trainers).filter(|&t| plan.steps[t as usize].contains(&n)) {
+        let mut pushes = Vec::with_capacity(a.trainers() as usize);
+        for t in (0..a.trainers()).filter(|&t| plan.steps[t as usize].contains(&n)) {
             let examples = batch(a, t, n);
             let keys = distinct_keys(&examples);
             let w = shard.pull_sparse("w", &keys)?;

@@ -65,7 +65,7 @@ impl Drop for Master {
 fn dataset(dir: &Path) -> u64 {
     let data = dir.join("data");
     let out = run_limited(
-        Command::new(WARREN).args(["example", "ps-train", "--trainers", "1", "--write-dataset"]).arg(&data).args([
+        Command::new(WARREN).args(["example", "ps-train", "--write-dataset"]).arg(&data).args([
             "--examples",
             &EXAMPLES.to_string(),
             "--chunk-bytes",

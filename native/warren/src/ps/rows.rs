@@ -1,7 +1,7 @@
 //! A sparse table's rows at one server (pure), in one contiguous arena: row `r` is the
 //! `stride` floats at `data[r * stride..]` (its `width` parameters, then its optimizer
-//! state), its key is `keys[r]` and its update count and sum slot `meta[r]`; a hash index maps a key to
-//! its row. A row is created on first use by the table's initializer and never removed.
+//! state), its key is `keys[r]`, its update count and sum slot `meta[r]`; a hash index maps a
+//! key to its row. A row is created on first use by the table's initializer and never removed.
 //!
 //! A batch of gradients is summed into [`RowSums`]: one flat buffer, a slot per distinct row
 //! in the order the rows first appear, each slot summed in the order the gradients are given
