@@ -14,7 +14,7 @@ use std::time::Duration;
 mod support;
 
 use support::crash::Dir;
-use support::ps::{WARREN, finish, model_hash, run_limited};
+use support::ps::{WARREN, model_hash, run_limited};
 
 const SECRET: &str = "ps-master-secret";
 const EXAMPLES: u64 = 3000;
@@ -88,17 +88,15 @@ fn dataset(dir: &Path) -> u64 {
 /// Three trainers in `mode` under `warren run` (two servers of its own, one replacement per
 /// trainer), fed by `master`, with `WARREN_PS_MOCK=mock`.
 fn train(master: &Master, mode: &str, mock: &str) -> Output {
-    let job = Command::new(WARREN)
-        .args(["run", "-n", "3", "--ps-servers", "2", "--max-restarts", "1", "--rendezvous-timeout", "600", "--"])
-        .args([WARREN, "example", "ps-train", "--mode", mode, "--batch", BATCH, "--buckets", "65536"])
-        .env("WARREN_JOB_SECRET", SECRET)
-        .env("WARREN_MASTER_URI", &master.uri)
-        .env("WARREN_PS_MOCK", mock)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn warren run");
-    finish(job, Duration::from_secs(240))
+    run_limited(
+        Command::new(WARREN)
+            .args(["run", "-n", "3", "--ps-servers", "2", "--max-restarts", "1", "--rendezvous-timeout", "600", "--"])
+            .args([WARREN, "example", "ps-train", "--mode", mode, "--batch", BATCH, "--buckets", "65536"])
+            .env("WARREN_JOB_SECRET", SECRET)
+            .env("WARREN_MASTER_URI", &master.uri)
+            .env("WARREN_PS_MOCK", mock),
+        Duration::from_secs(240),
+    )
 }
 
 /// The examples and tasks every trainer that finished says it trained.
