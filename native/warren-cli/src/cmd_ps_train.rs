@@ -23,8 +23,8 @@ use sha2::{Digest, Sha256};
 use warren::Error;
 use warren::config::keys;
 use warren::ps::{
-    EtcdRegistry, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, Resolver, Shard, TableKind,
-    TableSpec, initial,
+    EtcdRegistry, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, Resolver, ServerStatus, Shard,
+    TableKind, TableSpec, initial,
 };
 
 use super::cmd_ps::{PS_URIS, RegistryArgs, parse_uris};
@@ -416,31 +416,12 @@ fn trainer_fed(a: &PsTrainArgs, job: &JobSpec, c: &mut PsClient, uri: &str, secr
         println!("PS_LOST_UPDATES trainer {}: {}", a.trainer, c.lost_updates());
     }
     if a.trainer == 0 {
-        wait_applied(c)?;
+        if job.mode == Mode::Sync {
+            wait_applied(c)?;
+        }
         print_model(a, c)?;
     }
     Ok(0)
-}
-
-/// Waits (at most 10 minutes) until every server has applied every step any trainer pushed
-/// (sync; under async and SSP every push is applied when it is committed).
-fn wait_applied(c: &mut PsClient) -> warren::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        let status = c.status()?;
-        let sync = status.iter().any(|s| s.job.as_ref().is_some_and(|j| j.mode == Mode::Sync));
-        if !sync || status.iter().all(|s| s.clocks.iter().all(|&k| s.applied >= k)) {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            let at: Vec<(u64, &Vec<u64>)> = status.iter().map(|s| (s.applied, &s.clocks)).collect();
-            return Err(Error::Timeout {
-                what: format!("every pushed step to be applied ((applied, clocks) per server: {at:?})"),
-                after: Duration::from_secs(600),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Registers this trainer in etcd as `/trainer/<trainer>-<pid>-<random>` (bound to a lease: gone
@@ -460,19 +441,46 @@ fn discover(a: &PsTrainArgs, registry: EtcdRegistry) -> warren::Result<(Vec<Stri
 /// Waits (at most 10 minutes) until every server has every trainer's pushes of every step it
 /// takes part in.
 fn wait_all_done(c: &mut PsClient, plan: &Membership) -> warren::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(600);
     let ends: Vec<u64> = plan.steps.iter().map(|r| r.end).collect();
+    wait_servers(
+        c,
+        |s| s.clocks.iter().zip(&ends).all(|(&k, &end)| k >= end),
+        |all| {
+            let clocks: Vec<&Vec<u64>> = all.iter().map(|s| &s.clocks).collect();
+            format!("every trainer to push its steps {ends:?} (clocks per server: {clocks:?})")
+        },
+    )
+}
+
+/// Waits (at most 10 minutes) until every server has applied every step any trainer pushed
+/// (sync; under async and SSP a push is applied when it is committed).
+fn wait_applied(c: &mut PsClient) -> warren::Result<()> {
+    wait_servers(
+        c,
+        |s| s.clocks.iter().all(|&k| s.applied >= k),
+        |all| {
+            let at: Vec<(u64, &Vec<u64>)> = all.iter().map(|s| (s.applied, &s.clocks)).collect();
+            format!("every pushed step to be applied ((applied, clocks) per server: {at:?})")
+        },
+    )
+}
+
+/// Polls the servers' status until `done` holds for every server, or fails after 10 minutes
+/// with the wait that `what` describes.
+fn wait_servers(
+    c: &mut PsClient,
+    done: impl Fn(&ServerStatus) -> bool,
+    what: impl Fn(&[ServerStatus]) -> String,
+) -> warren::Result<()> {
+    let limit = Duration::from_secs(600);
+    let deadline = Instant::now() + limit;
     loop {
         let status = c.status()?;
-        if status.iter().all(|s| s.clocks.iter().zip(&ends).all(|(&k, &end)| k >= end)) {
+        if status.iter().all(&done) {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            let clocks: Vec<&Vec<u64>> = status.iter().map(|s| &s.clocks).collect();
-            return Err(Error::Timeout {
-                what: format!("every trainer to push its steps {ends:?} (clocks per server: {clocks:?})"),
-                after: Duration::from_secs(600),
-            });
+            return Err(Error::Timeout { what: what(&status), after: limit });
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -156,19 +156,12 @@ fn cat(a: CatArgs) -> Result<i32> {
     for f in &a.files {
         for rec in recordio::open(f)? {
             let rec = rec?;
-            let written = out.write_all(&rec).and_then(|()| out.write_all(b"\n"));
-            match written {
-                Ok(()) => {}
-                // `warren recordio cat ... | head` is not an error.
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(0),
-                Err(e) => return Err(Error::io("writing records to standard output", e)),
+            if let Err(e) = out.write_all(&rec).and_then(|()| out.write_all(b"\n")) {
+                return written_out(Err(e));
             }
         }
     }
-    match out.flush() {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Error::io("writing records to standard output", e)),
-        _ => Ok(0),
-    }
+    written_out(out.flush())
 }
 
 fn index(a: IndexArgs) -> Result<i32> {
@@ -242,7 +235,13 @@ fn index(a: IndexArgs) -> Result<i32> {
 /// error.
 fn print_all(text: &str) -> Result<i32> {
     let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    written_out(out.write_all(text.as_bytes()).and_then(|()| out.flush()))
+}
+
+/// Exit code 0 for output written to standard output, or to a reader that stopped early
+/// (`... | head` is not an error); any other failure is an error.
+fn written_out(written: io::Result<()>) -> Result<i32> {
+    match written {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Error::io("writing to standard output", e)),
         _ => Ok(0),
     }
