@@ -44,6 +44,9 @@ object LogisticRegression {
     * @param killExecutor halt partition 1's executor JVM (first attempt) at this iteration (-1: never)
     * @param pauseMs milliseconds each worker sleeps after each checkpoint (0: none; gives a test
     *   time to kill a process from outside mid-run; the model does not change)
+    * @param pauseUntilGrown in an elastic job, stop pausing once this worker is in a view of all
+    *   `workers` it joined late or grew back to (a test that waits for a join pays for the wait
+    *   only; before the join the pace is as with `pauseMs` alone)
     * @param conf `spark.warren.*` settings for the runner
     * @param failures more injected failures (tests)
     */
@@ -60,6 +63,7 @@ object LogisticRegression {
       killTask: Int = -1,
       killExecutor: Int = -1,
       pauseMs: Int = 0,
+      pauseUntilGrown: Boolean = false,
       conf: Map[String, String] = Map("bootstrapCache" -> "true"),
       failures: Seq[Failure] = Nil
   ) {
@@ -276,10 +280,13 @@ object LogisticRegression {
     var it = ckpt.version
     var (rollbacks, rolledBackTo) = (0, -1)
     val views = Seq.newBuilder[(Int, Int, Int)]
+    // Whether this worker is in a view of all `workers` that it joined late or grew back to.
+    var grown = ckpt.version > 0 && comm.worldSize() == p.workers
     // Elastic jobs: the view changed (a worker joined, left, or was given up on). The gradient
     // is already the mean over the members' rows (the row count is allreduced), so nothing
     // rescales; log it and keep it for the result.
     def viewChanged(): Unit = Option(comm.takeViewChange()).foreach { c =>
+      grown = c.newWorldSize() == p.workers
       System.err.println(s"task $pid: view changed after checkpoint ${comm.version()}: $c")
       views += ((comm.version(), c.oldWorldSize(), c.newWorldSize()))
     }
@@ -298,7 +305,7 @@ object LogisticRegression {
           opt.step(losses(it), buf, total, last = losses(it) <= p.targetLoss)
           comm.checkpoint(toBytes(opt.state, losses), null)
           viewChanged()
-          if (p.pauseMs > 0) Thread.sleep(p.pauseMs.toLong)
+          if (p.pauseMs > 0 && !(p.pauseUntilGrown && grown)) Thread.sleep(p.pauseMs.toLong)
           it += 1
         }
         val loopMs = (System.nanoTime() - loopStart) / 1e6
@@ -387,13 +394,14 @@ object LogisticRegression {
     case "--kill-task" :: v :: rest     => parse(rest, p.copy(killTask = v.toInt))
     case "--kill-executor" :: v :: rest => parse(rest, p.copy(killExecutor = v.toInt))
     case "--pause-ms" :: v :: rest      => parse(rest, p.copy(pauseMs = v.toInt))
+    case "--pause-until-grown" :: rest  => parse(rest, p.copy(pauseUntilGrown = true))
     case "--recovery" :: v :: rest       => parse(rest, p.copy(conf = p.conf + ("recovery" -> v)))
     case "--checkpoint-dir" :: v :: rest => parse(rest, p.copy(conf = p.conf + ("checkpointDir" -> v)))
     case "--elastic" :: v :: rest        => parse(rest, p.copy(conf = p.conf + ("elastic" -> "true") + ("minWorkers" -> v)))
     case other :: _ =>
       throw new IllegalArgumentException(
         s"unknown argument $other; usage: [--workers N] [--rows N] [--features N] [--iters N] " +
-          "[--step-size X] [--optimizer gd|lbfgs] [--lbfgs-memory M] [--target-loss X] [--seed N] [--kill-task ITER] [--kill-executor ITER] [--pause-ms MS] [--recovery retry-one|fail-all] " +
+          "[--step-size X] [--optimizer gd|lbfgs] [--lbfgs-memory M] [--target-loss X] [--seed N] [--kill-task ITER] [--kill-executor ITER] [--pause-ms MS] [--pause-until-grown] [--recovery retry-one|fail-all] " +
           "[--checkpoint-dir DIR] [--elastic MIN_WORKERS]"
       )
   }

@@ -33,17 +33,19 @@ import org.junit.jupiter.api._
 @TestInstance(Lifecycle.PER_CLASS)
 @TestMethodOrder(classOf[MethodOrderer.MethodName])
 // 420 s a case: the same-schedule case runs 400 iterations twice, 135 s for the first alone at
-// a 1-minute load average of 24 on 2 cores.
+// a 1-minute load average of 24 on 2 cores (before the pauses stopped at the rejoin).
 @Timeout(value = 420, unit = TimeUnit.SECONDS)
 class ElasticClusterTest {
   private val workers = 4
   private var sc: SparkContext = _
   private val counts = new TaskCounts
   private val elastic = Map("bootstrapCache" -> "true", "elastic" -> "true", "minWorkers" -> "3", "rejoinTimeout" -> "1")
-  // Many short iterations (a pause after each checkpoint): the survivors go on without the
-  // halted worker for a while before Spark's new executor runs its task again (2-4 s on a
-  // quiet machine, 15 s seen under load: the job lasts long enough for it to rejoin).
-  private val params = Params(workers = workers, rows = 20000, features = 10, iters = 200, pauseMs = 100, conf = elastic)
+  // Many short iterations (a pause after each checkpoint until the job is whole again): the
+  // survivors go on without the halted worker for a while before Spark's new executor runs its
+  // task again (2-4 s on a quiet machine, 15 s seen under load: the job lasts long enough for
+  // it to rejoin); once it is back, the rest runs unpaused.
+  private val params =
+    Params(workers = workers, rows = 20000, features = 10, iters = 200, pauseMs = 100, pauseUntilGrown = true, conf = elastic)
   // The halted-executor cases: 400 iterations, since under load (1-minute load average 12 on
   // 2 cores) 200 were over before Spark's new executor ran the re-run task (more than 28 s).
   private val halted = params.copy(iters = 400)
@@ -138,7 +140,7 @@ class ElasticClusterTest {
     assertEquals("scheduled", scheduled.get(), "the driver scheduled task 1's return")
     assertEquals(back, shrankAndRejoined("same schedule", rs), "task 1 rejoined at the scheduled version")
     assertEquals(model, rs.head.modelHash, s"dropped at $dropped and back at $back: the same model as the first run")
-    val clean = LogisticRegression.run(sc, halted)
+    val clean = LogisticRegression.run(sc, halted.copy(pauseMs = 0))
     assertTrue(clean.modelHash != model, "the model records the schedule: without the loss it differs")
   }
 

@@ -32,9 +32,10 @@ class ElasticDynamicAllocationTest {
   private val elastic =
     Map("bootstrapCache" -> "true", "elastic" -> "true", "minWorkers" -> initial.toString, "rejoinTimeout" -> "1")
   // Long enough for two new executor JVMs to start (5-8 s on a quiet machine, 16 s seen under
-  // load) while the first two train: with a 1-minute load average of 12 on 2 cores they joined
-  // at versions 226 and 243.
-  private val params = Params(workers = workers, rows = 20000, features = 10, iters = 500, pauseMs = 100, conf = elastic)
+  // load) while the first two train, pausing after each checkpoint until both have joined: with a
+  // 1-minute load average of 12 on 2 cores they joined at versions 226 and 243.
+  private val params =
+    Params(workers = workers, rows = 20000, features = 10, iters = 500, pauseMs = 100, pauseUntilGrown = true, conf = elastic)
   /** The first run's joins (task -> version) and model, for the second. */
   private val grown = new AtomicReference[(Map[Int, Int], String)]()
 
