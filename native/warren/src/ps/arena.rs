@@ -32,8 +32,12 @@ impl AlignedFloats {
     pub fn resize(&mut self, len: usize, value: f32) {
         let old = self.len;
         if len > self.lines.len() * LINE_FLOATS {
-            // `Vec` grows its capacity by doubling, so one row at a time is cheap.
-            self.lines.resize(len.div_ceil(LINE_FLOATS), Line([value; LINE_FLOATS]));
+            // The capacity grows by doubling, so one row at a time is cheap; the rows are read
+            // at random, so on huge pages where the kernel gives them.
+            let lines = len.div_ceil(LINE_FLOATS);
+            let more = lines - self.lines.len();
+            super::huge::reserve(&mut self.lines, more);
+            self.lines.resize(lines, Line([value; LINE_FLOATS]));
         }
         self.len = len;
         if len > old {

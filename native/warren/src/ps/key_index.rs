@@ -35,11 +35,18 @@ impl Default for KeyIndex {
     }
 }
 
+/// `n` free slots, on huge pages where the kernel gives them ([`huge`](super::huge)).
+fn slots(n: usize) -> Vec<Slot> {
+    let mut slots = Vec::with_capacity(n);
+    super::huge::advise(&slots);
+    slots.resize(n, EMPTY);
+    slots
+}
+
 impl KeyIndex {
     /// An empty index with room for `n` keys before it grows.
     pub fn with_capacity(n: usize) -> KeyIndex {
-        let size = (2 * n).max(16).next_power_of_two();
-        KeyIndex { slots: vec![EMPTY; size], len: 0 }
+        KeyIndex { slots: slots((2 * n).max(16).next_power_of_two()), len: 0 }
     }
 
     /// Where `key`'s probe starts. Keys are spread over servers by another mix of them (see
@@ -95,7 +102,7 @@ impl KeyIndex {
 
     /// Twice the slots, every key placed again.
     fn grow(&mut self) {
-        let bigger = vec![EMPTY; 2 * self.slots.len()];
+        let bigger = slots(2 * self.slots.len());
         let old = std::mem::replace(&mut self.slots, bigger);
         for s in old.into_iter().filter(|s| s.row != FREE) {
             let i = self.find(s.key);

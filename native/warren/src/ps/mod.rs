@@ -38,6 +38,7 @@ mod client;
 mod consistency;
 pub mod failpoint;
 mod floats;
+mod huge;
 mod key_index;
 mod link;
 mod optim;

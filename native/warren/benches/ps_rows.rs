@@ -1,0 +1,62 @@
+//! The sparse rows of one parameter server, on one thread, without the network: what a step
+//! of `bench/ps_sparse.sh` costs a server in row work (finding rows, copying them into a pull
+//! reply, summing two trainers' gradients, applying SGD). Prints one JSON line.
+//!
+//!   cargo bench -p warren --bench ps_rows [-- KEYS STEPS]      (defaults: 524288 200)
+//!
+//! KEYS is the server's share of the table (half of the 1M keys of `bench/ps_sparse.sh`, with
+//! two servers); a step pulls and pushes 2 trainers x 16384 uniformly drawn keys (batches of
+//! 4096 examples of 8 features, split over two servers), 16 floats each.
+
+use std::time::Instant;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use warren::ps::{Grad, Init, Optimizer, Shard, TableKind, TableSpec};
+
+const WIDTH: usize = 16;
+const TRAINERS: usize = 2;
+const KEYS_PER_PULL: usize = 16384;
+
+fn main() {
+    let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let keys = args.first().copied().unwrap_or(1 << 19);
+    let steps = args.get(1).copied().unwrap_or(200) as usize;
+    let spec = TableSpec {
+        name: "emb".into(),
+        kind: TableKind::Sparse { width: WIDTH as u32 },
+        init: Init::Uniform { scale: 0.01, seed: 7 },
+        optimizer: Optimizer::sgd(0.1),
+    };
+    let mut shard = Shard::new(0, 1, &[spec]).expect("a valid table");
+    // Every row exists before the timed steps, as after the first steps of a long job.
+    let all: Vec<u64> = (0..keys).collect();
+    drop(shard.pull_sparse("emb", &all).expect("known table"));
+    let mut rng = SmallRng::seed_from_u64(1);
+    let grads = vec![0.001f32; KEYS_PER_PULL * WIDTH];
+    let (mut pull_s, mut push_s) = (0.0, 0.0);
+    for _ in 0..steps {
+        let batch: Vec<Vec<u64>> =
+            (0..TRAINERS).map(|_| (0..KEYS_PER_PULL).map(|_| rng.gen_range(0..keys)).collect()).collect();
+        let t = Instant::now();
+        for k in &batch {
+            std::hint::black_box(shard.pull_sparse_frame("emb", k).expect("known table"));
+        }
+        let pulled = t.elapsed().as_secs_f64();
+        let pushes: Vec<Vec<Grad>> = batch
+            .into_iter()
+            .map(|k| vec![Grad::Sparse { table: "emb".into(), keys: k, values: grads.clone() }])
+            .collect();
+        let t = Instant::now();
+        shard.apply(pushes.iter().map(Vec::as_slice));
+        push_s += t.elapsed().as_secs_f64();
+        pull_s += pulled;
+    }
+    let per = |s: f64| (s / steps as f64 * 1e6).round() / 1e3;
+    println!(
+        "{{\"bench\":\"ps_rows\",\"keys\":{keys},\"steps\":{steps},\"pull_ms\":{},\"push_ms\":{},\"step_ms\":{}}}",
+        per(pull_s),
+        per(push_s),
+        per(pull_s + push_s)
+    );
+}
