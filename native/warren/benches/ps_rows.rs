@@ -42,7 +42,7 @@ fn main() {
         for k in &batch {
             std::hint::black_box(shard.pull_sparse_frame("emb", k).expect("known table"));
         }
-        let pulled = t.elapsed().as_secs_f64();
+        pull_s += t.elapsed().as_secs_f64();
         let pushes: Vec<Vec<Grad>> = batch
             .into_iter()
             .map(|k| vec![Grad::Sparse { table: "emb".into(), keys: k, values: grads.clone() }])
@@ -50,7 +50,6 @@ fn main() {
         let t = Instant::now();
         shard.apply(pushes.iter().map(Vec::as_slice));
         push_s += t.elapsed().as_secs_f64();
-        pull_s += pulled;
     }
     let per = |s: f64| (s / steps as f64 * 1e6).round() / 1e3;
     println!(

@@ -343,7 +343,10 @@ impl<'de> Deserialize<'de> for Rows {
                 return Err(D::Error::custom(format!("sparse rows: key {k} twice")));
             }
         }
-        let meta = updates.into_iter().map(Meta::new).collect();
+        // On huge pages, as the counts of rows created by pulls are (see `Rows::create`).
+        let mut meta = Vec::new();
+        huge::reserve(&mut meta, updates.len());
+        meta.extend(updates.into_iter().map(Meta::new));
         Ok(Rows { width, stride, index, keys, data: data.into(), meta, located: Located::default() })
     }
 }
