@@ -285,11 +285,11 @@ impl PsClient {
             let at = (pieces[s].start.saturating_sub(range.start)) as usize
                 ..(pieces[s].end.saturating_sub(range.start)) as usize;
             match r {
-                Some(Reply::Floats { values }) if values.len() == at.len() => {
-                    out[at].copy_from_slice(&values);
-                    pool::FLOATS.give(values);
+                Some(Reply::Received(values)) if values.len() == at.len() => {
+                    values.copy_to(&mut out[at]);
+                    self.links[s].recycle(values);
                 }
-                Some(Reply::Floats { values }) => {
+                Some(Reply::Received(values)) => {
                     return Err(Error::Protocol(format!(
                         "{} returned {} floats of table {table:?} for {} elements",
                         self.links[s].who,
@@ -326,10 +326,9 @@ impl PsClient {
         let mut out = vec![0f32; keys.len() * width];
         for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {
             match r {
-                Some(Reply::Floats { values }) if values.len() == per[s].1.len() * width => {
-                    for (row, &at) in values.chunks_exact(width).zip(&per[s].1) {
-                        out[at * width..(at + 1) * width].copy_from_slice(row);
-                    }
+                Some(Reply::Received(values)) if values.len() == per[s].1.len() * width => {
+                    values.scatter_rows(width, &per[s].1, &mut out);
+                    self.links[s].recycle(values);
                 }
                 None => {}
                 Some(_) => return Err(self.unexpected(s)),

@@ -211,6 +211,41 @@ pub(crate) fn put_f32s(out: &mut Vec<u8>, v: &[f32]) {
     put_le(out, v, |x| f32::from_bits(x.to_bits().to_le()))
 }
 
+/// Where the values of a [`Reply::Floats`](super::proto::Reply::Floats) frame lie in it (a
+/// whole frame, length included), to read them from the frame with no decoding copy (see
+/// `proto::ReceivedFloats`); `None` for any other frame, or a malformed one (which
+/// [`decode_frame`] then explains).
+pub(crate) fn floats_reply_values(frame: &[u8]) -> Option<std::ops::Range<usize>> {
+    /// The header of a floats reply, as `proto::floats_frame_by` writes it.
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        reply: &'a str,
+        values: (u64, u64),
+    }
+    let tail = u32::from_le_bytes(frame.get(4..PREFIX)?.try_into().ok()?) as usize;
+    let header = frame.get(PREFIX.checked_add(tail)?..)?;
+    // The tag comes first (serde writes it first): other replies are not parsed twice.
+    if !header.starts_with(br#"{"reply":"floats""#) {
+        return None;
+    }
+    let head: Head<'_> = serde_json::from_slice(header).ok()?;
+    let (at, n) = (usize::try_from(head.values.0).ok()?, usize::try_from(head.values.1).ok()?);
+    let start = PREFIX.checked_add(at)?;
+    let end = start.checked_add(n.checked_mul(4)?)?;
+    (head.reply == "floats" && end <= PREFIX + tail).then_some(start..end)
+}
+
+/// Copies little-endian `f32` bytes into `out` (of `bytes.len() / 4` values): one copy.
+pub(crate) fn copy_f32s(bytes: &[u8], out: &mut [f32]) {
+    if cfg!(target_endian = "little") {
+        bytemuck::cast_slice_mut::<f32, u8>(out).copy_from_slice(bytes);
+    } else {
+        for (x, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *x = f32::from_le_bytes(b.try_into().expect("4 bytes"));
+        }
+    }
+}
+
 /// Writes `v` (see the module documentation).
 pub fn serialize<S: Serializer>(v: &[f32], s: S) -> Result<S::Ok, S::Error> {
     put(s, v.len(), 4, |out| put_f32s(out, v))

@@ -15,7 +15,7 @@ use log::{info, warn};
 
 use super::client::Resolver;
 use super::consistency::Mode;
-use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, reply_error};
+use super::proto::{self, JobSpec, MAX_PS_FRAME, ReceivedFloats, Reply, Request, reply_error};
 use super::shard::Grad;
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
@@ -102,6 +102,14 @@ impl Link {
                 self.conn = None;
                 Err(closed(&self.who))
             }
+        }
+    }
+
+    /// Gives back the frame of a [`Reply::Received`] once it is read, to read a later reply
+    /// into (no fresh pages for every large pull).
+    pub fn recycle(&mut self, floats: ReceivedFloats) {
+        if let Some(c) = self.conn.as_mut() {
+            c.recycle(floats.into_frame());
         }
     }
 
@@ -321,8 +329,14 @@ fn name(index: usize, uri: &str) -> String {
     format!("ps server {index} ({uri})")
 }
 
-/// Decodes reply frame `f` and gives it back to `c`, to read a later one into.
-fn decode(c: &mut Connection, mut f: Vec<u8>) -> Result<Reply> {
+/// Decodes reply frame `f` and gives it back to `c`, to read a later one into; a floats
+/// reply keeps its frame, to be read from where it is (and given back with
+/// [`Link::recycle`]).
+fn decode(c: &mut Connection, f: Vec<u8>) -> Result<Reply> {
+    let mut f = match ReceivedFloats::from_frame(f) {
+        Ok(floats) => return Ok(Reply::Received(floats)),
+        Err(f) => f,
+    };
     let reply = proto::decode(&mut f);
     c.recycle(f);
     reply

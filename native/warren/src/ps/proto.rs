@@ -9,6 +9,7 @@
 //! `u64` keys and a small JSON header pointing into it (see `floats.rs`). A client may send several requests before reading the
 //! replies (the trainer client sends one to every server before it waits).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -223,6 +224,11 @@ pub enum Reply {
         #[serde(with = "super::floats")]
         values: Vec<f32>,
     },
+    /// A [`Reply::Floats`] as the trainer's client received it: its values still in the
+    /// frame, read from there into the caller's buffer with one copy. Made by the client's
+    /// link in place of decoding; never on the wire.
+    #[serde(skip)]
+    Received(ReceivedFloats),
     /// Answer to [`Request::Status`].
     Status {
         /// The state.
@@ -235,6 +241,58 @@ pub enum Reply {
         /// Its message.
         message: String,
     },
+}
+
+/// The values of a floats reply where they arrived: the received frame and where in it
+/// they are (little-endian `f32`s), so that a pull copies them once, from the frame into
+/// the caller's buffer, instead of decoding them into a buffer of their own first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReceivedFloats {
+    frame: Vec<u8>,
+    values: Range<usize>,
+}
+
+impl ReceivedFloats {
+    /// `frame` (a whole frame, length prefix included) if it is a floats reply; else it is
+    /// given back.
+    pub(crate) fn from_frame(frame: Vec<u8>) -> std::result::Result<ReceivedFloats, Vec<u8>> {
+        match super::floats::floats_reply_values(&frame) {
+            Some(values) => Ok(ReceivedFloats { frame, values }),
+            None => Err(frame),
+        }
+    }
+
+    /// How many values.
+    pub fn len(&self) -> usize {
+        self.values.len() / 4
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Copies the values into `out`, which holds exactly [`len`](Self::len).
+    pub fn copy_to(&self, out: &mut [f32]) {
+        assert_eq!(out.len(), self.len(), "a buffer for every value received");
+        super::floats::copy_f32s(&self.frame[self.values.clone()], out);
+    }
+
+    /// Copies the values, rows of `width`, row `i` to row `to[i]` of `out` (as a sparse
+    /// pull puts one server's rows in the order of the caller's keys). There are exactly
+    /// `to.len()` rows; every `to[i]` is a row of `out`.
+    pub fn scatter_rows(&self, width: usize, to: &[usize], out: &mut [f32]) {
+        assert_eq!(self.len(), to.len() * width, "one index for every row received");
+        let rows = self.frame[self.values.clone()].chunks_exact(4 * width);
+        for (row, &at) in rows.zip(to) {
+            super::floats::copy_f32s(row, &mut out[at * width..(at + 1) * width]);
+        }
+    }
+
+    /// The frame, to read a later one into.
+    pub fn into_frame(self) -> Vec<u8> {
+        self.frame
+    }
 }
 
 /// The frame of a [`Reply::Floats`] of `values`, encoded from where they are (the server
@@ -359,6 +417,40 @@ mod tests {
         assert!(push_parts(&Request::Status).is_none());
         let json = serde_json::to_string(&Request::PullDense { table: "w".into(), start: 0, end: 1 }).unwrap();
         assert_eq!(json, r#"{"op":"pull_dense","table":"w","start":0,"end":1}"#);
+    }
+
+    #[test]
+    fn a_received_floats_reply_is_read_from_its_frame_bit_for_bit() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+        let values: Vec<f32> = vec![0.5, -0.0, f32::MAX, f32::NAN, 1e-40, -3.25];
+        for frame in [floats_frame(&values), encode(&Reply::Floats { values: values.clone() })] {
+            let got = ReceivedFloats::from_frame(frame).expect("a floats reply");
+            assert_eq!(got.len(), values.len());
+            let mut out = vec![7.0f32; values.len()];
+            got.copy_to(&mut out);
+            assert_eq!(bits(&out), bits(&values));
+            // Three rows of 2, put back in the order of the keys that asked for them.
+            let mut rows = vec![0f32; 6];
+            got.scatter_rows(2, &[2, 0, 1], &mut rows);
+            assert_eq!(bits(&rows), bits(&[f32::MAX, f32::NAN, 1e-40, -3.25, 0.5, -0.0]));
+        }
+        let empty = ReceivedFloats::from_frame(floats_frame(&[])).expect("no values is still a floats reply");
+        assert!(empty.is_empty());
+        for other in [Reply::Staged, Reply::Done, error_reply(&Error::InvalidArgument("floats".into()))] {
+            let frame = encode(&other);
+            let back = ReceivedFloats::from_frame(frame.clone()).expect_err("not a floats reply");
+            assert_eq!(back, frame, "any other reply is given back as it was, to be decoded");
+        }
+        // A floats header pointing past its tail is not read from: decoding it says why.
+        let mut bad = floats_frame(&values);
+        let cut = 8 + 4 * values.len();
+        bad.drain(8 + 4..cut);
+        bad[4..8].copy_from_slice(&4u32.to_le_bytes());
+        let len = (bad.len() - 4) as u32;
+        bad[..4].copy_from_slice(&len.to_le_bytes());
+        let mut bad = ReceivedFloats::from_frame(bad).expect_err("values overrunning the tail");
+        let e = decode::<Reply>(&mut bad).unwrap_err();
+        assert!(e.to_string().contains("overrun"), "{e}");
     }
 
     #[test]
