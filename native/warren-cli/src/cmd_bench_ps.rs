@@ -283,11 +283,12 @@ fn dense_step(a: &BenchPsArgs) -> impl FnMut(&mut PsClient, u64) -> warren::Resu
 fn sparse_step(t: u32, a: &BenchPsArgs) -> impl FnMut(&mut PsClient, u64) -> warren::Result<()> + use<> {
     let (keys, width, batch, features) = (a.keys, a.width as usize, a.batch, a.features);
     let (mut h, mut g_w) = (vec![0f32; width], vec![0f32; width]);
+    let mut rows = vec![0f32; batch * features * width];
     move |c, n| {
         let mut rng = SmallRng::seed_from_u64((u64::from(t) << 32) ^ n);
         let ex: Vec<u64> = (0..batch * features).map(|_| rng.gen_range(0..keys)).collect();
         let labels: Vec<f32> = (0..batch).map(|_| f32::from(rng.gen_range(0u8..2))).collect();
-        let rows = c.pull_sparse("emb", &ex)?;
+        c.pull_sparse_into("emb", &ex, &mut rows)?;
         let w = c.pull_dense("w", 0..width as u64)?;
         let mut g_rows = Vec::with_capacity(rows.len());
         g_w.fill(0.0);

@@ -361,6 +361,30 @@ fn buffer_floats(env: &Env<'_>, buf: &JByteBuffer<'_>, position: jint, count: ji
     }
 }
 
+/// The `count` floats of the direct buffer `buf` from `position`, to pull straight into,
+/// if `a` (the Java array given instead) is null and the buffer's floats are aligned as
+/// `f32`s are (as `ByteBuffer.allocateDirect(..).asFloatBuffer()` is); `None` otherwise
+/// (the pull then goes through [`write_out`]).
+fn direct_out<'b>(
+    env: &Env<'_>,
+    a: &JFloatArray<'_>,
+    buf: &JByteBuffer<'_>,
+    position: jint,
+    count: jint,
+) -> JniResult<Option<&'b mut [f32]>> {
+    if !a.is_null() {
+        return Ok(None);
+    }
+    let (dst, n) = buffer_floats(env, buf, position, count)?;
+    if !dst.cast::<f32>().is_aligned() {
+        return Ok(None);
+    }
+    // SAFETY: `dst` points to `n * 4` writable bytes of the buffer (checked by
+    // `buffer_floats`), aligned for `f32` (checked above), which stay valid while the Java
+    // caller holds the buffer: for the whole native call, in which the slice lives.
+    Ok(Some(unsafe { std::slice::from_raw_parts_mut(dst.cast::<f32>(), n) }))
+}
+
 /// Writes `values` to `count` floats of the Java array `a` at `offset`, or of the direct
 /// buffer `buf` from `position` (whichever is not null).
 fn write_out(
@@ -434,6 +458,9 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPullDense<'l>(
         let start = unsigned(start, "start")?;
         let n = u64::try_from(count).map_err(|_| argument(format!("count {count} is negative")))?;
         let end = start.checked_add(n).ok_or_else(|| argument("start + count overflows".into()))?;
+        if let Some(dst) = direct_out(env, &out, &buf, offset, count)? {
+            return Ok(c.pull_dense_into(&table, start..end, dst)?);
+        }
         let values = c.pull_dense(&table, start..end)?;
         write_out(env, &values, &out, &buf, offset, count)
     })
@@ -458,6 +485,9 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPullSparse<'l>(
         let c = client(h)?;
         let table = string(env, &table, "table")?;
         let keys: Vec<u64> = whole(env, &keys, "keys")?.into_iter().map(|k| k as u64).collect();
+        if let Some(dst) = direct_out(env, &out, &buf, offset, count)? {
+            return Ok(c.pull_sparse_into(&table, &keys, dst)?);
+        }
         let values = c.pull_sparse(&table, &keys)?;
         write_out(env, &values, &out, &buf, offset, count)
     })

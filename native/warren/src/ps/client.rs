@@ -306,10 +306,33 @@ impl PsClient {
 
     /// The rows of `keys` of sparse table `table`, concatenated in the order of `keys`.
     pub fn pull_sparse(&mut self, table: &str, keys: &[u64]) -> Result<Vec<f32>> {
-        let TableKind::Sparse { width } = self.table(table)?.kind else {
-            return Err(Error::InvalidArgument(format!("table {table:?} is dense: pull it by range")));
-        };
-        let width = width as usize;
+        let width = self.sparse_width(table)?;
+        let mut out = vec![0f32; keys.len() * width];
+        self.pull_sparse_into(table, keys, &mut out)?;
+        Ok(out)
+    }
+
+    fn sparse_width(&self, table: &str) -> Result<usize> {
+        match self.table(table)?.kind {
+            TableKind::Sparse { width } => Ok(width as usize),
+            TableKind::Dense { .. } => {
+                Err(Error::InvalidArgument(format!("table {table:?} is dense: pull it by range")))
+            }
+        }
+    }
+
+    /// [`pull_sparse`](Self::pull_sparse) into `out` (`keys.len()` rows of the table's
+    /// width): every row is written, so a caller pulling every step reuses one buffer, as
+    /// it is (no zeroing, no allocation).
+    pub fn pull_sparse_into(&mut self, table: &str, keys: &[u64], out: &mut [f32]) -> Result<()> {
+        let width = self.sparse_width(table)?;
+        if out.len() != keys.len() * width {
+            return Err(Error::InvalidArgument(format!(
+                "a buffer of {} floats for {} rows of width {width} of table {table:?}",
+                out.len(),
+                keys.len()
+            )));
+        }
         let n = self.servers();
         let cap = share(keys.len(), n);
         let mut per: Vec<(Vec<u64>, Vec<usize>)> =
@@ -323,18 +346,17 @@ impl PsClient {
             .iter_mut()
             .map(|(k, _)| (!k.is_empty()).then(|| Request::PullSparse { table: table.into(), keys: std::mem::take(k) }))
             .collect();
-        let mut out = vec![0f32; keys.len() * width];
         for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {
             match r {
                 Some(Reply::Received(values)) if values.len() == per[s].1.len() * width => {
-                    values.scatter_rows(width, &per[s].1, &mut out);
+                    values.scatter_rows(width, &per[s].1, out);
                     self.links[s].recycle(values);
                 }
                 None => {}
                 Some(_) => return Err(self.unexpected(s)),
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Pushes this step's gradients (any tables, dense pieces or sparse rows), split per

@@ -154,6 +154,18 @@ class PsTest {
       FloatBuffer w = direct(4);
       ps.pullDense("w", 3, w);
       assertArrayEquals(new float[] {-3f, -4f, -5f, -6f}, new float[] {w.get(0), w.get(1), w.get(2), w.get(3)});
+      // Floats one byte off their alignment (a slice of a byte buffer): copied, not pulled into.
+      FloatBuffer odd =
+          ByteBuffer.allocateDirect(17).position(1).slice().order(ByteOrder.nativeOrder()).asFloatBuffer();
+      ps.pullDense("w", 3, odd);
+      assertArrayEquals(new float[] {-3f, -4f, -5f, -6f}, new float[] {odd.get(0), odd.get(1), odd.get(2), odd.get(3)});
+      FloatBuffer oddRows =
+          ByteBuffer.allocateDirect(65).position(1).slice().order(ByteOrder.nativeOrder()).asFloatBuffer();
+      ps.pullSparse("emb", keys, oddRows);
+      float[] rowsNow = ps.pullSparse("emb", keys);
+      for (int i = 0; i < 16; i++) {
+        assertEquals(rowsNow[i], oddRows.get(i), "row float " + i);
+      }
       assertEquals(2, ps.step());
     } finally {
       closeAll(servers);
