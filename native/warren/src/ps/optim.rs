@@ -6,6 +6,8 @@
 //! Adam). Adam's bias correction counts the updates of a sparse row (lazy Adam), or of a
 //! dense table's shard (every update that reached that shard).
 
+use std::ops::Range;
+
 use serde::{Deserialize, Serialize};
 
 /// An optimizer and its hyper-parameters.
@@ -134,9 +136,17 @@ impl Optimizer {
     /// Applies gradient `grad` to `params` (same length `n`) and their `state`
     /// (`slots() * n` floats); `t` counts the updates including this one (from 1).
     pub fn apply(&self, params: &mut [f32], state: &mut [f32], t: u64, grad: &[f32]) {
+        self.apply_range(params, state, 0..params.len(), t, grad);
+    }
+
+    /// [`apply`](Self::apply) to elements `range` of `params` (and their state) only, with
+    /// `grad` of `range`'s length: an update applied range by range is the same, bit for bit,
+    /// as the update applied at once (every optimizer here works element by element).
+    pub fn apply_range(&self, params: &mut [f32], state: &mut [f32], range: Range<usize>, t: u64, grad: &[f32]) {
         let n = params.len();
-        debug_assert_eq!(grad.len(), n);
+        debug_assert_eq!(grad.len(), range.len());
         debug_assert_eq!(state.len(), self.slots() * n);
+        let params = &mut params[range.clone()];
         match *self {
             Optimizer::Sgd { lr } => {
                 for (p, g) in params.iter_mut().zip(grad) {
@@ -144,19 +154,20 @@ impl Optimizer {
                 }
             }
             Optimizer::Momentum { lr, momentum } => {
-                for ((p, v), g) in params.iter_mut().zip(state.iter_mut()).zip(grad) {
+                for ((p, v), g) in params.iter_mut().zip(state[range].iter_mut()).zip(grad) {
                     *v = momentum * *v + g;
                     *p -= lr * *v;
                 }
             }
             Optimizer::Adagrad { lr, eps, .. } => {
-                for ((p, a), g) in params.iter_mut().zip(state.iter_mut()).zip(grad) {
+                for ((p, a), g) in params.iter_mut().zip(state[range].iter_mut()).zip(grad) {
                     *a += g * g;
                     *p -= lr * g / (a.sqrt() + eps);
                 }
             }
             Optimizer::Adam { lr, beta1, beta2, eps } => {
                 let (m, v) = state.split_at_mut(n);
+                let (m, v) = (&mut m[range.clone()], &mut v[range]);
                 let t = t.min(i32::MAX as u64) as i32;
                 let (c1, c2) = (1.0 - beta1.powi(t), 1.0 - beta2.powi(t));
                 for (((p, m), v), g) in params.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(grad) {

@@ -80,6 +80,10 @@ pub struct Shard {
     parts: Vec<Part>,
 }
 
+/// Elements of a dense table summed and applied at a time when a batch's gradients each
+/// cover the whole of it (16 KiB of sums: they stay in the first-level cache).
+const WHOLE_CHUNK: usize = 4096;
+
 /// A batch's gradients of one table, summed.
 enum Sum {
     Dense(Vec<f32>),
@@ -241,10 +245,19 @@ impl Shard {
     /// The gradients must have passed [`check`](Self::check).
     pub fn apply<'a>(&mut self, batch: impl IntoIterator<Item = &'a [Grad]>) {
         let batch: Vec<&[Grad]> = batch.into_iter().collect();
+        let whole = self.whole_dense_gradients(&batch);
+        for (t, grads) in whole.iter().enumerate() {
+            if let Some(grads) = grads {
+                self.apply_whole_dense(t, grads);
+            }
+        }
         let mut sums: Vec<Option<Sum>> = (0..self.parts.len()).map(|_| None).collect();
         for grads in &batch {
             for g in grads.iter() {
                 let t = self.table(g.table()).expect("checked gradients");
+                if whole[t].is_some() {
+                    continue;
+                }
                 if let (Grad::Sparse { .. }, Part::Sparse { rows }, None) = (g, &self.parts[t], &sums[t]) {
                     // Room for every key of this table in the batch.
                     let keys = batch.iter().flat_map(|gs| gs.iter()).filter(|h| h.table() == g.table());
@@ -258,6 +271,53 @@ impl Shard {
             if let Some(sum) = sum {
                 self.apply_sum(t, sum);
             }
+        }
+    }
+
+    /// For each dense table whose gradients in `batch` each cover all of this shard's range
+    /// of it (as a trainer pushing its whole gradient does), those gradients' values in
+    /// batch order; `None` for the other tables (summed by [`add`](Self::add)).
+    fn whole_dense_gradients<'g>(&self, batch: &[&'g [Grad]]) -> Vec<Option<Vec<&'g [f32]>>> {
+        let mut whole: Vec<Option<Vec<&[f32]>>> =
+            self.parts.iter().map(|p| matches!(p, Part::Dense { .. }).then(Vec::new)).collect();
+        for g in batch.iter().flat_map(|grads| grads.iter()) {
+            let t = self.table(g.table()).expect("checked gradients");
+            match (g, &self.parts[t], &mut whole[t]) {
+                (Grad::Dense { offset, values, .. }, Part::Dense { range, .. }, Some(list))
+                    if *offset == range.start && values.len() as u64 == range.end - range.start =>
+                {
+                    list.push(values);
+                }
+                (_, _, w) => *w = None,
+            }
+        }
+        whole.into_iter().map(|w| w.filter(|list| !list.is_empty())).collect()
+    }
+
+    /// Applies to dense table `t` the sum of `grads` (each of the shard's whole range of it),
+    /// [`WHOLE_CHUNK`] elements at a time: a chunk's sum, `0.0 + grads[0] + grads[1] + ...` in
+    /// that order as [`add`](Self::add) makes it, is in a buffer that stays in the cache and
+    /// goes straight to the optimizer, so no sum of the whole range is written and read back.
+    /// The parameters come out bit for bit as with [`add`](Self::add) and
+    /// [`apply_sum`](Self::apply_sum).
+    fn apply_whole_dense(&mut self, t: usize, grads: &[&[f32]]) {
+        let opt = self.specs[t].optimizer;
+        let Part::Dense { params, state, updates, .. } = &mut self.parts[t] else { unreachable!("a dense table") };
+        *updates += 1;
+        let mut sum = [0f32; WHOLE_CHUNK];
+        let n = params.len();
+        for start in (0..n).step_by(WHOLE_CHUNK) {
+            let end = (start + WHOLE_CHUNK).min(n);
+            let acc = &mut sum[..end - start];
+            for (a, v) in acc.iter_mut().zip(&grads[0][start..end]) {
+                *a = 0.0 + v;
+            }
+            for g in &grads[1..] {
+                for (a, v) in acc.iter_mut().zip(&g[start..end]) {
+                    *a += v;
+                }
+            }
+            opt.apply_range(params, state, start..end, *updates, acc);
         }
     }
 
@@ -423,6 +483,64 @@ mod tests {
         s.apply([&g[..]]);
         let after = s.pull_sparse("emb", &[k]).unwrap();
         assert!((after[0] - (before[0] - 0.01)).abs() < 1e-6 && (after[1] - (before[1] + 0.01)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn whole_dense_gradients_summed_chunk_by_chunk_give_the_bits_of_a_sum_of_pieces() {
+        // Gradients covering the whole range take the chunked path; the same gradients cut in
+        // two pieces each take the summed one. Every optimizer, over more than two chunks.
+        let n = 2 * WHOLE_CHUNK + 123;
+        for optimizer in [
+            Optimizer::sgd(0.5),
+            Optimizer::Momentum { lr: 0.1, momentum: 0.9 },
+            Optimizer::Adagrad { lr: 0.1, eps: 1e-8, initial_accumulator: 0.1 },
+            Optimizer::adam(0.01),
+        ] {
+            let spec = TableSpec {
+                name: "w".into(),
+                kind: TableKind::Dense { len: n as u64 },
+                init: Init::Uniform { scale: 1.0, seed: 5 },
+                optimizer,
+            };
+            let (mut chunked, mut summed) =
+                (Shard::new(0, 1, std::slice::from_ref(&spec)).unwrap(), Shard::new(0, 1, &[spec]).unwrap());
+            for step in 0..4u32 {
+                // Three trainers; some values -0.0, so that the sum's start (0.0 + first) shows.
+                let grads: Vec<Vec<f32>> = (0..3u32)
+                    .map(|t| {
+                        (0..n as u32)
+                            .map(|i| {
+                                if (i + t) % 7 == 0 {
+                                    -0.0
+                                } else {
+                                    ((i * 31 + t * 7 + step) % 97) as f32 * 0.013 - 0.6
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let whole: Vec<[Grad; 1]> =
+                    grads.iter().map(|g| [Grad::Dense { table: "w".into(), offset: 0, values: g.clone() }]).collect();
+                let cut = WHOLE_CHUNK / 2 + 1;
+                let pieces: Vec<[Grad; 2]> = grads
+                    .iter()
+                    .map(|g| {
+                        [
+                            Grad::Dense { table: "w".into(), offset: 0, values: g[..cut].to_vec() },
+                            Grad::Dense { table: "w".into(), offset: cut as u64, values: g[cut..].to_vec() },
+                        ]
+                    })
+                    .collect();
+                chunked.apply(whole.iter().map(|g| &g[..]));
+                summed.apply(pieces.iter().map(|g| &g[..]));
+            }
+            let bits =
+                |s: &Shard| s.pull_dense("w", 0..n as u64).unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let (a, b) = (bits(&chunked), bits(&summed));
+            let differ = a.iter().zip(&b).position(|(x, y)| x != y);
+            assert_eq!(differ, None, "{optimizer:?}: the parameters differ from this element on");
+            assert!(chunked == summed, "{optimizer:?}: the optimizer state or the update counts differ");
+        }
     }
 
     #[test]
