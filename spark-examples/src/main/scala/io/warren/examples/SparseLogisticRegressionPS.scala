@@ -183,17 +183,28 @@ object SparseLogisticRegressionPS {
     */
   def run(sc: SparkContext, p: Params, watch: PsServers => Unit = _ => ()): Result = {
     val rdd = sc.parallelize(0 until p.workers, p.workers)
-    val conf =
-      if (p.killServer >= 0 && !p.conf.contains("ps.checkpointDir")) {
-        p.conf ++ Map("ps.checkpointDir" -> Files.createTempDirectory("warren-ps-").toString, "ps.checkpointEvery" -> "3")
-      } else p.conf
+    // A server to kill needs checkpoints to restart from: in a directory of this run's own
+    // if none is given, removed when the run ends.
+    val ownCheckpoints =
+      if (p.killServer >= 0 && !p.conf.contains("ps.checkpointDir")) Some(Files.createTempDirectory("warren-ps-"))
+      else None
+    val conf = p.conf ++ ownCheckpoints.map(d => Map("ps.checkpointDir" -> d.toString, "ps.checkpointEvery" -> "3")).getOrElse(Map.empty)
     val started = System.nanoTime()
     val onServers: PsServers => Unit = { s =>
       watch(s)
       if (p.killServer >= 0) restartAt(p.killServer)(s)
     }
-    val results = WarrenSpark.trainPS(rdd, p.workers, p.servers, conf, onServers)(trainer(p))
-    results.head.copy(lostUpdates = results.map(_.lostUpdates).sum, seconds = (System.nanoTime() - started) / 1e9)
+    try {
+      val results = WarrenSpark.trainPS(rdd, p.workers, p.servers, conf, onServers)(trainer(p))
+      results.head.copy(lostUpdates = results.map(_.lostUpdates).sum, seconds = (System.nanoTime() - started) / 1e9)
+    } finally ownCheckpoints.foreach(removeTree)
+  }
+
+  /** Deletes `dir` and everything under it (what is already gone is skipped). */
+  private def removeTree(dir: java.nio.file.Path): Unit = {
+    val walk = Files.walk(dir)
+    try walk.sorted(java.util.Comparator.reverseOrder[java.nio.file.Path]()).forEach(f => Files.deleteIfExists(f))
+    finally walk.close()
   }
 
   private def parse(args: List[String], p: Params): Params = args match {

@@ -75,6 +75,8 @@ class CancelClusterTest {
     val joinBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(120)
     while (new java.io.File(marks).list().length < workers && System.nanoTime() < joinBy) Thread.sleep(50)
     assertEquals(workers, new java.io.File(marks).list().length, "the workers did not all join")
+    new java.io.File(marks).listFiles().foreach(_.delete()) // every mark is made: not needed again
+    new java.io.File(marks).delete()
     Thread.sleep(500) // partitions 0 and 1 now wait in the allreduce, 2 in its sleep
     assertEquals(0, ended.size(), "a task ended before the cancel")
     val cancelled = System.nanoTime()

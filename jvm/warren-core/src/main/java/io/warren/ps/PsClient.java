@@ -337,6 +337,9 @@ public final class PsClient implements AutoCloseable {
   /**
    * Pulls {@code out.remaining()} elements of a dense table from {@code start} straight into a
    * direct buffer (no Java array in between), from its position, which then moves past them.
+   * If the buffer's floats are 4-byte aligned (as those of {@code
+   * ByteBuffer.allocateDirect(..).asFloatBuffer()} are), the values are copied once, from the
+   * reply as it arrived into the buffer.
    *
    * @param table the table
    * @param start the first element
@@ -384,7 +387,8 @@ public final class PsClient implements AutoCloseable {
 
   /**
    * Pulls the rows of {@code keys} of a sparse table straight into a direct buffer, from its
-   * position, which then moves past them.
+   * position, which then moves past them. If the buffer's floats are 4-byte aligned, the rows
+   * are copied once, from the replies as they arrived into the buffer.
    *
    * @param table the table
    * @param keys the rows' keys (unsigned)
