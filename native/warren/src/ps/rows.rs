@@ -195,6 +195,12 @@ impl Rows {
         self.located.remember(keys, rows);
     }
 
+    /// Whether `keys` are exactly the keys of a remembered pull (see [`Located`]): a push of
+    /// the keys a trainer pulled, whose keys were checked when they were pulled.
+    pub fn pulled(&self, keys: &[u64]) -> bool {
+        self.located.recent.iter().any(|(k, _)| k.as_slice() == keys)
+    }
+
     /// Adds gradient rows `values` (`width` floats per key, in the order of `keys`) to
     /// `sums`, creating the rows that are new.
     pub fn sum(&mut self, keys: &[u64], values: &[f32], init: Init, opt: &Optimizer, sums: &mut RowSums) {

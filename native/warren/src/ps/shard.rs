@@ -225,7 +225,10 @@ impl Shard {
                             keys.len() * width
                         )));
                     }
-                    self.check_keys(table, t, keys)?;
+                    // Keys just pulled were checked then (each key's server is a hash of it).
+                    if !rows.pulled(keys) {
+                        self.check_keys(table, t, keys)?;
+                    }
                 }
                 (g, _) => {
                     let (is, push) =
@@ -462,6 +465,15 @@ mod tests {
             assert!(e.contains(says), "{e}");
         }
         assert!(s.check(&[Grad::Dense { table: "w".into(), offset: 1, values: vec![1.0; 4] }]).is_ok());
+        // Keys just pulled pass unchecked; one more key, another server's, is still refused.
+        let mut s = s;
+        let mine = keys_of(0, 2, 3);
+        s.pull_sparse("emb", &mine).unwrap();
+        assert!(s.check(&[Grad::Sparse { table: "emb".into(), keys: mine.clone(), values: vec![0.5; 6] }]).is_ok());
+        let mut more = mine;
+        more.push(keys_of(1, 2, 1)[0]);
+        let e = s.check(&[Grad::Sparse { table: "emb".into(), keys: more, values: vec![0.5; 8] }]).unwrap_err();
+        assert!(e.to_string().contains("belongs to server 1"), "{e}");
     }
 
     #[test]
