@@ -5,6 +5,12 @@
 # one run: `warren bench ps --model sparse` (async, as TensorFlow's PS training is, and sync)
 # and bench/ps_tf.py (tensorflow-cpu from PyPI in .bench-venv, installed here if missing).
 # One JSON line per system in bench/results/ps_sparse-<time>.jsonl, with the load and the ratio.
+# Each Warren line also has, measured in the same run, what any design moving these bytes
+# over loopback TCP must spend on this machine (the floor): the kernel's copies of a step's
+# bytes over the same connections (`loopback_cpu_step_s`), the servers' row work alone on one
+# thread (`rows_cpu_step_s`, `cargo bench --bench ps_rows`), the trainers' model alone
+# (`model_cpu_step_s`); `floor_step_s` is their sum over the cores (nproc), as if no core were
+# ever idle, and `tf_over_floor` the most any such design could be faster than TensorFlow here.
 # PADDLE=1 adds PaddlePaddle's parameter-server mode (bench/ps_paddle.py, in .bench-venv-paddle):
 # off by default, as its install is heavy (a 195 MB wheel, 590 MB installed) and pinned old:
 # paddlepaddle 2.6.2 is the newest PyPI release whose CPU wheel has the PS runtime (3.x's lack
@@ -52,6 +58,9 @@ if [ "$PADDLE" = 1 ]; then
 else
   echo "$tf" | tee -a "$OUT"
 fi
+ROWS_ARGS=($((KEYS / SERVERS)) 100 "$TRAINERS" $((BATCH * FEATURES / SERVERS)) "$WIDTH")
+rows=$(cargo bench -q -p warren --bench ps_rows -- "${ROWS_ARGS[@]}" 2>/dev/null | grep '"bench":"ps_rows"')
+rows_s=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['step_ms'] * $SERVERS / 1000)" "$rows")
 for mode in async sync; do
   l=$(load)
   w=$(WARREN_LOG=warn "$B" bench ps --model sparse "${ARGS[@]}" --trainers "$TRAINERS" --servers "$SERVERS" \
@@ -59,6 +68,8 @@ for mode in async sync; do
   w_s=$(echo "$w" | sed 's/.*"step_s":\([0-9.]*\).*/\1/')
   extra=""
   [ -n "$vs_paddle" ] && extra="$vs_paddle,\"speedup_vs_paddle\":$(ratio "$pd_s" "$w_s")"
-  echo "${w%\}},\"load1\":$l,\"tf_step_s\":$tf_s,\"speedup_vs_tf\":$(ratio "$tf_s" "$w_s")$extra}" | tee -a "$OUT"
+  floor=$(python3 -c "import json,sys,os; w=json.loads(sys.argv[1]); c=w['loopback_cpu_step_s']+$rows_s+w['model_cpu_step_s']
+f=c/os.cpu_count(); print(f',\"rows_cpu_step_s\":{$rows_s:.4f},\"floor_cpu_step_s\":{c:.4f},\"floor_step_s\":{f:.4f},\"tf_over_floor\":{$tf_s/f:.2f}')" "$w")
+  echo "${w%\}},\"load1\":$l,\"tf_step_s\":$tf_s,\"speedup_vs_tf\":$(ratio "$tf_s" "$w_s")$extra$floor}" | tee -a "$OUT"
 done
 echo "results in $OUT"

@@ -17,8 +17,7 @@
 //! compare sync, SSP(k) and async. `--step-log FILE` appends `trainer step unix_seconds` for
 //! every completed step (the recovery benchmark reads it).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -26,6 +25,8 @@ use clap::Args;
 use rand::rngs::{SmallRng, StdRng};
 use rand::{Rng, SeedableRng};
 use warren::Error;
+
+use crate::bench_loopback::{self, StepBytes, process_cpu_s};
 use warren::ps::{
     Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, TableKind, TableSpec,
 };
@@ -92,18 +93,34 @@ pub fn run(a: &BenchPsArgs) -> warren::Result<u8> {
     let loopback = if sparse || a.uris.is_some() {
         None
     } else {
-        Some(loopback_rate(a.bytes, (2 * a.steps * u64::from(a.trainers)) as usize)?)
+        Some(bench_loopback::stream_rate(a.bytes, (2 * a.steps * u64::from(a.trainers)) as usize)?)
     };
-    let elapsed = ps_elapsed(a)?;
+    let exchange = if sparse && a.uris.is_none() {
+        let keys = a.batch * a.features / a.servers;
+        let row = a.width as usize * 4;
+        let bytes = StepBytes { request: keys * 8, reply: keys * row, push: keys * (8 + row) };
+        Some(bench_loopback::exchange(a.trainers as usize, a.servers, bytes, a.steps as usize)?)
+    } else {
+        None
+    };
+    let (elapsed, cpu) = ps_elapsed(a)?;
     let step_s = elapsed / a.steps as f64;
     let mode = if a.mode == "ssp" { format!("ssp({})", a.staleness) } else { a.mode.clone() };
     let common = format!(
-        "\"trainers\":{},\"servers\":{},\"mode\":\"{mode}\",\"steps\":{},\"compute_ms\":{},\"step_s\":{step_s:.4}",
-        a.trainers, a.servers, a.steps, a.compute_ms
+        "\"trainers\":{},\"servers\":{},\"mode\":\"{mode}\",\"steps\":{},\"compute_ms\":{},\"step_s\":{step_s:.4},\"cpu_step_s\":{:.4}",
+        a.trainers,
+        a.servers,
+        a.steps,
+        a.compute_ms,
+        cpu / a.steps as f64
     );
     if sparse {
+        let reference = exchange.map_or(String::new(), |e| {
+            format!(",\"loopback_step_s\":{:.4},\"loopback_cpu_step_s\":{:.4}", e.wall_s, e.cpu_s)
+        });
+        let model = format!(",\"model_cpu_step_s\":{:.4}", sparse_model_cpu_s(a));
         println!(
-            "{{\"bench\":\"ps_sparse\",\"keys\":{},\"width\":{},\"batch\":{},\"features\":{},{common}}}",
+            "{{\"bench\":\"ps_sparse\",\"keys\":{},\"width\":{},\"batch\":{},\"features\":{},{common}{reference}{model}}}",
             a.keys, a.width, a.batch, a.features
         );
         return Ok(0);
@@ -113,39 +130,6 @@ pub fn run(a: &BenchPsArgs) -> warren::Result<u8> {
         loopback.map_or(String::new(), |l| format!(",\"loopback_bytes_per_s\":{l:.0},\"ratio\":{:.3}", rate / l));
     println!("{{\"bench\":\"ps_dense\",\"bytes\":{},{common},\"ps_bytes_per_s\":{rate:.0}{reference}}}", a.bytes);
     Ok(0)
-}
-
-fn io(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |e| Error::io(what, e)
-}
-
-/// Bytes per second of one TCP stream over 127.0.0.1 sending `rounds` buffers of `bytes`
-/// (after one untimed).
-fn loopback_rate(bytes: usize, rounds: usize) -> warren::Result<f64> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(io("binding a loopback socket"))?;
-    let addr = listener.local_addr().map_err(io("reading the loopback address"))?;
-    let sender = std::thread::spawn(move || -> std::io::Result<()> {
-        let mut s = TcpStream::connect(addr)?;
-        s.set_nodelay(true)?;
-        let buf = vec![1u8; bytes];
-        for _ in 0..=rounds {
-            s.write_all(&buf)?;
-        }
-        Ok(())
-    });
-    let (mut r, _) = listener.accept().map_err(io("accepting the loopback connection"))?;
-    let mut buf = vec![0u8; bytes];
-    r.read_exact(&mut buf).map_err(io("reading the loopback stream"))?;
-    let started = Instant::now();
-    for _ in 0..rounds {
-        r.read_exact(&mut buf).map_err(io("reading the loopback stream"))?;
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    sender
-        .join()
-        .map_err(|_| Error::Protocol("the loopback sender panicked".into()))?
-        .map_err(io("writing the loopback stream"))?;
-    Ok((bytes * rounds) as f64 / elapsed)
 }
 
 /// The job the benchmark runs.
@@ -173,8 +157,10 @@ fn job(a: &BenchPsArgs) -> warren::Result<JobSpec> {
     Ok(JobSpec { trainers: a.trainers, joining: Vec::new(), mode: Mode::parse(&a.mode, a.staleness)?, tables })
 }
 
-/// Seconds the timed steps of every trainer took (wall time, all trainers together).
-fn ps_elapsed(a: &BenchPsArgs) -> warren::Result<f64> {
+/// Seconds the timed steps of every trainer took, all trainers together: wall time, and the
+/// CPU time of this whole process over the same span (the servers' threads too, unless
+/// `--uris`).
+fn ps_elapsed(a: &BenchPsArgs) -> warren::Result<(f64, f64)> {
     let (servers, uris, secret) = match &a.uris {
         Some(u) => (Vec::new(), super::cmd_ps::parse_uris(u)?, super::cmd_master::client_secret()?),
         None => {
@@ -214,15 +200,23 @@ fn ps_elapsed(a: &BenchPsArgs) -> warren::Result<f64> {
         })??;
         spans.push(span);
     }
-    let first = spans.iter().map(|s| s.0).min().expect("at least one trainer");
-    let last = spans.iter().map(|s| s.1).max().expect("at least one trainer");
-    let elapsed = (last - first).as_secs_f64();
+    let first = spans.iter().min_by_key(|s| s.start).expect("at least one trainer");
+    let last = spans.iter().max_by_key(|s| s.end).expect("at least one trainer");
+    let elapsed = (last.end - first.start).as_secs_f64();
     drop(servers);
-    Ok(elapsed)
+    Ok((elapsed, last.cpu_at_end - first.cpu_at_start))
 }
 
 /// One step of a trainer's model on its client, given the step number.
 type ModelStep<'a> = Box<dyn FnMut(&mut PsClient, u64) -> warren::Result<()> + 'a>;
+
+/// When a trainer's timed steps started and ended, with the process's CPU seconds then.
+struct Span {
+    start: Instant,
+    cpu_at_start: f64,
+    end: Instant,
+    cpu_at_end: f64,
+}
 
 /// Trainer `t`: untimed steps, then the timed ones; returns when they started and ended.
 fn trainer(
@@ -232,7 +226,7 @@ fn trainer(
     job: &JobSpec,
     a: &BenchPsArgs,
     log: Option<Arc<Mutex<std::fs::File>>>,
-) -> warren::Result<(Instant, Instant)> {
+) -> warren::Result<Span> {
     let mut c = PsClient::connect(uris, secret, Some(t), PsClientOptions::default())?;
     c.define(job)?;
     let mut model: ModelStep<'_> =
@@ -254,13 +248,13 @@ fn trainer(
     while c.step() < a.warmup {
         step(&mut c)?;
     }
-    let started = Instant::now();
+    let (start, cpu_at_start) = (Instant::now(), process_cpu_s());
     while c.step() < a.warmup + a.steps {
         step(&mut c)?;
     }
-    let ended = Instant::now();
+    let (end, cpu_at_end) = (Instant::now(), process_cpu_s());
     c.leave()?;
-    Ok((started, ended))
+    Ok(Span { start, cpu_at_start, end, cpu_at_end })
 }
 
 /// A dense step: pull the whole table, push a gradient of the whole table.
@@ -275,35 +269,85 @@ fn dense_step(a: &BenchPsArgs) -> impl FnMut(&mut PsClient, u64) -> warren::Resu
     }
 }
 
-/// A step of the sparse embedding model (see the module documentation) on trainer `t`'s
-/// batch `n` (random keys and labels seeded by both). As TensorFlow's `embedding_lookup` in
-/// `bench/ps_tf.py`, every key of the batch is pulled and gets a gradient row of its own,
-/// repeated keys included (uniform keys over a million repeat rarely: about 1.5 % of a batch
-/// of 32 K); the servers sum a step's gradient rows per key.
-fn sparse_step(t: u32, a: &BenchPsArgs) -> impl FnMut(&mut PsClient, u64) -> warren::Result<()> + use<> {
-    let (keys, width, batch, features) = (a.keys, a.width as usize, a.batch, a.features);
-    let (mut h, mut g_w) = (vec![0f32; width], vec![0f32; width]);
-    let mut rows = vec![0f32; batch * features * width];
-    move |c, n| {
-        let mut rng = SmallRng::seed_from_u64((u64::from(t) << 32) ^ n);
-        let ex: Vec<u64> = (0..batch * features).map(|_| rng.gen_range(0..keys)).collect();
-        let labels: Vec<f32> = (0..batch).map(|_| f32::from(rng.gen_range(0u8..2))).collect();
-        c.pull_sparse_into("emb", &ex, &mut rows)?;
-        let w = c.pull_dense("w", 0..width as u64)?;
+/// The sparse embedding model (see the module documentation) of one trainer: its batches and
+/// its gradients, without the parameter servers.
+struct SparseModel {
+    trainer: u32,
+    keys: u64,
+    width: usize,
+    batch: usize,
+    features: usize,
+    h: Vec<f32>,
+}
+
+impl SparseModel {
+    fn new(trainer: u32, a: &BenchPsArgs) -> Self {
+        let width = a.width as usize;
+        SparseModel { trainer, keys: a.keys, width, batch: a.batch, features: a.features, h: vec![0f32; width] }
+    }
+
+    /// Batch `n`: its keys (`features` an example) and labels, random, seeded by the trainer
+    /// and `n`.
+    fn batch(&self, n: u64) -> (Vec<u64>, Vec<f32>) {
+        let mut rng = SmallRng::seed_from_u64((u64::from(self.trainer) << 32) ^ n);
+        let ex: Vec<u64> = (0..self.batch * self.features).map(|_| rng.gen_range(0..self.keys)).collect();
+        let labels: Vec<f32> = (0..self.batch).map(|_| f32::from(rng.gen_range(0u8..2))).collect();
+        (ex, labels)
+    }
+
+    /// The gradients of the logistic loss given the batch's pulled `rows` and the weight `w`:
+    /// a row per key of the batch, and the weight's into `g_w`.
+    fn gradients(&mut self, rows: &[f32], w: &[f32], labels: &[f32], g_w: &mut [f32]) -> Vec<f32> {
+        let (width, features) = (self.width, self.features);
         let mut g_rows = Vec::with_capacity(rows.len());
         g_w.fill(0.0);
-        for (example, label) in rows.chunks_exact(features * width).zip(&labels) {
-            h.fill(0.0);
+        for (example, label) in rows.chunks_exact(features * width).zip(labels) {
+            self.h.fill(0.0);
             for row in example.chunks_exact(width) {
-                h.iter_mut().zip(row).for_each(|(x, v)| *x += v / features as f32);
+                self.h.iter_mut().zip(row).for_each(|(x, v)| *x += v / features as f32);
             }
-            let z: f32 = h.iter().zip(&w).map(|(x, y)| x * y).sum();
-            let g = (1.0 / (1.0 + (-z).exp()) - label) / batch as f32;
-            g_w.iter_mut().zip(&h).for_each(|(d, x)| *d += g * x);
+            let z: f32 = self.h.iter().zip(w).map(|(x, y)| x * y).sum();
+            let g = (1.0 / (1.0 + (-z).exp()) - label) / self.batch as f32;
+            g_w.iter_mut().zip(&self.h).for_each(|(d, x)| *d += g * x);
             for _ in 0..features {
                 g_rows.extend(w.iter().map(|y| g * y / features as f32));
             }
         }
+        g_rows
+    }
+}
+
+/// CPU seconds per step of every trainer's model alone (batches and gradients, on this
+/// thread, over rows and a weight as small as the servers' initial ones).
+fn sparse_model_cpu_s(a: &BenchPsArgs) -> f64 {
+    let width = a.width as usize;
+    let rows: Vec<f32> = (0..a.batch * a.features * width).map(|i| (i % 17) as f32 * 1e-3).collect();
+    let w: Vec<f32> = (0..width).map(|i| i as f32 * 1e-3).collect();
+    let mut g_w = vec![0f32; width];
+    let mut models: Vec<SparseModel> = (0..a.trainers).map(|t| SparseModel::new(t, a)).collect();
+    let started = process_cpu_s();
+    for n in 0..a.steps {
+        for m in &mut models {
+            let (keys, labels) = m.batch(n);
+            std::hint::black_box((keys, m.gradients(&rows, &w, &labels, &mut g_w)));
+        }
+    }
+    (process_cpu_s() - started) / a.steps as f64
+}
+
+/// A step of the sparse embedding model on trainer `t`'s batch `n`. As TensorFlow's
+/// `embedding_lookup` in `bench/ps_tf.py`, every key of the batch is pulled and gets a
+/// gradient row of its own, repeated keys included (uniform keys over a million repeat
+/// rarely: about 1.5 % of a batch of 32 K); the servers sum a step's gradient rows per key.
+fn sparse_step(t: u32, a: &BenchPsArgs) -> impl FnMut(&mut PsClient, u64) -> warren::Result<()> + use<> {
+    let mut model = SparseModel::new(t, a);
+    let mut g_w = vec![0f32; model.width];
+    let mut rows = vec![0f32; a.batch * a.features * model.width];
+    move |c, n| {
+        let (ex, labels) = model.batch(n);
+        c.pull_sparse_into("emb", &ex, &mut rows)?;
+        let w = c.pull_dense("w", 0..model.width as u64)?;
+        let g_rows = model.gradients(&rows, &w, &labels, &mut g_w);
         c.push(&[
             Grad::Sparse { table: "emb".into(), keys: ex, values: g_rows },
             Grad::Dense { table: "w".into(), offset: 0, values: g_w.clone() },

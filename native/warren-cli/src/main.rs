@@ -1,5 +1,6 @@
 //! `warren`: the command-line front door (tracker, local launcher, benchmarks, examples).
 
+mod bench_loopback;
 mod cmd_bench;
 mod cmd_bench_ps;
 mod cmd_ctl;
