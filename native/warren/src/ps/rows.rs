@@ -88,9 +88,14 @@ const LOCATED: usize = 8;
 const LOCATED_KEYS: usize = 2 << 20;
 
 impl Located {
+    /// Where the rows remembered for exactly `keys` are, if they are.
+    fn find(&self, keys: &[u64]) -> Option<usize> {
+        self.recent.iter().position(|(k, _)| k.as_slice() == keys)
+    }
+
     /// Takes the rows remembered for exactly `keys`, if any.
     fn take(&mut self, keys: &[u64]) -> Option<Vec<u32>> {
-        let i = self.recent.iter().position(|(k, _)| k.as_slice() == keys)?;
+        let i = self.find(keys)?;
         let (k, rows) = self.recent.remove(i)?;
         self.keys -= k.len();
         Some(rows)
@@ -198,7 +203,7 @@ impl Rows {
     /// Whether `keys` are exactly the keys of a remembered pull (see [`Located`]): a push of
     /// the keys a trainer pulled, whose keys were checked when they were pulled.
     pub fn pulled(&self, keys: &[u64]) -> bool {
-        self.located.recent.iter().any(|(k, _)| k.as_slice() == keys)
+        self.located.find(keys).is_some()
     }
 
     /// Adds gradient rows `values` (`width` floats per key, in the order of `keys`) to
