@@ -11,7 +11,13 @@
 //!   weight of `--width` floats; a step takes a batch of `--batch` examples of `--features`
 //!   random keys, pulls the rows of its keys and the weight, computes the logistic
 //!   loss of (mean of the example's rows) . weight, and pushes the gradients (the model of
-//!   `bench/ps_tf.py`, for TensorFlow's ParameterServerStrategy).
+//!   `bench/ps_tf.py`, for TensorFlow's ParameterServerStrategy). Beside it, measured in the
+//!   same run (unless `--uris`): the same traffic echoed over the same connections with no
+//!   server work (`loopback_step_s`, `loopback_cpu_step_s`: [`bench_loopback::exchange`]),
+//!   and the trainers' model alone on one thread (`model_cpu_step_s`).
+//!
+//! Every line has `step_s` (wall time per step) and `cpu_step_s` (this process's CPU time per
+//! step over the same span: the servers' threads too, unless `--uris`).
 //!
 //! `--compute-ms M` makes each trainer step also sleep a random 0..M ms (uneven compute), to
 //! compare sync, SSP(k) and async. `--step-log FILE` appends `trainer step unix_seconds` for

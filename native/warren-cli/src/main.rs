@@ -91,8 +91,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Exit status of a failed command: [`RECOVERY_IMPOSSIBLE_EXIT`] tells `warren run` not to
-/// restart a worker whose job cannot be recovered; 1 otherwise.
+/// Exit status of a failed command: [`RECOVERY_IMPOSSIBLE_EXIT`](launcher::RECOVERY_IMPOSSIBLE_EXIT)
+/// tells `warren run` not to restart a worker whose job cannot be recovered; 1 otherwise.
 fn exit_code(e: &warren::Error) -> u8 {
     match e {
         warren::Error::RecoveryImpossible { .. } => launcher::RECOVERY_IMPOSSIBLE_EXIT,
