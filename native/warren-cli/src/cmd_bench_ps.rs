@@ -31,11 +31,11 @@ use clap::Args;
 use rand::rngs::{SmallRng, StdRng};
 use rand::{Rng, SeedableRng};
 use warren::Error;
-
-use crate::bench_loopback::{self, StepBytes, process_cpu_s};
 use warren::ps::{
     Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, TableKind, TableSpec,
 };
+
+use crate::bench_loopback::{self, StepBytes, process_cpu_s};
 
 /// Arguments of `warren bench ps`.
 #[derive(Args, Clone)]
