@@ -49,7 +49,7 @@ pub fn stream_rate(bytes: usize, rounds: usize) -> warren::Result<f64> {
         }
         Ok(())
     });
-    let (mut r, _) = listener.accept().map_err(io("accepting the loopback connection"))?;
+    let mut r = accept_by(&listener).map_err(io("accepting the loopback connection"))?;
     r.set_read_timeout(Some(DEADLINE)).map_err(io("setting a loopback deadline"))?;
     let mut buf = vec![0u8; bytes];
     r.read_exact(&mut buf).map_err(io("reading the loopback stream"))?;
@@ -98,8 +98,7 @@ pub fn exchange(trainers: usize, servers: usize, bytes: StepBytes, steps: usize)
     let mut echoes = Vec::new();
     for listener in listeners {
         echoes.push(std::thread::spawn(move || -> std::io::Result<()> {
-            let conns: Vec<TcpStream> =
-                (0..trainers).map(|_| listener.accept().map(|c| c.0)).collect::<Result<_, _>>()?;
+            let conns: Vec<TcpStream> = (0..trainers).map(|_| accept_by(&listener)).collect::<Result<_, _>>()?;
             let handlers: Vec<_> =
                 conns.into_iter().map(|c| std::thread::spawn(move || echo(c, bytes, steps))).collect();
             handlers.into_iter().try_for_each(|h| h.join().unwrap_or_else(|_| Err(std::io::Error::other("panicked"))))
@@ -110,7 +109,6 @@ pub fn exchange(trainers: usize, servers: usize, bytes: StepBytes, steps: usize)
         .map(|_| {
             let (addrs, barrier) = (addrs.clone(), barrier.clone());
             std::thread::spawn(move || -> std::io::Result<Instant> {
-                let mut conns = addrs.iter().map(connect).collect::<std::io::Result<Vec<_>>>()?;
                 let request = vec![1u8; bytes.request];
                 let push = vec![2u8; bytes.push];
                 let mut reply = vec![0u8; bytes.reply.max(8)];
@@ -120,8 +118,14 @@ pub fn exchange(trainers: usize, servers: usize, bytes: StepBytes, steps: usize)
                     conns.iter_mut().try_for_each(|c| c.write_all(&push))?;
                     conns.iter_mut().try_for_each(|c| c.read_exact(&mut reply[..8]))
                 };
-                step(&mut conns)?;
+                let warmed = addrs
+                    .iter()
+                    .map(connect)
+                    .collect::<std::io::Result<Vec<_>>>()
+                    .and_then(|mut conns| step(&mut conns).map(|()| conns));
+                // The main thread waits here for every trainer, failed or not.
                 barrier.wait();
+                let mut conns = warmed?;
                 for _ in 0..steps {
                     step(&mut conns)?;
                 }
@@ -147,6 +151,25 @@ pub fn exchange(trainers: usize, servers: usize, bytes: StepBytes, steps: usize)
     }
     let per = |s: f64| s / steps as f64;
     Ok(PerStep { wall_s: per((ended - started).as_secs_f64()), cpu_s: per(cpu) })
+}
+
+/// A connection accepted within [`DEADLINE`]: a peer that failed to connect fails the
+/// wait, it does not hang it.
+fn accept_by(listener: &TcpListener) -> std::io::Result<TcpStream> {
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match listener.accept() {
+            Ok((c, _)) => {
+                c.set_nonblocking(false)?;
+                return Ok(c);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn connect(addr: &std::net::SocketAddr) -> std::io::Result<TcpStream> {
