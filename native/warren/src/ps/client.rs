@@ -308,7 +308,7 @@ impl PsClient {
     pub fn pull_sparse(&mut self, table: &str, keys: &[u64]) -> Result<Vec<f32>> {
         let width = self.sparse_width(table)?;
         let mut out = vec![0f32; keys.len() * width];
-        self.pull_sparse_into(table, keys, &mut out)?;
+        self.pull_rows(table, width, keys, &mut out)?;
         Ok(out)
     }
 
@@ -333,6 +333,12 @@ impl PsClient {
                 keys.len()
             )));
         }
+        self.pull_rows(table, width, keys, out)
+    }
+
+    /// The pull of [`pull_sparse_into`](Self::pull_sparse_into), the table's `width` known
+    /// and `out` of the right size.
+    fn pull_rows(&mut self, table: &str, width: usize, keys: &[u64], out: &mut [f32]) -> Result<()> {
         let n = self.servers();
         let cap = share(keys.len(), n);
         let mut per: Vec<(Vec<u64>, Vec<usize>)> =
