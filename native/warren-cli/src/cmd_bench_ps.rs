@@ -32,7 +32,7 @@ use rand::rngs::{SmallRng, StdRng};
 use rand::{Rng, SeedableRng};
 use warren::Error;
 use warren::ps::{
-    Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, TableKind, TableSpec,
+    Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, Pull, TableKind, TableSpec,
 };
 
 use crate::bench_loopback::{self, StepBytes, process_cpu_s};
@@ -349,10 +349,15 @@ fn sparse_step(t: u32, a: &BenchPsArgs) -> impl FnMut(&mut PsClient, u64) -> war
     let mut model = SparseModel::new(t, a);
     let mut g_w = vec![0f32; model.width];
     let mut rows = vec![0f32; a.batch * a.features * model.width];
+    let mut w = vec![0f32; model.width];
     move |c, n| {
         let (ex, labels) = model.batch(n);
-        c.pull_sparse_into("emb", &ex, &mut rows)?;
-        let w = c.pull_dense("w", 0..model.width as u64)?;
+        // Both tables in one round trip.
+        let range = 0..w.len() as u64;
+        c.pull(&mut [
+            Pull::Sparse { table: "emb", keys: &ex, out: &mut rows },
+            Pull::Dense { table: "w", range, out: &mut w },
+        ])?;
         let g_rows = model.gradients(&rows, &w, &labels, &mut g_w);
         c.push(&[
             Grad::Sparse { table: "emb".into(), keys: ex, values: g_rows },

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use warren::ps::{Grad, Init, Optimizer, Shard, TableKind, TableSpec};
+use warren::ps::{Grad, Init, Optimizer, PullPiece, Shard, TableKind, TableSpec};
 
 fn main() {
     let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
@@ -36,16 +36,23 @@ fn main() {
     let grads = vec![0.001f32; keys_per_pull * width];
     let (mut pull_s, mut push_s) = (0.0, 0.0);
     for _ in 0..steps {
-        let batch: Vec<Vec<u64>> =
-            (0..trainers).map(|_| (0..keys_per_pull).map(|_| rng.gen_range(0..keys)).collect()).collect();
+        let pulls: Vec<[PullPiece; 1]> = (0..trainers)
+            .map(|_| {
+                let keys = (0..keys_per_pull).map(|_| rng.gen_range(0..keys)).collect();
+                [PullPiece::Sparse { table: "emb".into(), keys }]
+            })
+            .collect();
         let t = Instant::now();
-        for k in &batch {
-            std::hint::black_box(shard.pull_sparse_frame("emb", k).expect("known table"));
+        for pull in &pulls {
+            std::hint::black_box(shard.pull_frame(pull).expect("known table"));
         }
         pull_s += t.elapsed().as_secs_f64();
-        let pushes: Vec<Vec<Grad>> = batch
+        let pushes: Vec<Vec<Grad>> = pulls
             .into_iter()
-            .map(|k| vec![Grad::Sparse { table: "emb".into(), keys: k, values: grads.clone() }])
+            .map(|[p]| {
+                let PullPiece::Sparse { keys, .. } = p else { unreachable!("sparse pulls") };
+                vec![Grad::Sparse { table: "emb".into(), keys, values: grads.clone() }]
+            })
             .collect();
         let t = Instant::now();
         shard.apply(pushes.iter().map(Vec::as_slice));

@@ -11,10 +11,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use warren::Error;
-use warren::ps::proto::{Reply, Request};
+use warren::ps::proto::{PullPiece, Reply, Request};
 use warren::ps::{
-    CheckpointPolicy, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, TableKind,
-    TableSpec, sparse_server,
+    CheckpointPolicy, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, Pull,
+    TableKind, TableSpec, sparse_server,
 };
 use warren::wire::auth::{PROOF_LEN, Purpose, prove};
 
@@ -60,6 +60,52 @@ fn job(trainers: u32, mode: Mode) -> JobSpec {
             },
         ],
     }
+}
+
+/// A pull of several tables (one round trip) fills each buffer as that table's own pull
+/// does; bad input in any of its pulls fails before anything is sent.
+#[test]
+fn a_pull_of_several_tables_fills_each_buffer_as_its_own_pull_would() {
+    let (_servers, uris) = servers(2);
+    let mut c = PsClient::connect(&uris, SECRET, Some(0), opts()).unwrap();
+    c.define(&job(1, Mode::Sync)).unwrap();
+    let keys: Vec<u64> = (0..40).map(|k| k * 7919).collect();
+    let values: Vec<f32> = (0..keys.len() * 3).map(|i| i as f32).collect();
+    c.push(&[
+        Grad::Dense { table: "w".into(), offset: 0, values: vec![1.0, 2.0, 3.0, 4.0, 5.0] },
+        Grad::Sparse { table: "emb".into(), keys: keys.clone(), values },
+    ])
+    .unwrap();
+    let (mut rows, mut w, mut some) = (vec![f32::NAN; keys.len() * 3], vec![f32::NAN; 4], vec![f32::NAN; 6]);
+    c.pull(&mut [
+        Pull::Sparse { table: "emb", keys: &keys, out: &mut rows },
+        Pull::Dense { table: "w", range: 1..5, out: &mut w },
+        Pull::Sparse { table: "emb", keys: &[keys[9], keys[2]], out: &mut some },
+    ])
+    .unwrap();
+    let each = c.pull_sparse("emb", &keys).unwrap();
+    assert!(each.iter().any(|v| *v != 0.0), "the push moved the rows");
+    assert_eq!(rows, each);
+    assert_eq!(w, c.pull_dense("w", 1..5).unwrap());
+    assert_eq!(w, vec![-2.0, -3.0, -4.0, -5.0], "SGD with rate 1 from zeros");
+    assert_eq!(some, [&each[27..30], &each[6..9]].concat());
+
+    let held: usize = c.status().unwrap().iter().map(|s| s.rows).sum();
+    assert_eq!(held, keys.len());
+    let (mut fresh, mut wide) = (vec![0f32; 3], vec![0f32; 6]);
+    let e = c
+        .pull(&mut [
+            Pull::Sparse { table: "emb", keys: &[1 << 50], out: &mut fresh },
+            Pull::Dense { table: "w", range: 3..9, out: &mut wide },
+        ])
+        .unwrap_err();
+    assert!(e.to_string().contains("outside table \"w\" of 5"), "{e}");
+    let e = c.pull(&mut [Pull::Dense { table: "emb", range: 0..3, out: &mut fresh }]).unwrap_err();
+    assert!(e.to_string().contains("is sparse: pull it by keys"), "{e}");
+    let e = c.pull(&mut [Pull::Sparse { table: "emb", keys: &[1 << 50], out: &mut wide }]).unwrap_err();
+    assert!(e.to_string().contains("a buffer of 6 floats for 1 rows of width 3"), "{e}");
+    let after: usize = c.status().unwrap().iter().map(|s| s.rows).sum();
+    assert_eq!(after, held, "nothing was sent: no row was created for key 1 << 50");
 }
 
 #[test]
@@ -184,11 +230,12 @@ fn bad_input_is_an_error_to_that_client_and_the_servers_keep_serving() {
     // (As trainer 1: a hello as trainer 0 would supersede the good client's connection.)
     let mut s = raw(&uris[0]);
     assert!(matches!(ask(&mut s, &Request::Hello { trainer: Some(1) }), Reply::Hello { index: 0, .. }));
-    let m = error_text(ask(&mut s, &Request::PullSparse { table: "emb".into(), keys: vec![on_1] }));
+    let pull = |p: PullPiece| Request::Pull { pieces: vec![p] };
+    let m = error_text(ask(&mut s, &pull(PullPiece::Sparse { table: "emb".into(), keys: vec![on_1] })));
     assert!(m.contains(&format!("key {on_1}")) && m.contains("belongs to server 1"), "{m}");
-    let m = error_text(ask(&mut s, &Request::PullDense { table: "w".into(), start: 0, end: 5 }));
+    let m = error_text(ask(&mut s, &pull(PullPiece::Dense { table: "w".into(), start: 0, end: 5 })));
     assert!(m.contains("not on server 0"), "{m}");
-    let m = error_text(ask(&mut s, &Request::PullDense { table: "missing".into(), start: 0, end: 1 }));
+    let m = error_text(ask(&mut s, &pull(PullPiece::Dense { table: "missing".into(), start: 0, end: 1 })));
     assert!(m.contains("no table named \"missing\""), "{m}");
     let wrong_width = Grad::Sparse { table: "emb".into(), keys: vec![0], values: vec![1.0; 4] };
     let m = error_text(ask(&mut s, &Request::Push { step: 0, grads: vec![wrong_width].into() }));

@@ -30,7 +30,7 @@ use log::info;
 use super::consistency::Mode;
 use super::failpoint::{self, FailPoint};
 use super::link::{Link, Session};
-use super::proto::{JobSpec, Reply, Request, ServerStatus, reply_error};
+use super::proto::{JobSpec, PullPiece, Reply, Request, ServerStatus, reply_error};
 use super::shard::Grad;
 use super::table::{TableKind, TableSpec, dense_range, sparse_server};
 use crate::cancel::CancelHandle;
@@ -254,61 +254,14 @@ impl PsClient {
     /// [`pull_dense`](Self::pull_dense) into `out` (of `range`'s length): a caller pulling
     /// the same range every step reuses one buffer.
     pub fn pull_dense_into(&mut self, table: &str, range: Range<u64>, out: &mut [f32]) -> Result<()> {
-        let TableKind::Dense { len } = self.table(table)?.kind else {
-            return Err(Error::InvalidArgument(format!("table {table:?} is sparse: pull it by keys")));
-        };
-        if range.start > range.end || range.end > len {
-            return Err(Error::InvalidArgument(format!(
-                "elements {}..{} are outside table {table:?} of {len} elements",
-                range.start, range.end
-            )));
-        }
-        if out.len() as u64 != range.end - range.start {
-            return Err(Error::InvalidArgument(format!(
-                "a buffer of {} floats for elements {}..{} of table {table:?}",
-                out.len(),
-                range.start,
-                range.end
-            )));
-        }
-        let pieces: Vec<Range<u64>> = (0..self.servers())
-            .map(|s| {
-                let held = dense_range(len, s, self.servers());
-                range.start.max(held.start)..range.end.min(held.end)
-            })
-            .collect();
-        let reqs = pieces
-            .iter()
-            .map(|p| (p.start < p.end).then(|| Request::PullDense { table: table.into(), start: p.start, end: p.end }))
-            .collect();
-        for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {
-            let at = (pieces[s].start.saturating_sub(range.start)) as usize
-                ..(pieces[s].end.saturating_sub(range.start)) as usize;
-            match r {
-                Some(Reply::Received(values)) if values.len() == at.len() => {
-                    values.copy_to(&mut out[at]);
-                    self.links[s].recycle(values);
-                }
-                Some(Reply::Received(values)) => {
-                    return Err(Error::Protocol(format!(
-                        "{} returned {} floats of table {table:?} for {} elements",
-                        self.links[s].who,
-                        values.len(),
-                        at.len()
-                    )));
-                }
-                None => {}
-                Some(_) => return Err(self.unexpected(s)),
-            }
-        }
-        Ok(())
+        self.pull(&mut [Pull::Dense { table, range, out }])
     }
 
     /// The rows of `keys` of sparse table `table`, concatenated in the order of `keys`.
     pub fn pull_sparse(&mut self, table: &str, keys: &[u64]) -> Result<Vec<f32>> {
         let width = self.sparse_width(table)?;
         let mut out = vec![0f32; keys.len() * width];
-        self.pull_rows(table, width, keys, &mut out)?;
+        self.pull(&mut [Pull::Sparse { table, keys, out: &mut out }])?;
         Ok(out)
     }
 
@@ -325,44 +278,109 @@ impl PsClient {
     /// width): every row is written, so a caller pulling every step reuses one buffer, as
     /// it is (no zeroing, no allocation).
     pub fn pull_sparse_into(&mut self, table: &str, keys: &[u64], out: &mut [f32]) -> Result<()> {
-        let width = self.sparse_width(table)?;
-        if out.len() != keys.len() * width {
-            return Err(Error::InvalidArgument(format!(
-                "a buffer of {} floats for {} rows of width {width} of table {table:?}",
-                out.len(),
-                keys.len()
-            )));
-        }
-        self.pull_rows(table, width, keys, out)
+        self.pull(&mut [Pull::Sparse { table, keys, out }])
     }
 
-    /// The pull of [`pull_sparse_into`](Self::pull_sparse_into), the table's `width` known
-    /// and `out` of the right size.
-    fn pull_rows(&mut self, table: &str, width: usize, keys: &[u64], out: &mut [f32]) -> Result<()> {
+    /// Pulls several tables in one round trip (a step that reads an embedding and a dense
+    /// weight asks each server once, not once per table), each into its own buffer, which
+    /// is written whole. Bad input (an unknown table, a pull of the wrong kind, a range
+    /// outside its table, a buffer of the wrong size) fails before anything is sent.
+    pub fn pull(&mut self, pulls: &mut [Pull<'_>]) -> Result<()> {
         let n = self.servers();
-        let cap = share(keys.len(), n);
-        let mut per: Vec<(Vec<u64>, Vec<usize>)> =
-            (0..n).map(|_| (Vec::with_capacity(cap), Vec::with_capacity(cap))).collect();
-        for (i, &k) in keys.iter().enumerate() {
-            let s = sparse_server(k, n);
-            per[s].0.push(k);
-            per[s].1.push(i);
+        let mut plans: Vec<ServerPull> = (0..n).map(|_| ServerPull::default()).collect();
+        for (j, p) in pulls.iter().enumerate() {
+            match p {
+                Pull::Dense { table, range, out } => {
+                    let len = self.dense_len(table, range, out.len())?;
+                    for (s, plan) in plans.iter_mut().enumerate() {
+                        let held = dense_range(len, s, n);
+                        let (start, end) = (range.start.max(held.start), range.end.min(held.end));
+                        if start < end {
+                            let at = (start - range.start) as usize..(end - range.start) as usize;
+                            plan.pieces.push(PullPiece::Dense { table: (*table).into(), start, end });
+                            plan.places.push((j, Place::Span(at)));
+                        }
+                    }
+                }
+                Pull::Sparse { table, keys, out } => {
+                    let width = self.sparse_width(table)?;
+                    if out.len() != keys.len() * width {
+                        return Err(Error::InvalidArgument(format!(
+                            "a buffer of {} floats for {} rows of width {width} of table {table:?}",
+                            out.len(),
+                            keys.len()
+                        )));
+                    }
+                    let cap = share(keys.len(), n);
+                    let mut per: Vec<(Vec<u64>, Vec<usize>)> =
+                        (0..n).map(|_| (Vec::with_capacity(cap), Vec::with_capacity(cap))).collect();
+                    for (i, &k) in keys.iter().enumerate() {
+                        let s = sparse_server(k, n);
+                        per[s].0.push(k);
+                        per[s].1.push(i);
+                    }
+                    for (plan, (keys, to)) in plans.iter_mut().zip(per) {
+                        if !keys.is_empty() {
+                            plan.pieces.push(PullPiece::Sparse { table: (*table).into(), keys });
+                            plan.places.push((j, Place::Rows { width, to }));
+                        }
+                    }
+                }
+            }
         }
-        let reqs = per
+        let reqs = plans
             .iter_mut()
-            .map(|(k, _)| (!k.is_empty()).then(|| Request::PullSparse { table: table.into(), keys: std::mem::take(k) }))
+            .map(|p| (!p.pieces.is_empty()).then(|| Request::Pull { pieces: std::mem::take(&mut p.pieces) }))
             .collect();
         for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {
             match r {
-                Some(Reply::Received(values)) if values.len() == per[s].1.len() * width => {
-                    values.scatter_rows(width, &per[s].1, out);
+                None => {}
+                Some(Reply::Received(values)) => {
+                    let plan = &plans[s];
+                    if values.len() != plan.len() {
+                        return Err(Error::Protocol(format!(
+                            "{} returned {} floats for a pull of {}",
+                            self.links[s].who,
+                            values.len(),
+                            plan.len()
+                        )));
+                    }
+                    let mut at = 0;
+                    for (j, place) in &plan.places {
+                        let out = pulls[*j].out();
+                        match place {
+                            Place::Span(span) => values.copy_to(at, &mut out[span.clone()]),
+                            Place::Rows { width, to } => values.scatter_rows(at, *width, to, out),
+                        }
+                        at += place.len();
+                    }
                     self.links[s].recycle(values);
                 }
-                None => {}
                 Some(_) => return Err(self.unexpected(s)),
             }
         }
         Ok(())
+    }
+
+    /// The length of dense table `table`, once `range` is checked to lie in it and a
+    /// buffer of `buffer` floats to hold it.
+    fn dense_len(&self, table: &str, range: &Range<u64>, buffer: usize) -> Result<u64> {
+        let TableKind::Dense { len } = self.table(table)?.kind else {
+            return Err(Error::InvalidArgument(format!("table {table:?} is sparse: pull it by keys")));
+        };
+        if range.start > range.end || range.end > len {
+            return Err(Error::InvalidArgument(format!(
+                "elements {}..{} are outside table {table:?} of {len} elements",
+                range.start, range.end
+            )));
+        }
+        if buffer as u64 != range.end - range.start {
+            return Err(Error::InvalidArgument(format!(
+                "a buffer of {buffer} floats for elements {}..{} of table {table:?}",
+                range.start, range.end
+            )));
+        }
+        Ok(len)
     }
 
     /// Pushes this step's gradients (any tables, dense pieces or sparse rows), split per
@@ -653,6 +671,71 @@ impl PsClient {
                     return Err(Error::io("waiting for the parameter servers", e));
                 }
             }
+        }
+    }
+}
+
+/// One table's part of a [`PsClient::pull`]: what to pull, and the buffer its values go to.
+#[derive(Debug)]
+pub enum Pull<'a> {
+    /// Elements `range` of a dense table, into `out` (of `range`'s length).
+    Dense {
+        /// The table.
+        table: &'a str,
+        /// The elements.
+        range: Range<u64>,
+        /// Where they go.
+        out: &'a mut [f32],
+    },
+    /// The rows of `keys` of a sparse table, into `out` (`keys.len()` rows of the table's
+    /// width, in the order of `keys`).
+    Sparse {
+        /// The table.
+        table: &'a str,
+        /// The rows' keys.
+        keys: &'a [u64],
+        /// Where they go.
+        out: &'a mut [f32],
+    },
+}
+
+impl Pull<'_> {
+    fn out(&mut self) -> &mut [f32] {
+        match self {
+            Pull::Dense { out, .. } | Pull::Sparse { out, .. } => out,
+        }
+    }
+}
+
+/// One server's share of a [`PsClient::pull`]: the pieces asked of it, and where each
+/// piece's values go (the pull's index, and the place in its buffer).
+#[derive(Default)]
+struct ServerPull {
+    pieces: Vec<PullPiece>,
+    places: Vec<(usize, Place)>,
+}
+
+impl ServerPull {
+    /// Values the server's reply carries.
+    fn len(&self) -> usize {
+        self.places.iter().map(|(_, p)| p.len()).sum()
+    }
+}
+
+/// Where a piece's values go in its pull's buffer.
+enum Place {
+    /// Elements, in order.
+    Span(Range<usize>),
+    /// Rows of `width`: the piece's row `i` is the buffer's row `to[i]`.
+    Rows { width: usize, to: Vec<usize> },
+}
+
+impl Place {
+    /// Values the piece carries.
+    fn len(&self) -> usize {
+        match self {
+            Place::Span(span) => span.len(),
+            Place::Rows { width, to } => width * to.len(),
         }
     }
 }

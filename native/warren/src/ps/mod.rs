@@ -52,11 +52,11 @@ mod shard;
 mod table;
 
 pub use checkpoint::{Checkpoint, CheckpointCodec, CheckpointPolicy};
-pub use client::{PsClient, PsClientOptions, Resolver};
+pub use client::{PsClient, PsClientOptions, Pull, Resolver};
 pub use consistency::{Batch, Clocks, Mode};
 pub use failpoint::{FailPoint, PsMock};
 pub use optim::Optimizer;
-pub use proto::{JobSpec, ServerStatus};
+pub use proto::{JobSpec, PullPiece, ServerStatus};
 pub use registry::{DEFAULT_PS_PREFIX, RegistryKeys};
 #[cfg(feature = "etcd")]
 pub use registry_etcd::EtcdRegistry;

@@ -108,22 +108,12 @@ pub enum Request {
         /// The job.
         job: JobSpec,
     },
-    /// Elements `start..end` of a dense table (all on this server).
-    PullDense {
-        /// The table.
-        table: String,
-        /// First element.
-        start: u64,
-        /// One past the last element.
-        end: u64,
-    },
-    /// Rows `keys` of a sparse table (all on this server), created if new.
-    PullSparse {
-        /// The table.
-        table: String,
-        /// The keys.
-        #[serde(with = "super::floats::u64s")]
-        keys: Vec<u64>,
+    /// Parameters of one or more tables (all on this server), answered with one
+    /// [`Reply::Floats`]: each piece's values in the order of `pieces`, so a trainer's step
+    /// pulls every table it reads in one round trip.
+    Pull {
+        /// What to pull.
+        pieces: Vec<PullPiece>,
     },
     /// Stages the trainer's gradients of `step` for this server (possibly none): held, not
     /// counted until [`Request::Commit`] (see the two-phase pushes of `consistency.rs`).
@@ -160,6 +150,38 @@ pub enum Request {
     },
     /// Asks for the server's state.
     Status,
+}
+
+/// One table's part of a [`Request::Pull`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PullPiece {
+    /// Elements `start..end` of a dense table.
+    Dense {
+        /// The table.
+        table: String,
+        /// First element.
+        start: u64,
+        /// One past the last element.
+        end: u64,
+    },
+    /// Rows `keys` of a sparse table, concatenated in the order of `keys`, created if new.
+    Sparse {
+        /// The table.
+        table: String,
+        /// The keys.
+        #[serde(with = "super::floats::u64s")]
+        keys: Vec<u64>,
+    },
+}
+
+impl PullPiece {
+    /// The table pulled from.
+    pub fn table(&self) -> &str {
+        match self {
+            PullPiece::Dense { table, .. } | PullPiece::Sparse { table, .. } => table,
+        }
+    }
 }
 
 /// What a server knows about its job and progress.
@@ -272,18 +294,23 @@ impl ReceivedFloats {
         self.values.is_empty()
     }
 
-    /// Copies the values into `out`, which holds exactly [`len`](Self::len).
-    pub fn copy_to(&self, out: &mut [f32]) {
-        assert_eq!(out.len(), self.len(), "a buffer for every value received");
-        super::floats::copy_f32s(&self.frame[self.values.clone()], out);
+    /// The bytes of values `at..at + n`, which must be received ones.
+    fn bytes(&self, at: usize, n: usize) -> &[u8] {
+        assert!(at + n <= self.len(), "values {at}..+{n} of the {} received", self.len());
+        let start = self.values.start + 4 * at;
+        &self.frame[start..start + 4 * n]
     }
 
-    /// Copies the values, rows of `width`, row `i` to row `to[i]` of `out` (as a sparse
-    /// pull puts one server's rows in the order of the caller's keys). There are exactly
-    /// `to.len()` rows; every `to[i]` is a row of `out`.
-    pub fn scatter_rows(&self, width: usize, to: &[usize], out: &mut [f32]) {
-        assert_eq!(self.len(), to.len() * width, "one index for every row received");
-        let rows = self.frame[self.values.clone()].chunks_exact(4 * width);
+    /// Copies `out.len()` values, from value `at` on, into `out`.
+    pub fn copy_to(&self, at: usize, out: &mut [f32]) {
+        super::floats::copy_f32s(self.bytes(at, out.len()), out);
+    }
+
+    /// Copies `to.len()` rows of `width` values, from value `at` on, row `i` to row `to[i]`
+    /// of `out` (as a sparse pull puts one server's rows in the order of the caller's
+    /// keys). Every `to[i]` must be a row of `out`.
+    pub fn scatter_rows(&self, at: usize, width: usize, to: &[usize], out: &mut [f32]) {
+        let rows = self.bytes(at, to.len() * width).chunks_exact(4 * width);
         for (row, &at) in rows.zip(to) {
             super::floats::copy_f32s(row, &mut out[at * width..(at + 1) * width]);
         }
@@ -295,8 +322,8 @@ impl ReceivedFloats {
     }
 }
 
-/// The frame of a [`Reply::Floats`] of `values`, encoded from where they are (the server
-/// encodes a dense pull straight from its shard, under its lock: one copy).
+/// The frame of a [`Reply::Floats`] of `values`, encoded from where they are.
+#[cfg(test)]
 pub(crate) fn floats_frame(values: &[f32]) -> Vec<u8> {
     floats_frame_by(values.len(), |out| super::floats::put_f32s(out, values))
 }
@@ -376,8 +403,12 @@ mod tests {
         let reqs = [
             Request::Hello { trainer: Some(3) },
             Request::Define { job: job.clone() },
-            Request::PullDense { table: "w".into(), start: 2, end: 9 },
-            Request::PullSparse { table: "emb".into(), keys: vec![u64::MAX, 0] },
+            Request::Pull {
+                pieces: vec![
+                    PullPiece::Dense { table: "w".into(), start: 2, end: 9 },
+                    PullPiece::Sparse { table: "emb".into(), keys: vec![u64::MAX, 0] },
+                ],
+            },
             Request::Push {
                 step: 7,
                 grads: vec![Grad::Sparse { table: "emb".into(), keys: vec![1], values: vec![0.5; 16] }].into(),
@@ -415,8 +446,9 @@ mod tests {
         let parts = push_parts(&push).unwrap();
         assert_eq!(parts.pieces().concat(), encode(&push), "a push written in pieces is the same frame");
         assert!(push_parts(&Request::Status).is_none());
-        let json = serde_json::to_string(&Request::PullDense { table: "w".into(), start: 0, end: 1 }).unwrap();
-        assert_eq!(json, r#"{"op":"pull_dense","table":"w","start":0,"end":1}"#);
+        let pull = Request::Pull { pieces: vec![PullPiece::Dense { table: "w".into(), start: 0, end: 1 }] };
+        let json = serde_json::to_string(&pull).unwrap();
+        assert_eq!(json, r#"{"op":"pull","pieces":[{"kind":"dense","table":"w","start":0,"end":1}]}"#);
     }
 
     #[test]
@@ -427,12 +459,19 @@ mod tests {
             let got = ReceivedFloats::from_frame(frame).expect("a floats reply");
             assert_eq!(got.len(), values.len());
             let mut out = vec![7.0f32; values.len()];
-            got.copy_to(&mut out);
+            got.copy_to(0, &mut out);
             assert_eq!(bits(&out), bits(&values));
             // Three rows of 2, put back in the order of the keys that asked for them.
             let mut rows = vec![0f32; 6];
-            got.scatter_rows(2, &[2, 0, 1], &mut rows);
+            got.scatter_rows(0, 2, &[2, 0, 1], &mut rows);
             assert_eq!(bits(&rows), bits(&[f32::MAX, f32::NAN, 1e-40, -3.25, 0.5, -0.0]));
+            // Pieces of one reply (a pull of several tables), each from where it starts.
+            let mut head = [0f32; 1];
+            got.copy_to(1, &mut head);
+            assert_eq!(bits(&head), bits(&[-0.0]));
+            let mut two = vec![0f32; 4];
+            got.scatter_rows(2, 2, &[1, 0], &mut two);
+            assert_eq!(bits(&two), bits(&[1e-40, -3.25, f32::MAX, f32::NAN]));
         }
         let empty = ReceivedFloats::from_frame(floats_frame(&[])).expect("no values is still a floats reply");
         assert!(empty.is_empty());

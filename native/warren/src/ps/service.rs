@@ -218,14 +218,9 @@ impl State {
                 self.current(conn)?;
                 self.define(job, conn.trainer).map(|()| (Reply::Done, false))
             }
-            Request::PullDense { table, start, end } => {
+            Request::Pull { pieces } => {
                 self.current(conn)?;
-                let values = self.job()?.shard.pull_dense(&table, start..end)?;
-                Ok((Reply::Floats { values }, false))
-            }
-            Request::PullSparse { table, keys } => {
-                self.current(conn)?;
-                let values = self.job()?.shard.pull_sparse(&table, &keys)?;
+                let values = self.job()?.shard.pull(&pieces)?;
                 Ok((Reply::Floats { values }, false))
             }
             Request::Push { step, grads } => {
@@ -418,24 +413,13 @@ impl Shared {
 
     /// The frame answering `req`.
     async fn answer_frame(self: &Arc<Self>, req: Request, conn: &mut Conn) -> Vec<u8> {
-        if let Request::PullDense { table, start, end } = &req {
-            // Encoded from the shard, under the lock: one copy.
+        if let Request::Pull { pieces } = &req {
+            // Written into the frame from the tables, under the lock: one copy.
             if let Err(e) = self.wait_pull(conn.trainer).await {
                 return proto::encode(&error_reply(&e));
             }
             let mut st = self.lock();
-            let frame = st
-                .current(conn)
-                .and_then(|()| st.job().and_then(|j| j.shard.dense(table, *start..*end)).map(proto::floats_frame));
-            return frame.unwrap_or_else(|e| proto::encode(&error_reply(&e)));
-        }
-        if let Request::PullSparse { table, keys } = &req {
-            // Written into the frame from the rows, under the lock: one copy.
-            if let Err(e) = self.wait_pull(conn.trainer).await {
-                return proto::encode(&error_reply(&e));
-            }
-            let mut st = self.lock();
-            let frame = st.current(conn).and_then(|()| st.job()).and_then(|j| j.shard.pull_sparse_frame(table, keys));
+            let frame = st.current(conn).and_then(|()| st.job()).and_then(|j| j.shard.pull_frame(pieces));
             return frame.unwrap_or_else(|e| proto::encode(&error_reply(&e)));
         }
         let reply = self.answer(req, conn).await;
@@ -448,7 +432,7 @@ impl Shared {
 
     async fn answer(self: &Arc<Self>, req: Request, conn: &mut Conn) -> Reply {
         let leaving = matches!(req, Request::Leave | Request::Join { .. });
-        if matches!(req, Request::PullDense { .. } | Request::PullSparse { .. }) {
+        if matches!(req, Request::Pull { .. }) {
             if let Err(e) = self.wait_pull(conn.trainer).await {
                 return error_reply(&e);
             }
@@ -685,6 +669,7 @@ mod tests {
     use super::*;
     use crate::ps::consistency::Mode;
     use crate::ps::optim::Optimizer;
+    use crate::ps::proto::PullPiece;
     use crate::ps::table::{Init, TableKind, TableSpec};
 
     fn job(mode: Mode) -> JobSpec {
@@ -701,6 +686,10 @@ mod tests {
         }
     }
 
+    fn pull_w(range: std::ops::Range<u64>) -> Request {
+        Request::Pull { pieces: vec![PullPiece::Dense { table: "w".into(), start: range.start, end: range.end }] }
+    }
+
     fn push(step: u64, v: f32) -> Request {
         Request::Push { step, grads: vec![Grad::Dense { table: "w".into(), offset: 0, values: vec![v; 4] }].into() }
     }
@@ -715,7 +704,7 @@ mod tests {
     fn requests_are_carried_out_on_the_state_with_clear_errors() {
         let mut s = State::new(0, 1);
         let (mut a, mut b, mut observer) = (Conn::default(), Conn::default(), Conn::default());
-        let e = s.handle(Request::PullDense { table: "w".into(), start: 0, end: 1 }, &mut a).unwrap_err();
+        let e = s.handle(pull_w(0..1), &mut a).unwrap_err();
         assert!(e.to_string().contains("no job defined"), "{e}");
         s.handle(Request::Hello { trainer: Some(0) }, &mut a).unwrap();
         s.handle(Request::Hello { trainer: Some(1) }, &mut b).unwrap();
@@ -734,7 +723,7 @@ mod tests {
         assert!(e.to_string().contains("next step here is 1"), "{e}");
         push_both(&mut s, &mut a, 0, 2.0).unwrap();
         assert!(s.pull_ready(b.trainer));
-        let (r, _) = s.handle(Request::PullDense { table: "w".into(), start: 0, end: 4 }, &mut b).unwrap();
+        let (r, _) = s.handle(pull_w(0..4), &mut b).unwrap();
         assert_eq!(r, Reply::Floats { values: vec![-3.0; 4] });
         let bad = Request::Push {
             step: 1,

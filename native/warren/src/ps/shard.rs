@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::proto::PullPiece;
 use super::rows::{RowSums, Rows};
 use super::table::{TableKind, TableSpec, dense_range, initial, sparse_server};
 use crate::error::{Error, Result};
@@ -164,13 +165,64 @@ impl Shard {
         Ok(out)
     }
 
-    /// [`Shard::pull_sparse`] as the frame of its reply (`proto::floats_frame`), each row
-    /// written into the frame from the table: one copy.
-    pub fn pull_sparse_frame(&mut self, name: &str, keys: &[u64]) -> Result<Vec<u8>> {
-        let (spec, rows) = self.sparse_for_pull(name, keys)?;
-        Ok(super::proto::floats_frame_by(keys.len() * rows.width(), |out| {
-            rows.pull_each(keys, spec.init, &spec.optimizer, |row| super::floats::put_f32s(out, row))
-        }))
+    /// The values `pieces` pull (a [`Request::Pull`](super::proto::Request::Pull)), each
+    /// piece's in turn: dense elements, or sparse rows in the order of their keys (created if
+    /// new). Every piece is checked before any row is created.
+    pub fn pull(&mut self, pieces: &[PullPiece]) -> Result<Vec<f32>> {
+        let mut out = pool::FLOATS.take(self.pull_len(pieces)?);
+        self.pull_each(pieces, |v| out.extend_from_slice(v));
+        Ok(out)
+    }
+
+    /// [`Shard::pull`] as the frame of its reply (`proto::floats_frame`), the values
+    /// written into the frame from the tables: one copy.
+    pub fn pull_frame(&mut self, pieces: &[PullPiece]) -> Result<Vec<u8>> {
+        let n = self.pull_len(pieces)?;
+        Ok(super::proto::floats_frame_by(n, |out| self.pull_each(pieces, |v| super::floats::put_f32s(out, v))))
+    }
+
+    /// How many values `pieces` pull, once each is checked: a table of the piece's kind,
+    /// elements or keys on this server.
+    fn pull_len(&self, pieces: &[PullPiece]) -> Result<usize> {
+        let mut n = 0;
+        for p in pieces {
+            let t = self.table(p.table())?;
+            n += match (p, &self.parts[t]) {
+                (PullPiece::Dense { table, start, end }, Part::Dense { range, .. }) => {
+                    self.check_range(table, range, &(*start..*end))?;
+                    (end - start) as usize
+                }
+                (PullPiece::Sparse { table, keys }, Part::Sparse { rows }) => {
+                    self.check_keys(table, t, keys)?;
+                    keys.len() * rows.width()
+                }
+                (PullPiece::Dense { table, .. }, _) => {
+                    return Err(Error::InvalidArgument(format!("table {table:?} is sparse: pull it by keys")));
+                }
+                (PullPiece::Sparse { table, .. }, _) => {
+                    return Err(Error::InvalidArgument(format!("table {table:?} is dense: pull it by range")));
+                }
+            };
+        }
+        Ok(n)
+    }
+
+    /// Gives `emit` the values of `pieces` (checked by [`pull_len`](Self::pull_len)) in
+    /// order, a dense piece at once, a sparse one row by row.
+    fn pull_each(&mut self, pieces: &[PullPiece], mut emit: impl FnMut(&[f32])) {
+        for p in pieces {
+            let t = self.table(p.table()).expect("a checked piece");
+            let spec = &self.specs[t];
+            match (p, &mut self.parts[t]) {
+                (PullPiece::Dense { start, end, .. }, Part::Dense { range, params, .. }) => {
+                    emit(&params[(start - range.start) as usize..(end - range.start) as usize]);
+                }
+                (PullPiece::Sparse { keys, .. }, Part::Sparse { rows }) => {
+                    rows.pull_each(keys, spec.init, &spec.optimizer, &mut emit);
+                }
+                _ => unreachable!("pieces checked by pull_len"),
+            }
+        }
     }
 
     /// The spec and rows of sparse table `name`, once every one of `keys` is checked to be
@@ -426,23 +478,44 @@ mod tests {
         assert!(e.contains(&format!("key {other}")) && e.contains("belongs to server 0"), "{e}");
     }
 
-    /// The reply frame a server sends for a sparse pull carries the rows `pull_sparse` gives
-    /// (the same bits), and a wrong key is the same error.
+    /// The reply frame a server sends for a pull of several tables carries each piece's
+    /// values in turn, the bits `pull_sparse` and `pull_dense` give; a bad piece is an error
+    /// that creates no row.
     #[test]
-    fn a_sparse_pull_written_into_its_frame_carries_the_rows_bit_for_bit() {
+    fn a_pull_of_several_tables_written_into_its_frame_carries_them_bit_for_bit() {
         let mut framed = Shard::new(1, 2, &specs()).unwrap();
         let mut plain = Shard::new(1, 2, &specs()).unwrap();
         let keys = [keys_of(1, 2, 7), keys_of(1, 2, 3)].concat();
-        let mut frame = framed.pull_sparse_frame("emb", &keys).unwrap();
+        let (w, held) = ("w".to_string(), dense_range(10, 1, 2));
+        let pieces = [
+            PullPiece::Sparse { table: "emb".into(), keys: keys.clone() },
+            PullPiece::Dense { table: w.clone(), start: held.start + 1, end: held.end },
+            PullPiece::Sparse { table: "emb".into(), keys: keys[..2].to_vec() },
+        ];
+        let mut frame = framed.pull_frame(&pieces).unwrap();
         let Ok(Reply::Floats { values }) = proto::decode::<Reply>(&mut frame) else { panic!("not a floats reply") };
-        let want = plain.pull_sparse("emb", &keys).unwrap();
-        assert_eq!(values.len(), keys.len() * 2);
+        let want = [
+            plain.pull_sparse("emb", &keys).unwrap(),
+            plain.pull_dense("w", held.start + 1..held.end).unwrap(),
+            plain.pull_sparse("emb", &keys[..2]).unwrap(),
+        ]
+        .concat();
+        assert_eq!(values.len(), keys.len() * 2 + (held.end - held.start - 1) as usize + 4);
         assert!(values.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert_eq!(framed.pull(&pieces).unwrap(), values, "the values as the frame carries them");
         assert_eq!(framed.rows(), 7, "repeated keys are one row");
         let other = keys_of(0, 2, 1)[0];
-        let e = framed.pull_sparse_frame("emb", &[other]).unwrap_err().to_string();
-        assert!(e.contains("belongs to server 0"), "{e}");
-        assert!(framed.pull_sparse_frame("w", &keys).is_err(), "a dense table is pulled by range");
+        let fresh = keys_of(1, 2, 9)[8];
+        let bad = |p: PullPiece| vec![PullPiece::Sparse { table: "emb".into(), keys: vec![fresh] }, p];
+        let e = framed.pull_frame(&bad(PullPiece::Sparse { table: "emb".into(), keys: vec![other] })).unwrap_err();
+        assert!(e.to_string().contains("belongs to server 0"), "{e}");
+        let e = framed.pull_frame(&bad(PullPiece::Sparse { table: w.clone(), keys: keys.clone() })).unwrap_err();
+        assert!(e.to_string().contains("is dense: pull it by range"), "{e}");
+        let e = framed.pull_frame(&bad(PullPiece::Dense { table: "emb".into(), start: 0, end: 1 })).unwrap_err();
+        assert!(e.to_string().contains("is sparse: pull it by keys"), "{e}");
+        let e = framed.pull(&bad(PullPiece::Dense { table: w, start: 0, end: held.end })).unwrap_err();
+        assert!(e.to_string().contains("not on server 1"), "{e}");
+        assert_eq!(framed.rows(), 7, "a refused pull creates no row, not even of its good pieces");
     }
 
     #[test]
