@@ -32,7 +32,7 @@ use super::failpoint::{self, FailPoint};
 use super::link::{Link, Session};
 use super::proto::{JobSpec, PullPiece, Reply, Request, ServerStatus, reply_error};
 use super::shard::Grad;
-use super::table::{TableKind, TableSpec, dense_range, sparse_server};
+use super::table::{KeySpread, TableKind, TableSpec, dense_range};
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 use crate::wire::pool;
@@ -314,8 +314,9 @@ impl PsClient {
                     let cap = share(keys.len(), n);
                     let mut per: Vec<(Vec<u64>, Vec<usize>)> =
                         (0..n).map(|_| (Vec::with_capacity(cap), Vec::with_capacity(cap))).collect();
+                    let spread = KeySpread::new(n);
                     for (i, &k) in keys.iter().enumerate() {
-                        let s = sparse_server(k, n);
+                        let s = spread.server(k);
                         per[s].0.push(k);
                         per[s].1.push(i);
                     }
@@ -456,8 +457,9 @@ impl PsClient {
                     let cap = share(keys.len(), n);
                     let mut parts: Vec<(Vec<u64>, Vec<f32>)> =
                         (0..n).map(|_| (Vec::with_capacity(cap), pool::FLOATS.take(cap * w))).collect();
+                    let spread = KeySpread::new(n);
                     for (k, row) in keys.iter().zip(values.chunks_exact(w)) {
-                        let p = &mut parts[sparse_server(*k, n)];
+                        let p = &mut parts[spread.server(*k)];
                         p.0.push(*k);
                         p.1.extend_from_slice(row);
                     }

@@ -62,4 +62,4 @@ pub use registry::{DEFAULT_PS_PREFIX, RegistryKeys};
 pub use registry_etcd::EtcdRegistry;
 pub use service::{PsConfig, PsServer};
 pub use shard::{Grad, Shard};
-pub use table::{Init, TableKind, TableSpec, dense_range, dense_server, initial, mix, sparse_server};
+pub use table::{Init, KeySpread, TableKind, TableSpec, dense_range, dense_server, initial, mix, sparse_server};

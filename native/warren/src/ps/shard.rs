@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::proto::PullPiece;
 use super::rows::{RowSums, Rows};
-use super::table::{TableKind, TableSpec, dense_range, initial, sparse_server};
+use super::table::{KeySpread, TableKind, TableSpec, dense_range, initial, sparse_server};
 use crate::error::{Error, Result};
 use crate::wire::pool;
 
@@ -248,7 +248,8 @@ impl Shard {
         if !matches!(self.parts[t], Part::Sparse { .. }) {
             return Err(Error::InvalidArgument(format!("table {name:?} is dense: pull it by range")));
         }
-        if let Some(k) = keys.iter().find(|&&k| sparse_server(k, self.servers) != self.index) {
+        let spread = KeySpread::new(self.servers);
+        if let Some(k) = keys.iter().find(|&&k| spread.server(k) != self.index) {
             return Err(Error::InvalidArgument(format!(
                 "key {k} of table {name:?} belongs to server {}, not server {}",
                 sparse_server(*k, self.servers),

@@ -5,6 +5,7 @@
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
+use strength_reduce::StrengthReducedU64;
 
 use super::optim::Optimizer;
 use crate::error::{Error, Result};
@@ -102,7 +103,33 @@ pub fn mix(mut z: u64) -> u64 {
 
 /// The server holding row `key` of a sparse table.
 pub fn sparse_server(key: u64, servers: usize) -> usize {
-    (mix(key.wrapping_add(0x9E37_79B9_7F4A_7C15)) % servers as u64) as usize
+    (spread_hash(key) % servers as u64) as usize
+}
+
+/// The hash of a key that [`sparse_server`] takes the remainder of.
+fn spread_hash(key: u64) -> u64 {
+    mix(key.wrapping_add(0x9E37_79B9_7F4A_7C15))
+}
+
+/// [`sparse_server`] for many keys and one server count: the remainder without a division
+/// (a multiplication by a reciprocal computed once), the same server for every key.
+#[derive(Clone, Copy, Debug)]
+pub struct KeySpread {
+    servers: StrengthReducedU64,
+}
+
+impl KeySpread {
+    /// Keys spread over `servers` servers (at least one).
+    pub fn new(servers: usize) -> KeySpread {
+        assert!(servers > 0, "keys are spread over at least one server");
+        KeySpread { servers: StrengthReducedU64::new(servers as u64) }
+    }
+
+    /// The server holding row `key`: [`sparse_server`]`(key, servers)`.
+    #[inline]
+    pub fn server(&self, key: u64) -> usize {
+        (spread_hash(key) % self.servers) as usize
+    }
 }
 
 /// Column `col` of the initial value of row (or element) `key` under `init`.
@@ -155,6 +182,16 @@ mod tests {
             prop_assert!((-0.5..0.5).contains(&v));
             prop_assert_eq!(v.to_bits(), initial(init, key, col).to_bits());
             prop_assert_eq!(initial(Init::Zeros, key, col), 0.0);
+        }
+
+        /// The division-free spread puts every key where `sparse_server` (and so every
+        /// checkpoint written so far) has it, for any server count.
+        #[test]
+        fn a_key_spread_agrees_with_sparse_server(keys in proptest::collection::vec(any::<u64>(), 64), servers in 1usize..1000) {
+            let spread = KeySpread::new(servers);
+            for k in keys.into_iter().chain([0, u64::MAX, 0x9E37_79B9_7F4A_7C15u64.wrapping_neg()]) {
+                prop_assert_eq!(spread.server(k), sparse_server(k, servers));
+            }
         }
     }
 
