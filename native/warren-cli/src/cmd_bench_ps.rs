@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
+use rand::distributions::Uniform;
 use rand::rngs::{SmallRng, StdRng};
 use rand::{Rng, SeedableRng};
 use warren::Error;
@@ -296,7 +297,9 @@ impl SparseModel {
     /// and `n`.
     fn batch(&self, n: u64) -> (Vec<u64>, Vec<f32>) {
         let mut rng = SmallRng::seed_from_u64((u64::from(self.trainer) << 32) ^ n);
-        let ex: Vec<u64> = (0..self.batch * self.features).map(|_| rng.gen_range(0..self.keys)).collect();
+        // One uniform distribution for the batch's keys, not one set up per key.
+        let keys = Uniform::new(0, self.keys);
+        let ex: Vec<u64> = (&mut rng).sample_iter(keys).take(self.batch * self.features).collect();
         let labels: Vec<f32> = (0..self.batch).map(|_| f32::from(rng.gen_range(0u8..2))).collect();
         (ex, labels)
     }
