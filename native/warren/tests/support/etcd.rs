@@ -42,7 +42,27 @@ impl Etcd {
     }
 
     /// Like [`start`](Etcd::start), with etcd's `--max-request-bytes` set to `bytes`.
+    ///
+    /// Its free ports are found by binding port 0 and letting go, so another process (a test
+    /// running beside this one) may take one before etcd binds it; etcd then exits at once,
+    /// and is started again on other ports (at most three times). Any other failure to start
+    /// panics with etcd's log.
     pub fn start_with_request_limit(tag: &str, bytes: u64) -> Etcd {
+        let mut attempt = 1;
+        loop {
+            match Etcd::try_start(tag, bytes) {
+                Ok(etcd) => return etcd,
+                Err(log) if attempt < 3 && log.contains("address already in use") => {
+                    eprintln!("etcd found a port taken (attempt {attempt}); starting it on other ports");
+                    attempt += 1;
+                }
+                Err(log) => panic!("etcd did not start; its log:\n{log}"),
+            }
+        }
+    }
+
+    /// One start of etcd on free ports; its log if it exits or is not healthy within 30 s.
+    fn try_start(tag: &str, bytes: u64) -> Result<Etcd, String> {
         let bin = etcd_binary();
         let dir = std::env::temp_dir().join(format!("warren-etcd-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -71,11 +91,11 @@ impl Etcd {
         while !etcd.healthy() {
             if Instant::now() > deadline || etcd.child.try_wait().unwrap().is_some() {
                 let log = std::fs::read_to_string(etcd.dir.join("etcd.log")).unwrap_or_default();
-                panic!("etcd did not start; its log:\n{log}");
+                return Err(log); // dropping `etcd` kills it and removes its directory
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        etcd
+        Ok(etcd)
     }
 }
 
