@@ -85,6 +85,10 @@ pub struct Shard {
 /// cover the whole of it (16 KiB of sums: they stay in the first-level cache).
 const WHOLE_CHUNK: usize = 4096;
 
+/// The most values one pull's reply carries: a frame of at most `proto::MAX_PS_FRAME` bytes,
+/// with room for its header.
+const MAX_PULL_VALUES: usize = (super::proto::MAX_PS_FRAME - 4096) / 4;
+
 /// A batch's gradients of one table, summed.
 enum Sum {
     Dense(Vec<f32>),
@@ -182,9 +186,10 @@ impl Shard {
     }
 
     /// How many values `pieces` pull, once each is checked: a table of the piece's kind,
-    /// elements or keys on this server.
+    /// elements or keys on this server, and all of them in one reply frame (so a pull
+    /// repeating a large piece cannot make a server allocate more than a frame holds).
     fn pull_len(&self, pieces: &[PullPiece]) -> Result<usize> {
-        let mut n = 0;
+        let mut n: usize = 0;
         for p in pieces {
             let t = self.table(p.table())?;
             n += match (p, &self.parts[t]) {
@@ -203,6 +208,11 @@ impl Shard {
                     return Err(Error::InvalidArgument(format!("table {table:?} is dense: pull it by range")));
                 }
             };
+            if n > MAX_PULL_VALUES {
+                return Err(Error::InvalidArgument(format!(
+                    "a pull of more than {MAX_PULL_VALUES} values (more than one reply frame holds): split it"
+                )));
+            }
         }
         Ok(n)
     }
@@ -517,6 +527,25 @@ mod tests {
         let e = framed.pull(&bad(PullPiece::Dense { table: w, start: 0, end: held.end })).unwrap_err();
         assert!(e.to_string().contains("not on server 1"), "{e}");
         assert_eq!(framed.rows(), 7, "a refused pull creates no row, not even of its good pieces");
+    }
+
+    /// A pull whose pieces together hold more values than one reply frame is refused before
+    /// anything is made (a client repeating a piece cannot make the server run out of memory).
+    #[test]
+    fn a_pull_of_more_than_a_frame_is_refused() {
+        let mut tables = specs();
+        tables[0].kind = TableKind::Dense { len: 1 << 23 };
+        let mut s = Shard::new(0, 2, &tables).unwrap();
+        let whole = PullPiece::Dense { table: "w".into(), start: 0, end: 1 << 22 };
+        let fits = MAX_PULL_VALUES >> 22;
+        let mut many = vec![PullPiece::Sparse { table: "emb".into(), keys: keys_of(0, 2, 3) }];
+        many.extend(std::iter::repeat_n(whole, fits + 1));
+        let e = s.pull_frame(&many).unwrap_err();
+        assert!(e.to_string().contains("more than one reply frame holds"), "{e}");
+        assert_eq!(s.rows(), 0, "no row made");
+        many.truncate(3);
+        assert_eq!(s.pull(&many).unwrap().len(), 3 * 2 + 2 * (1 << 22));
+        assert_eq!(s.rows(), 3);
     }
 
     #[test]
