@@ -30,7 +30,7 @@ use log::info;
 use super::consistency::Mode;
 use super::failpoint::{self, FailPoint};
 use super::link::{Link, Session};
-use super::proto::{JobSpec, PullPiece, Reply, Request, ServerStatus, reply_error};
+use super::proto::{JobSpec, PullPiece, ReceivedFloats, Reply, Request, ServerStatus, reply_error};
 use super::shard::Grad;
 use super::table::{KeySpread, TableKind, TableSpec, dense_range};
 use crate::cancel::CancelHandle;
@@ -286,6 +286,34 @@ impl PsClient {
     /// is written whole. Bad input (an unknown table, a pull of the wrong kind, a range
     /// outside its table, a buffer of the wrong size) fails before anything is sent.
     pub fn pull(&mut self, pulls: &mut [Pull<'_>]) -> Result<()> {
+        let mut plans = self.plan_pull(pulls)?;
+        let reqs = plans
+            .iter_mut()
+            .map(|p| (!p.pieces.is_empty()).then(|| Request::Pull { pieces: std::mem::take(&mut p.pieces) }))
+            .collect();
+        for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {
+            match r {
+                None => {}
+                Some(Reply::Received(values)) if values.len() == plans[s].len() => {
+                    plans[s].place(&values, pulls);
+                    self.links[s].recycle(values);
+                }
+                Some(Reply::Received(values)) => {
+                    return Err(Error::Protocol(format!(
+                        "{} returned {} floats for a pull of {}",
+                        self.links[s].who,
+                        values.len(),
+                        plans[s].len()
+                    )));
+                }
+                Some(_) => return Err(self.unexpected(s)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Each server's share of `pulls`, once each pull is checked.
+    fn plan_pull(&self, pulls: &[Pull<'_>]) -> Result<Vec<ServerPull>> {
         let n = self.servers();
         let mut plans: Vec<ServerPull> = (0..n).map(|_| ServerPull::default()).collect();
         for (j, p) in pulls.iter().enumerate() {
@@ -329,38 +357,7 @@ impl PsClient {
                 }
             }
         }
-        let reqs = plans
-            .iter_mut()
-            .map(|p| (!p.pieces.is_empty()).then(|| Request::Pull { pieces: std::mem::take(&mut p.pieces) }))
-            .collect();
-        for (s, r) in self.call_with(reqs, Some(FailPoint::MidPull))?.into_iter().enumerate() {
-            match r {
-                None => {}
-                Some(Reply::Received(values)) => {
-                    let plan = &plans[s];
-                    if values.len() != plan.len() {
-                        return Err(Error::Protocol(format!(
-                            "{} returned {} floats for a pull of {}",
-                            self.links[s].who,
-                            values.len(),
-                            plan.len()
-                        )));
-                    }
-                    let mut at = 0;
-                    for (j, place) in &plan.places {
-                        let out = pulls[*j].out();
-                        match place {
-                            Place::Span(span) => values.copy_to(at, &mut out[span.clone()]),
-                            Place::Rows { width, to } => values.scatter_rows(at, *width, to, out),
-                        }
-                        at += place.len();
-                    }
-                    self.links[s].recycle(values);
-                }
-                Some(_) => return Err(self.unexpected(s)),
-            }
-        }
-        Ok(())
+        Ok(plans)
     }
 
     /// The length of dense table `table`, once `range` is checked to lie in it and a
@@ -721,6 +718,19 @@ impl ServerPull {
     /// Values the server's reply carries.
     fn len(&self) -> usize {
         self.places.iter().map(|(_, p)| p.len()).sum()
+    }
+
+    /// Puts the server's reply `values` (of [`len`](Self::len)) where they go in `pulls`.
+    fn place(&self, values: &ReceivedFloats, pulls: &mut [Pull<'_>]) {
+        let mut at = 0;
+        for (j, place) in &self.places {
+            let out = pulls[*j].out();
+            match place {
+                Place::Span(span) => values.copy_to(at, &mut out[span.clone()]),
+                Place::Rows { width, to } => values.scatter_rows(at, *width, to, out),
+            }
+            at += place.len();
+        }
     }
 }
 
