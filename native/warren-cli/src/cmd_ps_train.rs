@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use warren::Error;
 use warren::config::keys;
 use warren::ps::{
-    EtcdRegistry, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, Resolver, ServerStatus, Shard,
+    EtcdRegistry, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, Pull, Resolver, ServerStatus, Shard,
     TableKind, TableSpec, initial,
 };
 
@@ -360,8 +360,12 @@ fn trainer(a: &PsTrainArgs, job: &JobSpec, plan: &Membership) -> warren::Result<
 /// Pulls what `examples` need and works out their gradients and mean loss.
 fn step_gradients(c: &mut PsClient, examples: &[Example]) -> warren::Result<(Vec<Grad>, f64)> {
     let keys = distinct_keys(examples);
-    let w = c.pull_sparse("w", &keys)?;
-    let bias = c.pull_dense("bias", 0..1)?;
+    let (mut w, mut bias) = (vec![0f32; keys.len()], [0f32]);
+    // Both tables in one round trip.
+    c.pull(&mut [
+        Pull::Sparse { table: "w", keys: &keys, out: &mut w },
+        Pull::Dense { table: "bias", range: 0..1, out: &mut bias },
+    ])?;
     Ok(gradients(examples, &keys, &w, bias[0]))
 }
 
