@@ -20,7 +20,7 @@ use jni::sys::{jint, jlong};
 use jni::{Env, EnvUnowned};
 use warren::CancelHandle;
 use warren::ps::{
-    CheckpointPolicy, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer,
+    CheckpointPolicy, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, Pull,
     ServerStatus, TableKind, TableSpec,
 };
 
@@ -493,6 +493,108 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPullSparse<'l>(
     })
 }
 
+/// Where one pull of [`clientPull`](Java_io_warren_ps_PsNative_clientPull) goes: straight
+/// into a direct buffer, or into a buffer of its own, written to the Java array (or the
+/// misaligned direct buffer) once the pull is done.
+enum PullOut<'b> {
+    Direct(&'b mut [f32]),
+    Copied(Vec<f32>),
+}
+
+/// Pulls several tables in one round trip, entry `i` of the parallel arrays being one
+/// table's: dense if `keys[i]` is null (elements `starts[i]..starts[i] + counts[i]`), else
+/// sparse (rows of `keys[i]`, `counts[i]` floats); into `arrays[i]` from `positions[i]`, or
+/// into the direct buffer `buffers[i]` if `arrays[i]` is null. Bad input, direct buffers
+/// pulled into where they overlap included, fails before anything is sent.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    tables: JObjectArray<'l, JString<'l>>,
+    starts: JLongArray<'l>,
+    keys: JObjectArray<'l, JLongArray<'l>>,
+    arrays: JObjectArray<'l, JFloatArray<'l>>,
+    buffers: JObjectArray<'l, JByteBuffer<'l>>,
+    positions: JIntArray<'l>,
+    counts: JIntArray<'l>,
+) {
+    run(&mut env, |env| {
+        let c = client(h)?;
+        let names = strings(env, &tables, "tables")?;
+        let starts = whole(env, &starts, "starts")?;
+        let positions = whole(env, &positions, "positions")?;
+        let counts = whole(env, &counts, "counts")?;
+        let mut sparse_keys: Vec<Option<Vec<u64>>> = Vec::with_capacity(names.len());
+        let mut outs: Vec<PullOut<'_>> = Vec::with_capacity(names.len());
+        // The bytes of direct buffers pulled into, aligned or not.
+        let mut direct: Vec<Range<usize>> = Vec::new();
+        for i in 0..names.len() {
+            let (position, count) = (at(&positions, i, "positions")?, at(&counts, i, "counts")?);
+            let k = keys.get_element(env, i)?;
+            let sparse = if k.is_null() { None } else { Some(whole(env, &k, "keys")?) };
+            sparse_keys.push(sparse.map(|keys| keys.into_iter().map(|k| k as u64).collect()));
+            let a = arrays.get_element(env, i)?;
+            let b = buffers.get_element(env, i)?;
+            if a.is_null() {
+                let (at, n) = buffer_floats(env, &b, position, count)?;
+                direct.push(at as usize..at as usize + 4 * n);
+            }
+            outs.push(match direct_out(env, &a, &b, position, count)? {
+                Some(dst) => PullOut::Direct(dst),
+                None if a.is_null() => PullOut::Copied(vec![0f32; count as usize]), // checked above
+                None => PullOut::Copied(vec![0f32; array_range(env, &a, position, count)?.len()]),
+            });
+            env.delete_local_ref(k);
+            env.delete_local_ref(a);
+            env.delete_local_ref(b);
+        }
+        refuse_overlaps(direct)?;
+        let mut pulls = Vec::with_capacity(names.len());
+        for (i, (out, keys)) in outs.iter_mut().zip(&sparse_keys).enumerate() {
+            let out = match out {
+                PullOut::Direct(dst) => &mut **dst,
+                PullOut::Copied(v) => v.as_mut_slice(),
+            };
+            let table = names[i].as_str();
+            pulls.push(match keys {
+                Some(keys) => Pull::Sparse { table, keys, out },
+                None => {
+                    let start = unsigned(at(&starts, i, "starts")?, "start")?;
+                    let end = start
+                        .checked_add(out.len() as u64)
+                        .ok_or_else(|| argument("start + count overflows".into()))?;
+                    Pull::Dense { table, range: start..end, out }
+                }
+            });
+        }
+        c.pull(&mut pulls)?;
+        drop(pulls);
+        for (i, out) in outs.iter().enumerate() {
+            if let PullOut::Copied(values) = out {
+                let a = arrays.get_element(env, i)?;
+                let b = buffers.get_element(env, i)?;
+                write_out(env, values, &a, &b, positions[i], counts[i])?;
+                env.delete_local_ref(a);
+                env.delete_local_ref(b);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Refuses direct buffers pulled into where they overlap (`spans`: their bytes), as two
+/// pulls would then write the same floats.
+fn refuse_overlaps(mut spans: Vec<Range<usize>>) -> JniResult<()> {
+    spans.retain(|r| !r.is_empty());
+    spans.sort_by_key(|r| r.start);
+    if spans.windows(2).any(|w| w[1].start < w[0].end) {
+        return Err(argument("two pulls write to overlapping parts of one direct buffer".into()));
+    }
+    Ok(())
+}
+
 /// Pushes this step's gradients, entry `i` of the parallel arrays being one table's: dense
 /// if `keys[i]` is null (elements from `offsets[i]`), else sparse (rows of `keys[i]`); the
 /// values are `counts[i]` floats of `arrays[i]` from `positions[i]`, or of the direct buffer
@@ -640,5 +742,14 @@ mod tests {
             status_values(&[s(0, vec![7]), s(1, vec![8, 9])]),
             vec![0, 2, 0, 3, 4, 5, 6, 1, 7, 1, 2, 0, 3, 4, 5, 6, 2, 8, 9]
         );
+    }
+
+    #[test]
+    fn pulls_into_parts_of_one_buffer_that_touch_pass_and_overlapping_ones_are_refused() {
+        assert!(refuse_overlaps(vec![100..164, 0..64, 64..100]).is_ok(), "side by side, in any order");
+        assert!(refuse_overlaps(vec![0..64, 50..50, 64..64]).is_ok(), "empty parts overlap nothing");
+        let e = refuse_overlaps(vec![0..64, 200..264, 60..68]).unwrap_err().to_string();
+        assert!(e.contains("overlapping parts of one direct buffer"), "{e}");
+        assert!(refuse_overlaps(vec![0..64, 0..64]).is_err(), "the same part twice");
     }
 }

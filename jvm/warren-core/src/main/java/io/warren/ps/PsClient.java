@@ -406,10 +406,26 @@ public final class PsClient implements AutoCloseable {
   }
 
   private static void writable(FloatBuffer b) {
-    PsGradients.direct(b);
-    if (b.isReadOnly()) {
-      throw new IllegalArgumentException("the FloatBuffer is read-only");
-    }
+    PsPulls.writable(b);
+  }
+
+  /**
+   * Pulls several tables in one round trip: each server is asked once for all of them (a step
+   * that reads embedding rows and a dense weight waits for one reply per server, not two). In
+   * sync and SSP modes it waits as {@link #pullSparse(String, long[])} does. Each direct
+   * buffer's position then moves past its values.
+   *
+   * @param pulls the pulls
+   * @throws io.warren.WarrenArgumentException if a table is unknown or of the other kind, or a
+   *     range is outside its table; nothing is sent then
+   * @throws IllegalArgumentException if a pull's values do not fit where they go, or two pulls
+   *     write to overlapping parts of one direct buffer; nothing is sent then
+   */
+  public synchronized void pull(PsPulls pulls) {
+    Objects.requireNonNull(pulls, "pulls");
+    int[] sizes = pulls.sizes(t -> table(t, true)[1]);
+    run("pulling", h -> pulls.pullOn(h, sizes));
+    pulls.advance(sizes);
   }
 
   /**

@@ -65,6 +65,16 @@ final class PsNative {
   static native void clientPullSparse(
       long handle, String table, long[] keys, float[] out, FloatBuffer buf, int offset, int count);
 
+  static native void clientPull(
+      long handle,
+      String[] tables,
+      long[] starts,
+      long[][] keys,
+      float[][] arrays,
+      FloatBuffer[] buffers,
+      int[] positions,
+      int[] counts);
+
   static native void clientPush(
       long handle,
       String[] tables,

@@ -173,6 +173,68 @@ class PsTest {
   }
 
   @Test
+  void aPullOfSeveralTablesFillsEachAsItsOwnPullDoes() {
+    List<PsServer> servers = servers(2);
+    try (PsClient ps = PsClient.connect(uris(servers), SECRET, 0, CONNECT, CALL)) {
+      ps.define(job(1, "async"));
+      float[] dg = new float[10];
+      for (int i = 0; i < 10; i++) {
+        dg[i] = i;
+      }
+      ps.push(new PsGradients().dense("w", 0, dg));
+      long[] keys = {7, 1L << 40, -1L, 7};
+      float[] rows = new float[16];
+      float[] w = new float[4];
+      float[] shared = new float[3 + 16];
+      ps.pull(
+          new PsPulls()
+              .sparse("emb", keys, rows)
+              .dense("w", 3, w)
+              .sparse("emb", keys, shared, 3)
+              .dense("w", 7, shared, 0, 3));
+      float[] each = ps.pullSparse("emb", keys);
+      assertArrayEquals(each, rows);
+      assertArrayEquals(new float[] {-3f, -4f, -5f, -6f}, w, "SGD lr 1 from zeros");
+      assertArrayEquals(new float[] {-7f, -8f, -9f}, java.util.Arrays.copyOfRange(shared, 0, 3));
+      assertArrayEquals(each, java.util.Arrays.copyOfRange(shared, 3, 19), "two pulls into one array");
+
+      // Two pulls into one direct buffer, side by side; each position moves past its values.
+      ByteBuffer bytes = ByteBuffer.allocateDirect(4 * 20).order(ByteOrder.nativeOrder());
+      FloatBuffer rowsAt2 = bytes.asFloatBuffer().position(2);
+      FloatBuffer wAt18 = bytes.asFloatBuffer().position(18);
+      ps.pull(new PsPulls().sparse("emb", keys, rowsAt2).dense("w", 0, wAt18));
+      assertEquals(18, rowsAt2.position());
+      assertEquals(20, wAt18.position());
+      for (int i = 0; i < 16; i++) {
+        assertEquals(each[i], rowsAt2.get(2 + i), "row float " + i);
+      }
+      assertEquals(0f, wAt18.get(18));
+      assertEquals(-1f, wAt18.get(19));
+
+      // Overlapping parts of one direct buffer are refused; nothing is pulled or moved.
+      FloatBuffer first = bytes.asFloatBuffer();
+      FloatBuffer inside = bytes.asFloatBuffer().position(10).limit(12);
+      IllegalArgumentException overlap =
+          assertThrows(
+              IllegalArgumentException.class,
+              () -> ps.pull(new PsPulls().sparse("emb", keys, first).dense("w", 0, inside)));
+      assertTrue(overlap.getMessage().contains("overlapping parts of one direct buffer"), overlap.getMessage());
+      assertEquals(0, first.position());
+      assertEquals(10, inside.position());
+      WarrenException e = assertThrows(WarrenArgumentException.class, () -> ps.pull(new PsPulls().sparse("w", keys, new float[16])));
+      assertTrue(e.getMessage().contains("is dense"), e.getMessage());
+      IllegalArgumentException small =
+          assertThrows(IllegalArgumentException.class, () -> ps.pull(new PsPulls().sparse("emb", keys, new float[15])));
+      assertTrue(small.getMessage().contains("need 16 floats; there is room for 15"), small.getMessage());
+      e = assertThrows(WarrenArgumentException.class, () -> ps.pull(new PsPulls().dense("w", 8, new float[5])));
+      assertTrue(e.getMessage().contains("outside table"), e.getMessage());
+      assertEquals(-4f, ps.pullDense("w", 4, 1)[0], "the client still works");
+    } finally {
+      closeAll(servers);
+    }
+  }
+
+  @Test
   void badInputIsAClearErrorAndTheServersKeepServing() {
     List<PsServer> servers = servers(2);
     try (PsClient ps = PsClient.connect(uris(servers), SECRET, 0, CONNECT, CALL);

@@ -1,0 +1,202 @@
+package io.warren.ps;
+
+import java.nio.FloatBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.function.ToLongFunction;
+
+/**
+ * One step's pulls from several tables, for {@link PsClient#pull(PsPulls)}: each server is
+ * asked once for all of them (one round trip, not one per table). Each pull writes into its
+ * own {@code float[]} or direct {@code FloatBuffer} (written in place when its floats are
+ * 4-byte aligned); two pulls may share an array or a buffer where their parts do not overlap.
+ *
+ * <pre>{@code
+ * float[] rows = new float[keys.length * width];
+ * float[] bias = new float[1];
+ * ps.pull(new PsPulls().sparse("emb", keys, rows).dense("bias", 0, bias));
+ * }</pre>
+ */
+public final class PsPulls {
+  private final List<String> tables = new ArrayList<>();
+  private final List<Long> starts = new ArrayList<>();
+  private final List<long[]> keys = new ArrayList<>();
+  private final List<float[]> arrays = new ArrayList<>();
+  private final List<FloatBuffer> buffers = new ArrayList<>();
+  private final List<Integer> positions = new ArrayList<>();
+  /** Floats of each pull; -1 for a sparse pull, whose size the table's width gives. */
+  private final List<Integer> counts = new ArrayList<>();
+
+  /** No pulls yet. */
+  public PsPulls() {}
+
+  private PsPulls add(String table, long start, long[] k, float[] a, FloatBuffer b, int position, int count) {
+    tables.add(Objects.requireNonNull(table, "table"));
+    starts.add(start);
+    keys.add(k);
+    arrays.add(a);
+    buffers.add(b);
+    positions.add(position);
+    counts.add(count);
+    return this;
+  }
+
+  /**
+   * Elements {@code start} to {@code start + out.length - 1} of a dense table, into {@code out}.
+   *
+   * @param table the table
+   * @param start the first element
+   * @param out where they go
+   * @return this
+   */
+  public PsPulls dense(String table, long start, float[] out) {
+    Objects.requireNonNull(out, "out");
+    return dense(table, start, out, 0, out.length);
+  }
+
+  /**
+   * Elements {@code start} to {@code start + count - 1} of a dense table, into {@code out} from
+   * {@code offset}.
+   *
+   * @param table the table
+   * @param start the first element
+   * @param out where they go
+   * @param offset the first index written
+   * @param count how many elements
+   * @return this
+   */
+  public PsPulls dense(String table, long start, float[] out, int offset, int count) {
+    Objects.requireNonNull(out, "out");
+    Objects.checkFromIndexSize(offset, count, out.length);
+    return add(table, start, null, out, null, offset, count);
+  }
+
+  /**
+   * {@code out.remaining()} elements of a dense table from {@code start}, into a direct buffer
+   * from its position, which moves past them once the pull is done.
+   *
+   * @param table the table
+   * @param start the first element
+   * @param out a direct, writable buffer in the platform's byte order
+   * @return this
+   */
+  public PsPulls dense(String table, long start, FloatBuffer out) {
+    writable(out);
+    return add(table, start, null, null, out, out.position(), out.remaining());
+  }
+
+  /**
+   * The rows of {@code keys} of a sparse table, concatenated in the order of {@code keys}, into
+   * {@code out} from index 0.
+   *
+   * @param table the table
+   * @param keys the rows' keys (unsigned)
+   * @param out where they go: room for {@code keys.length * width} floats
+   * @return this
+   */
+  public PsPulls sparse(String table, long[] keys, float[] out) {
+    return sparse(table, keys, out, 0);
+  }
+
+  /**
+   * The rows of {@code keys} of a sparse table into {@code out} from {@code offset}.
+   *
+   * @param table the table
+   * @param keys the rows' keys (unsigned)
+   * @param out where they go: room for {@code keys.length * width} floats from {@code offset}
+   * @param offset the first index written
+   * @return this
+   */
+  public PsPulls sparse(String table, long[] keys, float[] out, int offset) {
+    Objects.requireNonNull(keys, "keys");
+    Objects.requireNonNull(out, "out");
+    Objects.checkIndex(offset, out.length + 1);
+    return add(table, 0, keys, out, null, offset, -1);
+  }
+
+  /**
+   * The rows of {@code keys} of a sparse table into a direct buffer from its position, which
+   * moves past them once the pull is done.
+   *
+   * @param table the table
+   * @param keys the rows' keys (unsigned)
+   * @param out a direct, writable buffer in the platform's byte order with room for the rows
+   * @return this
+   */
+  public PsPulls sparse(String table, long[] keys, FloatBuffer out) {
+    Objects.requireNonNull(keys, "keys");
+    writable(out);
+    return add(table, 0, keys, null, out, out.position(), -1);
+  }
+
+  /**
+   * How many pulls were added.
+   *
+   * @return the count
+   */
+  public int size() {
+    return tables.size();
+  }
+
+  static void writable(FloatBuffer b) {
+    PsGradients.direct(b);
+    if (b.isReadOnly()) {
+      throw new IllegalArgumentException("the FloatBuffer is read-only");
+    }
+  }
+
+  /**
+   * Each pull's number of floats, a sparse pull's from its table's width ({@code width}, which
+   * also checks the table is sparse), checked to fit where it goes.
+   */
+  int[] sizes(ToLongFunction<String> width) {
+    int n = tables.size();
+    int[] out = new int[n];
+    for (int i = 0; i < n; i++) {
+      int count = counts.get(i);
+      if (count < 0) {
+        count = Math.toIntExact(keys.get(i).length * width.applyAsLong(tables.get(i)));
+        int room =
+            arrays.get(i) != null ? arrays.get(i).length - positions.get(i) : buffers.get(i).remaining();
+        if (count > room) {
+          throw new IllegalArgumentException(
+              keys.get(i).length + " rows of table \"" + tables.get(i) + "\" need " + count + " floats; there is room for "
+                  + room);
+        }
+      }
+      out[i] = count;
+    }
+    return out;
+  }
+
+  /** Pulls through the native client {@code handle}, pull {@code i} being {@code sizes[i]} floats. */
+  void pullOn(long handle, int[] sizes) {
+    int n = tables.size();
+    long[] st = new long[n];
+    int[] pos = new int[n];
+    for (int i = 0; i < n; i++) {
+      st[i] = starts.get(i);
+      pos[i] = positions.get(i);
+    }
+    PsNative.clientPull(
+        handle,
+        tables.toArray(new String[0]),
+        st,
+        keys.toArray(new long[0][]),
+        arrays.toArray(new float[0][]),
+        buffers.toArray(new FloatBuffer[0]),
+        pos,
+        sizes);
+  }
+
+  /** Moves each buffer's position past the floats pulled into it. */
+  void advance(int[] sizes) {
+    for (int i = 0; i < sizes.length; i++) {
+      FloatBuffer b = buffers.get(i);
+      if (b != null) {
+        b.position(positions.get(i) + sizes[i]);
+      }
+    }
+  }
+}
