@@ -5,7 +5,7 @@ import java.nio.file.Files
 import java.security.MessageDigest
 import java.util.SplittableRandom
 
-import io.warren.ps.{PsClient, PsGradients, PsJob, PsOptimizer}
+import io.warren.ps.{PsClient, PsGradients, PsJob, PsOptimizer, PsPulls}
 import io.warren.spark.{PsServers, WarrenSpark}
 import org.apache.spark.{SparkConf, SparkContext, TaskContext}
 
@@ -138,8 +138,10 @@ object SparseLogisticRegressionPS {
       val batch = (first until first + p.batch).map(_ % rows.length)
       val keys = batch.flatMap(i => rows(i)).distinct.sorted.toArray
       val at = keys.zipWithIndex.toMap
-      val w = ps.pullSparse("w", keys)
-      val b = ps.pullDense("b", 0, 1)(0)
+      val w = new Array[Float](keys.length)
+      val bias = new Array[Float](1)
+      ps.pull(new PsPulls().sparse("w", keys, w).dense("b", 0, bias)) // both in one round trip
+      val b = bias(0)
       val gw = new Array[Float](keys.length)
       var gb = 0f
       loss = 0.0
