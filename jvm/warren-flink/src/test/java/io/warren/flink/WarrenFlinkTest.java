@@ -384,7 +384,11 @@ class WarrenFlinkTest {
     Map<Integer, double[]> r = results(run);
     assertEquals(WORKERS, attempts(r, 1), "every subtask re-ran");
     for (double[] row : r.values()) {
-      assertTrue(row[2] >= 12, "resumed from durable version " + row[2]);
+      // Task 1 throws at iteration 12, once every rank has committed checkpoint 12; but a rank
+      // cancelled while still uploading it leaves 11 as its newest, and the ranks then agree on
+      // 11 (HadoopCheckpoints: the agreed version is a rank's newest or the one before). Seen
+      // once in a `make jvm` run.
+      assertTrue(row[2] >= 11, "resumed from durable version " + row[2]);
       assertArrayEquals(withoutFlink(), Training.weights(row));
     }
   }
