@@ -493,6 +493,54 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPullSparse<'l>(
     })
 }
 
+/// The parallel arrays of a push or a pull, read whole: entry `i` is table `names[i]`, from
+/// element `firsts[i]` (a dense entry), with `counts[i]` floats from `positions[i]` of its
+/// array or buffer.
+struct Entries {
+    names: Vec<String>,
+    firsts: Vec<i64>,
+    positions: Vec<i32>,
+    counts: Vec<i32>,
+}
+
+impl Entries {
+    /// Reads them; `firsts` is named `.1` in errors.
+    fn read(
+        env: &mut Env<'_>,
+        tables: &JObjectArray<'_, JString<'_>>,
+        firsts: (&JLongArray<'_>, &str),
+        positions: &JIntArray<'_>,
+        counts: &JIntArray<'_>,
+    ) -> JniResult<Entries> {
+        Ok(Entries {
+            names: strings(env, tables, "tables")?,
+            firsts: whole(env, firsts.0, firsts.1)?,
+            positions: whole(env, positions, "positions")?,
+            counts: whole(env, counts, "counts")?,
+        })
+    }
+
+    fn first(&self, i: usize) -> JniResult<i64> {
+        at(&self.firsts, i, "the first elements")
+    }
+
+    fn position(&self, i: usize) -> JniResult<i32> {
+        at(&self.positions, i, "positions")
+    }
+
+    fn count(&self, i: usize) -> JniResult<i32> {
+        at(&self.counts, i, "counts")
+    }
+}
+
+/// Entry `i`'s keys (`None`: a dense entry).
+fn entry_keys(env: &mut Env<'_>, keys: &JObjectArray<'_, JLongArray<'_>>, i: usize) -> JniResult<Option<Vec<u64>>> {
+    let k = keys.get_element(env, i)?;
+    let out = if k.is_null() { None } else { Some(whole(env, &k, "keys")?.into_iter().map(|k| k as u64).collect()) };
+    env.delete_local_ref(k);
+    Ok(out)
+}
+
 /// Where one pull of [`clientPull`](Java_io_warren_ps_PsNative_clientPull) goes: straight
 /// into a direct buffer, or into a buffer of its own, written to the Java array (or the
 /// misaligned direct buffer) once the pull is done.
@@ -522,19 +570,15 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
 ) {
     run(&mut env, |env| {
         let c = client(h)?;
-        let names = strings(env, &tables, "tables")?;
-        let starts = whole(env, &starts, "starts")?;
-        let positions = whole(env, &positions, "positions")?;
-        let counts = whole(env, &counts, "counts")?;
+        let e = Entries::read(env, &tables, (&starts, "starts"), &positions, &counts)?;
+        let names = &e.names;
         let mut sparse_keys: Vec<Option<Vec<u64>>> = Vec::with_capacity(names.len());
         let mut outs: Vec<PullOut<'_>> = Vec::with_capacity(names.len());
         // The bytes of direct buffers pulled into, aligned or not.
         let mut direct: Vec<Range<usize>> = Vec::new();
         for i in 0..names.len() {
-            let (position, count) = (at(&positions, i, "positions")?, at(&counts, i, "counts")?);
-            let k = keys.get_element(env, i)?;
-            let sparse = if k.is_null() { None } else { Some(whole(env, &k, "keys")?) };
-            sparse_keys.push(sparse.map(|keys| keys.into_iter().map(|k| k as u64).collect()));
+            let (position, count) = (e.position(i)?, e.count(i)?);
+            sparse_keys.push(entry_keys(env, &keys, i)?);
             let a = arrays.get_element(env, i)?;
             let b = buffers.get_element(env, i)?;
             if a.is_null() {
@@ -546,7 +590,6 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
                 None if a.is_null() => PullOut::Copied(vec![0f32; count as usize]), // checked above
                 None => PullOut::Copied(vec![0f32; array_range(env, &a, position, count)?.len()]),
             });
-            env.delete_local_ref(k);
             env.delete_local_ref(a);
             env.delete_local_ref(b);
         }
@@ -561,7 +604,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
             pulls.push(match keys {
                 Some(keys) => Pull::Sparse { table, keys, out },
                 None => {
-                    let start = unsigned(at(&starts, i, "starts")?, "start")?;
+                    let start = unsigned(e.first(i)?, "start")?;
                     let end = start
                         .checked_add(out.len() as u64)
                         .ok_or_else(|| argument("start + count overflows".into()))?;
@@ -575,7 +618,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
             if let PullOut::Copied(values) = out {
                 let a = arrays.get_element(env, i)?;
                 let b = buffers.get_element(env, i)?;
-                write_out(env, values, &a, &b, positions[i], counts[i])?;
+                write_out(env, values, &a, &b, e.position(i)?, e.count(i)?)?;
                 env.delete_local_ref(a);
                 env.delete_local_ref(b);
             }
@@ -615,23 +658,17 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPush<'l>(
 ) {
     run(&mut env, |env| {
         let c = client(h)?;
-        let names = strings(env, &tables, "tables")?;
-        let offsets = whole(env, &offsets, "offsets")?;
-        let positions = whole(env, &positions, "positions")?;
-        let counts = whole(env, &counts, "counts")?;
-        let mut grads = Vec::with_capacity(names.len());
-        for (i, table) in names.into_iter().enumerate() {
-            let k = keys.get_element(env, i)?;
+        let e = Entries::read(env, &tables, (&offsets, "offsets"), &positions, &counts)?;
+        let mut grads = Vec::with_capacity(e.names.len());
+        for (i, table) in e.names.iter().enumerate() {
             let a = arrays.get_element(env, i)?;
             let b = buffers.get_element(env, i)?;
-            let values = read_in(env, &a, &b, at(&positions, i, "positions")?, at(&counts, i, "counts")?)?;
-            grads.push(if k.is_null() {
-                Grad::Dense { table, offset: unsigned(at(&offsets, i, "offsets")?, "offset")?, values }
-            } else {
-                let keys = whole(env, &k, "keys")?.into_iter().map(|k| k as u64).collect();
-                Grad::Sparse { table, keys, values }
+            let values = read_in(env, &a, &b, e.position(i)?, e.count(i)?)?;
+            let table = table.clone();
+            grads.push(match entry_keys(env, &keys, i)? {
+                None => Grad::Dense { table, offset: unsigned(e.first(i)?, "offset")?, values },
+                Some(keys) => Grad::Sparse { table, keys, values },
             });
-            env.delete_local_ref(k);
             env.delete_local_ref(a);
             env.delete_local_ref(b);
         }

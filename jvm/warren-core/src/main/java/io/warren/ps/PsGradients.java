@@ -2,8 +2,6 @@ package io.warren.ps;
 
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Objects;
 
 /**
@@ -17,25 +15,13 @@ import java.util.Objects;
  * }</pre>
  */
 public final class PsGradients {
-  private final List<String> tables = new ArrayList<>();
-  private final List<Long> offsets = new ArrayList<>();
-  private final List<long[]> keys = new ArrayList<>();
-  private final List<float[]> arrays = new ArrayList<>();
-  private final List<FloatBuffer> buffers = new ArrayList<>();
-  private final List<Integer> positions = new ArrayList<>();
-  private final List<Integer> counts = new ArrayList<>();
+  private final TablePieces pieces = new TablePieces();
 
   /** No gradients yet (a push of none still counts as the trainer's step). */
   public PsGradients() {}
 
   private PsGradients add(String table, long offset, long[] k, float[] a, FloatBuffer b, int position, int count) {
-    tables.add(Objects.requireNonNull(table, "table"));
-    offsets.add(offset);
-    keys.add(k);
-    arrays.add(a);
-    buffers.add(b);
-    positions.add(position);
-    counts.add(count);
+    pieces.add(table, offset, k, a, b, position, count);
     return this;
   }
 
@@ -114,28 +100,19 @@ public final class PsGradients {
    * @return the count
    */
   public int size() {
-    return tables.size();
+    return pieces.size();
   }
 
   /** Pushes these gradients through the native client {@code handle}. */
   void pushOn(long handle) {
-    int n = tables.size();
-    long[] offs = new long[n];
-    int[] pos = new int[n];
-    int[] cnt = new int[n];
-    for (int i = 0; i < n; i++) {
-      offs[i] = offsets.get(i);
-      pos[i] = positions.get(i);
-      cnt[i] = counts.get(i);
-    }
     PsNative.clientPush(
         handle,
-        tables.toArray(new String[0]),
-        offs,
-        keys.toArray(new long[0][]),
-        arrays.toArray(new float[0][]),
-        buffers.toArray(new FloatBuffer[0]),
-        pos,
-        cnt);
+        pieces.tableArray(),
+        pieces.firstArray(),
+        pieces.keyArrays(),
+        pieces.floatArrays(),
+        pieces.bufferArray(),
+        pieces.positionArray(),
+        pieces.countArray());
   }
 }

@@ -1,8 +1,6 @@
 package io.warren.ps;
 
 import java.nio.FloatBuffer;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Objects;
 import java.util.function.ToLongFunction;
 
@@ -19,26 +17,14 @@ import java.util.function.ToLongFunction;
  * }</pre>
  */
 public final class PsPulls {
-  private final List<String> tables = new ArrayList<>();
-  private final List<Long> starts = new ArrayList<>();
-  private final List<long[]> keys = new ArrayList<>();
-  private final List<float[]> arrays = new ArrayList<>();
-  private final List<FloatBuffer> buffers = new ArrayList<>();
-  private final List<Integer> positions = new ArrayList<>();
-  /** Floats of each pull; -1 for a sparse pull, whose size the table's width gives. */
-  private final List<Integer> counts = new ArrayList<>();
+  /** Their counts are -1 for a sparse pull, whose size the table's width gives. */
+  private final TablePieces pieces = new TablePieces();
 
   /** No pulls yet. */
   public PsPulls() {}
 
   private PsPulls add(String table, long start, long[] k, float[] a, FloatBuffer b, int position, int count) {
-    tables.add(Objects.requireNonNull(table, "table"));
-    starts.add(start);
-    keys.add(k);
-    arrays.add(a);
-    buffers.add(b);
-    positions.add(position);
-    counts.add(count);
+    pieces.add(table, start, k, a, b, position, count);
     return this;
   }
 
@@ -136,7 +122,7 @@ public final class PsPulls {
    * @return the count
    */
   public int size() {
-    return tables.size();
+    return pieces.size();
   }
 
   static void writable(FloatBuffer b) {
@@ -151,18 +137,19 @@ public final class PsPulls {
    * also checks the table is sparse), checked to fit where it goes.
    */
   int[] sizes(ToLongFunction<String> width) {
-    int n = tables.size();
+    int n = pieces.size();
     int[] out = new int[n];
     for (int i = 0; i < n; i++) {
-      int count = counts.get(i);
+      int count = pieces.counts.get(i);
       if (count < 0) {
-        count = Math.toIntExact(keys.get(i).length * width.applyAsLong(tables.get(i)));
-        int room =
-            arrays.get(i) != null ? arrays.get(i).length - positions.get(i) : buffers.get(i).remaining();
+        long[] k = pieces.keys.get(i);
+        String table = pieces.tables.get(i);
+        count = Math.toIntExact(k.length * width.applyAsLong(table));
+        float[] a = pieces.arrays.get(i);
+        int room = a != null ? a.length - pieces.positions.get(i) : pieces.buffers.get(i).remaining();
         if (count > room) {
           throw new IllegalArgumentException(
-              keys.get(i).length + " rows of table \"" + tables.get(i) + "\" need " + count + " floats; there is room for "
-                  + room);
+              k.length + " rows of table \"" + table + "\" need " + count + " floats; there is room for " + room);
         }
       }
       out[i] = count;
@@ -172,30 +159,23 @@ public final class PsPulls {
 
   /** Pulls through the native client {@code handle}, pull {@code i} being {@code sizes[i]} floats. */
   void pullOn(long handle, int[] sizes) {
-    int n = tables.size();
-    long[] st = new long[n];
-    int[] pos = new int[n];
-    for (int i = 0; i < n; i++) {
-      st[i] = starts.get(i);
-      pos[i] = positions.get(i);
-    }
     PsNative.clientPull(
         handle,
-        tables.toArray(new String[0]),
-        st,
-        keys.toArray(new long[0][]),
-        arrays.toArray(new float[0][]),
-        buffers.toArray(new FloatBuffer[0]),
-        pos,
+        pieces.tableArray(),
+        pieces.firstArray(),
+        pieces.keyArrays(),
+        pieces.floatArrays(),
+        pieces.bufferArray(),
+        pieces.positionArray(),
         sizes);
   }
 
   /** Moves each buffer's position past the floats pulled into it. */
   void advance(int[] sizes) {
     for (int i = 0; i < sizes.length; i++) {
-      FloatBuffer b = buffers.get(i);
+      FloatBuffer b = pieces.buffers.get(i);
       if (b != null) {
-        b.position(positions.get(i) + sizes[i]);
+        b.position(pieces.positions.get(i) + sizes[i]);
       }
     }
   }

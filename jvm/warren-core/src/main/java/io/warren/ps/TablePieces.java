@@ -1,0 +1,63 @@
+package io.warren.ps;
+
+import java.nio.FloatBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * Pieces of tables as parallel lists, the way the native push and pull take them: entry {@code
+ * i} is a table, its first element (a dense piece), its keys (a sparse piece; else null), and its
+ * floats: {@code count} of them, of a {@code float[]} or else a direct buffer, from a position.
+ */
+final class TablePieces {
+  final List<String> tables = new ArrayList<>();
+  final List<Long> firsts = new ArrayList<>();
+  final List<long[]> keys = new ArrayList<>();
+  final List<float[]> arrays = new ArrayList<>();
+  final List<FloatBuffer> buffers = new ArrayList<>();
+  final List<Integer> positions = new ArrayList<>();
+  final List<Integer> counts = new ArrayList<>();
+
+  void add(String table, long first, long[] k, float[] a, FloatBuffer b, int position, int count) {
+    tables.add(Objects.requireNonNull(table, "table"));
+    firsts.add(first);
+    keys.add(k);
+    arrays.add(a);
+    buffers.add(b);
+    positions.add(position);
+    counts.add(count);
+  }
+
+  int size() {
+    return tables.size();
+  }
+
+  String[] tableArray() {
+    return tables.toArray(new String[0]);
+  }
+
+  long[] firstArray() {
+    return firsts.stream().mapToLong(Long::longValue).toArray();
+  }
+
+  long[][] keyArrays() {
+    return keys.toArray(new long[0][]);
+  }
+
+  float[][] floatArrays() {
+    return arrays.toArray(new float[0][]);
+  }
+
+  FloatBuffer[] bufferArray() {
+    return buffers.toArray(new FloatBuffer[0]);
+  }
+
+  int[] positionArray() {
+    return positions.stream().mapToInt(Integer::intValue).toArray();
+  }
+
+  int[] countArray() {
+    return counts.stream().mapToInt(Integer::intValue).toArray();
+  }
+}
