@@ -376,13 +376,19 @@ fn direct_out<'b>(
         return Ok(None);
     }
     let (dst, n) = buffer_floats(env, buf, position, count)?;
+    Ok(aligned_floats(dst, n))
+}
+
+/// The `n` floats at `dst` (from [`buffer_floats`]) to pull straight into, if they are
+/// aligned as `f32`s are; `None` otherwise.
+fn aligned_floats<'b>(dst: *mut u8, n: usize) -> Option<&'b mut [f32]> {
     if !dst.cast::<f32>().is_aligned() {
-        return Ok(None);
+        return None;
     }
-    // SAFETY: `dst` points to `n * 4` writable bytes of the buffer (checked by
+    // SAFETY: `dst` points to `n * 4` writable bytes of a direct buffer (checked by
     // `buffer_floats`), aligned for `f32` (checked above), which stay valid while the Java
     // caller holds the buffer: for the whole native call, in which the slice lives.
-    Ok(Some(unsafe { std::slice::from_raw_parts_mut(dst.cast::<f32>(), n) }))
+    Some(unsafe { std::slice::from_raw_parts_mut(dst.cast::<f32>(), n) })
 }
 
 /// Writes `values` to `count` floats of the Java array `a` at `offset`, or of the direct
@@ -581,14 +587,13 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
             sparse_keys.push(entry_keys(env, &keys, i)?);
             let a = arrays.get_element(env, i)?;
             let b = buffers.get_element(env, i)?;
-            if a.is_null() {
+            outs.push(if a.is_null() {
+                // The buffer's address and size asked of the JVM once.
                 let (at, n) = buffer_floats(env, &b, position, count)?;
                 direct.push(at as usize..at as usize + 4 * n);
-            }
-            outs.push(match direct_out(env, &a, &b, position, count)? {
-                Some(dst) => PullOut::Direct(dst),
-                None if a.is_null() => PullOut::Copied(vec![0f32; count as usize]), // checked above
-                None => PullOut::Copied(vec![0f32; array_range(env, &a, position, count)?.len()]),
+                aligned_floats(at, n).map_or_else(|| PullOut::Copied(vec![0f32; n]), PullOut::Direct)
+            } else {
+                PullOut::Copied(vec![0f32; array_range(env, &a, position, count)?.len()])
             });
             env.delete_local_ref(a);
             env.delete_local_ref(b);

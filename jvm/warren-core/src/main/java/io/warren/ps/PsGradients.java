@@ -105,14 +105,6 @@ public final class PsGradients {
 
   /** Pushes these gradients through the native client {@code handle}. */
   void pushOn(long handle) {
-    PsNative.clientPush(
-        handle,
-        pieces.tableArray(),
-        pieces.firstArray(),
-        pieces.keyArrays(),
-        pieces.floatArrays(),
-        pieces.bufferArray(),
-        pieces.positionArray(),
-        pieces.countArray());
+    pieces.callOn(handle, PsNative::clientPush, pieces.countArray());
   }
 }

@@ -159,15 +159,7 @@ public final class PsPulls {
 
   /** Pulls through the native client {@code handle}, pull {@code i} being {@code sizes[i]} floats. */
   void pullOn(long handle, int[] sizes) {
-    PsNative.clientPull(
-        handle,
-        pieces.tableArray(),
-        pieces.firstArray(),
-        pieces.keyArrays(),
-        pieces.floatArrays(),
-        pieces.bufferArray(),
-        pieces.positionArray(),
-        sizes);
+    pieces.callOn(handle, PsNative::clientPull, sizes);
   }
 
   /** Moves each buffer's position past the floats pulled into it. */

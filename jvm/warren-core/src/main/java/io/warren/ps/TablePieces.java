@@ -33,27 +33,46 @@ final class TablePieces {
     return tables.size();
   }
 
-  String[] tableArray() {
+  /** The native push or pull: the pieces as parallel arrays, after the client's handle. */
+  @FunctionalInterface
+  interface Native {
+    void call(
+        long handle,
+        String[] tables,
+        long[] firsts,
+        long[][] keys,
+        float[][] arrays,
+        FloatBuffer[] buffers,
+        int[] positions,
+        int[] counts);
+  }
+
+  /** Calls {@code nat} on the client {@code handle} with these pieces, {@code counts} floats each. */
+  void callOn(long handle, Native nat, int[] counts) {
+    nat.call(handle, tableArray(), firstArray(), keyArrays(), floatArrays(), bufferArray(), positionArray(), counts);
+  }
+
+  private String[] tableArray() {
     return tables.toArray(new String[0]);
   }
 
-  long[] firstArray() {
+  private long[] firstArray() {
     return firsts.stream().mapToLong(Long::longValue).toArray();
   }
 
-  long[][] keyArrays() {
+  private long[][] keyArrays() {
     return keys.toArray(new long[0][]);
   }
 
-  float[][] floatArrays() {
+  private float[][] floatArrays() {
     return arrays.toArray(new float[0][]);
   }
 
-  FloatBuffer[] bufferArray() {
+  private FloatBuffer[] bufferArray() {
     return buffers.toArray(new FloatBuffer[0]);
   }
 
-  int[] positionArray() {
+  private int[] positionArray() {
     return positions.stream().mapToInt(Integer::intValue).toArray();
   }
 
