@@ -318,8 +318,11 @@ impl SparseModel {
             let z: f32 = self.h.iter().zip(w).map(|(x, y)| x * y).sum();
             let g = (1.0 / (1.0 + (-z).exp()) - label) / self.batch as f32;
             g_w.iter_mut().zip(&self.h).for_each(|(d, x)| *d += g * x);
-            for _ in 0..features {
-                g_rows.extend(w.iter().map(|y| g * y / features as f32));
+            // Every key of the example gets the same gradient row: computed once, copied.
+            let at = g_rows.len();
+            g_rows.extend(w.iter().map(|y| g * y / features as f32));
+            for _ in 1..features {
+                g_rows.extend_from_within(at..at + width);
             }
         }
         g_rows

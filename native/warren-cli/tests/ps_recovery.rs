@@ -3,7 +3,8 @@
 //! finishes and reports the updates it lost. Trainers killed with SIGKILL at seeded points of
 //! their steps (`WARREN_PS_MOCK`: before, during and after a push, mid-pull) and replaced by
 //! `warren run` with the same id: a sync job ends with the failure-free MODEL_HASH, an async
-//! one finishes. Real processes, real signals; every test has a hard time limit.
+//! one finishes, counting the update its dead trainer lost. Real processes, real signals;
+//! every test has a hard time limit.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -141,11 +142,15 @@ fn a_sync_job_ends_with_the_failure_free_model_when_a_trainer_is_killed_at_ten_s
 }
 
 #[test]
-fn async_and_ssp_jobs_finish_when_a_trainer_is_killed_half_way_through_a_push() {
+fn async_and_ssp_jobs_finish_and_count_the_update_lost_when_a_trainer_dies_half_way_through_a_push() {
     for mode in ["async", "ssp"] {
         let mock = "2,20,half-committed,0";
         let out = job_with_a_dead_trainer(mode, mock);
         model_hash(&out);
         assert_died_and_replaced(&out, mock, 2, 20);
+        // Its push of step 20 counted at server 0 only: the replacement skips server 1 past
+        // it, and that one update is lost.
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("PS_LOST_UPDATES trainer 2: 1\n"), "{mode}: one lost update expected:\n{stdout}");
     }
 }

@@ -361,3 +361,31 @@ fn an_async_trainer_resumes_past_a_restart_and_counts_what_was_lost() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An async push counts at a server as it arrives (one round trip). A trainer that dies with
+/// its push counted at one server only is replaced by one that finds the other server a step
+/// behind: it skips that server's clock forward and counts the step's update there as lost,
+/// as after a server's restart.
+#[test]
+fn an_async_replacement_skips_the_servers_its_predecessors_last_push_missed() {
+    let (servers, uris) = servers(2);
+    let mut dying: Vec<TcpStream> = uris.iter().map(|u| raw(u)).collect();
+    for s in &mut dying {
+        assert!(matches!(ask(s, &Request::Hello { trainer: Some(0) }), Reply::Hello { .. }));
+        assert_eq!(ask(s, &Request::Define { job: job(1, Mode::Async) }), Reply::Done);
+    }
+    let push =
+        Request::Push { step: 0, grads: vec![Grad::Dense { table: "w".into(), offset: 0, values: vec![1.0] }].into() };
+    assert!(matches!(ask(&mut dying[0], &push), Reply::Pushed { .. }), "counted on arrival, no commit");
+    assert_eq!(servers[0].status().clocks, vec![1]);
+    assert_eq!(servers[1].status().clocks, vec![0]);
+    drop(dying);
+
+    let mut c = PsClient::connect(&uris, SECRET, Some(0), opts()).unwrap();
+    assert_eq!(c.lost_updates(), 1);
+    assert_eq!(c.step(), 1);
+    assert_eq!(servers.iter().map(|s| s.status().clocks).collect::<Vec<_>>(), vec![vec![1], vec![1]]);
+    assert_eq!(servers[1].status().lost, 1);
+    c.push(&dense(1.0)).unwrap();
+    assert_eq!(c.pull_dense("w", 0..5).unwrap(), vec![-2.0, -1.0, -1.0, -1.0, -1.0]);
+}

@@ -25,7 +25,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::info;
+use log::{info, warn};
 
 use super::consistency::Mode;
 use super::failpoint::{self, FailPoint};
@@ -179,6 +179,9 @@ impl PsClient {
             return Ok(lo);
         }
         let behind = on(|s, lo| s.0 == lo);
+        if self.job.as_ref().is_some_and(|j| j.mode != Mode::Sync) {
+            return self.skip_to(deadline, seen, hi);
+        }
         if hi == lo + 1 && behind.iter().all(|&i| seen[i].1 == Some(lo)) {
             info!("trainer {t}: completing its step {lo}, committed on some servers, staged on {behind:?}");
             let reqs = (0..seen.len()).map(|i| behind.contains(&i).then_some(Request::Commit { step: lo }));
@@ -192,6 +195,27 @@ impl PsClient {
         Err(Error::InvalidArgument(format!(
             "trainer {t} has steps the servers cannot agree on: (clock, staged step) per server {seen:?}"
         )))
+    }
+
+    /// Async and SSP: moves this trainer's clock at the servers behind, per `seen`, up to
+    /// step `hi`, where it is at the others (its predecessor died with a push counted at some
+    /// servers only: those pushes are lost elsewhere, as in a server's restart). Returns `hi`.
+    fn skip_to(&mut self, deadline: Instant, seen: &[Seen], hi: u64) -> Result<u64> {
+        let t = self.trainer.expect("a trainer");
+        let behind: Vec<usize> = (0..seen.len()).filter(|&i| seen[i].0 < hi).collect();
+        info!("trainer {t}: servers {behind:?} are behind its step {hi} (its push counted elsewhere only): skipping");
+        let reqs = (0..seen.len()).map(|i| behind.contains(&i).then_some(Request::Resume { step: hi }));
+        for (s, r) in self.call_by(deadline, reqs.collect(), None)?.into_iter().enumerate() {
+            match r {
+                None => {}
+                Some(Reply::Resumed { lost }) => {
+                    warn!("trainer {t}: {} update(s) of this trainer lost at {}", lost, self.links[s].who);
+                    self.lost += lost;
+                }
+                Some(_) => return Err(self.unexpected(s)),
+            }
+        }
+        Ok(hi)
     }
 
     /// Failure injection (tests, demos): this process kills itself with SIGKILL at `point` of
@@ -384,7 +408,8 @@ impl PsClient {
     /// Pushes this step's gradients (any tables, dense pieces or sparse rows), split per
     /// server; every server gets this step's push, empty if none of the gradients is its.
     /// Bad input (an unknown table, a wrong width, a range outside a table) fails before
-    /// anything is sent.
+    /// anything is sent. In a sync job the push is staged at every server, then committed
+    /// (two round trips); in async and SSP jobs it counts on arrival (one).
     pub fn push(&mut self, grads: &[Grad]) -> Result<()> {
         if self.trainer.is_none() {
             return Err(Error::InvalidArgument("an observer cannot push: connect as a trainer".into()));
@@ -395,13 +420,31 @@ impl PsClient {
         for (link, grads) in self.links.iter_mut().zip(&per) {
             link.keep(step, Arc::clone(grads));
         }
-        let replies = self.call(per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect())?;
-        for (s, r) in replies.iter().enumerate() {
-            if !matches!(r, Some(Reply::Staged)) {
-                return Err(self.unexpected(s));
-            }
+        let mut pushes: Vec<Option<Request>> =
+            per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect();
+        let sync = self.job.as_ref().is_some_and(|j| j.mode == Mode::Sync);
+        if !sync && self.fail_at.contains(&(step, FailPoint::HalfCommitted)) {
+            // Counted at server 0 only.
+            pushes.iter_mut().skip(1).for_each(|p| *p = None);
+            self.call(pushes)?;
+            failpoint::die(self.trainer, step, FailPoint::HalfCommitted);
+        }
+        let replies = self.call(pushes)?;
+        let counted = replies.iter().all(|r| matches!(r, Some(Reply::Pushed { .. })));
+        if let Some(s) = replies.iter().position(|r| !counted && !matches!(r, Some(Reply::Staged))) {
+            return Err(self.unexpected(s));
         }
         self.maybe_fail(FailPoint::Staged);
+        if !counted {
+            self.commit(step)?;
+        }
+        self.maybe_fail(FailPoint::AfterPush);
+        self.step += 1;
+        Ok(())
+    }
+
+    /// Commits the push of `step`, staged at every server, everywhere.
+    fn commit(&mut self, step: u64) -> Result<()> {
         let mut commits: Vec<Option<Request>> = (0..self.servers()).map(|_| Some(Request::Commit { step })).collect();
         if self.fail_at.contains(&(step, FailPoint::HalfCommitted)) {
             commits.iter_mut().skip(1).for_each(|c| *c = None);
@@ -413,11 +456,8 @@ impl PsClient {
                 return Err(self.unexpected(s));
             }
         }
-        self.maybe_fail(FailPoint::AfterPush);
-        self.step += 1;
         Ok(())
     }
-
     /// Splits gradients into each server's share.
     fn split(&self, grads: &[Grad]) -> Result<Vec<Vec<Grad>>> {
         let n = self.servers();
@@ -615,7 +655,7 @@ impl PsClient {
     /// link at once, so that a restart of the server later in the same round pushes the step
     /// again (sync) or resumes past it (async, SSP).
     fn took(&mut self, s: usize, req: &Request, replies: &mut [Option<Reply>], r: Reply) {
-        if let (Request::Commit { step }, Reply::Pushed { durable }) = (req, &r) {
+        if let (Request::Commit { step } | Request::Push { step, .. }, Reply::Pushed { durable }) = (req, &r) {
             // Only sync pushes are pushed again after a server restart.
             let sync = self.job.as_ref().is_some_and(|j| j.mode == Mode::Sync);
             self.links[s].pushed(*step, if sync { *durable } else { None });

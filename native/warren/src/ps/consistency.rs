@@ -29,6 +29,12 @@
 //! commits the rest: the step is completed) or that none did (then it aborts the staged
 //! copies, [`Clocks::abort`]: the step is undone, and it computes it again from the same
 //! model). A staged push is always of the trainer's next step (`clock`).
+//!
+//! Only sync pushes take two phases. Async and SSP pushes are staged and committed at once,
+//! when they arrive (one round trip, not two): these modes already give up updates when a
+//! server restarts from a checkpoint, and a trainer that dies between servers is the same
+//! kind of loss. Its replacement finds some servers a step ahead and moves the others' clocks
+//! up to them ([`Clocks::resume`]), counting the step lost there.
 
 use std::collections::BTreeMap;
 
@@ -272,8 +278,9 @@ impl<G> Clocks<G> {
     }
 
     /// Async and SSP: moves `trainer`'s clock forward to `step` after this server restarted
-    /// from a checkpoint older than the trainer's pushes; returns how many of its pushes were
-    /// lost (the steps skipped). Sync trainers push the lost steps again instead.
+    /// from a checkpoint older than the trainer's pushes, or after the trainer died with its
+    /// push of a step counted at other servers only; returns how many of its pushes were lost
+    /// (the steps skipped). Sync trainers push the lost steps again instead.
     pub fn resume(&mut self, trainer: u32, step: u64) -> Result<u64> {
         let t = self.check(trainer)?;
         if self.mode == Mode::Sync {

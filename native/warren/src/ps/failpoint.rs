@@ -5,8 +5,10 @@
 //! `trainer`, in attempt `attempt` of its task (0: the first run; a replacement started by
 //! `warren run` is attempt 1), dies at `point` of its step `step`, one of
 //! - `before-push`: at the start of the push (nothing of it sent);
-//! - `staged`: the push staged at every server, committed at none;
-//! - `half-committed`: the push committed at server 0 only (staged at the others);
+//! - `staged`: the push staged at every server, committed at none (async and SSP pushes
+//!   count on arrival: there it is counted at every server);
+//! - `half-committed`: the push committed at server 0 only (staged at the others; async and
+//!   SSP: sent to server 0 only);
 //! - `after-push`: the push committed everywhere, before the next call;
 //! - `mid-pull`: a pull sent to the servers, its replies not read.
 

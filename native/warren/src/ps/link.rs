@@ -257,7 +257,11 @@ impl Link {
             };
             match req {
                 // The server's checkpoint already holds this push.
-                Some(Request::Push { step, .. }) if *step < clock => return Ok(Some(Reply::Staged)),
+                Some(Request::Push { step, .. }) if *step < clock && mode == Mode::Sync => {
+                    return Ok(Some(Reply::Staged));
+                }
+                // Async and SSP pushes count on arrival (see `consistency.rs`).
+                Some(Request::Push { step, .. }) if *step < clock => return Ok(Some(Reply::Pushed { durable: None })),
                 Some(Request::Commit { step }) if *step < clock => {
                     return Ok(Some(Reply::Pushed { durable: Some(0) }));
                 }

@@ -115,8 +115,10 @@ pub enum Request {
         /// What to pull.
         pieces: Vec<PullPiece>,
     },
-    /// Stages the trainer's gradients of `step` for this server (possibly none): held, not
-    /// counted until [`Request::Commit`] (see the two-phase pushes of `consistency.rs`).
+    /// The trainer's gradients of `step` for this server (possibly none). In a sync job they
+    /// are staged: held, not counted until [`Request::Commit`] (see the two-phase pushes of
+    /// `consistency.rs`), and the answer is [`Reply::Staged`]. In async and SSP jobs they
+    /// count on arrival, and the answer is [`Reply::Pushed`].
     Push {
         /// The trainer's step: its pushes to this server so far.
         step: u64,
@@ -201,7 +203,8 @@ pub struct ServerStatus {
     pub rows: usize,
     /// Pushes taken since the job started (restored with a checkpoint).
     pub pushes: u64,
-    /// Trainers' pushes lost in this server's restarts (async, SSP).
+    /// Trainers' pushes lost in this server's restarts, or by a trainer that died with its
+    /// push counted at other servers only (async, SSP).
     #[serde(default)]
     pub lost: u64,
 }
@@ -226,9 +229,9 @@ pub enum Reply {
     },
     /// The request was carried out.
     Done,
-    /// Answer to [`Request::Push`]: staged.
+    /// Answer to [`Request::Push`] in a sync job: staged.
     Staged,
-    /// Answer to [`Request::Commit`]: counted.
+    /// Answer to [`Request::Commit`], and to [`Request::Push`] in async and SSP jobs: counted.
     Pushed {
         /// The trainer's clock in this server's last checkpoint: the trainer must keep its
         /// pushes from this step on, to push them again should the server restart from that

@@ -228,19 +228,16 @@ impl State {
                 let job = self.job()?;
                 job.shard.check(&grads)?;
                 job.clocks.stage(t, step, Arc::unwrap_or_clone(grads))?;
-                Ok((Reply::Staged, false))
+                if job.clocks.mode() == Mode::Sync {
+                    return Ok((Reply::Staged, false));
+                }
+                // Async and SSP pushes count on arrival: one round trip, no commit (see
+                // the consistency module's documentation).
+                self.commit(t, step)
             }
             Request::Commit { step } => {
                 let t = self.trainer(conn, "a commit")?;
-                let job = self.job()?;
-                let before = job.clocks.clock(t);
-                let batches = job.clocks.commit(t, step)?;
-                apply(&mut job.shard, batches);
-                let counted = job.clocks.clock(t) > before;
-                if counted {
-                    self.pushes += 1;
-                }
-                Ok((Reply::Pushed { durable: self.durable(t) }, counted))
+                self.commit(t, step)
             }
             Request::Abort { step } => {
                 let t = self.trainer(conn, "an abort")?;
@@ -272,6 +269,19 @@ impl State {
             }
             Request::Status => Ok((Reply::Status { status: self.status() }, false)),
         }
+    }
+
+    /// Commits trainer `t`'s staged push of `step` and applies what that releases.
+    fn commit(&mut self, t: u32, step: u64) -> Result<(Reply, bool)> {
+        let job = self.job()?;
+        let before = job.clocks.clock(t);
+        let batches = job.clocks.commit(t, step)?;
+        apply(&mut job.shard, batches);
+        let counted = job.clocks.clock(t) > before;
+        if counted {
+            self.pushes += 1;
+        }
+        Ok((Reply::Pushed { durable: self.durable(t) }, counted))
     }
 
     /// A hello: the connection now speaks for trainer `t` (superseding its earlier ones).
