@@ -3,10 +3,11 @@
 //! state), its key is `keys[r]`, its update count and sum slot `meta[r]`; a hash index maps a
 //! key to its row. A row is created on first use by the table's initializer and never removed.
 //!
-//! A batch of gradients is summed into [`RowSums`]: one flat buffer, a slot per distinct row
-//! in the order the rows first appear, each slot summed in the order the gradients are given
-//! (so the sums, and the model, never depend on anything else), then the optimizer is applied
-//! once per row. A profile of the earlier layout (a `HashMap` of one heap `Vec` per row, sums
+//! A batch of gradients is summed into [`RowSums`]: a slot per distinct row in the order the
+//! rows first appear, each slot summed in the order the gradients are given (so the sums, and
+//! the model, never depend on anything else), then the optimizer is applied once per row. A
+//! row given once (almost every row of a batch of random keys) is not copied into a sum: its
+//! slot points at the gradient row, which the optimizer reads where it is. A profile of the earlier layout (a `HashMap` of one heap `Vec` per row, sums
 //! in a `BTreeMap` of `Vec`s) had half of a sparse step's server time in finding rows and in
 //! `malloc`/`free`.
 
@@ -116,13 +117,27 @@ impl Located {
     }
 }
 
-/// A batch's gradients summed per row (see the module documentation).
+/// A batch's gradients summed per row (see the module documentation), borrowing the
+/// gradients (`'g`) until they are applied.
 #[derive(Debug, Default)]
-pub(crate) struct RowSums {
+pub(crate) struct RowSums<'g> {
     /// The row of each slot.
     rows: Vec<u32>,
-    /// `width` floats per slot.
+    /// Where each slot's sum is.
+    from: Vec<SumOf>,
+    /// The gradient rows given, one slice per [`Rows::sum`] call (`width` floats per key).
+    given: Vec<&'g [f32]>,
+    /// `width` floats per row given more than once.
     sums: Vec<f32>,
+}
+
+/// Where a slot of [`RowSums`] has its sum.
+#[derive(Clone, Copy, Debug)]
+enum SumOf {
+    /// A row given once: row `at` of `given[grads]`.
+    Given { grads: u32, at: u32 },
+    /// A row given more than once: summed at row `at` of `sums`.
+    Summed { at: u32 },
 }
 
 impl Rows {
@@ -207,8 +222,10 @@ impl Rows {
     }
 
     /// Adds gradient rows `values` (`width` floats per key, in the order of `keys`) to
-    /// `sums`, creating the rows that are new.
-    pub fn sum(&mut self, keys: &[u64], values: &[f32], init: Init, opt: &Optimizer, sums: &mut RowSums) {
+    /// `sums`, creating the rows that are new: a row's sum is its gradient rows added in the
+    /// order given (a row given once, that row). `values` is read again when the sums are
+    /// applied.
+    pub fn sum<'g>(&mut self, keys: &[u64], values: &'g [f32], init: Init, opt: &Optimizer, sums: &mut RowSums<'g>) {
         let w = self.width;
         let rows = match self.located.take(keys) {
             Some(rows) => rows,
@@ -218,6 +235,8 @@ impl Rows {
                 rows
             }
         };
+        let grads = u32::try_from(sums.given.len()).expect("fewer than 2^32 gradients in a batch");
+        sums.given.push(values);
         for (i, (&r, g)) in rows.iter().zip(values.chunks_exact(w)).enumerate() {
             if let Some(&ahead) = rows.get(i + PREFETCH_AHEAD) {
                 prefetch(&self.meta[ahead as usize]);
@@ -225,30 +244,43 @@ impl Rows {
             let r = r as usize;
             let s = match self.meta[r].slot {
                 NO_SLOT => {
-                    let s = sums.rows.len();
+                    self.meta[r].slot = sums.rows.len() as u32;
                     sums.rows.push(r as u32);
-                    self.meta[r].slot = s as u32;
-                    // 0 + g, as a sum starting from zeros: -0.0 becomes 0.0.
-                    sums.sums.extend(g.iter().map(|v| 0.0 + v));
+                    sums.from.push(SumOf::Given { grads, at: i as u32 });
                     continue;
                 }
                 s => s as usize,
             };
-            for (a, v) in sums.sums[s * w..(s + 1) * w].iter_mut().zip(g) {
+            let at = match sums.from[s] {
+                SumOf::Summed { at } => at as usize,
+                SumOf::Given { grads, at } => {
+                    // Given a second time: its sum starts as the first.
+                    let first = &sums.given[grads as usize][at as usize * w..][..w];
+                    let to = sums.sums.len() / w;
+                    sums.sums.extend_from_slice(first);
+                    sums.from[s] = SumOf::Summed { at: to as u32 };
+                    to
+                }
+            };
+            for (a, v) in sums.sums[at * w..(at + 1) * w].iter_mut().zip(g) {
                 *a += v;
             }
         }
     }
 
     /// Applies `opt` once to each row of `sums` with its sum, and empties `sums`.
-    pub fn apply(&mut self, sums: &mut RowSums, opt: &Optimizer) {
+    pub fn apply(&mut self, sums: &mut RowSums<'_>, opt: &Optimizer) {
         let (w, stride) = (self.width, self.stride);
-        for (i, (&r, g)) in sums.rows.iter().zip(sums.sums.chunks_exact(w)).enumerate() {
+        for (i, (&r, from)) in sums.rows.iter().zip(&sums.from).enumerate() {
             if let Some(&ahead) = sums.rows.get(i + PREFETCH_AHEAD) {
                 let ahead = ahead as usize;
                 prefetch(&self.data[ahead * stride]);
                 prefetch(&self.meta[ahead]);
             }
+            let g: &[f32] = match *from {
+                SumOf::Summed { at } => &sums.sums[at as usize * w..][..w],
+                SumOf::Given { grads, at } => &sums.given[grads as usize][at as usize * w..][..w],
+            };
             let r = r as usize;
             let meta = &mut self.meta[r];
             meta.slot = NO_SLOT;
@@ -257,14 +289,17 @@ impl Rows {
             opt.apply(p, s, meta.updates, g);
         }
         sums.rows.clear();
+        sums.from.clear();
+        sums.given.clear();
         sums.sums.clear();
     }
 }
 
-impl RowSums {
-    /// Empty sums with room for `keys` rows of `width` (from the [pool](crate::wire::pool)).
-    pub fn with_capacity(keys: usize, width: usize) -> RowSums {
-        RowSums { rows: Vec::with_capacity(keys), sums: pool::FLOATS.take(keys * width) }
+impl RowSums<'_> {
+    /// Empty sums with room for `keys` rows (the sums of rows given more than once, a few in
+    /// a batch of random keys, grow as needed).
+    pub fn with_capacity(keys: usize) -> Self {
+        RowSums { rows: Vec::with_capacity(keys), from: Vec::with_capacity(keys), given: Vec::new(), sums: Vec::new() }
     }
 
     /// Gives the sum buffer back to the [pool](crate::wire::pool).
@@ -392,8 +427,11 @@ mod tests {
         rows.sum(&[2, 1, 2], &[1.0, 2.0, 10.0, 20.0, 100.0, 200.0], Init::Zeros, &opt, &mut sums);
         rows.sum(&[7], &[-0.0, 0.5], Init::Zeros, &opt, &mut sums);
         assert_eq!(sums.rows, vec![1, 0, 2], "slots in the order rows first appear; key 7 is new");
-        assert_eq!(sums.sums, vec![101.0, 202.0, 10.0, 20.0, 0.0, 0.5]);
-        assert!(sums.sums[4].is_sign_positive(), "0 + -0 is +0, as in a sum from zeros");
+        assert_eq!(sums.sums, vec![101.0, 202.0], "only the row given twice is copied to be summed");
+        assert!(matches!(
+            sums.from[..],
+            [SumOf::Summed { at: 0 }, SumOf::Given { grads: 0, at: 1 }, SumOf::Given { grads: 1, at: 0 }]
+        ));
         rows.apply(&mut sums, &opt);
         let mut after = Vec::new();
         rows.pull(&[1, 2, 7], Init::Zeros, &opt, &mut after);

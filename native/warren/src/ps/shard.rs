@@ -90,9 +90,9 @@ const WHOLE_CHUNK: usize = 4096;
 const MAX_PULL_VALUES: usize = (super::proto::MAX_PS_FRAME - 4096) / 4;
 
 /// A batch's gradients of one table, summed.
-enum Sum {
+enum Sum<'g> {
     Dense(Vec<f32>),
-    Sparse(RowSums),
+    Sparse(RowSums<'g>),
 }
 
 impl Shard {
@@ -324,11 +324,11 @@ impl Shard {
                 if whole[t].is_some() {
                     continue;
                 }
-                if let (Grad::Sparse { .. }, Part::Sparse { rows }, None) = (g, &self.parts[t], &sums[t]) {
+                if let (Grad::Sparse { .. }, Part::Sparse { .. }, None) = (g, &self.parts[t], &sums[t]) {
                     // Room for every key of this table in the batch.
                     let keys = batch.iter().flat_map(|gs| gs.iter()).filter(|h| h.table() == g.table());
                     let n = keys.map(|h| if let Grad::Sparse { keys, .. } = h { keys.len() } else { 0 }).sum();
-                    sums[t] = Some(Sum::Sparse(RowSums::with_capacity(n, rows.width())));
+                    sums[t] = Some(Sum::Sparse(RowSums::with_capacity(n)));
                 }
                 self.add(&mut sums[t], t, g);
             }
@@ -387,7 +387,7 @@ impl Shard {
         }
     }
 
-    fn add(&mut self, sum: &mut Option<Sum>, t: usize, g: &Grad) {
+    fn add<'g>(&mut self, sum: &mut Option<Sum<'g>>, t: usize, g: &'g Grad) {
         let (spec, part) = (&self.specs[t], &mut self.parts[t]);
         match (g, part) {
             (Grad::Dense { offset, values, .. }, Part::Dense { range, .. }) => {
@@ -420,7 +420,7 @@ impl Shard {
         }
     }
 
-    fn apply_sum(&mut self, t: usize, sum: Sum) {
+    fn apply_sum(&mut self, t: usize, sum: Sum<'_>) {
         let (spec, part) = (&self.specs[t], &mut self.parts[t]);
         let opt = spec.optimizer;
         match (part, sum) {
