@@ -420,14 +420,10 @@ impl PsClient {
         for (link, grads) in self.links.iter_mut().zip(&per) {
             link.keep(step, Arc::clone(grads));
         }
-        let mut pushes: Vec<Option<Request>> =
-            per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect();
+        let pushes: Vec<Option<Request>> = per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect();
         let sync = self.job.as_ref().is_some_and(|j| j.mode == Mode::Sync);
         if !sync && self.fail_at.contains(&(step, FailPoint::HalfCommitted)) {
-            // Counted at server 0 only.
-            pushes.iter_mut().skip(1).for_each(|p| *p = None);
-            self.call(pushes)?;
-            failpoint::die(self.trainer, step, FailPoint::HalfCommitted);
+            return self.die_half_way(pushes, step);
         }
         let replies = self.call(pushes)?;
         let counted = replies.iter().all(|r| matches!(r, Some(Reply::Pushed { .. })));
@@ -445,11 +441,9 @@ impl PsClient {
 
     /// Commits the push of `step`, staged at every server, everywhere.
     fn commit(&mut self, step: u64) -> Result<()> {
-        let mut commits: Vec<Option<Request>> = (0..self.servers()).map(|_| Some(Request::Commit { step })).collect();
+        let commits: Vec<Option<Request>> = (0..self.servers()).map(|_| Some(Request::Commit { step })).collect();
         if self.fail_at.contains(&(step, FailPoint::HalfCommitted)) {
-            commits.iter_mut().skip(1).for_each(|c| *c = None);
-            self.call(commits)?;
-            failpoint::die(self.trainer, step, FailPoint::HalfCommitted);
+            return self.die_half_way(commits, step);
         }
         for (s, r) in self.call(commits)?.into_iter().enumerate() {
             if !matches!(r, Some(Reply::Pushed { .. })) {
@@ -458,6 +452,16 @@ impl PsClient {
         }
         Ok(())
     }
+
+    /// Failure injection: sends server 0 its request of `reqs` (a commit, or an async or
+    /// SSP push: counted there only), then dies at [`FailPoint::HalfCommitted`] of `step`.
+    /// Returns only the error of that call, if it fails.
+    fn die_half_way(&mut self, mut reqs: Vec<Option<Request>>, step: u64) -> Result<()> {
+        reqs.iter_mut().skip(1).for_each(|r| *r = None);
+        self.call(reqs)?;
+        failpoint::die(self.trainer, step, FailPoint::HalfCommitted)
+    }
+
     /// Splits gradients into each server's share.
     fn split(&self, grads: &[Grad]) -> Result<Vec<Vec<Grad>>> {
         let n = self.servers();

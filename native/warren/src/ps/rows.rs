@@ -7,9 +7,9 @@
 //! rows first appear, each slot summed in the order the gradients are given (so the sums, and
 //! the model, never depend on anything else), then the optimizer is applied once per row. A
 //! row given once (almost every row of a batch of random keys) is not copied into a sum: its
-//! slot points at the gradient row, which the optimizer reads where it is. A profile of the earlier layout (a `HashMap` of one heap `Vec` per row, sums
-//! in a `BTreeMap` of `Vec`s) had half of a sparse step's server time in finding rows and in
-//! `malloc`/`free`.
+//! slot points at the gradient row, which the optimizer reads where it is. A profile of the
+//! earlier layout (a `HashMap` of one heap `Vec` per row, sums in a `BTreeMap` of `Vec`s) had
+//! half of a sparse step's server time in finding rows and in `malloc`/`free`.
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
