@@ -25,7 +25,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::{info, warn};
+use log::info;
 
 use super::consistency::Mode;
 use super::failpoint::{self, FailPoint};
@@ -178,10 +178,10 @@ impl PsClient {
             }
             return Ok(lo);
         }
-        let behind = on(|s, lo| s.0 == lo);
-        if self.job.as_ref().is_some_and(|j| j.mode != Mode::Sync) {
+        if !self.sync() {
             return self.skip_to(deadline, seen, hi);
         }
+        let behind = on(|s, lo| s.0 == lo);
         if hi == lo + 1 && behind.iter().all(|&i| seen[i].1 == Some(lo)) {
             info!("trainer {t}: completing its step {lo}, committed on some servers, staged on {behind:?}");
             let reqs = (0..seen.len()).map(|i| behind.contains(&i).then_some(Request::Commit { step: lo }));
@@ -202,20 +202,15 @@ impl PsClient {
     /// servers only: those pushes are lost elsewhere, as in a server's restart). Returns `hi`.
     fn skip_to(&mut self, deadline: Instant, seen: &[Seen], hi: u64) -> Result<u64> {
         let t = self.trainer.expect("a trainer");
-        let behind: Vec<usize> = (0..seen.len()).filter(|&i| seen[i].0 < hi).collect();
-        info!("trainer {t}: servers {behind:?} are behind its step {hi} (its push counted elsewhere only): skipping");
-        let reqs = (0..seen.len()).map(|i| behind.contains(&i).then_some(Request::Resume { step: hi }));
-        for (s, r) in self.call_by(deadline, reqs.collect(), None)?.into_iter().enumerate() {
-            match r {
-                None => {}
-                Some(Reply::Resumed { lost }) => {
-                    warn!("trainer {t}: {} update(s) of this trainer lost at {}", lost, self.links[s].who);
-                    self.lost += lost;
-                }
-                Some(_) => return Err(self.unexpected(s)),
-            }
+        for (s, _) in seen.iter().enumerate().filter(|(_, s)| s.0 < hi) {
+            self.lost += self.links[s].resume(t, hi, deadline, "missed the last push of this trainer's predecessor")?;
         }
         Ok(hi)
+    }
+
+    /// Whether the job is sync (two-phase pushes, pushed again after a server restart).
+    fn sync(&self) -> bool {
+        self.job.as_ref().is_some_and(|j| j.mode == Mode::Sync)
     }
 
     /// Failure injection (tests, demos): this process kills itself with SIGKILL at `point` of
@@ -236,7 +231,8 @@ impl PsClient {
         self.links.len()
     }
 
-    /// Updates of this trainer lost in server restarts (async and SSP; sync loses none).
+    /// Updates of this trainer lost in server restarts, or at servers its predecessor's last push
+    /// missed (async and SSP; sync loses none).
     pub fn lost_updates(&self) -> u64 {
         self.lost
     }
@@ -421,17 +417,21 @@ impl PsClient {
             link.keep(step, Arc::clone(grads));
         }
         let pushes: Vec<Option<Request>> = per.into_iter().map(|grads| Some(Request::Push { step, grads })).collect();
-        let sync = self.job.as_ref().is_some_and(|j| j.mode == Mode::Sync);
+        let sync = self.sync();
         if !sync && self.fail_at.contains(&(step, FailPoint::HalfCommitted)) {
             return self.die_half_way(pushes, step);
         }
         let replies = self.call(pushes)?;
-        let counted = replies.iter().all(|r| matches!(r, Some(Reply::Pushed { .. })));
-        if let Some(s) = replies.iter().position(|r| !counted && !matches!(r, Some(Reply::Staged))) {
+        let answered = |r: &Option<Reply>| match r {
+            Some(Reply::Staged) => sync,
+            Some(Reply::Pushed { .. }) => !sync,
+            _ => false,
+        };
+        if let Some(s) = replies.iter().position(|r| !answered(r)) {
             return Err(self.unexpected(s));
         }
         self.maybe_fail(FailPoint::Staged);
-        if !counted {
+        if sync {
             self.commit(step)?;
         }
         self.maybe_fail(FailPoint::AfterPush);
@@ -661,8 +661,8 @@ impl PsClient {
     fn took(&mut self, s: usize, req: &Request, replies: &mut [Option<Reply>], r: Reply) {
         if let (Request::Commit { step } | Request::Push { step, .. }, Reply::Pushed { durable }) = (req, &r) {
             // Only sync pushes are pushed again after a server restart.
-            let sync = self.job.as_ref().is_some_and(|j| j.mode == Mode::Sync);
-            self.links[s].pushed(*step, if sync { *durable } else { None });
+            let durable = if self.sync() { *durable } else { None };
+            self.links[s].pushed(*step, durable);
         }
         replies[s] = Some(r);
     }

@@ -137,6 +137,18 @@ impl Link {
         Ok(None)
     }
 
+    /// Async and SSP: moves trainer `t`'s clock here up to `step`, the server being behind it
+    /// (`why`); returns the updates of the trainer lost here.
+    pub fn resume(&mut self, t: u32, step: u64, deadline: Instant, why: &str) -> Result<u64> {
+        match self.ask(&Request::Resume { step }, deadline)? {
+            Reply::Resumed { lost } => {
+                warn!("trainer {t}: {} {why}: {lost} update(s) of this trainer lost", self.who);
+                Ok(lost)
+            }
+            _ => Err(Error::Protocol(format!("{} answered a resume with something else", self.who))),
+        }
+    }
+
     /// One request, one reply; an error reply becomes an error.
     fn ask(&mut self, req: &Request, deadline: Instant) -> Result<Reply> {
         self.send(req, deadline)?;
@@ -270,10 +282,7 @@ impl Link {
             if mode == Mode::Sync {
                 self.push_again(t, clock, upto, deadline)?;
             } else if clock < upto {
-                if let Reply::Resumed { lost: n } = self.ask(&Request::Resume { step: upto }, deadline)? {
-                    warn!("trainer {t}: {} restarted from a checkpoint: {n} update(s) of this trainer lost", self.who);
-                    *lost += n;
-                }
+                *lost += self.resume(t, upto, deadline, "restarted from a checkpoint")?;
             }
             // The push being made, staged here before the restart (a push request in flight
             // is sent again below).
