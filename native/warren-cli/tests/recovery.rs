@@ -41,6 +41,10 @@ fn failures_at_every_kind_of_point() {
             ("1,5,2,0;2,5,3,0", 2, "another worker during a recovery"),
             ("1,7,0,0;2,7,0,0", 2, "two at once"),
             ("0,11,4,0", 1, "at the last call"),
+            // Before finalize was a barrier, the others finished and the replacement was
+            // refused ("re-linking is impossible"); rank 0's replacement prints the hash again.
+            ("1,finalize,0", 1, "at finalize, every call made"),
+            ("0,finalize,0;3,finalize,0", 2, "two at finalize"),
             ("1,5,2,0;1,linking,1", 2, "the replacement, while the others link to it"),
             ("3,6,1,0;2,6,3,0", 2, "the predecessor of a replacement, before the next checkpoint"),
         ];

@@ -66,9 +66,8 @@ fn eight_workers_three_sigkills_at_random_times() {
 /// SIGKILL at any moment of the job: 20 seeded kill times, half of them within 25 ms of the
 /// ranks being assigned (linking, the bootstrap calls, the first iteration and checkpoint),
 /// half anywhere in the first 600 ms. The job takes 50 iterations of at least 10 ms each, so
-/// every kill lands while it runs: a worker killed after some other worker finished the job
-/// cannot be replaced (README, recovery), and 30 iterations once ended in 533 ms, at the
-/// moment of a kill at 533 ms.
+/// every kill lands while it runs (a kill at its very end, after every worker has passed the
+/// final barrier of `finalize`, cannot be recovered: README, recovery).
 #[test]
 fn the_default_example_survives_a_sigkill_at_any_moment() {
     let args = ["--iters", "50", "--compute-ms", "10"];

@@ -142,6 +142,10 @@ pub fn mocked(n: usize, mock: &str, train_args: &[&str]) -> Run {
 pub fn assert_recovered(r: &Run, want_hash: &str, restarts: u64, what: &str) {
     assert!(r.ok(), "{what}: job failed:\n{}", r.stderr);
     assert_eq!(r.hash().as_deref(), Some(want_hash), "{what}: model differs from the failure-free run");
+    // A replacement of rank 0 that took over after it printed the model prints it again.
+    for h in r.stdout.lines().filter_map(|l| l.strip_prefix("MODEL_HASH ")) {
+        assert_eq!(h, want_hash, "{what}: a model printed differs from the failure-free run");
+    }
     assert_eq!(r.restarts(), restarts, "{what}");
 }
 

@@ -33,6 +33,8 @@ pub enum CallKind {
     RecoveryData = 10,
     /// Allreduce in a hierarchy of hosts: within each host, across the hosts' leaders, back.
     AllreduceHier = 11,
+    /// The last barrier of a robust `finalize`: every worker has made its last call.
+    Finalize = 12,
 }
 
 impl CallKind {
@@ -50,6 +52,7 @@ impl CallKind {
             Consensus,
             RecoveryData,
             AllreduceHier,
+            Finalize,
         ]
         .into_iter()
         .find(|k| *k as u8 == c)
@@ -69,6 +72,7 @@ impl CallKind {
             CallKind::Consensus => "recovery-consensus",
             CallKind::RecoveryData => "recovery-data",
             CallKind::AllreduceHier => "allreduce(hier)",
+            CallKind::Finalize => "finalize",
         }
     }
 }

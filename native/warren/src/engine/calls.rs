@@ -11,6 +11,7 @@ use super::{BroadcastBuf, CallBuf, CallOptions, Communicator, LOG, Lent};
 use crate::collective::header::{CallHeader, CallKind};
 use crate::collective::{self, Input, Net, Progress, Scratch};
 use crate::error::{Error, Result};
+use crate::mock::Point as MockPoint;
 use crate::reduce::{self, DataType, Element, Op};
 use crate::robust::{BootstrapKey, Want};
 use crate::topology::Topology;
@@ -259,7 +260,13 @@ impl Communicator {
 
     /// Returns once every worker has called `barrier`.
     pub fn barrier(&mut self) -> Result<()> {
-        let hdr = self.header(CallKind::Barrier, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
+        self.rendezvous(CallKind::Barrier)
+    }
+
+    /// A barrier declared as `kind` ([`CallKind::Barrier`], or [`CallKind::Finalize`], so
+    /// that a worker waiting in `finalize` while others call on is named as such).
+    fn rendezvous(&mut self, kind: CallKind) -> Result<()> {
+        let hdr = self.header(kind, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
         let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch| {
             collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch).map(|_| ())
         };
@@ -284,7 +291,21 @@ impl Communicator {
     /// Leaves the job: tells the tracker this worker finished cleanly and closes the links.
     /// A cancelled communicator does not finish: it leaves as lost (so that, in robust mode,
     /// a replacement may take over) and this returns [`Error::Aborted`].
+    ///
+    /// In robust mode a member first waits, in one last barrier, until every worker has
+    /// reached `finalize`, serving as in any call a replacement of a worker lost meanwhile
+    /// (its checkpoint and the results it replays): a worker that finished would take those
+    /// with it, and a worker lost after that could not be replaced. So `finalize` returns
+    /// when the last worker reaches it, and fails if a lost worker is not replaced in time.
+    /// A worker reaching `finalize` while the others make another call is a call mismatch
+    /// (`finalize` against that call), raised when the calls' messages meet, or else a
+    /// timeout after `WARREN_TIMEOUT_S` naming `finalize` on that worker.
     pub fn finalize(mut self) -> Result<()> {
+        if self.robust.is_some() && self.failed.is_none() && !self.left && self.world_size() > 1 {
+            self.cancel.check()?;
+            self.maybe_mock(MockPoint::Finalize);
+            self.rendezvous(CallKind::Finalize)?;
+        }
         self.close_links();
         // No heartbeats once finished (the tracker expects none from a finished worker).
         self.heartbeat = None;

@@ -783,9 +783,12 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * Leaves the job: tells the tracker this worker finished and closes the links. Idempotent;
-   * the native resources are freed even if telling the tracker fails (then this throws).
+   * the native resources are freed even if telling the tracker fails (then this throws). In
+   * robust mode it first waits until every worker has reached {@code close}, serving the
+   * replacement of a worker lost meanwhile (so a worker lost near the end is still recovered).
    *
-   * @throws WarrenException (a subclass) if the tracker could not be told
+   * @throws WarrenException (a subclass) if the tracker could not be told, or a worker lost
+   *     while waiting was not replaced in time
    */
   @Override
   public synchronized void close() {
