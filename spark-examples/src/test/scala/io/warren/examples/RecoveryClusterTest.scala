@@ -21,7 +21,8 @@ import org.junit.jupiter.api._
   * Losses are thrown exceptions, halted or paused (SIGSTOP) executor JVMs at the start of an
   * iteration (the example's hooks), or `WARREN_MOCK` points, where the native library `_exit`s the executor
   * JVM inside a given collective call (per iteration: call 0 the gradient allreduce, 1 and 2
-  * the checkpoint's two phases; `rank,bootstrap:n,attempt` the n-th bootstrap call).
+  * the checkpoint's two phases; `rank,bootstrap:n,attempt` the n-th bootstrap call;
+  * `rank,finalize,attempt` the start of `finalize`, at the end of the task).
   */
 @TestInstance(Lifecycle.PER_CLASS)
 @TestMethodOrder(classOf[MethodOrderer.MethodName])
@@ -98,6 +99,15 @@ class RecoveryClusterTest {
   def d_aLossDuringTheBootstrapCalls(): Unit = {
     // Rank 3's executor exits in the second bootstrap call (the seed broadcast).
     recovered("a loss during the bootstrap calls", params.copy(conf = mocked("3,bootstrap:1,0")), 1)
+  }
+
+  @Test
+  def da_aLossAtTheEnd(): Unit = {
+    // Rank 1's executor exits at the start of finalize (`close`), every call made, while the
+    // others reach the end. Before finalize waited for every worker, the others had finished
+    // by then and each re-run of task 1 was refused ("re-linking is impossible") until the
+    // job failed.
+    recovered("a loss at finalize", params.copy(conf = mocked("1,finalize,0")), 1)
   }
 
   @Test
