@@ -43,6 +43,8 @@ mod key_index;
 mod link;
 mod optim;
 pub mod proto;
+// Its pure logic serves the etcd registry only: without `etcd`, only its tests use it.
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
 mod registry;
 #[cfg(feature = "etcd")]
 mod registry_etcd;
