@@ -296,7 +296,8 @@ impl Communicator {
     /// reached `finalize`, serving as in any call a replacement of a worker lost meanwhile
     /// (its checkpoint and the results it replays): a worker that finished would take those
     /// with it, and a worker lost after that could not be replaced. So `finalize` returns
-    /// when the last worker reaches it, and fails if a lost worker is not replaced in time.
+    /// when the last worker reaches it (waiting at most `WARREN_TIMEOUT_S`, as any call does
+    /// for a slower worker), and fails if a lost worker is not replaced in time.
     /// A worker reaching `finalize` while the others make another call is a call mismatch
     /// (`finalize` against that call), raised when the calls' messages meet, or else a
     /// timeout after `WARREN_TIMEOUT_S` naming `finalize` on that worker.
