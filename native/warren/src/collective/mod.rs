@@ -13,6 +13,7 @@ mod allreduce_hier;
 mod allreduce_ring;
 mod allreduce_tree;
 mod broadcast_tree;
+mod declare;
 pub mod header;
 mod net;
 mod ring;
@@ -23,6 +24,7 @@ pub(crate) use allreduce_hier::allreduce_hier;
 pub(crate) use allreduce_ring::allreduce_ring;
 pub(crate) use allreduce_tree::allreduce_tree;
 pub(crate) use broadcast_tree::{broadcast_tree, broadcast_tree_to};
+pub(crate) use declare::declare_to_peers;
 pub(crate) use net::Net;
 pub(crate) use ring::{Input, Progress};
 

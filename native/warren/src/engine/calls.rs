@@ -265,9 +265,15 @@ impl Communicator {
 
     /// A barrier declared as `kind` ([`CallKind::Barrier`], or [`CallKind::Finalize`], so
     /// that a worker waiting in `finalize` while others call on is named as such).
+    /// `finalize`'s barrier first declares itself to every linked peer
+    /// ([`collective::declare_to_peers`]), so that others making another call find the
+    /// mismatch at once.
     fn rendezvous(&mut self, kind: CallKind) -> Result<()> {
         let hdr = self.header(kind, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
         let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch| {
+            if kind == CallKind::Finalize {
+                collective::declare_to_peers(net, topo.rank, &topo.neighbours(), hdr)?;
+            }
             collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch).map(|_| ())
         };
         self.call(hdr, None, &mut Vec::new(), |net, topo, scratch, _| algorithm(net, topo, scratch))
@@ -298,9 +304,9 @@ impl Communicator {
     /// with it, and a worker lost after that could not be replaced. So `finalize` returns
     /// when the last worker reaches it (waiting at most `WARREN_TIMEOUT_S`, as any call does
     /// for a slower worker), and fails if a lost worker is not replaced in time.
-    /// A worker reaching `finalize` while the others make another call is a call mismatch
-    /// (`finalize` against that call), raised when the calls' messages meet, or else a
-    /// timeout after `WARREN_TIMEOUT_S` naming `finalize` on that worker.
+    /// A worker reaching `finalize` while the others make another call (a loop that ran
+    /// fewer times on one rank) is a call mismatch, `finalize` against that call, which every
+    /// rank reports at once: the barrier first declares itself to every linked peer.
     pub fn finalize(mut self) -> Result<()> {
         if self.robust.is_some() && self.failed.is_none() && !self.left && self.world_size() > 1 {
             self.cancel.check()?;
