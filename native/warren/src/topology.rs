@@ -32,13 +32,17 @@ impl Topology {
         Topology { rank, world, parent, children, ring_prev: (rank + world - 1) % world, ring_next: (rank + 1) % world }
     }
 
-    /// The tree a small allreduce runs on. In a world of 4, where rank 0 keeps a link to every
-    /// rank (its children 1 and 2, its ring predecessor 3), the flat tree: every other rank
-    /// is a child of rank 0, so a call takes two levels of messages (up, down) instead of the
-    /// heap tree's four (3 to 1 to 0, then back), and rank 0 reduces in rank order
-    /// (`x0 op x1 op x2 op x3`). Any other world: the heap tree (a flat tree would need links
-    /// that do not exist beyond 4 ranks, and is the heap tree below 4).
-    pub fn small_reduce_tree(&self) -> Topology {
+    /// The tree every tree pass runs on: a small allreduce, and the pass that opens every
+    /// other call (a barrier, a broadcast's or a ring's agreement, an allgather's sizes,
+    /// checkpoints, recovery, `finalize`). One tree for all of them means two ranks making
+    /// different calls always meet on it, so a mismatch is found at once, never by a timeout.
+    /// In a world of 4, where rank 0 keeps a link to every rank (its children 1 and 2, its
+    /// ring predecessor 3), it is the flat tree: every other rank is a child of rank 0, so a
+    /// pass takes two levels of messages (up, down) instead of the heap tree's four (3 to 1
+    /// to 0, then back), and rank 0 reduces in rank order (`x0 op x1 op x2 op x3`). Any other
+    /// world: the heap tree (a flat tree would need links that do not exist beyond 4 ranks,
+    /// and is the heap tree below 4).
+    pub fn call_tree(&self) -> Topology {
         if self.world != 4 {
             return self.clone();
         }
@@ -176,17 +180,17 @@ mod tests {
     }
 
     #[test]
-    fn the_small_reduce_tree_is_flat_in_a_world_of_four_only() {
-        let t = Topology::new(0, 4).small_reduce_tree();
+    fn the_call_tree_is_flat_in_a_world_of_four_only() {
+        let t = Topology::new(0, 4).call_tree();
         assert_eq!((t.parent, t.children.clone()), (None, vec![1, 2, 3]));
         for r in 1..4 {
-            let t = Topology::new(r, 4).small_reduce_tree();
+            let t = Topology::new(r, 4).call_tree();
             assert_eq!((t.parent, t.children.clone()), (Some(0), vec![]));
             assert!(Topology::new(0, 4).neighbours().contains(&r), "rank 0 links to rank {r}");
         }
         for world in [1, 2, 3, 5, 8] {
             for r in 0..world {
-                assert_eq!(Topology::new(r, world).small_reduce_tree(), Topology::new(r, world));
+                assert_eq!(Topology::new(r, world).call_tree(), Topology::new(r, world));
             }
         }
     }

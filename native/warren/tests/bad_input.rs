@@ -484,6 +484,75 @@ fn a_worker_at_finalize_while_the_others_call_on_is_a_mismatch_everywhere() {
     }
 }
 
+/// The calls a rank can be in, for the test below: each opens with a pass on the one tree
+/// every call's first pass runs on.
+#[derive(Clone, Copy, Debug)]
+enum Call {
+    Barrier,
+    SmallAllreduce,
+    RingAllreduce,
+    Broadcast,
+    Allgather,
+}
+
+impl Call {
+    const ALL: [Call; 5] = [Call::Barrier, Call::SmallAllreduce, Call::RingAllreduce, Call::Broadcast, Call::Allgather];
+
+    /// What the call's declaration says, as an error message names it.
+    fn name(self) -> &'static str {
+        match self {
+            Call::Barrier => "barrier",
+            Call::SmallAllreduce => "allreduce(tree)",
+            Call::RingAllreduce => "allreduce(ring)",
+            Call::Broadcast => "broadcast",
+            Call::Allgather => "allgather",
+        }
+    }
+
+    fn make(self, c: &mut Communicator) -> warren::Result<()> {
+        match self {
+            Call::Barrier => c.barrier(),
+            Call::SmallAllreduce => c.allreduce(&mut [1.0f32; 100], Op::Sum),
+            Call::RingAllreduce => c.allreduce(&mut vec![1.0f32; 1 << 19], Op::Sum),
+            Call::Broadcast => c.broadcast(&mut vec![7u8; 100], 2),
+            Call::Allgather => c.allgather(&[1, 2, 3]).map(|_| ()),
+        }
+    }
+}
+
+/// Ranks making different calls (one rank's loop ran differently) find the mismatch at once,
+/// whatever the two calls and whichever rank differs, in a world of 4, where a small
+/// allreduce runs on a flat tree: before every call's first pass ran on that tree, a barrier
+/// (or a broadcast, an allgather, a ring's agreement) on the heap tree and a small allreduce
+/// on the flat one never met, and the ranks waited out the call timeout.
+#[test]
+fn ranks_making_different_calls_find_the_mismatch_at_once_whatever_the_calls() {
+    for odd in Call::ALL {
+        for others in Call::ALL {
+            if odd.name() == others.name() {
+                continue;
+            }
+            for odd_rank in [0, 3] {
+                let started = Instant::now();
+                let results = run_world(
+                    4,
+                    |_, c| c.timeout = Duration::from_secs(60),
+                    move |c: &mut Communicator| if c.rank() == odd_rank { odd.make(c) } else { others.make(c) },
+                );
+                let took = started.elapsed();
+                let case = format!("rank {odd_rank} in {odd:?}, the others in {others:?}");
+                assert!(took < Duration::from_secs(10), "{case}: took {took:?}");
+                for (rank, r) in results.iter().enumerate() {
+                    assert!(
+                        matches!(r, Err(e @ Error::Mismatch(_)) if e.to_string().contains(odd.name())),
+                        "{case}: rank {rank}: {r:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn a_silent_peer_times_out_naming_it() {
     let results = run_world(

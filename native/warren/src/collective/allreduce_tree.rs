@@ -11,6 +11,8 @@
 //! successfully because the root never sends data down.
 //!
 //! With an empty buffer this is the "agree" pass that checks a call before other algorithms.
+//! Every pass runs on the worker's call tree ([`Topology::call_tree`]), whatever the call, so
+//! that ranks making different calls meet on a link one of them reads.
 
 use super::header::CallHeader;
 use crate::error::Result;
@@ -28,8 +30,8 @@ struct Child {
     sent: usize,
 }
 
-/// Runs the tree allreduce of `buf` (elements of `elem` bytes) with `reducer`. Returns the
-/// header all ranks agreed on.
+/// Runs the tree allreduce of `buf` (elements of `elem` bytes) with `reducer`, on `topo`'s
+/// call tree. Returns the header all ranks agreed on.
 pub(crate) fn allreduce_tree(
     net: &mut Net,
     topo: &Topology,
@@ -39,7 +41,7 @@ pub(crate) fn allreduce_tree(
     reducer: &ByteReducer,
     scratch: &mut Scratch,
 ) -> Result<CallHeader> {
-    let mut call = TreeCall::new(topo, hdr, buf.len(), elem, scratch);
+    let mut call = TreeCall::new(&topo.call_tree(), hdr, buf.len(), elem, scratch);
     loop {
         let mut progressed = call.agree_children(net)?;
         if call.agreed.is_some() {

@@ -6,14 +6,15 @@
 //!
 //! Every call starts with a tree pass that checks that all ranks declared the same call
 //! ([`header::CallHeader`]): a mismatch found anywhere is turned into an abort that
-//! reaches every rank before any rank returns, so all of them report it.
+//! reaches every rank before any rank returns, so all of them report it. Every tree pass
+//! runs on one tree ([`Topology::call_tree`](crate::topology::Topology::call_tree)), so
+//! ranks making different calls always meet.
 
 mod allgather_ring;
 mod allreduce_hier;
 mod allreduce_ring;
 mod allreduce_tree;
 mod broadcast_tree;
-mod declare;
 pub mod header;
 mod net;
 mod ring;
@@ -24,7 +25,6 @@ pub(crate) use allreduce_hier::allreduce_hier;
 pub(crate) use allreduce_ring::allreduce_ring;
 pub(crate) use allreduce_tree::allreduce_tree;
 pub(crate) use broadcast_tree::{broadcast_tree, broadcast_tree_to};
-pub(crate) use declare::declare_to_peers;
 pub(crate) use net::Net;
 pub(crate) use ring::{Input, Progress};
 

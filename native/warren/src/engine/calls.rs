@@ -22,7 +22,7 @@ impl Communicator {
     /// same bits. Payloads of `ring_threshold` bytes or more use the ring algorithm, or, when
     /// several hosts run several workers each, the hierarchy of hosts (its fixed order is
     /// documented in `collective/allreduce_hier.rs`); smaller ones a tree (flat in a world of
-    /// 4: rank 0 reduces `x0 op x1 op x2 op x3`, see [`Topology::small_reduce_tree`]).
+    /// 4: rank 0 reduces `x0 op x1 op x2 op x3`, see [`Topology::call_tree`]).
     /// If the call fails, `buf` holds unspecified values (a robust ring allreduce writes its
     /// result into `buf` as it goes, and resumes from there when it is retried).
     pub fn allreduce<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
@@ -145,8 +145,7 @@ impl Communicator {
                     if let Some(input) = input.read() {
                         data.copy_from_slice(input);
                     }
-                    let tree = topo.small_reduce_tree();
-                    collective::allreduce_tree(net, &tree, hdr, data, elem, reducer, scratch).map(|_| ())
+                    collective::allreduce_tree(net, topo, hdr, data, elem, reducer, scratch).map(|_| ())
                 }
             };
         let buf = match dest {
@@ -264,19 +263,14 @@ impl Communicator {
     }
 
     /// A barrier declared as `kind` ([`CallKind::Barrier`], or [`CallKind::Finalize`], so
-    /// that a worker waiting in `finalize` while others call on is named as such).
-    /// `finalize`'s barrier first declares itself to every linked peer
-    /// ([`collective::declare_to_peers`]), so that others making another call find the
-    /// mismatch at once.
+    /// that a worker waiting in `finalize` while others call on is named as such): a tree
+    /// pass with no data, on the tree every call opens with, where a mismatch with any other
+    /// call is found at once.
     fn rendezvous(&mut self, kind: CallKind) -> Result<()> {
         let hdr = self.header(kind, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
-        let algorithm = |net: &mut Net, topo: &Topology, scratch: &mut Scratch| {
-            if kind == CallKind::Finalize {
-                collective::declare_to_peers(net, topo.rank, &topo.neighbours(), hdr)?;
-            }
+        self.call(hdr, None, &mut Vec::new(), |net, topo, scratch, _| {
             collective::allreduce_tree(net, topo, hdr, &mut [], 1, &|_, _| {}, scratch).map(|_| ())
-        };
-        self.call(hdr, None, &mut Vec::new(), |net, topo, scratch, _| algorithm(net, topo, scratch))
+        })
     }
 
     /// Writes `msg` to the tracker's log, prefixed with this worker's rank (to the local log
@@ -306,7 +300,7 @@ impl Communicator {
     /// for a slower worker), and fails if a lost worker is not replaced in time.
     /// A worker reaching `finalize` while the others make another call (a loop that ran
     /// fewer times on one rank) is a call mismatch, `finalize` against that call, which every
-    /// rank reports at once: the barrier first declares itself to every linked peer.
+    /// rank reports at once (every call opens with a pass on the same tree).
     pub fn finalize(mut self) -> Result<()> {
         if self.robust.is_some() && self.failed.is_none() && !self.left && self.world_size() > 1 {
             self.cancel.check()?;
