@@ -447,6 +447,41 @@ fn a_vanished_peer_fails_the_others_promptly() {
     }
 }
 
+/// A robust worker that loses a peer waits for its replacement while it re-links; when none
+/// comes within the connect timeout, the timeout names the call it was in (here the second
+/// allreduce), not only what the re-link waited for.
+#[test]
+fn a_peer_never_replaced_is_a_timeout_naming_the_call() {
+    let started = Instant::now();
+    let results = run_world(
+        3,
+        |_, c| {
+            c.robust = true;
+            c.connect_timeout = Duration::from_secs(2);
+        },
+        |c: &mut Communicator| {
+            let mut v = vec![1.0f32; 1000];
+            c.allreduce(&mut v, Op::Sum)?;
+            if c.rank() == 2 {
+                // Cancelled, it leaves as lost (at finalize), and no replacement comes.
+                c.cancel_handle().cancel("the test");
+                return Ok(());
+            }
+            c.allreduce(&mut v, Op::Sum)
+        },
+    );
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    for (rank, r) in results.iter().enumerate().take(2) {
+        match r {
+            Err(Error::Timeout { what, .. }) => {
+                assert!(what.starts_with("allreduce(tree) #1 of 4000 bytes"), "rank {rank}: {what}");
+                assert!(what.contains("re-linking after a lost peer"), "rank {rank}: {what}");
+            }
+            other => panic!("rank {rank}: expected a timeout naming the call, got {other:?}"),
+        }
+    }
+}
+
 /// In robust mode `finalize` waits for every worker to reach it (a worker lost meanwhile is
 /// replaced), so a worker that reaches it while the others call on (a loop that ran fewer
 /// times on one rank) is a call mismatch: every rank reports it at once, naming finalize,

@@ -305,14 +305,7 @@ impl Communicator {
         if self.robust.is_some() && self.failed.is_none() && !self.left && self.world_size() > 1 {
             self.cancel.check()?;
             self.maybe_mock(MockPoint::Finalize);
-            self.rendezvous(CallKind::Finalize).map_err(|e| match e {
-                // A wait given up on inside the barrier's recovery (e.g. for the tracker)
-                // names where the worker was.
-                Error::Timeout { what, after } if !what.starts_with("finalize") => {
-                    Error::Timeout { what: format!("finalize (every worker reaching it): {what}"), after }
-                }
-                e => e,
-            })?;
+            self.rendezvous(CallKind::Finalize)?;
         }
         self.close_links();
         // No heartbeats once finished (the tracker expects none from a finished worker).

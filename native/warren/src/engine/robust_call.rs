@@ -8,7 +8,7 @@ use super::recovery::Round;
 use super::{CallBuf, CallOptions, Communicator, recoverable};
 use crate::collective::Progress;
 use crate::collective::header::{CallHeader, CallKind};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::mock::{Action as MockAction, Point as MockPoint};
 use crate::robust::{BootstrapKey, Want};
 
@@ -85,7 +85,7 @@ impl Communicator {
                     Ok(Round::Committed) => break Ok(true),
                     Ok(Round::Loaded | Round::Continue | Round::Released) => continue,
                     Err(e) if recoverable(&e) => {
-                        self.relink(&e).map_err(|e| self.poison(e))?;
+                        self.relink(&e).map_err(|e| self.poison(relinking_in(&hdr, e)))?;
                         continue;
                     }
                     Err(e) => break Err(self.poison(e)),
@@ -97,7 +97,7 @@ impl Communicator {
                     if matches!(exec, Exec::InPlace(_)) {
                         buf.set(&backup);
                     }
-                    self.relink(&e).map_err(|e| self.poison(e))?;
+                    self.relink(&e).map_err(|e| self.poison(relinking_in(&hdr, e)))?;
                 }
                 Err(e) => break Err(self.poison(e)),
             }
@@ -218,4 +218,16 @@ impl Communicator {
 fn say(line: &str) {
     use std::io::Write;
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// A re-link that gave up on a wait (for the tracker's round, for a replacement) during call
+/// `hdr`: its timeout names the call, so a user learns where the worker was (`finalize`, an
+/// allreduce) and not only what it waited for.
+fn relinking_in(hdr: &CallHeader, e: Error) -> Error {
+    match e {
+        Error::Timeout { what, after } => {
+            Error::Timeout { what: format!("{} (re-linking after a lost peer): {what}", hdr.describe()), after }
+        }
+        e => e,
+    }
 }
