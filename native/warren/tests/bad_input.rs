@@ -557,7 +557,7 @@ impl Call {
 
 /// Ranks making different calls (one rank's loop ran differently) find the mismatch at once,
 /// whatever the two calls and whichever rank differs, in a world of 4, where a small
-/// allreduce runs on a flat tree: before every call's first pass ran on that tree, a barrier
+/// allreduce runs on a flat tree, and of 6: before every call's first pass ran on that tree, a barrier
 /// (or a broadcast, an allgather, a ring's agreement) on the heap tree and a small allreduce
 /// on the flat one never met, and the ranks waited out the call timeout.
 #[test]
@@ -567,15 +567,15 @@ fn ranks_making_different_calls_find_the_mismatch_at_once_whatever_the_calls() {
             if odd.name() == others.name() {
                 continue;
             }
-            for odd_rank in [0, 3] {
+            for (world, odd_rank) in [(4, 0), (4, 3), (6, 0), (6, 5)] {
                 let started = Instant::now();
                 let results = run_world(
-                    4,
+                    world,
                     |_, c| c.timeout = Duration::from_secs(60),
                     move |c: &mut Communicator| if c.rank() == odd_rank { odd.make(c) } else { others.make(c) },
                 );
                 let took = started.elapsed();
-                let case = format!("rank {odd_rank} in {odd:?}, the others in {others:?}");
+                let case = format!("world {world}: rank {odd_rank} in {odd:?}, the others in {others:?}");
                 assert!(took < Duration::from_secs(10), "{case}: took {took:?}");
                 for (rank, r) in results.iter().enumerate() {
                     assert!(

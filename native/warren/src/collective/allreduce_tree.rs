@@ -15,7 +15,7 @@
 //! that ranks making different calls meet on a link one of them reads.
 
 use super::header::CallHeader;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::reduce::ByteReducer;
 use crate::topology::Topology;
 
@@ -178,10 +178,31 @@ impl<'s> TreeCall<'s> {
         if self.up_head.done() && self.up_sent >= self.reduced {
             return Ok(false);
         }
-        let (h, d) = net.send2(parent, self.up_head.rest(), &buf[self.up_sent..self.reduced])?;
+        let (h, d) = match net.send2(parent, self.up_head.rest(), &buf[self.up_sent..self.reduced]) {
+            Ok(sent) => sent,
+            Err(lost) => return Err(self.abort_left_by_parent(net, lost)),
+        };
         self.up_head.advance(h);
         self.up_sent += d;
         Ok(h + d > 0)
+    }
+
+    /// The parent was found gone while this rank wrote to it (`lost`). A parent that aborted
+    /// the call (a mismatch) sent its abort down before it left, so the abort is already here
+    /// to read, before the end of the link: then it is this rank's error (passed on to the
+    /// children), not the loss, which would have this rank re-link and wait for a replacement
+    /// that never comes.
+    fn abort_left_by_parent(&mut self, net: &mut Net, lost: Error) -> Error {
+        if let (None, Some(dh)) = (self.final_hdr, self.down_head.as_mut()) {
+            loop {
+                match dh.poll(net) {
+                    Ok((_, HeaderState::Abort(a))) => return net.forward_abort(&self.children_ranks(), &a),
+                    Ok((true, HeaderState::Pending)) => continue,
+                    _ => break,
+                }
+            }
+        }
+        lost
     }
 
     /// The parent's verdict, then the result.
