@@ -85,7 +85,7 @@ impl Communicator {
                     Ok(Round::Committed) => break Ok(true),
                     Ok(Round::Loaded | Round::Continue | Round::Released) => continue,
                     Err(e) if recoverable(&e) => {
-                        self.relink(&e).map_err(|e| self.poison(relinking_in(&hdr, e)))?;
+                        self.relink_during(&hdr, &e)?;
                         continue;
                     }
                     Err(e) => break Err(self.poison(e)),
@@ -97,7 +97,7 @@ impl Communicator {
                     if matches!(exec, Exec::InPlace(_)) {
                         buf.set(&backup);
                     }
-                    self.relink(&e).map_err(|e| self.poison(relinking_in(&hdr, e)))?;
+                    self.relink_during(&hdr, &e)?;
                 }
                 Err(e) => break Err(self.poison(e)),
             }
@@ -108,6 +108,12 @@ impl Communicator {
             self.stats.record(hdr.kind, started.elapsed());
         }
         outcome
+    }
+
+    /// Re-links after `cause` (a lost peer) during call `hdr`; a failure poisons the
+    /// communicator, and a timeout names the call ([`relinking_in`]).
+    fn relink_during(&mut self, hdr: &CallHeader, cause: &Error) -> Result<()> {
+        self.relink(cause).map_err(|e| self.poison(relinking_in(hdr, e)))
     }
 
     /// Runs the call collectively once; on success `buf` holds the result and it is recorded.
