@@ -16,6 +16,12 @@
 # paddlepaddle 2.6.2 is the newest PyPI release whose CPU wheel has the PS runtime (3.x's lack
 # it), with the protobuf and numpy it works with. Then every other line gets the ratio to it.
 #
+# BAGS=1 (the default) also runs the model with each example's keys as one bag, both ways:
+# TensorFlow's tf.nn.embedding_lookup_sparse (combiner mean), Warren's bagged pull and push
+# (`--bags`: the servers sum a bag's rows, and take one gradient row per example). The same
+# model and data; each bagged Warren line has its ratio to TensorFlow's bagged run and to the
+# faster of TensorFlow's two (`speedup_vs_best_tf`).
+#
 # Both are timed in steady state, after WARMUP untimed steps: TensorFlow makes its embedding
 # variable whole before the first step, Warren makes a row on its first pull, and with 65 K
 # random keys a step over 1 M keys most rows are made in the first ~50 steps. Warren is not
@@ -23,7 +29,7 @@
 # rows, more of them in the caches), so the default times it with its table full, as in a
 # long job.
 #
-#   bench/ps_sparse.sh        KEYS=1048576 WIDTH=16 BATCH=4096 FEATURES=8 TRAINERS=2 SERVERS=2 STEPS=100 WARMUP=60 PADDLE=0
+#   bench/ps_sparse.sh        KEYS=1048576 WIDTH=16 BATCH=4096 FEATURES=8 TRAINERS=2 SERVERS=2 STEPS=100 WARMUP=60 PADDLE=0 BAGS=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KEYS=${KEYS:-1048576} WIDTH=${WIDTH:-16} BATCH=${BATCH:-4096} FEATURES=${FEATURES:-8}
@@ -48,6 +54,14 @@ l=$(load); tf=$("$VENV/bin/python" bench/ps_tf.py "${ARGS[@]}" --workers "$TRAIN
 tf="${tf%\}}, \"load1\": $l}"
 tf_s=$(echo "$tf" | sed 's/.*"step_s": \([0-9.]*\).*/\1/')
 ratio() { python3 -c "print(round($1 / $2, 2))"; }
+BAGS=${BAGS:-1}
+if [ "$BAGS" = 1 ]; then
+  l=$(load); tfb=$("$VENV/bin/python" bench/ps_tf.py "${ARGS[@]}" --workers "$TRAINERS" --ps "$SERVERS" \
+    --steps "$STEPS" --warmup "$WARMUP" --bags 2>/dev/null | tail -1)
+  tfb="${tfb%\}}, \"load1\": $l}"
+  tfb_s=$(echo "$tfb" | sed 's/.*"step_s": \([0-9.]*\).*/\1/')
+  best_tf_s=$(python3 -c "print(min($tf_s, $tfb_s))")
+fi
 vs_paddle=""
 if [ "$PADDLE" = 1 ]; then
   plog=${OUT%.jsonl}-paddle.log  # Paddle's own (glog) output, kept to read a failure
@@ -65,16 +79,23 @@ if [ "$PADDLE" = 1 ]; then
 else
   echo "$tf" | tee -a "$OUT"
 fi
+[ "$BAGS" = 1 ] && echo "$tfb" | tee -a "$OUT"
 ROWS_ARGS=($((KEYS / SERVERS)) 100 "$TRAINERS" $((BATCH * FEATURES / SERVERS)) "$WIDTH")
 rows=$(cargo bench -q -p warren --bench ps_rows -- "${ROWS_ARGS[@]}" 2>/dev/null | grep '"bench":"ps_rows"')
 rows_s=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['step_ms'] * $SERVERS / 1000)" "$rows")
-for mode in async sync; do
+RUNS=("async" "sync")
+[ "$BAGS" = 1 ] && RUNS+=("async --bags" "sync --bags")
+for run in "${RUNS[@]}"; do
+  read -r mode bags <<<"$run"
   l=$(load)
   w=$(WARREN_LOG=warn "$B" bench ps --model sparse "${ARGS[@]}" --trainers "$TRAINERS" --servers "$SERVERS" \
-    --steps "$STEPS" --warmup "$WARMUP" --mode "$mode")
+    --steps "$STEPS" --warmup "$WARMUP" --mode "$mode" $bags)
   w_s=$(echo "$w" | sed 's/.*"step_s":\([0-9.]*\).*/\1/')
   extra=""
-  [ -n "$vs_paddle" ] && extra="$vs_paddle,\"speedup_vs_paddle\":$(ratio "$pd_s" "$w_s")"
+  if [ -n "$bags" ]; then
+    extra=",\"tf_bags_step_s\":$tfb_s,\"speedup_vs_tf_bags\":$(ratio "$tfb_s" "$w_s"),\"speedup_vs_best_tf\":$(ratio "$best_tf_s" "$w_s")"
+  fi
+  [ -n "$vs_paddle" ] && extra="$extra$vs_paddle,\"speedup_vs_paddle\":$(ratio "$pd_s" "$w_s")"
   floor=$(python3 -c "import json,sys,os; w=json.loads(sys.argv[1]); c=w['loopback_cpu_step_s']+$rows_s+w['model_cpu_step_s']
 f=c/os.cpu_count(); print(f',\"rows_cpu_step_s\":{$rows_s:.4f},\"floor_cpu_step_s\":{c:.4f},\"floor_step_s\":{f:.4f},\"tf_over_floor\":{$tf_s/f:.2f}')" "$w")
   echo "${w%\}},\"load1\":$l,\"tf_step_s\":$tf_s,\"speedup_vs_tf\":$(ratio "$tf_s" "$w_s")$extra$floor}" | tee -a "$OUT"

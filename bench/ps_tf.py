@@ -45,6 +45,12 @@ def main():
     p.add_argument("--steps", type=int, default=30, help="timed steps per trainer")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per trainer")
     p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument(
+        "--bags",
+        action="store_true",
+        help="look each example's keys up as one bag (tf.nn.embedding_lookup_sparse, combiner mean), "
+        "TensorFlow's own op for it, as `warren bench ps --bags` pulls sums of bags",
+    )
     a = p.parse_args()
 
     ports = free_ports(a.workers + a.ps + 1)
@@ -89,14 +95,22 @@ def coordinate(a, cluster):
         ]
         w = tf.Variable(tf.zeros([a.width, 1]), name="w")
     lr = a.lr
+    # Example e's keys are entries (e, 0..FEATURES) of a sparse tensor of ids: its bag.
+    bag_of = tf.constant([[e, f] for e in range(a.batch) for f in range(a.features)], dtype=tf.int64)
+
+    def embed(keys):
+        if not a.bags:
+            emb = tf.nn.embedding_lookup(shards, keys)  # [batch, features, width]
+            return tf.reduce_mean(emb, axis=1)
+        ids = tf.SparseTensor(bag_of, tf.reshape(keys, [-1]), [a.batch, a.features])
+        return tf.nn.embedding_lookup_sparse(shards, ids, None, combiner="mean")
 
     @tf.function
     def step():
         keys = tf.random.uniform([a.batch, a.features], maxval=a.keys, dtype=tf.int64)
         labels = tf.cast(tf.random.uniform([a.batch, 1], maxval=2, dtype=tf.int32), tf.float32)
         with tf.GradientTape() as tape:
-            emb = tf.nn.embedding_lookup(shards, keys)  # [batch, features, width]
-            logits = tf.matmul(tf.reduce_mean(emb, axis=1), w)
+            logits = tf.matmul(embed(keys), w)
             loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
         grads = tape.gradient(loss, shards + [w])
         for var, g in zip(shards, grads[:-1]):
@@ -119,6 +133,7 @@ def coordinate(a, cluster):
         "width": a.width,
         "batch": a.batch,
         "features": a.features,
+        "bags": a.bags,
         "trainers": a.workers,
         "servers": a.ps,
         "steps": a.steps,

@@ -77,6 +77,11 @@ pub struct BenchPsArgs {
     /// Sparse model: keys per example.
     #[arg(long, default_value_t = 8)]
     features: usize,
+    /// Sparse model: pull each example's keys as one bag (the sum of its rows, summed where
+    /// the rows are) and push one gradient row per example (`Pull::SparseBags`,
+    /// `Grad::SparseBags`), instead of a row per key both ways. The same model and data.
+    #[arg(long)]
+    bags: bool,
     /// Each trainer step also sleeps a random 0..M milliseconds (uneven compute).
     #[arg(long, default_value_t = 0)]
     compute_ms: u64,
@@ -105,7 +110,14 @@ pub fn run(a: &BenchPsArgs) -> warren::Result<u8> {
     let exchange = if sparse && a.uris.is_none() {
         let keys = a.batch * a.features / a.servers;
         let row = a.width as usize * 4;
-        let bytes = StepBytes { request: keys * 8, reply: keys * row, push: keys * (8 + row) };
+        let bytes = if a.bags {
+            // The bags with a key at a server: all but those whose keys all went elsewhere.
+            let elsewhere = (1.0 - 1.0 / a.servers as f64).powi(a.features as i32);
+            let bags = (a.batch as f64 * (1.0 - elsewhere)).round() as usize;
+            StepBytes { request: (keys + bags) * 8, reply: bags * row, push: (keys + bags) * 8 + bags * row }
+        } else {
+            StepBytes { request: keys * 8, reply: keys * row, push: keys * (8 + row) }
+        };
         Some(bench_loopback::exchange(a.trainers as usize, a.servers, bytes, a.steps as usize)?)
     } else {
         None
@@ -127,8 +139,8 @@ pub fn run(a: &BenchPsArgs) -> warren::Result<u8> {
         });
         let model = format!(",\"model_cpu_step_s\":{:.4}", sparse_model_cpu_s(a));
         println!(
-            "{{\"bench\":\"ps_sparse\",\"keys\":{},\"width\":{},\"batch\":{},\"features\":{},{common}{reference}{model}}}",
-            a.keys, a.width, a.batch, a.features
+            "{{\"bench\":\"ps_sparse\",\"keys\":{},\"width\":{},\"batch\":{},\"features\":{},\"bags\":{},{common}{reference}{model}}}",
+            a.keys, a.width, a.batch, a.features, a.bags
         );
         return Ok(0);
     }
@@ -315,17 +327,42 @@ impl SparseModel {
             for row in example.chunks_exact(width) {
                 self.h.iter_mut().zip(row).for_each(|(x, v)| *x += v / features as f32);
             }
-            let z: f32 = self.h.iter().zip(w).map(|(x, y)| x * y).sum();
-            let g = (1.0 / (1.0 + (-z).exp()) - label) / self.batch as f32;
-            g_w.iter_mut().zip(&self.h).for_each(|(d, x)| *d += g * x);
             // Every key of the example gets the same gradient row: computed once, copied.
             let at = g_rows.len();
-            g_rows.extend(w.iter().map(|y| g * y / features as f32));
+            self.example_gradient(w, *label, g_w, &mut g_rows);
             for _ in 1..features {
                 g_rows.extend_from_within(at..at + width);
             }
         }
         g_rows
+    }
+
+    /// [`gradients`](Self::gradients) given each example's sum of rows (a bagged pull): one
+    /// gradient row per example, which counts for each of its keys (a bagged push).
+    fn bag_gradients(&mut self, sums: &[f32], w: &[f32], labels: &[f32], g_w: &mut [f32]) -> Vec<f32> {
+        let mut g_rows = Vec::with_capacity(sums.len());
+        g_w.fill(0.0);
+        for (sum, label) in sums.chunks_exact(self.width).zip(labels) {
+            let features = self.features as f32;
+            self.h.iter_mut().zip(sum).for_each(|(x, v)| *x = v / features);
+            self.example_gradient(w, *label, g_w, &mut g_rows);
+        }
+        g_rows
+    }
+
+    /// The loss's gradient for one example of mean row `self.h` and label `label`: adds the
+    /// weight's to `g_w` and appends the row every key of the example gets to `g_rows`.
+    fn example_gradient(&self, w: &[f32], label: f32, g_w: &mut [f32], g_rows: &mut Vec<f32>) {
+        let features = self.features as f32;
+        let z: f32 = self.h.iter().zip(w).map(|(x, y)| x * y).sum();
+        let g = (1.0 / (1.0 + (-z).exp()) - label) / self.batch as f32;
+        g_w.iter_mut().zip(&self.h).for_each(|(d, x)| *d += g * x);
+        g_rows.extend(w.iter().map(|y| g * y / features));
+    }
+
+    /// Where each example's keys end in a batch's keys (its bags).
+    fn ends(&self) -> Vec<u64> {
+        (1..=self.batch as u64).map(|e| e * self.features as u64).collect()
     }
 }
 
@@ -337,11 +374,17 @@ fn sparse_model_cpu_s(a: &BenchPsArgs) -> f64 {
     let w: Vec<f32> = (0..width).map(|i| i as f32 * 1e-3).collect();
     let mut g_w = vec![0f32; width];
     let mut models: Vec<SparseModel> = (0..a.trainers).map(|t| SparseModel::new(t, a)).collect();
+    let sums = &rows[..a.batch * width];
     let started = process_cpu_s();
     for n in 0..a.steps {
         for m in &mut models {
             let (keys, labels) = m.batch(n);
-            std::hint::black_box((keys, m.gradients(&rows, &w, &labels, &mut g_w)));
+            let g_rows = if a.bags {
+                m.bag_gradients(sums, &w, &labels, &mut g_w)
+            } else {
+                m.gradients(&rows, &w, &labels, &mut g_w)
+            };
+            std::hint::black_box((keys, g_rows));
         }
     }
     (process_cpu_s() - started) / a.steps as f64
@@ -356,8 +399,22 @@ fn sparse_step(t: u32, a: &BenchPsArgs) -> impl FnMut(&mut PsClient, u64) -> war
     let mut g_w = vec![0f32; model.width];
     let mut rows = vec![0f32; a.batch * a.features * model.width];
     let mut w = vec![0f32; model.width];
+    let (bags, ends) = (a.bags, model.ends());
+    let mut sums = vec![0f32; a.batch * model.width];
     move |c, n| {
         let (ex, labels) = model.batch(n);
+        if bags {
+            let range = 0..w.len() as u64;
+            c.pull(&mut [
+                Pull::SparseBags { table: "emb", keys: &ex, ends: &ends, out: &mut sums },
+                Pull::Dense { table: "w", range, out: &mut w },
+            ])?;
+            let g_bags = model.bag_gradients(&sums, &w, &labels, &mut g_w);
+            return c.push(&[
+                Grad::SparseBags { table: "emb".into(), keys: ex, ends: ends.clone(), values: g_bags },
+                Grad::Dense { table: "w".into(), offset: 0, values: g_w.clone() },
+            ]);
+        }
         // Both tables in one round trip.
         let range = 0..w.len() as u64;
         c.pull(&mut [

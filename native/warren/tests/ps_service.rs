@@ -108,6 +108,126 @@ fn a_pull_of_several_tables_fills_each_buffer_as_its_own_pull_would() {
     assert_eq!(after, held, "nothing was sent: no row was created for key 1 << 50");
 }
 
+/// A job with one sparse table of random initial rows, for bagged pulls and pushes.
+fn bag_job() -> JobSpec {
+    JobSpec {
+        trainers: 1,
+        joining: Vec::new(),
+        mode: Mode::Sync,
+        tables: vec![TableSpec {
+            name: "emb".into(),
+            kind: TableKind::Sparse { width: 3 },
+            init: Init::Uniform { scale: 0.5, seed: 7 },
+            optimizer: Optimizer::sgd(0.25),
+        }],
+    }
+}
+
+/// A bagged pull gives each bag the sum of its rows, as the rows pulled one by one summed by
+/// hand give it (each server's keys of the bag from zero in key order, those sums added in
+/// server order, from zero); a bagged push changes the model bit for bit as pushing each
+/// key its bag's row does, over three servers, for bags with repeated keys, keys repeated
+/// across bags and an empty bag. Bad bags are refused before anything is sent.
+#[test]
+fn a_bagged_pull_sums_its_rows_and_a_bagged_push_equals_its_rows_one_by_one() {
+    let servers_of = 3;
+    let (_bagged_servers, bagged_uris) = servers(servers_of);
+    let (_plain_servers, plain_uris) = servers(servers_of);
+    let mut bagged = PsClient::connect(&bagged_uris, SECRET, Some(0), opts()).unwrap();
+    let mut plain = PsClient::connect(&plain_uris, SECRET, Some(0), opts()).unwrap();
+    bagged.define(&bag_job()).unwrap();
+    plain.define(&bag_job()).unwrap();
+    let width = 3;
+    // Bags of 0 to 6 keys out of 40, some keys twice in a bag or in two bags.
+    let lens = [3usize, 6, 0, 1, 5, 2, 6, 4];
+    let ends: Vec<u64> = lens
+        .iter()
+        .scan(0u64, |at, &n| {
+            *at += n as u64;
+            Some(*at)
+        })
+        .collect();
+    for step in 0..3u64 {
+        let keys: Vec<u64> =
+            (0..*ends.last().unwrap()).map(|i| warren::ps::mix(i * 31 + step * 7) % 40 * 1_000_003).collect();
+        let mut sums = vec![f32::NAN; lens.len() * width];
+        bagged.pull(&mut [Pull::SparseBags { table: "emb", keys: &keys, ends: &ends, out: &mut sums }]).unwrap();
+        let rows = plain.pull_sparse("emb", &keys).unwrap();
+        assert_eq!(bagged.pull_sparse("emb", &keys).unwrap(), rows, "step {step}: the same model");
+        let mut start = 0;
+        for (b, &end) in ends.iter().enumerate() {
+            let mut want = vec![0f32; width];
+            for s in 0..servers_of {
+                let mine: Vec<usize> =
+                    (start..end as usize).filter(|&i| sparse_server(keys[i], servers_of) == s).collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let mut part = vec![0f32; width];
+                for i in mine {
+                    part.iter_mut().zip(&rows[i * width..(i + 1) * width]).for_each(|(a, v)| *a += v);
+                }
+                want.iter_mut().zip(&part).for_each(|(a, v)| *a += v);
+            }
+            let got = &sums[b * width..(b + 1) * width];
+            assert_eq!(
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "step {step} bag {b}"
+            );
+            start = end as usize;
+        }
+        assert_eq!(&sums[2 * width..3 * width], &[0.0; 3], "an empty bag sums to zeros");
+
+        let bag_rows: Vec<f32> = (0..lens.len() * width).map(|i| (i as f32 - 7.5) * 0.125 + step as f32).collect();
+        let per_key: Vec<f32> = (0..lens.len())
+            .flat_map(|b| std::iter::repeat_n(&bag_rows[b * width..(b + 1) * width], lens[b]).flatten().copied())
+            .collect();
+        bagged
+            .push(&[Grad::SparseBags { table: "emb".into(), keys: keys.clone(), ends: ends.clone(), values: bag_rows }])
+            .unwrap();
+        plain.push(&[Grad::Sparse { table: "emb".into(), keys: keys.clone(), values: per_key }]).unwrap();
+        let (after_bagged, after_plain) =
+            (bagged.pull_sparse("emb", &keys).unwrap(), plain.pull_sparse("emb", &keys).unwrap());
+        assert_ne!(after_plain, rows, "step {step}: the push moved the rows");
+        assert_eq!(
+            after_bagged.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            after_plain.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "step {step}"
+        );
+    }
+
+    let held: usize = bagged.status().unwrap().iter().map(|s| s.rows).sum();
+    let mut out = vec![0f32; 2 * width];
+    let e = bagged
+        .pull(&mut [Pull::SparseBags { table: "emb", keys: &[1 << 50, 3], ends: &[1], out: &mut out[..width] }])
+        .unwrap_err();
+    assert!(e.to_string().contains("bags of table \"emb\": the last bag ends at key 1, but there are 2 keys"), "{e}");
+    let e = bagged
+        .pull(&mut [Pull::SparseBags { table: "emb", keys: &[1 << 50, 3], ends: &[2, 1], out: &mut out }])
+        .unwrap_err();
+    assert!(e.to_string().contains("bag 1 ends at key 1, before bag 0 ends (at 2)"), "{e}");
+    let e = bagged
+        .pull(&mut [Pull::SparseBags { table: "emb", keys: &[1 << 50, 3], ends: &[2], out: &mut out }])
+        .unwrap_err();
+    assert!(e.to_string().contains("a buffer of 6 floats for 1 bags of width 3"), "{e}");
+    let grad = Grad::SparseBags { table: "emb".into(), keys: vec![1 << 50], ends: vec![1], values: vec![1.0; 6] };
+    let e = bagged.push(&[grad]).unwrap_err();
+    assert!(e.to_string().contains("6 floats for 1 bags of width 3"), "{e}");
+    let after: usize = bagged.status().unwrap().iter().map(|s| s.rows).sum();
+    assert_eq!(after, held, "nothing was sent: no row was created for key 1 << 50");
+
+    // The server refuses bad bags a client sends it anyway, and keeps serving.
+    let mut s = raw(&bagged_uris[0]);
+    assert!(matches!(ask(&mut s, &Request::Hello { trainer: None }), Reply::Hello { .. }));
+    let on_0: u64 = (0..).find(|&k| sparse_server(k, servers_of) == 0).unwrap();
+    let piece = PullPiece::SparseBags { table: "emb".into(), keys: vec![on_0], ends: vec![3] };
+    let m = error_text(ask(&mut s, &Request::Pull { pieces: vec![piece] }));
+    assert!(m.contains("the last bag ends at key 3, but there are 1 keys"), "{m}");
+    assert!(matches!(ask(&mut s, &Request::Status), Reply::Status { .. }));
+    bagged.leave().unwrap();
+}
+
 #[test]
 fn sync_training_over_two_servers_gives_the_sums_worked_out_by_hand() {
     let (_servers, uris) = servers(2);

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use log::info;
 
+use super::bags;
 use super::consistency::Mode;
 use super::failpoint::{self, FailPoint};
 use super::link::{Link, Session};
@@ -307,6 +308,12 @@ impl PsClient {
     /// outside its table, a buffer of the wrong size) fails before anything is sent.
     pub fn pull(&mut self, pulls: &mut [Pull<'_>]) -> Result<()> {
         let mut plans = self.plan_pull(pulls)?;
+        // A bag's sum is its servers' sums added in server order, from zero.
+        for p in pulls.iter_mut() {
+            if let Pull::SparseBags { out, .. } = p {
+                out.fill(0.0);
+            }
+        }
         let reqs = plans
             .iter_mut()
             .map(|p| (!p.pieces.is_empty()).then(|| Request::Pull { pieces: std::mem::take(&mut p.pieces) }))
@@ -372,6 +379,25 @@ impl PsClient {
                         if !keys.is_empty() {
                             plan.pieces.push(PullPiece::Sparse { table: (*table).into(), keys });
                             plan.places.push((j, Place::Rows { width, to }));
+                        }
+                    }
+                }
+                Pull::SparseBags { table, keys, ends, out } => {
+                    let width = self.sparse_width(table)?;
+                    bags::check(table, keys, ends)?;
+                    if out.len() != ends.len() * width {
+                        return Err(Error::InvalidArgument(format!(
+                            "a buffer of {} floats for {} bags of width {width} of table {table:?}",
+                            out.len(),
+                            ends.len()
+                        )));
+                    }
+                    for (plan, mine) in plans.iter_mut().zip(bags::split(keys, ends, n)) {
+                        if !mine.keys.is_empty() {
+                            let piece =
+                                PullPiece::SparseBags { table: (*table).into(), keys: mine.keys, ends: mine.ends };
+                            plan.pieces.push(piece);
+                            plan.places.push((j, Place::BagSums { width, to: mine.bags }));
                         }
                     }
                 }
@@ -510,6 +536,32 @@ impl PsClient {
                         } else {
                             mine.push(Grad::Sparse { table: table.clone(), keys, values });
                         }
+                    }
+                }
+                (Grad::SparseBags { table, keys, ends, values }, TableKind::Sparse { width }) => {
+                    let w = *width as usize;
+                    bags::check(table, keys, ends)?;
+                    if values.len() != ends.len() * w {
+                        return Err(Error::InvalidArgument(format!(
+                            "gradient of table {table:?}: {} floats for {} bags of width {w}",
+                            values.len(),
+                            ends.len()
+                        )));
+                    }
+                    for (mine, part) in per.iter_mut().zip(bags::split(keys, ends, n)) {
+                        if part.keys.is_empty() {
+                            continue;
+                        }
+                        let mut v = pool::FLOATS.take(part.bags.len() * w);
+                        for &b in &part.bags {
+                            v.extend_from_slice(&values[b * w..(b + 1) * w]);
+                        }
+                        mine.push(Grad::SparseBags {
+                            table: table.clone(),
+                            keys: part.keys,
+                            ends: part.ends,
+                            values: v,
+                        });
                     }
                 }
                 (g, _) => {
@@ -740,12 +792,27 @@ pub enum Pull<'a> {
         /// Where they go.
         out: &'a mut [f32],
     },
+    /// The sum of each bag's rows of a sparse table, into `out` (`ends.len()` rows of the
+    /// table's width, bag by bag): an embedding bag. Bag `b` holds the keys
+    /// `ends[b - 1]..ends[b]` of `keys` (bag 0 from 0); an empty bag sums to zeros. Each
+    /// server sums its keys of a bag and sends one row per bag, not one per key; the sums
+    /// of a bag are added in server order. Push its gradient with [`Grad::SparseBags`].
+    SparseBags {
+        /// The table.
+        table: &'a str,
+        /// The rows' keys, bag by bag.
+        keys: &'a [u64],
+        /// Where each bag ends in `keys`.
+        ends: &'a [u64],
+        /// Where the sums go.
+        out: &'a mut [f32],
+    },
 }
 
 impl Pull<'_> {
     fn out(&mut self) -> &mut [f32] {
         match self {
-            Pull::Dense { out, .. } | Pull::Sparse { out, .. } => out,
+            Pull::Dense { out, .. } | Pull::Sparse { out, .. } | Pull::SparseBags { out, .. } => out,
         }
     }
 }
@@ -772,6 +839,7 @@ impl ServerPull {
             match place {
                 Place::Span(span) => values.copy_to(at, &mut out[span.clone()]),
                 Place::Rows { width, to } => values.scatter_rows(at, *width, to, out),
+                Place::BagSums { width, to } => values.add_rows(at, *width, to, out),
             }
             at += place.len();
         }
@@ -784,6 +852,9 @@ enum Place {
     Span(Range<usize>),
     /// Rows of `width`: the piece's row `i` is the buffer's row `to[i]`.
     Rows { width: usize, to: Vec<usize> },
+    /// Sums of bags' rows, of `width`: the piece's row `i` is added to the buffer's row
+    /// `to[i]`.
+    BagSums { width: usize, to: Vec<usize> },
 }
 
 impl Place {
@@ -791,7 +862,7 @@ impl Place {
     fn len(&self) -> usize {
         match self {
             Place::Span(span) => span.len(),
-            Place::Rows { width, to } => width * to.len(),
+            Place::Rows { width, to } | Place::BagSums { width, to } => width * to.len(),
         }
     }
 }

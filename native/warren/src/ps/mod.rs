@@ -10,6 +10,7 @@
 //! - `shard.rs`: [`Shard`], one server's share of every table: pulls, checks of pushed
 //!   [`Grad`]ients, and batches of pushes summed in the order given and applied once;
 //!   `rows.rs`: a sparse table's rows in one arena, and their flat per-batch sums;
+//!   `bags.rs`: bags of keys, pulled and pushed as sums of rows (an embedding bag);
 //!   `key_index.rs`: their index, key to row, looked up a batch at a time.
 //! - `consistency.rs`: [`Clocks`], the state machine deciding when pushes are applied and
 //!   pulls answered ([`Mode`]: sync, async, SSP(k)), with property tests; pushes are
@@ -33,6 +34,7 @@
 //!   `/trainer/<id>` with a lease and wait for every server).
 
 mod arena;
+mod bags;
 mod checkpoint;
 mod client;
 mod consistency;

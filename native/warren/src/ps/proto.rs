@@ -72,6 +72,11 @@ pub(crate) fn push_parts(req: &Request) -> Option<Parts<'_>> {
                 arrays.push(bytemuck::cast_slice(keys));
                 arrays.push(bytemuck::cast_slice(values));
             }
+            Grad::SparseBags { keys, ends, values, .. } => {
+                arrays.push(bytemuck::cast_slice(keys));
+                arrays.push(bytemuck::cast_slice(ends));
+                arrays.push(bytemuck::cast_slice(values));
+            }
         }
     }
     Some(Parts { prefix, arrays, header })
@@ -175,13 +180,27 @@ pub enum PullPiece {
         #[serde(with = "super::floats::u64s")]
         keys: Vec<u64>,
     },
+    /// The sum of each bag's rows of a sparse table (see [`bags`](super::bags)), bag by
+    /// bag; rows created if new.
+    SparseBags {
+        /// The table.
+        table: String,
+        /// The keys, bag by bag.
+        #[serde(with = "super::floats::u64s")]
+        keys: Vec<u64>,
+        /// Where each bag ends in `keys`.
+        #[serde(with = "super::floats::u64s")]
+        ends: Vec<u64>,
+    },
 }
 
 impl PullPiece {
     /// The table pulled from.
     pub fn table(&self) -> &str {
         match self {
-            PullPiece::Dense { table, .. } | PullPiece::Sparse { table, .. } => table,
+            PullPiece::Dense { table, .. } | PullPiece::Sparse { table, .. } | PullPiece::SparseBags { table, .. } => {
+                table
+            }
         }
     }
 }
@@ -316,6 +335,18 @@ impl ReceivedFloats {
         let rows = self.bytes(at, to.len() * width).chunks_exact(4 * width);
         for (row, &at) in rows.zip(to) {
             super::floats::copy_f32s(row, &mut out[at * width..(at + 1) * width]);
+        }
+    }
+
+    /// Adds `to.len()` rows of `width` values, from value `at` on, row `i` to row `to[i]` of
+    /// `out` (as a bagged pull adds one server's sums of bags to the caller's). Every `to[i]`
+    /// must be a row of `out`.
+    pub fn add_rows(&self, at: usize, width: usize, to: &[usize], out: &mut [f32]) {
+        let rows = self.bytes(at, to.len() * width).chunks_exact(4 * width);
+        for (row, &at) in rows.zip(to) {
+            for (o, v) in out[at * width..(at + 1) * width].iter_mut().zip(row.chunks_exact(4)) {
+                *o += f32::from_le_bytes(v.try_into().expect("4 bytes"));
+            }
         }
     }
 

@@ -215,6 +215,32 @@ impl Rows {
         self.located.remember(keys, rows);
     }
 
+    /// The sum of each bag's rows (`keys` cut by `ends`, see [`bags`](super::bags)), bag by
+    /// bag, to `emit`: `0.0`, plus the bag's rows in the order of its keys (an empty bag,
+    /// zeros). Rows that are new are created, as by [`Rows::pull`].
+    pub fn pull_sums(&mut self, keys: &[u64], ends: &[u64], init: Init, opt: &Optimizer, mut emit: impl FnMut(&[f32])) {
+        let (w, stride) = (self.width, self.stride);
+        let mut rows = Vec::new();
+        self.locate(keys, init, opt, &mut rows);
+        let mut acc = vec![0f32; w];
+        let mut start = 0;
+        for &end in ends {
+            acc.fill(0.0);
+            for i in start..end as usize {
+                if let Some(&ahead) = rows.get(i + PREFETCH_AHEAD) {
+                    prefetch(&self.data[ahead as usize * stride]);
+                }
+                let at = rows[i] as usize * stride;
+                for (a, v) in acc.iter_mut().zip(&self.data[at..at + w]) {
+                    *a += v;
+                }
+            }
+            emit(&acc);
+            start = end as usize;
+        }
+        self.located.remember(keys, rows);
+    }
+
     /// Whether `keys` are exactly the keys of a remembered pull (see [`Located`]): a push of
     /// the keys a trainer pulled, whose keys were checked when they were pulled.
     pub fn pulled(&self, keys: &[u64]) -> bool {
@@ -226,6 +252,33 @@ impl Rows {
     /// order given (a row given once, that row). `values` is read again when the sums are
     /// applied.
     pub fn sum<'g>(&mut self, keys: &[u64], values: &'g [f32], init: Init, opt: &Optimizer, sums: &mut RowSums<'g>) {
+        self.sum_by(keys, values, 0..keys.len(), init, opt, sums);
+    }
+
+    /// [`Rows::sum`] of a bagged gradient: `values` holds one gradient row per bag of `keys`
+    /// (cut by `ends`, see [`bags`](super::bags)), which counts for every key of the bag.
+    pub fn sum_bags<'g>(
+        &mut self,
+        keys: &[u64],
+        ends: &[u64],
+        values: &'g [f32],
+        init: Init,
+        opt: &Optimizer,
+        sums: &mut RowSums<'g>,
+    ) {
+        self.sum_by(keys, values, super::bags::bag_of_each_key(ends), init, opt, sums);
+    }
+
+    /// Adds to `sums`, for each of `keys` in order, gradient row `grad_rows[i]` of `values`.
+    fn sum_by<'g>(
+        &mut self,
+        keys: &[u64],
+        values: &'g [f32],
+        grad_rows: impl Iterator<Item = usize>,
+        init: Init,
+        opt: &Optimizer,
+        sums: &mut RowSums<'g>,
+    ) {
         let w = self.width;
         let rows = match self.located.take(keys) {
             Some(rows) => rows,
@@ -237,16 +290,17 @@ impl Rows {
         };
         let grads = u32::try_from(sums.given.len()).expect("fewer than 2^32 gradients in a batch");
         sums.given.push(values);
-        for (i, (&r, g)) in rows.iter().zip(values.chunks_exact(w)).enumerate() {
+        for (i, (&r, at)) in rows.iter().zip(grad_rows).enumerate() {
             if let Some(&ahead) = rows.get(i + PREFETCH_AHEAD) {
                 prefetch(&self.meta[ahead as usize]);
             }
+            let g = &values[at * w..(at + 1) * w];
             let r = r as usize;
             let s = match self.meta[r].slot {
                 NO_SLOT => {
                     self.meta[r].slot = sums.rows.len() as u32;
                     sums.rows.push(r as u32);
-                    sums.from.push(SumOf::Given { grads, at: i as u32 });
+                    sums.from.push(SumOf::Given { grads, at: at as u32 });
                     continue;
                 }
                 s => s as usize,

@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use super::bags;
 use super::proto::PullPiece;
 use super::rows::{RowSums, Rows};
 use super::table::{KeySpread, TableKind, TableSpec, dense_range, initial, sparse_server};
@@ -38,20 +39,38 @@ pub enum Grad {
         #[serde(with = "super::floats")]
         values: Vec<f32>,
     },
+    /// A gradient of sums of rows of a sparse table (see [`bags`](super::bags)): `values`
+    /// holds one row of the table's width per bag of `keys` (cut by `ends`), which counts for
+    /// every key of the bag; a key given twice has its rows summed.
+    SparseBags {
+        /// The table.
+        table: String,
+        /// Row keys, bag by bag.
+        #[serde(with = "super::floats::u64s")]
+        keys: Vec<u64>,
+        /// Where each bag ends in `keys`.
+        #[serde(with = "super::floats::u64s")]
+        ends: Vec<u64>,
+        /// A row per bag, concatenated.
+        #[serde(with = "super::floats")]
+        values: Vec<f32>,
+    },
 }
 
 impl Grad {
     /// Gives its buffer back to the [pool](crate::wire::pool), once it is not needed.
     pub fn recycle(self) {
         match self {
-            Grad::Dense { values, .. } | Grad::Sparse { values, .. } => pool::FLOATS.give(values),
+            Grad::Dense { values, .. } | Grad::Sparse { values, .. } | Grad::SparseBags { values, .. } => {
+                pool::FLOATS.give(values)
+            }
         }
     }
 
     /// The table it is for.
     pub fn table(&self) -> &str {
         match self {
-            Grad::Dense { table, .. } | Grad::Sparse { table, .. } => table,
+            Grad::Dense { table, .. } | Grad::Sparse { table, .. } | Grad::SparseBags { table, .. } => table,
         }
     }
 }
@@ -201,10 +220,15 @@ impl Shard {
                     self.check_keys(table, t, keys)?;
                     keys.len() * rows.width()
                 }
+                (PullPiece::SparseBags { table, keys, ends }, Part::Sparse { rows }) => {
+                    bags::check(table, keys, ends)?;
+                    self.check_keys(table, t, keys)?;
+                    ends.len() * rows.width()
+                }
                 (PullPiece::Dense { table, .. }, _) => {
                     return Err(Error::InvalidArgument(format!("table {table:?} is sparse: pull it by keys")));
                 }
-                (PullPiece::Sparse { table, .. }, _) => {
+                (PullPiece::Sparse { table, .. } | PullPiece::SparseBags { table, .. }, _) => {
                     return Err(Error::InvalidArgument(format!("table {table:?} is dense: pull it by range")));
                 }
             };
@@ -229,6 +253,9 @@ impl Shard {
                 }
                 (PullPiece::Sparse { keys, .. }, Part::Sparse { rows }) => {
                     rows.pull_each(keys, spec.init, &spec.optimizer, &mut emit);
+                }
+                (PullPiece::SparseBags { keys, ends, .. }, Part::Sparse { rows }) => {
+                    rows.pull_sums(keys, ends, spec.init, &spec.optimizer, &mut emit);
                 }
                 _ => unreachable!("pieces checked by pull_len"),
             }
@@ -293,6 +320,21 @@ impl Shard {
                         self.check_keys(table, t, keys)?;
                     }
                 }
+                (Grad::SparseBags { table, keys, ends, values }, Part::Sparse { rows }) => {
+                    bags::check(table, keys, ends)?;
+                    let width = rows.width();
+                    if values.len() != ends.len() * width {
+                        return Err(Error::InvalidArgument(format!(
+                            "gradient of table {table:?}: {} floats for {} bags of width {width} (expected {})",
+                            values.len(),
+                            ends.len(),
+                            ends.len() * width
+                        )));
+                    }
+                    if !rows.pulled(keys) {
+                        self.check_keys(table, t, keys)?;
+                    }
+                }
                 (g, _) => {
                     let (is, push) =
                         if matches!(g, Grad::Dense { .. }) { ("sparse", "dense") } else { ("dense", "sparse") };
@@ -324,10 +366,17 @@ impl Shard {
                 if whole[t].is_some() {
                     continue;
                 }
-                if let (Grad::Sparse { .. }, Part::Sparse { .. }, None) = (g, &self.parts[t], &sums[t]) {
+                if let (Grad::Sparse { .. } | Grad::SparseBags { .. }, Part::Sparse { .. }, None) =
+                    (g, &self.parts[t], &sums[t])
+                {
                     // Room for every key of this table in the batch.
                     let keys = batch.iter().flat_map(|gs| gs.iter()).filter(|h| h.table() == g.table());
-                    let n = keys.map(|h| if let Grad::Sparse { keys, .. } = h { keys.len() } else { 0 }).sum();
+                    let n = keys
+                        .map(|h| match h {
+                            Grad::Sparse { keys, .. } | Grad::SparseBags { keys, .. } => keys.len(),
+                            Grad::Dense { .. } => 0,
+                        })
+                        .sum();
                     sums[t] = Some(Sum::Sparse(RowSums::with_capacity(n)));
                 }
                 self.add(&mut sums[t], t, g);
@@ -415,6 +464,10 @@ impl Shard {
             (Grad::Sparse { keys, values, .. }, Part::Sparse { rows }) => {
                 let Some(Sum::Sparse(acc)) = sum else { unreachable!("made by apply") };
                 rows.sum(keys, values, spec.init, &spec.optimizer, acc);
+            }
+            (Grad::SparseBags { keys, ends, values, .. }, Part::Sparse { rows }) => {
+                let Some(Sum::Sparse(acc)) = sum else { unreachable!("made by apply") };
+                rows.sum_bags(keys, ends, values, spec.init, &spec.optimizer, acc);
             }
             _ => unreachable!("checked gradients"),
         }
