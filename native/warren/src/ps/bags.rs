@@ -66,16 +66,22 @@ pub(crate) fn split(keys: &[u64], ends: &[u64], servers: usize) -> Vec<ServerBag
             bags: Vec::with_capacity(bag_cap),
         })
         .collect();
+    // The servers the bag being split has keys at.
+    let mut touched: Vec<usize> = Vec::with_capacity(servers);
     let mut start = 0;
     for (b, &end) in ends.iter().enumerate() {
         for &k in &keys[start..end as usize] {
-            let mine = &mut per[spread.server(k)];
+            let s = spread.server(k);
+            let mine = &mut per[s];
             if mine.bags.last() != Some(&b) {
                 mine.bags.push(b);
-                mine.ends.push(0);
+                touched.push(s);
             }
             mine.keys.push(k);
-            *mine.ends.last_mut().expect("pushed above") = mine.keys.len() as u64;
+        }
+        for s in touched.drain(..) {
+            let mine = &mut per[s];
+            mine.ends.push(mine.keys.len() as u64);
         }
         start = end as usize;
     }

@@ -91,6 +91,18 @@ pub struct PsClient {
     fail_at: Vec<(u64, FailPoint)>,
     /// Finds a restarted server's address again, if set.
     resolve: Option<Resolver>,
+    /// The split of the last bagged pull, for the push of its gradient.
+    bag_split: Option<BagSplit>,
+}
+
+/// A bagged pull's keys and bags, and their split over the servers: a step pushes the
+/// gradient of the bags it pulled, so its push takes this split instead of making it again.
+#[derive(Debug)]
+struct BagSplit {
+    table: String,
+    keys: Vec<u64>,
+    ends: Vec<u64>,
+    per: Vec<bags::ServerBags>,
 }
 
 impl PsClient {
@@ -139,6 +151,7 @@ impl PsClient {
             cancel,
             fail_at: Vec::new(),
             resolve: None,
+            bag_split: None,
         };
         let replies = c.call_by(deadline, (0..uris.len()).map(|_| Some(Request::Hello { trainer })).collect(), None)?;
         let mut clocks = Vec::new();
@@ -340,7 +353,7 @@ impl PsClient {
     }
 
     /// Each server's share of `pulls`, once each pull is checked.
-    fn plan_pull(&self, pulls: &[Pull<'_>]) -> Result<Vec<ServerPull>> {
+    fn plan_pull(&mut self, pulls: &[Pull<'_>]) -> Result<Vec<ServerPull>> {
         let n = self.servers();
         let mut plans: Vec<ServerPull> = (0..n).map(|_| ServerPull::default()).collect();
         for (j, p) in pulls.iter().enumerate() {
@@ -392,14 +405,16 @@ impl PsClient {
                             ends.len()
                         )));
                     }
-                    for (plan, mine) in plans.iter_mut().zip(bags::split(keys, ends, n)) {
+                    let per = bags::split(keys, ends, n);
+                    for (plan, mine) in plans.iter_mut().zip(&per) {
                         if !mine.keys.is_empty() {
-                            let piece =
-                                PullPiece::SparseBags { table: (*table).into(), keys: mine.keys, ends: mine.ends };
-                            plan.pieces.push(piece);
-                            plan.places.push((j, Place::BagSums { width, to: mine.bags }));
+                            let (keys, ends) = (mine.keys.clone(), mine.ends.clone());
+                            plan.pieces.push(PullPiece::SparseBags { table: (*table).into(), keys, ends });
+                            plan.places.push((j, Place::BagSums { width, to: mine.bags.clone() }));
                         }
                     }
+                    let table = (*table).to_string();
+                    self.bag_split = Some(BagSplit { table, keys: keys.to_vec(), ends: ends.to_vec(), per });
                 }
             }
         }
@@ -489,7 +504,7 @@ impl PsClient {
     }
 
     /// Splits gradients into each server's share.
-    fn split(&self, grads: &[Grad]) -> Result<Vec<Vec<Grad>>> {
+    fn split(&mut self, grads: &[Grad]) -> Result<Vec<Vec<Grad>>> {
         let n = self.servers();
         let mut per: Vec<Vec<Grad>> = vec![Vec::new(); n];
         for g in grads {
@@ -548,7 +563,11 @@ impl PsClient {
                             ends.len()
                         )));
                     }
-                    for (mine, part) in per.iter_mut().zip(bags::split(keys, ends, n)) {
+                    let parts = match self.bag_split.take() {
+                        Some(last) if last.table == *table && last.keys == *keys && last.ends == *ends => last.per,
+                        _ => bags::split(keys, ends, n),
+                    };
+                    for (mine, part) in per.iter_mut().zip(parts) {
                         if part.keys.is_empty() {
                             continue;
                         }
