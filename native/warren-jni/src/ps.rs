@@ -539,12 +539,30 @@ impl Entries {
     }
 }
 
-/// Entry `i`'s keys (`None`: a dense entry).
+/// Entry `i`'s keys (`None`: a dense entry), or its bags' ends (`None`: not bagged).
 fn entry_keys(env: &mut Env<'_>, keys: &JObjectArray<'_, JLongArray<'_>>, i: usize) -> JniResult<Option<Vec<u64>>> {
     let k = keys.get_element(env, i)?;
     let out = if k.is_null() { None } else { Some(whole(env, &k, "keys")?.into_iter().map(|k| k as u64).collect()) };
     env.delete_local_ref(k);
     Ok(out)
+}
+
+/// A sparse entry's keys and, if it is bagged, its bags' ends.
+type SparseEntry = (Vec<u64>, Option<Vec<u64>>);
+
+/// Entry `i`'s keys and, if it is bagged, its bags' ends (`None`: a dense entry).
+fn entry_sparse(
+    env: &mut Env<'_>,
+    keys: &JObjectArray<'_, JLongArray<'_>>,
+    ends: &JObjectArray<'_, JLongArray<'_>>,
+    i: usize,
+) -> JniResult<Option<SparseEntry>> {
+    let (k, e) = (entry_keys(env, keys, i)?, entry_keys(env, ends, i)?);
+    match (k, e) {
+        (Some(k), e) => Ok(Some((k, e))),
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(argument("bags' ends without keys".into())),
+    }
 }
 
 /// Where one pull of [`clientPull`](Java_io_warren_ps_PsNative_clientPull) goes: straight
@@ -557,7 +575,8 @@ enum PullOut<'b> {
 
 /// Pulls several tables in one round trip, entry `i` of the parallel arrays being one
 /// table's: dense if `keys[i]` is null (elements `starts[i]..starts[i] + counts[i]`), else
-/// sparse (rows of `keys[i]`, `counts[i]` floats); into `arrays[i]` from `positions[i]`, or
+/// sparse (rows of `keys[i]`, `counts[i]` floats; if `ends[i]` is not null, the sum of each
+/// bag's rows, bag `b` ending at key `ends[i][b]`); into `arrays[i]` from `positions[i]`, or
 /// into the direct buffer `buffers[i]` if `arrays[i]` is null. Bad input, direct buffers
 /// pulled into where they overlap included, fails before anything is sent.
 #[unsafe(no_mangle)]
@@ -569,6 +588,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
     tables: JObjectArray<'l, JString<'l>>,
     starts: JLongArray<'l>,
     keys: JObjectArray<'l, JLongArray<'l>>,
+    ends: JObjectArray<'l, JLongArray<'l>>,
     arrays: JObjectArray<'l, JFloatArray<'l>>,
     buffers: JObjectArray<'l, JByteBuffer<'l>>,
     positions: JIntArray<'l>,
@@ -578,13 +598,13 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
         let c = client(h)?;
         let e = Entries::read(env, &tables, (&starts, "starts"), &positions, &counts)?;
         let names = &e.names;
-        let mut sparse_keys: Vec<Option<Vec<u64>>> = Vec::with_capacity(names.len());
+        let mut sparse_keys: Vec<Option<SparseEntry>> = Vec::with_capacity(names.len());
         let mut outs: Vec<PullOut<'_>> = Vec::with_capacity(names.len());
         // The bytes of direct buffers pulled into, aligned or not.
         let mut direct: Vec<Range<usize>> = Vec::new();
         for i in 0..names.len() {
             let (position, count) = (e.position(i)?, e.count(i)?);
-            sparse_keys.push(entry_keys(env, &keys, i)?);
+            sparse_keys.push(entry_sparse(env, &keys, &ends, i)?);
             let a = arrays.get_element(env, i)?;
             let b = buffers.get_element(env, i)?;
             outs.push(if a.is_null() {
@@ -607,7 +627,8 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
             };
             let table = names[i].as_str();
             pulls.push(match keys {
-                Some(keys) => Pull::Sparse { table, keys, out },
+                Some((keys, None)) => Pull::Sparse { table, keys, out },
+                Some((keys, Some(ends))) => Pull::SparseBags { table, keys, ends, out },
                 None => {
                     let start = unsigned(e.first(i)?, "start")?;
                     let end = start
@@ -644,7 +665,8 @@ fn refuse_overlaps(mut spans: Vec<Range<usize>>) -> JniResult<()> {
 }
 
 /// Pushes this step's gradients, entry `i` of the parallel arrays being one table's: dense
-/// if `keys[i]` is null (elements from `offsets[i]`), else sparse (rows of `keys[i]`); the
+/// if `keys[i]` is null (elements from `offsets[i]`), else sparse (rows of `keys[i]`; if
+/// `ends[i]` is not null, a row per bag of them, bag `b` ending at key `ends[i][b]`); the
 /// values are `counts[i]` floats of `arrays[i]` from `positions[i]`, or of the direct buffer
 /// `buffers[i]` if `arrays[i]` is null.
 #[unsafe(no_mangle)]
@@ -656,6 +678,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPush<'l>(
     tables: JObjectArray<'l, JString<'l>>,
     offsets: JLongArray<'l>,
     keys: JObjectArray<'l, JLongArray<'l>>,
+    ends: JObjectArray<'l, JLongArray<'l>>,
     arrays: JObjectArray<'l, JFloatArray<'l>>,
     buffers: JObjectArray<'l, JByteBuffer<'l>>,
     positions: JIntArray<'l>,
@@ -670,9 +693,10 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPush<'l>(
             let b = buffers.get_element(env, i)?;
             let values = read_in(env, &a, &b, e.position(i)?, e.count(i)?)?;
             let table = table.clone();
-            grads.push(match entry_keys(env, &keys, i)? {
+            grads.push(match entry_sparse(env, &keys, &ends, i)? {
                 None => Grad::Dense { table, offset: unsigned(e.first(i)?, "offset")?, values },
-                Some(keys) => Grad::Sparse { table, keys, values },
+                Some((keys, None)) => Grad::Sparse { table, keys, values },
+                Some((keys, Some(ends))) => Grad::SparseBags { table, keys, ends, values },
             });
             env.delete_local_ref(a);
             env.delete_local_ref(b);

@@ -82,6 +82,44 @@ public final class PsGradients {
     return add(table, 0, keys, null, values, values.position(), values.remaining());
   }
 
+  /**
+   * The gradient of sums of rows of a sparse table (see {@link PsPulls#sparseBags(String, long[],
+   * long[], float[])}): {@code values} holds one row of the table's width per bag of {@code
+   * keys}, bag {@code b} ending at key {@code ends[b]}; a bag's row counts for every key of the
+   * bag, and a key given twice has its rows summed.
+   *
+   * @param table the table
+   * @param keys the rows' keys (unsigned), bag by bag
+   * @param ends where each bag ends in {@code keys}
+   * @param values a row per bag, concatenated
+   * @return this
+   */
+  public PsGradients sparseBags(String table, long[] keys, long[] ends, float[] values) {
+    Objects.requireNonNull(keys, "keys");
+    Objects.requireNonNull(ends, "ends");
+    Objects.requireNonNull(values, "values");
+    pieces.add(table, 0, keys, ends, values, null, 0, values.length);
+    return this;
+  }
+
+  /**
+   * {@link #sparseBags(String, long[], long[], float[])} from the {@code remaining()} floats of
+   * a direct buffer (position unchanged).
+   *
+   * @param table the table
+   * @param keys the rows' keys (unsigned), bag by bag
+   * @param ends where each bag ends in {@code keys}
+   * @param values a direct buffer in the platform's byte order holding a row per bag
+   * @return this
+   */
+  public PsGradients sparseBags(String table, long[] keys, long[] ends, FloatBuffer values) {
+    Objects.requireNonNull(keys, "keys");
+    Objects.requireNonNull(ends, "ends");
+    direct(values);
+    pieces.add(table, 0, keys, ends, null, values, values.position(), values.remaining());
+    return this;
+  }
+
   /** Checks that {@code b} can be read in place. */
   static void direct(FloatBuffer b) {
     Objects.requireNonNull(b, "buffer");

@@ -117,6 +117,53 @@ public final class PsPulls {
   }
 
   /**
+   * The sum of each bag's rows of a sparse table (an embedding bag), into {@code out} from index
+   * 0, bag by bag: bag {@code b} holds the keys {@code ends[b - 1]} to {@code ends[b] - 1} of
+   * {@code keys} (bag 0 from key 0); an empty bag sums to zeros. Each server sums its rows of a
+   * bag and sends one row per bag, not one per key; the client adds the servers' sums in server
+   * order. Push the bags' gradient with {@link PsGradients#sparseBags(String, long[], long[],
+   * float[])}.
+   *
+   * <pre>{@code
+   * // 4 keys an example: example e's keys are keys[4 * e] to keys[4 * e + 3].
+   * long[] ends = LongStream.rangeClosed(1, examples).map(e -> 4 * e).toArray();
+   * float[] sums = new float[examples * width];
+   * ps.pull(new PsPulls().sparseBags("emb", keys, ends, sums));
+   * }</pre>
+   *
+   * @param table the table
+   * @param keys the rows' keys (unsigned), bag by bag
+   * @param ends where each bag ends in {@code keys}: non-decreasing, the last {@code keys.length}
+   * @param out where the sums go: room for {@code ends.length * width} floats
+   * @return this
+   */
+  public PsPulls sparseBags(String table, long[] keys, long[] ends, float[] out) {
+    Objects.requireNonNull(keys, "keys");
+    Objects.requireNonNull(ends, "ends");
+    Objects.requireNonNull(out, "out");
+    pieces.add(table, 0, keys, ends, out, null, 0, -1);
+    return this;
+  }
+
+  /**
+   * {@link #sparseBags(String, long[], long[], float[])} into a direct buffer from its position,
+   * which moves past the sums once the pull is done.
+   *
+   * @param table the table
+   * @param keys the rows' keys (unsigned), bag by bag
+   * @param ends where each bag ends in {@code keys}
+   * @param out a direct, writable buffer in the platform's byte order with room for the sums
+   * @return this
+   */
+  public PsPulls sparseBags(String table, long[] keys, long[] ends, FloatBuffer out) {
+    Objects.requireNonNull(keys, "keys");
+    Objects.requireNonNull(ends, "ends");
+    writable(out);
+    pieces.add(table, 0, keys, ends, null, out, out.position(), -1);
+    return this;
+  }
+
+  /**
    * How many pulls were added.
    *
    * @return the count
@@ -143,13 +190,16 @@ public final class PsPulls {
       int count = pieces.counts.get(i);
       if (count < 0) {
         long[] k = pieces.keys.get(i);
+        long[] e = pieces.ends.get(i);
         String table = pieces.tables.get(i);
-        count = Math.toIntExact(k.length * width.applyAsLong(table));
+        int rows = e != null ? e.length : k.length;
+        count = Math.toIntExact(rows * width.applyAsLong(table));
         float[] a = pieces.arrays.get(i);
         int room = a != null ? a.length - pieces.positions.get(i) : pieces.buffers.get(i).remaining();
         if (count > room) {
+          String what = e != null ? " bags" : " rows";
           throw new IllegalArgumentException(
-              k.length + " rows of table \"" + table + "\" need " + count + " floats; there is room for " + room);
+              rows + what + " of table \"" + table + "\" need " + count + " floats; there is room for " + room);
         }
       }
       out[i] = count;

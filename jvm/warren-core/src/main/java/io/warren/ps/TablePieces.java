@@ -7,22 +7,29 @@ import java.util.Objects;
 
 /**
  * Pieces of tables as parallel lists, the way the native push and pull take them: entry {@code
- * i} is a table, its first element (a dense piece), its keys (a sparse piece; else null), and its
- * floats: {@code count} of them, of a {@code float[]} or else a direct buffer, from a position.
+ * i} is a table, its first element (a dense piece), its keys (a sparse piece; else null), where
+ * its bags of keys end (a bagged sparse piece; else null), and its floats: {@code count} of them,
+ * of a {@code float[]} or else a direct buffer, from a position.
  */
 final class TablePieces {
   final List<String> tables = new ArrayList<>();
   final List<Long> firsts = new ArrayList<>();
   final List<long[]> keys = new ArrayList<>();
+  final List<long[]> ends = new ArrayList<>();
   final List<float[]> arrays = new ArrayList<>();
   final List<FloatBuffer> buffers = new ArrayList<>();
   final List<Integer> positions = new ArrayList<>();
   final List<Integer> counts = new ArrayList<>();
 
   void add(String table, long first, long[] k, float[] a, FloatBuffer b, int position, int count) {
+    add(table, first, k, null, a, b, position, count);
+  }
+
+  void add(String table, long first, long[] k, long[] e, float[] a, FloatBuffer b, int position, int count) {
     tables.add(Objects.requireNonNull(table, "table"));
     firsts.add(first);
     keys.add(k);
+    ends.add(e);
     arrays.add(a);
     buffers.add(b);
     positions.add(position);
@@ -41,6 +48,7 @@ final class TablePieces {
         String[] tables,
         long[] firsts,
         long[][] keys,
+        long[][] ends,
         float[][] arrays,
         FloatBuffer[] buffers,
         int[] positions,
@@ -49,7 +57,16 @@ final class TablePieces {
 
   /** Calls {@code nat} on the client {@code handle} with these pieces, {@code counts} floats each. */
   void callOn(long handle, Native nat, int[] counts) {
-    nat.call(handle, tableArray(), firstArray(), keyArrays(), floatArrays(), bufferArray(), positionArray(), counts);
+    nat.call(
+        handle,
+        tableArray(),
+        firstArray(),
+        keys.toArray(new long[0][]),
+        ends.toArray(new long[0][]),
+        floatArrays(),
+        bufferArray(),
+        positionArray(),
+        counts);
   }
 
   private String[] tableArray() {
@@ -58,10 +75,6 @@ final class TablePieces {
 
   private long[] firstArray() {
     return firsts.stream().mapToLong(Long::longValue).toArray();
-  }
-
-  private long[][] keyArrays() {
-    return keys.toArray(new long[0][]);
   }
 
   private float[][] floatArrays() {

@@ -172,6 +172,69 @@ class PsTest {
     }
   }
 
+  /**
+   * A bagged pull gives each bag the sum of its rows (to float rounding: the servers' sums are
+   * added in server order; the native tests check the bits); a bagged push moves each key by its
+   * bags' rows (SGD lr 0.5), into arrays and direct buffers. Bad bags are refused before
+   * anything is sent.
+   */
+  @Test
+  void bagsPullTheSumsOfTheirRowsAndPushOneRowPerBag() {
+    List<PsServer> servers = servers(2);
+    try (PsClient ps = PsClient.connect(uris(servers), SECRET, 0, CONNECT, CALL)) {
+      ps.define(job(1, "async"));
+      long[] keys = {7, 1L << 40, -1L, 7, 12, 13};
+      long[] ends = {3, 3, 6}; // bags {7, 2^40, 2^64 - 1}, {}, {7, 12, 13}
+      float[] rows = ps.pullSparse("emb", keys);
+      float[] sums = new float[12];
+      FloatBuffer buf = direct(12);
+      ps.pull(new PsPulls().sparseBags("emb", keys, ends, sums).sparseBags("emb", keys, ends, buf));
+      assertEquals(12, buf.position(), "the position moves past the sums");
+      for (int c = 0; c < 4; c++) {
+        assertEquals(rows[c] + rows[4 + c] + rows[8 + c], sums[c], 1e-6f);
+        assertEquals(0f, sums[4 + c], "an empty bag sums to zeros");
+        assertEquals(rows[12 + c] + rows[16 + c] + rows[20 + c], sums[8 + c], 1e-6f);
+        for (int b = 0; b < 3; b++) {
+          assertEquals(sums[4 * b + c], buf.get(4 * b + c), "buffer and array agree");
+        }
+      }
+      float[] bagRows = {1f, 1f, 1f, 1f, 5f, 5f, 5f, 5f, 2f, 2f, 2f, 2f};
+      ps.push(new PsGradients().sparseBags("emb", keys, ends, bagRows));
+      float[] after = ps.pullSparse("emb", keys);
+      for (int c = 0; c < 4; c++) {
+        assertEquals(rows[c] - 0.5f * (1f + 2f), after[c], 1e-6f, "key 7 is in bags 0 and 2");
+        assertEquals(rows[4 + c] - 0.5f, after[4 + c], 1e-6f);
+        assertEquals(rows[16 + c] - 0.5f * 2f, after[16 + c], 1e-6f);
+      }
+      long held = 0;
+      for (PsStatus st : ps.status()) {
+        held += st.rows();
+      }
+      WarrenArgumentException e =
+          assertThrows(
+              WarrenArgumentException.class,
+              () -> ps.pull(new PsPulls().sparseBags("emb", new long[] {1L << 50}, new long[] {2}, new float[4])));
+      assertTrue(e.getMessage().contains("the last bag ends at key 2, but there are 1 keys"), e.getMessage());
+      IllegalArgumentException room =
+          assertThrows(
+              IllegalArgumentException.class,
+              () -> ps.pull(new PsPulls().sparseBags("emb", keys, ends, new float[8])));
+      assertTrue(room.getMessage().contains("3 bags of table \"emb\" need 12 floats"), room.getMessage());
+      e =
+          assertThrows(
+              WarrenArgumentException.class,
+              () -> ps.push(new PsGradients().sparseBags("emb", new long[] {1L << 50}, new long[] {1}, new float[8])));
+      assertTrue(e.getMessage().contains("8 floats for 1 bags of width 4"), e.getMessage());
+      long now = 0;
+      for (PsStatus st : ps.status()) {
+        now += st.rows();
+      }
+      assertEquals(held, now, "nothing was sent: no row was made for key 2^50");
+    } finally {
+      closeAll(servers);
+    }
+  }
+
   @Test
   void aPullOfSeveralTablesFillsEachAsItsOwnPullDoes() {
     List<PsServer> servers = servers(2);
