@@ -5,7 +5,8 @@
 # CPU-bound on a 2-core machine, and CPU time is steadier than the step time under other load).
 # One JSON line per run in bench/results/ps_sparse_ab-<time>.jsonl, then the means and ratios.
 #
-#   WARREN_REF=/path/to/earlier/warren bench/ps_sparse_ab.sh     PAIRS=6 STEPS=200 MODE=sync
+#   WARREN_REF=/path/to/earlier/warren bench/ps_sparse_ab.sh     PAIRS=6 STEPS=200 MODE=sync BAGS=0
+# (BAGS=1: the bagged model, `--bags`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${WARREN_REF:?WARREN_REF=<an earlier warren binary> (e.g. a release build of main, copied aside)}"
@@ -15,6 +16,7 @@ PAIRS=${PAIRS:-6} STEPS=${STEPS:-200} MODE=${MODE:-sync}
 ARGS=(bench ps --model sparse --keys "${KEYS:-1048576}" --width "${WIDTH:-16}" --batch "${BATCH:-4096}"
   --features "${FEATURES:-8}" --trainers "${TRAINERS:-2}" --servers "${SERVERS:-2}" --steps "$STEPS"
   --warmup 5 --mode "$MODE")
+[ "${BAGS:-0}" = 1 ] && ARGS+=(--bags)
 mkdir -p bench/results
 OUT=bench/results/ps_sparse_ab-$(date -u +%Y%m%dT%H%M%S).jsonl
 one() { # build-name binary

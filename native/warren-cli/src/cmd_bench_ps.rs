@@ -14,7 +14,10 @@
 //!   `bench/ps_tf.py`, for TensorFlow's ParameterServerStrategy). Beside it, measured in the
 //!   same run (unless `--uris`): the same traffic echoed over the same connections with no
 //!   server work (`loopback_step_s`, `loopback_cpu_step_s`: [`bench_loopback::exchange`]),
-//!   and the trainers' model alone on one thread (`model_cpu_step_s`).
+//!   and the trainers' model alone on one thread (`model_cpu_step_s`). With `--bags`, the
+//!   same model pulls each example's keys as one bag (the servers sum its rows: one row per
+//!   example over the wire, not one per key) and pushes one gradient row per example (the
+//!   model of `bench/ps_tf.py --bags`, TensorFlow's `embedding_lookup_sparse`).
 //!
 //! Every line has `step_s` (wall time per step) and `cpu_step_s` (this process's CPU time per
 //! step over the same span: the servers' threads too, unless `--uris`).

@@ -7,7 +7,8 @@
 //! the bag's rows; a bagged push gives one gradient row per bag, which counts for every key
 //! of the bag (the gradient of a sum of rows, for each of its rows). Over the wire that is
 //! a row per bag instead of a row per key, both ways: a batch of 8 keys an example moves
-//! about a quarter of the bytes of the same batch pulled and pushed row by row.
+//! about a third of the bytes of the same batch pulled and pushed row by row (the keys still
+//! cross, with the bags' ends).
 //!
 //! Each server gets its keys of each bag ([`split`]), and only the bags with keys there;
 //! the trainer's client adds the servers' sums of a bag in server order, so a bag's sum does
