@@ -653,6 +653,56 @@ mod tests {
         assert!((after[0] - (before[0] - 0.01)).abs() < 1e-6 && (after[1] - (before[1] + 0.01)).abs() < 1e-6);
     }
 
+    /// A bagged push is each key's bag row summed per key, then one optimizer step per key
+    /// (Adam here: one step on the sum is not two steps), the same bits as pushing each key
+    /// its bag's row, whether or not its keys were just pulled; bad bags are refused.
+    #[test]
+    fn a_bagged_push_is_each_keys_bag_row_pushed_row_by_row() {
+        let keys = keys_of(0, 1, 5);
+        // Bags {k0, k1, k0}, {}, {k2, k3}, {k1, k4}: k0 twice in a bag, k1 in two bags.
+        let bag_keys = vec![keys[0], keys[1], keys[0], keys[2], keys[3], keys[1], keys[4]];
+        let ends = vec![3, 3, 5, 7];
+        let bag_rows = vec![0.5, -1.0, 9.0, 9.0, 2.0, 0.25, -3.0, 1.5];
+        let per_key: Vec<f32> =
+            [0, 0, 0, 2, 2, 3, 3].iter().flat_map(|&b| bag_rows[2 * b..2 * b + 2].to_vec()).collect();
+        for pull_first in [false, true] {
+            let (mut bagged, mut plain) = (Shard::new(0, 1, &specs()).unwrap(), Shard::new(0, 1, &specs()).unwrap());
+            if pull_first {
+                let pieces =
+                    [PullPiece::SparseBags { table: "emb".into(), keys: bag_keys.clone(), ends: ends.clone() }];
+                let sums = bagged.pull(&pieces).unwrap();
+                let rows = plain.pull_sparse("emb", &bag_keys).unwrap();
+                assert_eq!(sums.len(), 8, "a row per bag");
+                assert_eq!(sums[..2], [0.0 + rows[0] + rows[2] + rows[4], 0.0 + rows[1] + rows[3] + rows[5]]);
+                assert_eq!(sums[2..4], [0.0, 0.0], "an empty bag");
+            }
+            let g = [Grad::SparseBags {
+                table: "emb".into(),
+                keys: bag_keys.clone(),
+                ends: ends.clone(),
+                values: bag_rows.clone(),
+            }];
+            bagged.check(&g).unwrap();
+            bagged.apply([&g[..]]);
+            plain.apply([&[Grad::Sparse { table: "emb".into(), keys: bag_keys.clone(), values: per_key.clone() }][..]]);
+            let (a, b) = (bagged.pull_sparse("emb", &keys).unwrap(), plain.pull_sparse("emb", &keys).unwrap());
+            assert_eq!(
+                a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                b.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
+        }
+        let s = Shard::new(0, 1, &specs()).unwrap();
+        let bad = |ends: Vec<u64>, values: usize| {
+            let g = [Grad::SparseBags { table: "emb".into(), keys: vec![1, 2], ends, values: vec![0.0; values] }];
+            s.check(&g).unwrap_err().to_string()
+        };
+        assert!(bad(vec![1], 2).contains("the last bag ends at key 1, but there are 2 keys"));
+        assert!(bad(vec![2, 1, 2], 6).contains("bag 1 ends at key 1, before bag 0 ends (at 2)"));
+        assert!(bad(vec![1, 2], 2).contains("2 floats for 2 bags of width 2 (expected 4)"));
+        let dense = [Grad::SparseBags { table: "w".into(), keys: vec![], ends: vec![], values: vec![] }];
+        assert!(s.check(&dense).unwrap_err().to_string().contains("is dense"));
+    }
+
     #[test]
     fn whole_dense_gradients_summed_chunk_by_chunk_give_the_bits_of_a_sum_of_pieces() {
         // Gradients covering the whole range take the chunked path; the same gradients cut in
