@@ -85,6 +85,9 @@ pub struct BenchPsArgs {
     /// `Grad::SparseBags`), instead of a row per key both ways. The same model and data.
     #[arg(long)]
     bags: bool,
+    /// Threads of each server started here (`PsConfig::threads`).
+    #[arg(long, default_value_t = warren::ps::DEFAULT_THREADS)]
+    server_threads: usize,
     /// Each trainer step also sleeps a random 0..M milliseconds (uneven compute).
     #[arg(long, default_value_t = 0)]
     compute_ms: u64,
@@ -188,7 +191,11 @@ fn ps_elapsed(a: &BenchPsArgs) -> warren::Result<(f64, f64)> {
         None => {
             let secret = "warren-bench-ps".to_string();
             let servers: Vec<PsServer> = (0..a.servers)
-                .map(|i| PsServer::start(PsConfig::new(secret.clone(), i, a.servers)))
+                .map(|i| {
+                    let mut cfg = PsConfig::new(secret.clone(), i, a.servers);
+                    cfg.threads = a.server_threads;
+                    PsServer::start(cfg)
+                })
                 .collect::<warren::Result<_>>()?;
             let uris = servers.iter().map(|s| s.uri().to_string()).collect();
             (servers, uris, secret)

@@ -46,6 +46,11 @@ pub struct PsArgs {
     /// Seconds between checkpoints (with --checkpoint-dir; 0: by steps only).
     #[arg(long, default_value_t = 60.0)]
     checkpoint_every_s: f64,
+    /// Threads of each server: a shard's rows are worked on by one thread at a time, more
+    /// threads read and write several trainers' frames at once (a dense model's large
+    /// frames gain from two; see docs/benchmarks-ps.md).
+    #[arg(long, default_value_t = warren::ps::DEFAULT_THREADS)]
+    threads: usize,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -110,25 +115,16 @@ struct StatusArgs {
     timeout_s: f64,
 }
 
-/// Starts servers `indices` of `servers` on `host`, from `port` on (0: any free port).
-pub fn start_servers(
-    secret: &str,
-    servers: usize,
-    indices: impl Iterator<Item = usize>,
-    host: &str,
-    port: u16,
-    pull_timeout: Duration,
-    checkpoint: Option<CheckpointPolicy>,
-) -> warren::Result<Vec<PsServer>> {
+/// Starts servers `indices` of `template.servers`, each with `template`'s settings, its index,
+/// and a port from `template.port` on (0: any free port), with the TLS of the environment.
+pub fn start_servers(template: &PsConfig, indices: impl Iterator<Item = usize>) -> warren::Result<Vec<PsServer>> {
     let tls = super::launcher::tls()?;
     indices
         .enumerate()
         .map(|(n, i)| {
-            let mut cfg = PsConfig::new(secret, i, servers);
-            cfg.host = host.to_string();
-            cfg.port = if port == 0 { 0 } else { port + n as u16 };
-            cfg.pull_timeout = pull_timeout;
-            cfg.checkpoint = checkpoint.clone();
+            let mut cfg = template.clone();
+            cfg.index = i;
+            cfg.port = if template.port == 0 { 0 } else { template.port + n as u16 };
             cfg.tls = tls.clone();
             PsServer::start(cfg)
         })
@@ -152,6 +148,9 @@ pub fn run(a: PsArgs) -> warren::Result<u8> {
     if a.servers == 0 {
         return Err(Error::Config("--servers must be at least 1".into()));
     }
+    if a.threads == 0 {
+        return Err(Error::Config("--threads must be at least 1".into()));
+    }
     let secret = super::launcher::job_secret(true)?;
     let pull_timeout = Duration::from_secs_f64(a.pull_timeout_s.max(0.001));
     let checkpoint = a.checkpoint_dir.map(|dir| CheckpointPolicy {
@@ -170,8 +169,13 @@ pub fn run(a: PsArgs) -> warren::Result<u8> {
         (None, None) => (0..a.servers).collect(),
     };
     let one = registry.is_some() || a.index.is_some();
-    let running =
-        start_servers(&secret, a.servers, indices.iter().copied(), &a.host, a.port, pull_timeout, checkpoint)?;
+    let mut template = PsConfig::new(secret, 0, a.servers);
+    template.host = a.host;
+    template.port = a.port;
+    template.pull_timeout = pull_timeout;
+    template.checkpoint = checkpoint;
+    template.threads = a.threads;
+    let running = start_servers(&template, indices.iter().copied())?;
     let uris: Vec<&str> = running.iter().map(|s| s.uri()).collect();
     if let Some(r) = &registry {
         r.publish_server(indices[0], uris[0])?;

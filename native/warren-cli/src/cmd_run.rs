@@ -8,6 +8,7 @@ use warren::membership::Limits;
 
 use super::cmd_ps::{PS_URIS, start_servers};
 use super::launcher::{LaunchSpec, launch};
+use warren::ps::PsConfig;
 
 /// Arguments of `warren run`.
 #[derive(Args)]
@@ -76,8 +77,7 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
     // The tracker, the parameter servers and the workers share one secret.
     let secret = super::launcher::job_secret(false)?;
     let ps = if a.ps_servers > 0 {
-        let servers =
-            start_servers(&secret, a.ps_servers, 0..a.ps_servers, "127.0.0.1", 0, Duration::from_secs(300), None)?;
+        let servers = start_servers(&PsConfig::new(secret.clone(), 0, a.ps_servers), 0..a.ps_servers)?;
         let uris: Vec<&str> = servers.iter().map(|s| s.uri()).collect();
         env.push((PS_URIS.to_string(), uris.join(",")));
         servers

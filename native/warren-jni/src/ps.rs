@@ -48,7 +48,8 @@ fn unsigned(v: jlong, what: &str) -> JniResult<u64> {
 /// Server `index` of `servers` with `secret`, bound to `host:port` (0: any free port).
 /// `checkpoint_dir` null: no checkpoints; else one every `every_steps` steps or `every_ms`
 /// milliseconds (0: not by that measure), and a checkpoint found there is loaded first.
-/// `tls`: the TLS settings (see [`crate::tls`]; null: plain TCP).
+/// `tls`: the TLS settings (see [`crate::tls`]; null: plain TCP). `threads`: threads serving
+/// connections (`PsConfig::threads`, at least 1).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
@@ -64,11 +65,16 @@ pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
     every_steps: jlong,
     every_ms: jlong,
     tls: JObjectArray<'l, JString<'l>>,
+    threads: jint,
 ) -> jlong {
     run(&mut env, |env| {
         let (Ok(index), Ok(servers)) = (usize::try_from(index), usize::try_from(servers)) else {
             return Err(argument(format!("server index {index} of {servers}: negative")));
         };
+        let threads = usize::try_from(threads)
+            .ok()
+            .filter(|&t| t > 0)
+            .ok_or_else(|| argument(format!("a parameter server needs at least one thread, not {threads}")))?;
         let mut cfg = PsConfig::new(string(env, &secret, "secret")?, index, servers);
         cfg.host = string(env, &host, "host")?;
         cfg.port = u16::try_from(port).map_err(|_| argument(format!("port {port} is out of range")))?;
@@ -81,6 +87,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
             });
         }
         cfg.tls = crate::tls::context(env, &tls)?;
+        cfg.threads = threads;
         Ok(handle::into_handle(PsServer::start(cfg)?))
     })
 }

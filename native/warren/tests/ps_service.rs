@@ -25,6 +25,8 @@ fn servers(n: usize) -> (Vec<PsServer>, Vec<String>) {
         .map(|i| {
             let mut cfg = PsConfig::new(SECRET, i, n);
             cfg.pull_timeout = Duration::from_secs(30);
+            // Every other server on one thread: the jobs below run on both kinds.
+            cfg.threads = 1 + i % 2;
             PsServer::start(cfg).unwrap()
         })
         .collect();
@@ -384,6 +386,14 @@ fn bad_input_is_an_error_to_that_client_and_the_servers_keep_serving() {
     // The good client was served throughout.
     good.push(&[Grad::Dense { table: "w".into(), offset: 0, values: vec![2.0; 5] }]).unwrap();
     assert_eq!(good.pull_dense("w", 0..5).unwrap(), vec![-2.0; 5]);
+}
+
+#[test]
+fn a_server_without_a_thread_is_refused_saying_so() {
+    let mut cfg = PsConfig::new(SECRET, 0, 1);
+    cfg.threads = 0;
+    let e = PsServer::start(cfg).unwrap_err();
+    assert!(matches!(&e, Error::Config(m) if m.contains("at least one thread")), "{e}");
 }
 
 #[test]

@@ -64,6 +64,6 @@ pub use proto::{JobSpec, PullPiece, ServerStatus};
 pub use registry::{DEFAULT_PS_PREFIX, RegistryKeys};
 #[cfg(feature = "etcd")]
 pub use registry_etcd::EtcdRegistry;
-pub use service::{PsConfig, PsServer};
+pub use service::{DEFAULT_THREADS, PsConfig, PsServer};
 pub use shard::{Grad, Shard};
 pub use table::{Init, KeySpread, TableKind, TableSpec, dense_range, dense_server, initial, mix, sparse_server};

@@ -51,7 +51,14 @@ pub struct PsConfig {
     pub checkpoint: Option<CheckpointPolicy>,
     /// TLS on every connection (default `None`: plain TCP); trainers must use TLS too.
     pub tls: Option<wire::Tls>,
+    /// Threads serving connections (default [`DEFAULT_THREADS`]). A shard's rows are worked
+    /// on by one thread at a time; more threads read and write several trainers' frames at
+    /// once.
+    pub threads: usize,
 }
+
+/// The default of [`PsConfig::threads`].
+pub const DEFAULT_THREADS: usize = 2;
 
 impl PsConfig {
     /// Server `index` of `servers` on `127.0.0.1`, any port, with `secret`.
@@ -66,6 +73,7 @@ impl PsConfig {
             progress_interval: Duration::from_secs(10),
             checkpoint: None,
             tls: None,
+            threads: DEFAULT_THREADS,
         }
     }
 }
@@ -547,13 +555,16 @@ impl PsServer {
         if cfg.secret.is_empty() {
             return Err(Error::Config("a parameter server needs a non-empty job secret".into()));
         }
+        if cfg.threads == 0 {
+            return Err(Error::Config("a parameter server needs at least one thread".into()));
+        }
         if cfg.index >= cfg.servers {
             return Err(Error::Config(format!("server index {} is not below --servers {}", cfg.index, cfg.servers)));
         }
         // Bound before the checkpoint is loaded: trainers waiting for this server (restarted)
         // connect at once, and their handshakes are answered as soon as it is loaded, with
         // no retry interval in between.
-        let wire::Bound { runtime, listener, addr } = wire::bind("ps", 2, &cfg.host, cfg.port)?;
+        let wire::Bound { runtime, listener, addr } = wire::bind("ps", cfg.threads, &cfg.host, cfg.port)?;
         let mut state = State::new(cfg.index, cfg.servers);
         if let Some(policy) = cfg.checkpoint.clone() {
             let started = Instant::now();

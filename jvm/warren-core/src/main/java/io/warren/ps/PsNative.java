@@ -21,7 +21,8 @@ final class PsNative {
       String checkpointDir,
       long everySteps,
       long everyMs,
-      String[] tls);
+      String[] tls,
+      int threads);
 
   static native String serverUri(long handle);
 

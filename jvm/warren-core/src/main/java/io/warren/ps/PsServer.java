@@ -54,6 +54,9 @@ public final class PsServer implements AutoCloseable {
     return new Builder(Objects.requireNonNull(secret, "secret"), index, servers);
   }
 
+  /** The default of {@link Builder#threads(int)}. */
+  public static final int DEFAULT_THREADS = 2;
+
   /** The settings of a {@link PsServer} to start. */
   public static final class Builder {
     private final String secret;
@@ -66,6 +69,7 @@ public final class PsServer implements AutoCloseable {
     private long everySteps;
     private Duration every = Duration.ZERO;
     private TlsSettings tls = TlsSettings.OFF;
+    private int threads = DEFAULT_THREADS;
 
     private Builder(String secret, int index, int servers) {
       this.secret = secret;
@@ -140,6 +144,22 @@ public final class PsServer implements AutoCloseable {
     }
 
     /**
+     * The threads serving connections (default {@link #DEFAULT_THREADS}). A shard's rows are
+     * worked on by one thread at a time; more threads read and write several trainers' frames
+     * at once, which a dense model's large frames gain from.
+     *
+     * @param threads at least 1
+     * @return this builder
+     */
+    public Builder threads(int threads) {
+      if (threads < 1) {
+        throw new IllegalArgumentException("a parameter server needs at least one thread, not " + threads);
+      }
+      this.threads = threads;
+      return this;
+    }
+
+    /**
      * Loads a checkpoint if there is one, binds and starts serving.
      *
      * @return the running server; close it when the job is over
@@ -153,7 +173,7 @@ public final class PsServer implements AutoCloseable {
       long h =
           PsNative.serverStart(
               secret, index, servers, host, port, pullTimeout.toMillis(), checkpointDir, everySteps,
-              every.toMillis(), tls.flat());
+              every.toMillis(), tls.flat(), threads);
       return new PsServer(h, index, servers);
     }
   }

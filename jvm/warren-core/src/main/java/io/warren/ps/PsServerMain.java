@@ -16,7 +16,7 @@ import java.util.Map;
  * <pre>
  * WARREN_JOB_SECRET=... [WARREN_TLS=1 ...] java -cp warren-core.jar:slf4j-api.jar io.warren.ps.PsServerMain \
  *     --index I --servers N [--host H] [--port P] [--pull-timeout-ms T] \
- *     [--checkpoint-dir D --checkpoint-every-steps K]
+ *     [--checkpoint-dir D --checkpoint-every-steps K] [--threads T]
  * </pre>
  *
  * <p>The secret comes from the environment (never the command line, which other users can
@@ -84,7 +84,14 @@ public final class PsServerMain {
     }
     for (String k : a.keySet()) {
       if (!java.util.Set.of(
-              "index", "servers", "host", "port", "pull-timeout-ms", "checkpoint-dir", "checkpoint-every-steps")
+              "index",
+              "servers",
+              "host",
+              "port",
+              "pull-timeout-ms",
+              "checkpoint-dir",
+              "checkpoint-every-steps",
+              "threads")
           .contains(k)) {
         throw new IllegalArgumentException("unknown argument --" + k);
       }
@@ -92,7 +99,8 @@ public final class PsServerMain {
     PsServer.Builder b =
         PsServer.builder(secret, number(a, "index", null), number(a, "servers", null))
             .bind(a.getOrDefault("host", "127.0.0.1"), number(a, "port", 0))
-            .pullTimeout(Duration.ofMillis(number(a, "pull-timeout-ms", 300_000)));
+            .pullTimeout(Duration.ofMillis(number(a, "pull-timeout-ms", 300_000)))
+            .threads(number(a, "threads", PsServer.DEFAULT_THREADS));
     if (a.containsKey("checkpoint-dir")) {
       b.checkpoint(
           Paths.get(a.get("checkpoint-dir")), number(a, "checkpoint-every-steps", 10), Duration.ZERO);

@@ -43,6 +43,13 @@ class PsServerMainTest {
     assertThrows(
         IllegalArgumentException.class,
         () -> PsServerMain.builder(new String[] {"--index", "2", "--servers", "2"}, "s"));
+    e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () ->
+                PsServerMain.builder(
+                    new String[] {"--index", "0", "--servers", "1", "--threads", "0"}, "s"));
+    assertTrue(e.getMessage().contains("at least one thread, not 0"), e.getMessage());
   }
 
   @Test

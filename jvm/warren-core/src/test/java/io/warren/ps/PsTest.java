@@ -38,7 +38,12 @@ class PsTest {
   static List<PsServer> servers(int n) {
     List<PsServer> out = new ArrayList<>();
     for (int i = 0; i < n; i++) {
-      out.add(PsServer.builder(SECRET, i, n).pullTimeout(Duration.ofSeconds(60)).start());
+      // Every other server on one thread: the jobs of these tests run on both kinds.
+      out.add(
+          PsServer.builder(SECRET, i, n)
+              .pullTimeout(Duration.ofSeconds(60))
+              .threads(1 + i % 2)
+              .start());
     }
     return out;
   }
@@ -354,6 +359,7 @@ class PsTest {
       assertTrue(e.getMessage().contains("ps server 1"), e.getMessage());
       assertTrue(System.nanoTime() - started < TimeUnit.SECONDS.toNanos(60), "the deadline holds");
       assertThrows(IllegalArgumentException.class, () -> PsServer.builder(SECRET, 2, 2));
+      assertThrows(IllegalArgumentException.class, () -> PsServer.builder(SECRET, 0, 1).threads(0));
       assertThrows(io.warren.WarrenConfigException.class, () -> PsServer.builder("", 0, 1).start());
     } finally {
       closeAll(servers);

@@ -88,7 +88,8 @@ object PsServerProcess {
     )
     val cmd = Seq(javaBin) ++ props ++ Seq("-cp", classpath, classOf[PsServerMain].getName) ++
       Seq("--index", index.toString, "--servers", count.toString, "--host", host, "--port", port.toString) ++
-      Seq("--pull-timeout-ms", settings.pullTimeout.toMillis.toString) ++ checkpoint
+      Seq("--pull-timeout-ms", settings.pullTimeout.toMillis.toString, "--threads", settings.threads.toString) ++
+      checkpoint
     val pb = new ProcessBuilder(cmd: _*).redirectError(ProcessBuilder.Redirect.INHERIT)
     pb.environment().put(PsServerMain.SECRET_ENV, secret)
     // The servers' TLS is the run's, whatever the driver's own environment says.

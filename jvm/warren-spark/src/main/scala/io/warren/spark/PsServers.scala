@@ -39,6 +39,7 @@ final class PsServers private[spark] (
 
   private def start(i: Int, port: Int): PsServer = {
     val b = PsServer.builder(secret, i, count).bind(host, port).pullTimeout(settings.pullTimeout).tls(tls)
+      .threads(settings.threads)
     settings.checkpointDir.foreach { d =>
       b.checkpoint(Paths.get(d), settings.checkpointEvery.toLong, JDuration.ZERO)
     }

@@ -17,6 +17,7 @@ import io.warren.runner.{RunnerException, RunnerSettings, Setting, SettingType}
   * @param callTimeout `ps.callTimeout`
   * @param servers `ps.servers`: `driver` (threads of the driver) or `process` (child JVMs of the
   *   driver, restarted when they die)
+  * @param threads `ps.threads`: threads of each server
   */
 final case class PsSettings(
     checkpointDir: Option[String],
@@ -25,7 +26,8 @@ final case class PsSettings(
     pullTimeout: Duration,
     connectTimeout: Duration,
     callTimeout: Duration,
-    servers: String = PsSettings.DriverMode
+    servers: String = PsSettings.DriverMode,
+    threads: Int = io.warren.ps.PsServer.DEFAULT_THREADS
 )
 
 /** The declarations of the `spark.warren.ps.*` settings (Spark only: the servers run in the
@@ -118,9 +120,20 @@ object PsSettings extends SettingGroup {
     "trainPS: seconds one pull or push may take, waiting for a restarted server included"
   )
 
+  /** `ps.threads`. */
+  val Threads: Setting[Integer] = new Setting[Integer](
+    "ps.threads",
+    SettingType.intIn(1, 1024),
+    Integer.valueOf(io.warren.ps.PsServer.DEFAULT_THREADS),
+    io.warren.ps.PsServer.DEFAULT_THREADS.toString,
+    null,
+    "trainPS: threads of each parameter server; a shard's rows are worked on by one at a time, more" +
+      " read and write several trainers' frames at once (a dense model's large frames gain from two)"
+  )
+
   /** Every parameter-server setting, in the order of the docs. */
   val All: Seq[Setting[_]] =
-    Seq(Servers, CheckpointDir, CheckpointEvery, Host, PullTimeout, ConnectTimeout, CallTimeout)
+    Seq(Servers, CheckpointDir, CheckpointEvery, Host, PullTimeout, ConnectTimeout, CallTimeout, Threads)
 
   /** Parses the `ps.*` keys of `raw` (keys without `spark.warren.`), ignoring the others.
     *
@@ -149,7 +162,8 @@ object PsSettings extends SettingGroup {
         pullTimeout = duration(PullTimeout, javaRaw),
         connectTimeout = duration(ConnectTimeout, javaRaw),
         callTimeout = duration(CallTimeout, javaRaw),
-        servers = value(Servers, javaRaw)
+        servers = value(Servers, javaRaw),
+        threads = value(Threads, javaRaw).intValue()
       )
     catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, null) }
   }

@@ -110,6 +110,9 @@ class WarrenSettingsTest {
     assertEquals(10, defaults.checkpointEvery)
     assertEquals(java.time.Duration.ofSeconds(600), defaults.callTimeout)
     assertEquals("driver", defaults.servers)
+    assertEquals(2, defaults.threads)
+    assertEquals(4, WarrenSettings.parse(Map("ps.threads" -> "4")).ps.threads)
+    assertEquals("""spark.warren.ps.threads = "0": expected an integer in 1..1024""", refused("ps.threads" -> "0"))
     assertEquals("process", WarrenSettings.parse(Map("ps.servers" -> "process")).ps.servers)
     assertEquals("""spark.warren.ps.servers = "threads": expected one of driver, process""", refused("ps.servers" -> "threads"))
     val s = WarrenSettings.parse(Map("ps.checkpointDir" -> "/tmp/ps", "ps.checkpointEvery" -> "5", "ps.pullTimeout" -> "1.5")).ps
