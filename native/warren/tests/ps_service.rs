@@ -212,10 +212,10 @@ fn a_bagged_pull_sums_its_rows_and_a_bagged_push_equals_its_rows_one_by_one() {
     let e = bagged
         .pull(&mut [Pull::SparseBags { table: "emb", keys: &[1 << 50, 3], ends: &[2], out: &mut out }])
         .unwrap_err();
-    assert!(e.to_string().contains("a buffer of 6 floats for 1 bags of width 3"), "{e}");
+    assert!(e.to_string().contains("bags of table \"emb\": a buffer of 6 floats for 1 bags of width 3"), "{e}");
     let grad = Grad::SparseBags { table: "emb".into(), keys: vec![1 << 50], ends: vec![1], values: vec![1.0; 6] };
     let e = bagged.push(&[grad]).unwrap_err();
-    assert!(e.to_string().contains("6 floats for 1 bags of width 3"), "{e}");
+    assert!(e.to_string().contains("bags of table \"emb\": a gradient of 6 floats for 1 bags of width 3"), "{e}");
     let after: usize = bagged.status().unwrap().iter().map(|s| s.rows).sum();
     assert_eq!(after, held, "nothing was sent: no row was created for key 1 << 50");
 

@@ -37,6 +37,26 @@ pub(crate) fn check(table: &str, keys: &[u64], ends: &[u64]) -> crate::error::Re
         .map_err(|why| crate::error::Error::InvalidArgument(format!("bags of table {table:?}: {why}")))
 }
 
+/// [`check`], and that `floats` (`what`: "a buffer" of a pull, "a gradient" of a push) holds
+/// one row of `width` floats per bag.
+pub(crate) fn check_rows(
+    table: &str,
+    keys: &[u64],
+    ends: &[u64],
+    what: &str,
+    floats: usize,
+    width: usize,
+) -> crate::error::Result<()> {
+    check(table, keys, ends)?;
+    if floats != ends.len() * width {
+        return Err(crate::error::Error::InvalidArgument(format!(
+            "bags of table {table:?}: {what} of {floats} floats for {} bags of width {width}",
+            ends.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The bag of each key, in key order, for `ends` that passed [`check_ends`].
 pub(crate) fn bag_of_each_key(ends: &[u64]) -> impl Iterator<Item = usize> + '_ {
     let starts = std::iter::once(0).chain(ends.iter().copied());
@@ -102,6 +122,18 @@ mod tests {
         assert_eq!(check_ends(&[], 3).unwrap_err(), "3 keys in no bag");
         assert!(check_ends(&[], 0).is_ok());
         assert!(check_ends(&[0, 0, 2, 2], 2).is_ok(), "empty bags are bags");
+    }
+
+    #[test]
+    fn rows_of_the_wrong_size_say_whose_and_how_many() {
+        let e = check_rows("emb", &[1, 2, 3], &[2, 3], "a buffer", 6, 4).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid argument: bags of table \"emb\": a buffer of 6 floats for 2 bags of width 4"
+        );
+        assert!(check_rows("emb", &[1, 2, 3], &[2, 3], "a gradient", 8, 4).is_ok());
+        let e = check_rows("emb", &[1, 2, 3], &[2], "a gradient", 4, 4).unwrap_err();
+        assert!(e.to_string().contains("the last bag ends at key 2, but there are 3 keys"), "{e}");
     }
 
     #[test]

@@ -397,14 +397,7 @@ impl PsClient {
                 }
                 Pull::SparseBags { table, keys, ends, out } => {
                     let width = self.sparse_width(table)?;
-                    bags::check(table, keys, ends)?;
-                    if out.len() != ends.len() * width {
-                        return Err(Error::InvalidArgument(format!(
-                            "a buffer of {} floats for {} bags of width {width} of table {table:?}",
-                            out.len(),
-                            ends.len()
-                        )));
-                    }
+                    bags::check_rows(table, keys, ends, "a buffer", out.len(), width)?;
                     let per = bags::split(keys, ends, n);
                     for (plan, mine) in plans.iter_mut().zip(&per) {
                         if !mine.keys.is_empty() {
@@ -555,14 +548,7 @@ impl PsClient {
                 }
                 (Grad::SparseBags { table, keys, ends, values }, TableKind::Sparse { width }) => {
                     let w = *width as usize;
-                    bags::check(table, keys, ends)?;
-                    if values.len() != ends.len() * w {
-                        return Err(Error::InvalidArgument(format!(
-                            "gradient of table {table:?}: {} floats for {} bags of width {w}",
-                            values.len(),
-                            ends.len()
-                        )));
-                    }
+                    bags::check_rows(table, keys, ends, "a gradient", values.len(), w)?;
                     let parts = match self.bag_split.take() {
                         Some(last) if last.table == *table && last.keys == *keys && last.ends == *ends => last.per,
                         _ => bags::split(keys, ends, n),
