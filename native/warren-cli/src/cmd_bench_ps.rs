@@ -85,6 +85,11 @@ pub struct BenchPsArgs {
     /// `Grad::SparseBags`), instead of a row per key both ways. The same model and data.
     #[arg(long)]
     bags: bool,
+    /// Sparse model: the rows the embedding is expected to hold, for the servers to make room
+    /// for up front (`TableKind::Sparse::expected_rows`; default `--keys`, as TensorFlow is
+    /// given the whole embedding; 0: no hint, the table grows as rows are made).
+    #[arg(long)]
+    expected_rows: Option<u64>,
     /// Threads of each server started here (`PsConfig::threads`).
     #[arg(long, default_value_t = warren::ps::DEFAULT_THREADS)]
     server_threads: usize,
@@ -164,7 +169,7 @@ fn job(a: &BenchPsArgs) -> warren::Result<JobSpec> {
         vec![
             TableSpec {
                 name: "emb".into(),
-                kind: TableKind::Sparse { width: a.width },
+                kind: TableKind::Sparse { width: a.width, expected_rows: a.expected_rows.unwrap_or(a.keys) },
                 init: Init::Uniform { scale: 0.01, seed: 1 },
                 optimizer: sgd,
             },

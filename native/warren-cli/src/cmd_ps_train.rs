@@ -146,7 +146,7 @@ pub fn run(a: &PsTrainArgs) -> warren::Result<u8> {
         tables: vec![
             TableSpec {
                 name: "w".into(),
-                kind: TableKind::Sparse { width: 1 },
+                kind: TableKind::Sparse { width: 1, expected_rows: a.buckets },
                 init: Init::Uniform { scale: 0.01, seed: a.seed },
                 optimizer,
             },

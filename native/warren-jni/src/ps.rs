@@ -262,6 +262,7 @@ impl TableArrays {
                 0 => TableKind::Dense { len: unsigned(size, "table length")? },
                 1 => TableKind::Sparse {
                     width: u32::try_from(size).map_err(|_| argument(format!("row width {size} is out of range")))?,
+                    expected_rows: 0,
                 },
                 k => return Err(argument(format!("unknown table kind {k}"))),
             };
@@ -331,7 +332,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientTable<'l>(
         let name = string(env, &table, "table")?;
         let shape = match c.job().and_then(|j| j.tables.iter().find(|t| t.name == name)).map(|t| &t.kind) {
             Some(TableKind::Dense { len }) => [0, *len as i64],
-            Some(TableKind::Sparse { width }) => [1, i64::from(*width)],
+            Some(TableKind::Sparse { width, .. }) => [1, i64::from(*width)],
             None => [-1, 0],
         };
         long_array(env, &shape)
@@ -782,7 +783,7 @@ mod tests {
         assert_eq!(specs[0].kind, TableKind::Dense { len: 10 });
         assert_eq!(specs[0].init, Init::Zeros, "a NaN scale means zeros");
         assert_eq!(specs[0].optimizer, Optimizer::Sgd { lr: 0.5 });
-        assert_eq!(specs[1].kind, TableKind::Sparse { width: 4 });
+        assert_eq!(specs[1].kind, TableKind::Sparse { width: 4, expected_rows: 0 });
         // A Java long's bits are the unsigned seed.
         assert_eq!(specs[1].init, Init::Uniform { scale: 0.1, seed: u64::MAX });
         assert_eq!(specs[1].optimizer, Optimizer::Adam { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8 });

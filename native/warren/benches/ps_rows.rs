@@ -24,7 +24,7 @@ fn main() {
     let width = args.get(4).copied().unwrap_or(16) as usize;
     let spec = TableSpec {
         name: "emb".into(),
-        kind: TableKind::Sparse { width: width as u32 },
+        kind: TableKind::Sparse { width: width as u32, expected_rows: 0 },
         init: Init::Uniform { scale: 0.01, seed: 7 },
         optimizer: Optimizer::sgd(0.1),
     };

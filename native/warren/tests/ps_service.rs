@@ -56,7 +56,7 @@ fn job(trainers: u32, mode: Mode) -> JobSpec {
             },
             TableSpec {
                 name: "emb".into(),
-                kind: TableKind::Sparse { width: 3 },
+                kind: TableKind::Sparse { width: 3, expected_rows: 0 },
                 init: Init::Zeros,
                 optimizer: Optimizer::sgd(0.5),
             },
@@ -118,7 +118,7 @@ fn bag_job() -> JobSpec {
         mode: Mode::Sync,
         tables: vec![TableSpec {
             name: "emb".into(),
-            kind: TableKind::Sparse { width: 3 },
+            kind: TableKind::Sparse { width: 3, expected_rows: 0 },
             init: Init::Uniform { scale: 0.5, seed: 7 },
             optimizer: Optimizer::sgd(0.25),
         }],

@@ -28,6 +28,13 @@ pub(crate) struct AlignedFloats {
 }
 
 impl AlignedFloats {
+    /// Makes room for `additional` more floats (on huge pages where the kernel gives them),
+    /// so that growing to that length moves nothing.
+    pub fn reserve(&mut self, additional: usize) {
+        let more = (self.len + additional).div_ceil(LINE_FLOATS).saturating_sub(self.lines.len());
+        super::huge::reserve(&mut self.lines, more);
+    }
+
     /// Makes it `len` floats long, the new ones `value`.
     pub fn resize(&mut self, len: usize, value: f32) {
         let old = self.len;

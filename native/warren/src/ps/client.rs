@@ -301,7 +301,7 @@ impl PsClient {
 
     fn sparse_width(&self, table: &str) -> Result<usize> {
         match self.table(table)?.kind {
-            TableKind::Sparse { width } => Ok(width as usize),
+            TableKind::Sparse { width, .. } => Ok(width as usize),
             TableKind::Dense { .. } => {
                 Err(Error::InvalidArgument(format!("table {table:?} is dense: pull it by range")))
             }
@@ -520,7 +520,7 @@ impl PsClient {
                         }
                     }
                 }
-                (Grad::Sparse { table, keys, values }, TableKind::Sparse { width }) => {
+                (Grad::Sparse { table, keys, values }, TableKind::Sparse { width, .. }) => {
                     let w = *width as usize;
                     if values.len() != keys.len() * w {
                         return Err(Error::InvalidArgument(format!(
@@ -546,7 +546,7 @@ impl PsClient {
                         }
                     }
                 }
-                (Grad::SparseBags { table, keys, ends, values }, TableKind::Sparse { width }) => {
+                (Grad::SparseBags { table, keys, ends, values }, TableKind::Sparse { width, .. }) => {
                     let w = *width as usize;
                     bags::check_rows(table, keys, ends, "a gradient", values.len(), w)?;
                     let parts = match self.bag_split.take() {

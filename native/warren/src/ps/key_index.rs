@@ -49,6 +49,20 @@ impl KeyIndex {
         KeyIndex { slots: slots((2 * n).max(16).next_power_of_two()), len: 0 }
     }
 
+    /// Makes room for `n` keys in all: grows now (once) if more than `n` would grow it.
+    pub fn reserve(&mut self, n: usize) {
+        let wanted = (2 * n).max(16).next_power_of_two();
+        if wanted > self.slots.len() {
+            self.grow_to(wanted);
+        }
+    }
+
+    /// How many keys it holds before it grows.
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.slots.len() / 2
+    }
+
     /// Where `key`'s probe starts. Keys are spread over servers by another mix of them (see
     /// `table::sparse_server`), so this one is seeded differently.
     fn home(&self, key: u64) -> usize {
@@ -102,7 +116,12 @@ impl KeyIndex {
 
     /// Twice the slots, every key placed again.
     fn grow(&mut self) {
-        let bigger = slots(2 * self.slots.len());
+        self.grow_to(2 * self.slots.len());
+    }
+
+    /// `n` slots (a power of two, more than now), every key placed again.
+    fn grow_to(&mut self, n: usize) {
+        let bigger = slots(n);
         let old = std::mem::replace(&mut self.slots, bigger);
         for s in old.into_iter().filter(|s| s.row != FREE) {
             let i = self.find(s.key);

@@ -66,4 +66,7 @@ pub use registry::{DEFAULT_PS_PREFIX, RegistryKeys};
 pub use registry_etcd::EtcdRegistry;
 pub use service::{DEFAULT_THREADS, PsConfig, PsServer};
 pub use shard::{Grad, Shard};
-pub use table::{Init, KeySpread, TableKind, TableSpec, dense_range, dense_server, initial, mix, sparse_server};
+pub use table::{
+    Init, KeySpread, MAX_EXPECTED_SHARE, TableKind, TableSpec, dense_range, dense_server, expected_share, initial, mix,
+    sparse_server,
+};

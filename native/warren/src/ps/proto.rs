@@ -429,7 +429,7 @@ mod tests {
             mode: Mode::Ssp { staleness: 2 },
             tables: vec![TableSpec {
                 name: "emb".into(),
-                kind: TableKind::Sparse { width: 16 },
+                kind: TableKind::Sparse { width: 16, expected_rows: 0 },
                 init: Init::Uniform { scale: 0.01, seed: 1 },
                 optimizer: Optimizer::adam(0.001),
             }],

@@ -154,6 +154,22 @@ impl Rows {
         }
     }
 
+    /// Makes room for `rows` rows in all (index, keys, parameters and state, counts), so that
+    /// none of them grows before the table holds that many.
+    pub fn reserve(&mut self, rows: usize) {
+        self.index.reserve(rows);
+        let more = rows.saturating_sub(self.len());
+        self.keys.reserve(more);
+        self.data.reserve(more * self.stride);
+        huge::reserve(&mut self.meta, more);
+    }
+
+    /// How many rows it holds before its index grows.
+    #[cfg(test)]
+    pub fn room(&self) -> usize {
+        self.index.capacity()
+    }
+
     /// Floats per row.
     pub fn width(&self) -> usize {
         self.width
@@ -469,6 +485,31 @@ mod tests {
         assert_eq!(out, want);
         assert_eq!(rows.len(), 2, "key 9 is one row");
         assert_eq!(&rows.data[3..6], &[0.25; 3], "the accumulator starts at its initial value");
+    }
+
+    /// Room made for rows up front ([`Rows::reserve`]) is where they go: making them moves
+    /// no array and grows no index (rows made without it do), and they are the same rows.
+    #[test]
+    fn rows_made_in_room_made_up_front_move_nothing() {
+        let opt = Optimizer::adam(0.1);
+        let keys: Vec<u64> = (0..5000u64).map(|k| k.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
+        let mut roomy = Rows::new(16, &opt);
+        roomy.reserve(keys.len());
+        let at = |r: &Rows| (r.data.as_ptr(), r.meta.as_ptr(), r.keys.as_ptr(), r.index.capacity());
+        let before = at(&roomy);
+        assert!(before.3 >= keys.len());
+        let mut grown = Rows::new(16, &opt);
+        let grown_before = at(&grown);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for chunk in keys.chunks(700) {
+            roomy.pull(chunk, init(), &opt, &mut a);
+            grown.pull(chunk, init(), &opt, &mut b);
+        }
+        assert_eq!(roomy.len(), keys.len());
+        assert_eq!(at(&roomy), before, "no array moved, the index did not grow");
+        assert_ne!(at(&grown).3, grown_before.3, "without the room, the index grew");
+        assert_eq!(a, b);
+        assert!(roomy == grown, "the same rows either way");
     }
 
     #[test]

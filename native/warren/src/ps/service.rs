@@ -128,7 +128,9 @@ impl State {
     /// Goes on from `c`.
     fn restore(&mut self, c: Checkpoint) {
         self.pushes = c.pushes;
-        self.job = Some(Job { spec: c.job, shard: c.shard, clocks: c.clocks });
+        let mut shard = c.shard;
+        shard.make_room();
+        self.job = Some(Job { spec: c.job, shard, clocks: c.clocks });
     }
 
     /// How far the job is, in steps: steps applied (sync), or pushes per trainer.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::bags;
 use super::proto::PullPiece;
 use super::rows::{RowSums, Rows};
-use super::table::{KeySpread, TableKind, TableSpec, dense_range, initial, sparse_server};
+use super::table::{KeySpread, TableKind, TableSpec, dense_range, expected_share, initial, sparse_server};
 use crate::error::{Error, Result};
 use crate::wire::pool;
 
@@ -138,10 +138,22 @@ impl Shard {
                         updates: 0,
                     }
                 }
-                TableKind::Sparse { width } => Part::Sparse { rows: Rows::new(width as usize, &spec.optimizer) },
+                TableKind::Sparse { width, .. } => Part::Sparse { rows: Rows::new(width as usize, &spec.optimizer) },
             });
         }
-        Ok(Shard { index, servers, specs: tables.to_vec(), parts })
+        let mut shard = Shard { index, servers, specs: tables.to_vec(), parts };
+        shard.make_room();
+        Ok(shard)
+    }
+
+    /// Makes room in each sparse table for the rows its spec expects at this server
+    /// ([`expected_share`]): at the start, and in a shard loaded from a checkpoint.
+    pub fn make_room(&mut self) {
+        for (spec, part) in self.specs.iter().zip(&mut self.parts) {
+            if let (TableKind::Sparse { expected_rows, .. }, Part::Sparse { rows }) = (&spec.kind, part) {
+                rows.reserve(expected_share(*expected_rows, self.servers) as usize);
+            }
+        }
     }
 
     /// The tables.
@@ -508,7 +520,7 @@ mod tests {
             },
             TableSpec {
                 name: "emb".into(),
-                kind: TableKind::Sparse { width: 2 },
+                kind: TableKind::Sparse { width: 2, expected_rows: 0 },
                 init: Init::Uniform { scale: 0.1, seed: 9 },
                 optimizer: Optimizer::adam(0.01),
             },
@@ -518,6 +530,29 @@ mod tests {
     /// Keys held by server `s` of `n`.
     fn keys_of(s: usize, n: usize, count: usize) -> Vec<u64> {
         (0..).filter(|&k| sparse_server(k, n) == s).take(count).collect()
+    }
+
+    /// A sparse table expecting rows has room for this server's share from the start, and
+    /// again once loaded from a checkpoint (which holds only the rows made).
+    #[test]
+    fn a_table_expecting_rows_has_room_for_its_share() {
+        let mut tables = specs();
+        tables[1].kind = TableKind::Sparse { width: 2, expected_rows: 10_000 };
+        let room = |s: &Shard| match &s.parts[1] {
+            Part::Sparse { rows } => rows.room(),
+            Part::Dense { .. } => unreachable!("table 1 is sparse"),
+        };
+        let want = expected_share(10_000, 2) as usize;
+        assert_eq!(want, 5_000 + 625 + 64);
+        let mut s = Shard::new(1, 2, &tables).unwrap();
+        assert!(room(&s) >= want, "{} rows of room", room(&s));
+        s.pull_sparse("emb", &keys_of(1, 2, 10)).unwrap();
+        let mut loaded: Shard = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert!(room(&loaded) < want, "a checkpoint holds the rows made, not the room");
+        loaded.make_room();
+        assert!(room(&loaded) >= want);
+        assert_eq!(loaded, s);
+        assert_eq!(room(&Shard::new(1, 2, &specs()).unwrap()), 8, "no hint: the smallest index");
     }
 
     #[test]

@@ -23,7 +23,36 @@ pub enum TableKind {
     Sparse {
         /// Floats per row.
         width: u32,
+        /// How many rows the whole table is expected to hold (0, the default: not known). A
+        /// hint, not a bound: each server makes room for its share up front (see
+        /// [`expected_share`]), so a table filling up does not stop to grow its index and
+        /// arrays; rows beyond it are still made, growing them then.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        expected_rows: u64,
     },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The most rows a server makes room for up front ([`expected_share`]): 32 Mi, an index of
+/// 1 GiB. A larger hint (a typo, say) must not take the machine's memory before any row exists.
+pub const MAX_EXPECTED_SHARE: u64 = 32 << 20;
+
+/// The rows a server of `servers` makes room for when a sparse table expects `expected_rows`
+/// in all: its share, plus an eighth and 64 for the keys' uneven spread over the servers, at
+/// most [`MAX_EXPECTED_SHARE`] (0 when nothing is expected).
+///
+/// Growing is what the room saves: at about half a million rows a server, a table that
+/// outgrows its index and arrays stops for about 0.2 s to move them (docs/benchmarks-ps.md),
+/// and in a sync job every trainer waits on it.
+pub fn expected_share(expected_rows: u64, servers: usize) -> u64 {
+    if expected_rows == 0 {
+        return 0;
+    }
+    let share = expected_rows.div_ceil(servers.max(1) as u64);
+    (share + share / 8 + 64).min(MAX_EXPECTED_SHARE)
 }
 
 /// How new parameters start.
@@ -66,7 +95,7 @@ impl TableSpec {
             TableKind::Dense { len: 0 } => {
                 return Err(Error::InvalidArgument(format!("dense table {:?} has no elements", self.name)));
             }
-            TableKind::Sparse { width: 0 } => {
+            TableKind::Sparse { width: 0, .. } => {
                 return Err(Error::InvalidArgument(format!("sparse table {:?} has rows of width 0", self.name)));
             }
             _ => {}
@@ -208,10 +237,36 @@ mod tests {
     }
 
     #[test]
+    fn a_server_makes_room_for_its_share_of_the_expected_rows_and_no_more() {
+        assert_eq!(expected_share(0, 2), 0, "no hint, no room");
+        assert_eq!(expected_share(1 << 20, 2), (1 << 19) + (1 << 16) + 64);
+        assert_eq!(expected_share(10, 3), 4 + 64);
+        assert_eq!(expected_share(u64::MAX, 1), MAX_EXPECTED_SHARE, "a typo does not take the memory");
+    }
+
+    /// The hint is left out of a spec without it, so the jobs and checkpoints written before it
+    /// read the same, and a spec with it keeps it.
+    #[test]
+    fn the_expected_rows_travel_only_when_given() {
+        let spec = |expected_rows| TableSpec {
+            name: "emb".into(),
+            kind: TableKind::Sparse { width: 4, expected_rows },
+            init: Init::Zeros,
+            optimizer: Optimizer::sgd(0.1),
+        };
+        let plain = serde_json::to_string(&spec(0)).unwrap();
+        assert!(!plain.contains("expected_rows"), "{plain}");
+        assert_eq!(serde_json::from_str::<TableSpec>(&plain).unwrap(), spec(0));
+        let hinted = serde_json::to_string(&spec(1 << 20)).unwrap();
+        assert!(hinted.contains("\"expected_rows\":1048576"), "{hinted}");
+        assert_eq!(serde_json::from_str::<TableSpec>(&hinted).unwrap(), spec(1 << 20));
+    }
+
+    #[test]
     fn bad_specs_are_refused_naming_the_table() {
         let spec = |kind| TableSpec { name: "emb".into(), kind, init: Init::Zeros, optimizer: Optimizer::sgd(0.1) };
-        assert!(spec(TableKind::Sparse { width: 8 }).validate().is_ok());
-        for bad in [TableKind::Sparse { width: 0 }, TableKind::Dense { len: 0 }] {
+        assert!(spec(TableKind::Sparse { width: 8, expected_rows: 0 }).validate().is_ok());
+        for bad in [TableKind::Sparse { width: 0, expected_rows: 0 }, TableKind::Dense { len: 0 }] {
             let e = spec(bad).validate().unwrap_err().to_string();
             assert!(e.contains("emb"), "{e}");
         }
