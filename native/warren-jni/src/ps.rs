@@ -243,7 +243,8 @@ fn whole<T: TypeArray + Default + Clone>(env: &Env<'_>, a: &JPrimitiveArray<'_, 
 
 /// The tables of a job, from parallel arrays: `kinds[i]` 0 dense (`sizes[i]` elements) or 1
 /// sparse (rows of `sizes[i]` floats); initializer zeros if `scales[i]` is NaN, else uniform
-/// in `[-scales[i], scales[i])` seeded by `seeds[i]`; `optimizers[i]` as `sgd:LR`, `adam:LR`...
+/// in `[-scales[i], scales[i])` seeded by `seeds[i]`; `optimizers[i]` as `sgd:LR`, `adam:LR`...;
+/// `expected[i]`: the rows a sparse table expects (0: not known; ignored for a dense table).
 struct TableArrays {
     names: Vec<String>,
     kinds: Vec<i32>,
@@ -251,6 +252,7 @@ struct TableArrays {
     scales: Vec<f32>,
     seeds: Vec<i64>,
     optimizers: Vec<String>,
+    expected: Vec<i64>,
 }
 
 impl TableArrays {
@@ -262,7 +264,7 @@ impl TableArrays {
                 0 => TableKind::Dense { len: unsigned(size, "table length")? },
                 1 => TableKind::Sparse {
                     width: u32::try_from(size).map_err(|_| argument(format!("row width {size} is out of range")))?,
-                    expected_rows: 0,
+                    expected_rows: unsigned(at(&self.expected, i, "expected")?, "expected rows")?,
                 },
                 k => return Err(argument(format!("unknown table kind {k}"))),
             };
@@ -300,6 +302,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientDefine<'l>(
     scales: JFloatArray<'l>,
     seeds: JLongArray<'l>,
     optimizers: JObjectArray<'l, JString<'l>>,
+    expected: JLongArray<'l>,
 ) {
     run(&mut env, |env| {
         let c = client(h)?;
@@ -312,6 +315,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientDefine<'l>(
             scales: whole(env, &scales, "scales")?,
             seeds: whole(env, &seeds, "seeds")?,
             optimizers: strings(env, &optimizers, "optimizers")?,
+            expected: whole(env, &expected, "expected rows")?,
         }
         .specs()?;
         Ok(c.define(&JobSpec { trainers, mode, tables, joining: Vec::new() })?)
@@ -774,6 +778,7 @@ mod tests {
             scales: vec![f32::NAN, 0.1],
             seeds: vec![0, -1],
             optimizers: optimizers.iter().map(|s| s.to_string()).collect(),
+            expected: vec![0, 1 << 20],
         }
     }
 
@@ -783,7 +788,7 @@ mod tests {
         assert_eq!(specs[0].kind, TableKind::Dense { len: 10 });
         assert_eq!(specs[0].init, Init::Zeros, "a NaN scale means zeros");
         assert_eq!(specs[0].optimizer, Optimizer::Sgd { lr: 0.5 });
-        assert_eq!(specs[1].kind, TableKind::Sparse { width: 4, expected_rows: 0 });
+        assert_eq!(specs[1].kind, TableKind::Sparse { width: 4, expected_rows: 1 << 20 });
         // A Java long's bits are the unsigned seed.
         assert_eq!(specs[1].init, Init::Uniform { scale: 0.1, seed: u64::MAX });
         assert_eq!(specs[1].optimizer, Optimizer::Adam { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8 });
@@ -798,6 +803,9 @@ mod tests {
         let m = message(tables(vec![0, 1], vec![10, 4], ["sgd:x", "sgd:1"]));
         assert!(m.contains("table \"w\"") && m.contains("\"x\" is not a number"), "{m}");
         assert!(message(tables(vec![0], vec![10, 4], ["sgd:1", "sgd:1"])).contains("kinds has fewer elements"));
+        let mut negative = tables(vec![0, 1], vec![10, 4], ["sgd:1", "sgd:1"]);
+        negative.expected[1] = -1;
+        assert!(message(negative).contains("expected rows -1 is negative"));
     }
 
     #[test]

@@ -77,7 +77,7 @@ object SparseLogisticRegressionPS {
       PsJob
         .builder(workers)
         .mode(mode, staleness)
-        .sparse("w", 1, PsJob.zeros(), PsOptimizer.sgd(lr))
+        .sparse("w", 1, 1L << bits, PsJob.zeros(), PsOptimizer.sgd(lr)) // room for every hashed key
         .dense("b", 1, PsJob.zeros(), PsOptimizer.sgd(lr))
         .build()
   }

@@ -55,7 +55,8 @@ final class PsNative {
       long[] sizes,
       float[] scales,
       long[] seeds,
-      String[] optimizers);
+      String[] optimizers,
+      long[] expectedRows);
 
   /** {@code [kind (0 dense, 1 sparse, -1 unknown table), length or width]} of a table. */
   static native long[] clientTable(long handle, String table);

@@ -67,7 +67,8 @@ class PsTest {
     return PsJob.builder(trainers)
         .mode(mode, 1)
         .dense("w", 10, PsJob.zeros(), PsOptimizer.sgd(1f))
-        .sparse("emb", 4, PsJob.uniform(0.1f, 7), PsOptimizer.sgd(0.5f))
+        // The servers make room for 1,000 rows up front: the same rows, the same sums.
+        .sparse("emb", 4, 1_000, PsJob.uniform(0.1f, 7), PsOptimizer.sgd(0.5f))
         .build();
   }
 
@@ -320,6 +321,10 @@ class PsTest {
               WarrenArgumentException.class,
               () -> ps.push(new PsGradients().sparse("emb", new long[] {1, 2}, new float[5])));
       assertTrue(e.getMessage().contains("5 floats for 2 keys of width 4"), e.getMessage());
+      assertEquals(1_000, job(2, "async").tables().get(1).expectedRows());
+      assertThrows(
+          IllegalArgumentException.class,
+          () -> PsJob.builder(1).sparse("emb", 4, -1, PsJob.zeros(), PsOptimizer.sgd(1f)));
       e = assertThrows(WarrenArgumentException.class, () -> ps.define(job(3, "async")));
       assertTrue(e.getMessage().contains("already defined differently"), e.getMessage());
       assertThrows(IllegalArgumentException.class, () -> ps.pullDense("w", 0, FloatBuffer.allocate(3)));
