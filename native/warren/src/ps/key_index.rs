@@ -49,7 +49,7 @@ impl KeyIndex {
         KeyIndex { slots: slots((2 * n).max(16).next_power_of_two()), len: 0 }
     }
 
-    /// Makes room for `n` keys in all: grows now (once) if more than `n` would grow it.
+    /// Makes room for `n` keys in all: grows now, once, if holding `n` keys would grow it later.
     pub fn reserve(&mut self, n: usize) {
         let wanted = (2 * n).max(16).next_power_of_two();
         if wanted > self.slots.len() {

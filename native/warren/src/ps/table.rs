@@ -52,7 +52,7 @@ pub fn expected_share(expected_rows: u64, servers: usize) -> u64 {
         return 0;
     }
     let share = expected_rows.div_ceil(servers.max(1) as u64);
-    (share + share / 8 + 64).min(MAX_EXPECTED_SHARE)
+    share.saturating_add(share / 8).saturating_add(64).min(MAX_EXPECTED_SHARE)
 }
 
 /// How new parameters start.
