@@ -148,9 +148,6 @@ pub fn run(a: PsArgs) -> warren::Result<u8> {
     if a.servers == 0 {
         return Err(Error::Config("--servers must be at least 1".into()));
     }
-    if a.threads == 0 {
-        return Err(Error::Config("--threads must be at least 1".into()));
-    }
     let secret = super::launcher::job_secret(true)?;
     let pull_timeout = Duration::from_secs_f64(a.pull_timeout_s.max(0.001));
     let checkpoint = a.checkpoint_dir.map(|dir| CheckpointPolicy {

@@ -49,7 +49,7 @@ fn unsigned(v: jlong, what: &str) -> JniResult<u64> {
 /// `checkpoint_dir` null: no checkpoints; else one every `every_steps` steps or `every_ms`
 /// milliseconds (0: not by that measure), and a checkpoint found there is loaded first.
 /// `tls`: the TLS settings (see [`crate::tls`]; null: plain TCP). `threads`: threads serving
-/// connections (`PsConfig::threads`, at least 1).
+/// connections (`PsConfig::threads`).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
@@ -71,10 +71,6 @@ pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
         let (Ok(index), Ok(servers)) = (usize::try_from(index), usize::try_from(servers)) else {
             return Err(argument(format!("server index {index} of {servers}: negative")));
         };
-        let threads = usize::try_from(threads)
-            .ok()
-            .filter(|&t| t > 0)
-            .ok_or_else(|| argument(format!("a parameter server needs at least one thread, not {threads}")))?;
         let mut cfg = PsConfig::new(string(env, &secret, "secret")?, index, servers);
         cfg.host = string(env, &host, "host")?;
         cfg.port = u16::try_from(port).map_err(|_| argument(format!("port {port} is out of range")))?;
@@ -87,7 +83,8 @@ pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
             });
         }
         cfg.tls = crate::tls::context(env, &tls)?;
-        cfg.threads = threads;
+        // A negative count is refused as 0 is, by `PsServer::start` (the Java builder first).
+        cfg.threads = usize::try_from(threads).unwrap_or(0);
         Ok(handle::into_handle(PsServer::start(cfg)?))
     })
 }
