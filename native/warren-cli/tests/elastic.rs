@@ -192,6 +192,35 @@ fn remove_then_restart_the_same_task_id_with_sparse_ids() {
     assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
 }
 
+/// Task 2 is added at version 10, registers, and only then is removed at version 20 (and,
+/// in the same job, task 3 is added and removed for the next boundary right after it
+/// registers): each joiner joins, then leaves as asked, and every process ends; none waits
+/// for a join that the remove cancelled.
+#[test]
+fn a_joiner_removed_after_it_registered_joins_then_leaves() {
+    let tracker = elastic_tracker(2, 2, 4);
+    let mut workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "1", 0)];
+    wait_for(&tracker, "the first view is made", |r| r.assigned());
+    tracker.add_worker("2", Some(10)).unwrap();
+    workers.push(spawn(&tracker, "2", 0));
+    wait_for(&tracker, "task 2 registered", |r| r.state_of("2") == Some(WorkerState::Running));
+    tracker.remove_worker("2", Some(20)).unwrap();
+    tracker.add_worker("3", Some(4)).unwrap();
+    workers.push(spawn(&tracker, "3", 0));
+    wait_for(&tracker, "task 3 registered", |r| r.state_of("3") == Some(WorkerState::Running));
+    tracker.remove_worker("3", None).unwrap();
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+    assert!(line(&done[2], "JOINED ").is_some_and(|l| l.starts_with("10 ")), "{all}");
+    assert_eq!(line(&done[2], "LEFT "), Some("20"), "{all}");
+    let joined: u32 = line(&done[3], "JOINED ").expect("task 3 joins").split(' ').next().unwrap().parse().unwrap();
+    assert_eq!(line(&done[3], "LEFT "), Some((joined + 1).to_string().as_str()), "{all}");
+    let want = [("0", "running"), ("1", "running"), ("2", "stopped"), ("3", "stopped")];
+    assert_eq!(states(&tracker), want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
+}
+
 /// Runs `warren ctl --tracker URI ARGS` with `secret`: (success, stdout, stderr).
 fn ctl(uri: &str, secret: &str, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(WARREN)

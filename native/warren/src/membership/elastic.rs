@@ -189,6 +189,9 @@ impl Roster {
                 if !self.target.contains(task) {
                     return Err(format!("task {task} is not a member"));
                 }
+                if change == Change::GiveUp && self.view.rank_of(task).is_none() {
+                    return Err(format!("task {task} has not joined yet: remove it instead"));
+                }
                 if n <= self.limits.min {
                     let verb = if change == Change::Remove { "removing" } else { "going on without" };
                     return Err(format!(
@@ -197,8 +200,9 @@ impl Roster {
                         self.limits.min
                     ));
                 }
+                // A joiner that registered keeps its place: its join still applies first
+                // (it is never dropped from under a waiting process), the leave after it.
                 self.target.remove(task);
-                self.ready.remove(task);
                 let into = if change == Change::Remove { &mut self.stopped } else { &mut self.lost };
                 into.insert(task.to_string());
             }
@@ -211,12 +215,15 @@ impl Roster {
     /// A task registered while the job runs: an admitted joiner now waits for the next
     /// boundary, and a lost task rejoins (restarted) if the limits allow. Refused otherwise.
     pub fn arrived(&mut self, task: &str) -> Result<(), String> {
+        if self.view.rank_of(task).is_some() {
+            return Err(format!("task {task} is a member already (it registers again to recover, not to join)"));
+        }
         if self.lost.contains(task) {
             self.request(Change::Restart, task, None)?;
         } else if self.limits.admit_arrivals && !self.stopped.contains(task) && !self.expected(task) {
             self.request(Change::Add, task, None)?;
         }
-        if !self.expected(task) || self.view.rank_of(task).is_some() {
+        if !self.expected(task) {
             return Err(format!("task {task} has not been admitted to the job (add it first)"));
         }
         self.ready.insert(task.to_string());
@@ -259,32 +266,13 @@ impl Roster {
             return self.view_after(version);
         }
         self.last_decided = Some(version);
-        let mut members: BTreeSet<String> = self.view.members().iter().cloned().collect();
-        let mut applied = vec![false; self.scheduled.len()];
-        // Tasks whose earlier request waits: their later ones wait too, in order.
-        let mut waiting: BTreeSet<&str> = BTreeSet::new();
-        for (i, s) in self.scheduled.iter().enumerate() {
-            match s.member {
-                _ if waiting.contains(s.task.as_str()) => continue,
-                // Not due yet; or a joiner that has not registered yet: a later boundary.
-                _ if s.at > version => {
-                    waiting.insert(&s.task);
-                    continue;
-                }
-                true if !self.ready.contains(&s.task) => {
-                    waiting.insert(&s.task);
-                    continue;
-                }
-                true => members.insert(s.task.clone()),
-                false => members.remove(&s.task),
-            };
-            applied[i] = true;
-        }
-        // Never outside the limits: a change that would be (a remove due before the joiner
-        // replacing it has registered) waits, whole, for a later boundary.
-        if members.len() < self.limits.min || members.len() > self.limits.max {
-            return self.view.clone();
-        }
+        // Every due request at once, if that stays within the limits; else each only if it
+        // keeps the job within them (a join at the maximum, or a leave at the minimum, waits
+        // for a later boundary), rather than all of them held back, maybe for good.
+        let (members, applied) = match self.plan(version, false) {
+            (m, a) if (self.limits.min..=self.limits.max).contains(&m.len()) => (m, a),
+            _ => self.plan(version, true),
+        };
         let mut done = applied.into_iter();
         self.scheduled.retain(|_| !done.next().unwrap_or(false));
         let members = sorted(members);
@@ -296,6 +284,48 @@ impl Roster {
         self.changes.insert(version, next.clone());
         self.view = next.clone();
         next
+    }
+
+    /// The members after applying the requests due at `version` to the current view, and
+    /// which requests that applies: the joins first, then the leaves, each task's requests in
+    /// the order made (once one waits, its later ones wait too). A join waits while its task
+    /// has not registered, a leave while its task joins at this boundary (so a registered
+    /// joiner always joins, then leaves as asked, instead of waiting for a join that
+    /// cancelled out). `within_limits`: a join that would pass the maximum, or a leave that
+    /// would pass the minimum, waits too.
+    fn plan(&self, version: u32, within_limits: bool) -> (BTreeSet<String>, Vec<bool>) {
+        let mut members: BTreeSet<String> = self.view.members().iter().cloned().collect();
+        let mut applied = vec![false; self.scheduled.len()];
+        let mut joining: BTreeSet<&str> = BTreeSet::new();
+        let mut held: BTreeSet<&str> = BTreeSet::new();
+        for (i, s) in self.scheduled.iter().enumerate() {
+            let task = s.task.as_str();
+            let full = within_limits && members.len() >= self.limits.max;
+            if held.contains(task) || s.at > version || !s.member || !self.ready.contains(task) || full {
+                held.insert(task);
+                continue;
+            }
+            if self.view.rank_of(task).is_none() {
+                joining.insert(task);
+            }
+            members.insert(s.task.clone());
+            applied[i] = true;
+        }
+        held.clear();
+        for (i, s) in self.scheduled.iter().enumerate() {
+            if applied[i] {
+                continue;
+            }
+            let task = s.task.as_str();
+            let low = within_limits && members.len() <= self.limits.min;
+            if held.contains(task) || s.at > version || s.member || joining.contains(task) || low {
+                held.insert(task);
+                continue;
+            }
+            members.remove(task);
+            applied[i] = true;
+        }
+        (members, applied)
     }
 
     /// Goes on without the lost members `tasks` at once, in the middle of a checkpoint
@@ -485,6 +515,45 @@ mod tests {
         assert_eq!(r.decide(2), v, "asked again about version 2: the same view");
         assert_eq!(r.decide(1).epoch(), 0, "version 1 was decided without the change");
         assert_eq!(r.state_of("2"), Some(TaskState::Running));
+    }
+
+    #[test]
+    fn a_registered_joiner_removed_before_it_joined_joins_then_leaves() {
+        let mut r = roster(&["0", "1"], 2, 4);
+        r.request(Change::Add, "2", Some(10)).unwrap();
+        r.arrived("2").unwrap();
+        r.request(Change::Remove, "2", Some(20)).unwrap();
+        assert_eq!(r.state_of("2"), Some(TaskState::Joining), "its join still comes first");
+        assert!(r.awaited_joiners(10).is_empty(), "registered: nothing to wait for");
+        assert_eq!(r.decide(10), View::new(1, ["0", "1", "2"]));
+        assert_eq!(r.state_of("2"), Some(TaskState::Leaving));
+        assert_eq!(r.decide(19).epoch(), 1);
+        assert_eq!(r.decide(20), View::new(2, ["0", "1"]));
+        assert_eq!(r.state_of("2"), Some(TaskState::Stopped));
+    }
+
+    #[test]
+    fn a_join_and_a_leave_due_together_apply_one_boundary_apart() {
+        let mut r = roster(&["0", "1"], 2, 4);
+        r.request(Change::Add, "2", None).unwrap();
+        r.request(Change::Remove, "2", None).unwrap();
+        r.arrived("2").unwrap();
+        assert_eq!(r.decide(1), View::new(1, ["0", "1", "2"]), "the registered joiner joins");
+        assert_eq!(r.decide(2), View::new(2, ["0", "1"]), "and leaves at the next boundary");
+        assert!(r.awaited_joiners(3).is_empty());
+    }
+
+    #[test]
+    fn joins_past_the_maximum_wait_for_a_later_boundary_instead_of_holding_all() {
+        let mut r = roster(&["0", "1"], 1, 3);
+        r.request(Change::Add, "2", None).unwrap();
+        r.request(Change::Remove, "2", None).unwrap();
+        r.request(Change::Add, "3", None).unwrap();
+        r.arrived("2").unwrap();
+        r.arrived("3").unwrap();
+        assert_eq!(r.decide(1), View::new(1, ["0", "1", "2"]), "task 3 would make 4");
+        assert_eq!(r.decide(2), View::new(2, ["0", "1", "3"]));
+        assert_eq!(r.decide(3).epoch(), 2, "nothing left to apply");
     }
 
     #[test]

@@ -7,6 +7,14 @@
 //! removal until it is restarted; so a task that leaves and comes back does so in a later
 //! epoch, and no task id takes part in one epoch twice.
 //!
+//! [`Roster`] against a reference model: random requests and registrations (before and after
+//! the requests, joiners going away before they join), then a launcher that starts every
+//! joining task and decisions until nothing is pending. Checked: each request is accepted
+//! exactly when the reference (the target membership, the stopped and lost tasks, the limits)
+//! says so; the roster always settles, with no request left waiting and no registered joiner
+//! left outside the view, on the reference's membership. So nothing waits for a worker that
+//! will never come, whatever the order of requests and registrations.
+//!
 //! [`Transition`]: random old and new views with sparse ids. Checked: members derive the same
 //! transition from views read back from the wire in any order; new ranks are `0..n` once each;
 //! each stayer's model goes to distinct new holders, never itself, as many as the placement
@@ -91,12 +99,14 @@ proptest! {
                     if v != last {
                         prop_assert_eq!(v.epoch(), last.epoch() + 1, "one epoch per change");
                     }
-                    // A change leaves out every task whose removal is due (a view kept as it
-                    // was may still hold one: the change waits, whole).
+                    // A change leaves out every task whose removal is due, unless that task
+                    // joins at this boundary (it leaves at a later one) or the view is at its
+                    // minimum (the removal waits for a joiner).
                     if v != last {
                         for t in v.members() {
                             let due = removed.get(t).is_some_and(|&at| at <= version);
-                            prop_assert!(!due, "removed task {} in {:?} at version {}", t, v, version);
+                            let excused = last.rank_of(t).is_none() || v.world() == limits.min;
+                            prop_assert!(!due || excused, "removed task {} in {:?} at version {}", t, v, version);
                         }
                     }
                     decided.insert(version, v.clone());
@@ -124,6 +134,90 @@ proptest! {
         for v in by_epoch.values() {
             for t in v.members() {
                 prop_assert!(seen.insert((t.clone(), v.epoch())));
+            }
+        }
+    }
+
+    #[test]
+    fn roster_settles_on_the_requested_membership_in_any_interleaving(
+        start in 1usize..5, min in 1usize..4, extra in 0usize..3, ops in proptest::collection::vec(op(), 1..60),
+    ) {
+        let limits = Limits::new(min.min(start), start + extra);
+        let ids: Vec<String> = (0..start).map(|i| i.to_string()).collect();
+        let mut r = Roster::new(View::new(0, ids.clone()), limits).unwrap();
+        // The reference: who should be a member once everything asked has applied, and who
+        // was removed or lost (only a restart brings those back).
+        let mut target: BTreeSet<String> = ids.into_iter().collect();
+        let (mut stopped, mut lost) = (BTreeSet::<String>::new(), BTreeSet::<String>::new());
+        let mut version = 0u32;
+        for op in ops {
+            match op {
+                Op::Request(c, t, at) => {
+                    let (change, t) = (CHANGES[c as usize], t.to_string());
+                    let at = at.map(|a| version + u32::from(a));
+                    let in_past = at.is_some_and(|a| r.decided_version().is_some_and(|d| a <= d));
+                    let known = stopped.contains(&t) || lost.contains(&t);
+                    let expect = !in_past && match change {
+                        Change::Add => !target.contains(&t) && !known && target.len() < limits.max,
+                        Change::Restart => !target.contains(&t) && known && target.len() < limits.max,
+                        Change::Remove => target.contains(&t) && target.len() > limits.min,
+                        Change::GiveUp => target.contains(&t) && target.len() > limits.min
+                            && r.view().rank_of(&t).is_some(),
+                    };
+                    let got = r.request(change, &t, at);
+                    prop_assert_eq!(got.is_ok(), expect, "{:?} {} at {:?}: {:?}", change, t, at, got);
+                    if expect {
+                        stopped.remove(&t);
+                        lost.remove(&t);
+                        match change {
+                            Change::Add | Change::Restart => { target.insert(t); }
+                            Change::Remove => { target.remove(&t); stopped.insert(t); }
+                            Change::GiveUp => { target.remove(&t); lost.insert(t); }
+                        }
+                    }
+                }
+                Op::Arrive(t) => {
+                    let t = t.to_string();
+                    // A lost task registering again is restarted, if there is room.
+                    let comes_back = lost.contains(&t) && target.len() < limits.max && r.view().rank_of(&t).is_none();
+                    let ok = r.arrived(&t).is_ok();
+                    if comes_back {
+                        prop_assert!(ok, "lost task {} registering again is refused", t);
+                        lost.remove(&t);
+                        target.insert(t);
+                    }
+                }
+                Op::Depart(t) => r.departed(&t.to_string()),
+                Op::Decide | Op::AskAgain(_) => {
+                    version += 1;
+                    r.decide(version);
+                }
+            }
+        }
+        // The launcher starts every joining task, which registers; the workers go on from
+        // checkpoint to checkpoint. Each boundary applies at least one pending request.
+        for _ in 0..40 {
+            for (t, state, _) in r.list() {
+                if state == TaskState::Joining {
+                    prop_assert!(r.arrived(&t).is_ok(), "joining task {} refused", t);
+                }
+            }
+            version += 1;
+            r.decide(version);
+        }
+        prop_assert!(r.awaited_joiners(version + 1).is_empty(), "joiners still awaited: {:?}", r.list());
+        let members: BTreeSet<String> = r.view().members().iter().cloned().collect();
+        prop_assert_eq!(&members, &target, "settled on another membership: {:?}", r.list());
+        for (t, state, _) in r.list() {
+            let expected = if target.contains(&t) { TaskState::Running }
+                else if lost.contains(&t) { TaskState::Lost } else { TaskState::Stopped };
+            prop_assert_eq!(state, expected, "task {}", t);
+        }
+        // No registered joiner is left waiting outside the view.
+        for t in 0u8..8 {
+            let t = t.to_string();
+            if r.view().rank_of(&t).is_none() {
+                prop_assert!(r.state_of(&t) != Some(TaskState::Joining), "task {} still joining", t);
             }
         }
     }
