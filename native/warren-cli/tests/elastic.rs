@@ -327,6 +327,25 @@ fn a_kill_right_after_a_resize_is_recovered_with_the_same_model() {
     assert_eq!(hash(&killed), hash(&clean), "killed run:\n{killed}\n{killed_log}\nclean run:\n{clean}\n{log}");
 }
 
+/// A joiner killed at its first call after joining, while the members still serve it: the
+/// launcher restarts only the joiner (one restart is enough: `--max-restarts 1`), its
+/// replacement loads the checkpoint again, and the job ends with the model of the same
+/// schedule without the kill. Before, a member that left the serving with its links as they
+/// were sent its next call to a peer still serving, which failed on a malformed call header.
+#[test]
+fn a_joiner_killed_right_after_it_joined_costs_one_restart() {
+    let grow = |uri: &str| assert!(ctl(uri, SECRET, &["add", "2", "--at-version", "12"]).0);
+    let one = ["--max-restarts", "1"];
+    let (clean, log) = elastic_run_with(&one, &[], grow);
+    let (killed, killed_log) = elastic_run_with(&one, &[("WARREN_MOCK", "2,12,0,0")], grow);
+    let hash = |out: &str| out.lines().find_map(|l| l.strip_prefix("MODEL_HASH ")).map(str::to_string);
+    assert!(clean.contains("\"status\":\"ok\""), "{clean}\n{log}");
+    assert!(killed.contains("\"status\":\"ok\"") && killed.contains("\"restarts\":1"), "{killed}\n{killed_log}");
+    assert!(killed_log.contains("WARREN_MOCK: rank 2 exits"), "the mock kill did not happen:\n{killed_log}");
+    assert_eq!(killed.lines().filter(|l| *l == "JOINED 12 3").count(), 2, "{killed}\n{killed_log}");
+    assert_eq!(hash(&killed), hash(&clean), "killed run:\n{killed}\n{killed_log}\nclean run:\n{clean}\n{log}");
+}
+
 /// The rejoin timeout of the tests below.
 const REJOIN: Duration = Duration::from_secs(2);
 

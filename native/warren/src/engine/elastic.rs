@@ -103,8 +103,10 @@ impl Communicator {
     /// members' work in between, and started that work only after them). Releasing the
     /// members as soon as the checkpoint had moved measured slower on an oversubscribed host
     /// (their work then delayed the joiner's loading, which is on the critical path). The
-    /// result is the same: the same items move from the same holders. A lost link ends the
-    /// serving quietly: the next call's recovery round re-links and serves what is left.
+    /// result is the same: the same items move from the same holders. A lost link (a joiner
+    /// died while loading) re-links at once, as in any call, and serving goes on with the
+    /// replacement: leaving the round with the links as they were let this member's next
+    /// call reach a peer still serving, which read that call's data as a call header.
     fn serve_joiners(&mut self) -> Result<()> {
         let hdr = self.header(CallKind::Checkpoint, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
         loop {
@@ -112,8 +114,8 @@ impl Communicator {
                 Ok(Round::Released) => return Ok(()),
                 Ok(_) => continue,
                 Err(e) if recoverable(&e) => {
-                    warn!(target: LOG, "task {}: serving the joiners stopped: {e}", self.cfg.task_id);
-                    return Ok(());
+                    warn!(target: LOG, "task {}: serving the joiners: {e}", self.cfg.task_id);
+                    self.relink(&e)?;
                 }
                 Err(e) => return Err(e),
             }
