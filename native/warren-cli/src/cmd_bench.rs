@@ -110,6 +110,7 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
         capture_stdout: true,
         fail_all: false,
         secret: None,
+        announce: false,
     })?;
     if !outcome.ok {
         return Err(Error::Tracker("a benchmark worker failed".into()));

@@ -61,15 +61,15 @@ pub fn run(a: CtlArgs) -> warren::Result<u8> {
             keys::JOB_SECRET_FILE
         )));
     }
-    let secret = super::launcher::job_secret(false)?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut client = TrackerClient::connect(&uri, secret.as_bytes(), super::launcher::tls()?.as_ref(), deadline, None)?;
     let request = match a.cmd {
-        CtlCmd::Add(t) => control(ControlChange::Add, t),
-        CtlCmd::Remove(t) => control(ControlChange::Remove, t),
-        CtlCmd::Restart(t) => control(ControlChange::Restart, t),
+        CtlCmd::Add(t) => control(ControlChange::Add, t)?,
+        CtlCmd::Remove(t) => control(ControlChange::Remove, t)?,
+        CtlCmd::Restart(t) => control(ControlChange::Restart, t)?,
         CtlCmd::List => ToTracker::List,
     };
+    let secret = super::launcher::job_secret(false)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut client = TrackerClient::connect_now(&uri, secret.as_bytes(), super::launcher::tls()?.as_ref(), deadline)?;
     match client.request(&request, deadline)? {
         FromTracker::Roster { epoch, min, max, tasks } => {
             println!("view epoch {epoch}; workers {min}..={max}");
@@ -84,6 +84,35 @@ pub fn run(a: CtlArgs) -> warren::Result<u8> {
     }
 }
 
-fn control(change: ControlChange, t: TaskArgs) -> ToTracker {
-    ToTracker::Control { change, task_id: t.task, at: t.at_version }
+/// The request, once its task id is checked: a task id is what the job's workers get as
+/// `WARREN_TASK_ID` (a partition or subtask index, a `warren run` task number).
+fn control(change: ControlChange, t: TaskArgs) -> warren::Result<ToTracker> {
+    check_task_id(&t.task)?;
+    Ok(ToTracker::Control { change, task_id: t.task, at: t.at_version })
+}
+
+/// A task id is what the job's workers get as `WARREN_TASK_ID`: not empty, no spaces or
+/// control characters (a `warren run`, Spark or Flink job numbers its tasks; its tracker
+/// refuses other ids).
+fn check_task_id(task: &str) -> warren::Result<()> {
+    if !task.is_empty() && !task.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "task id {task:?} cannot be a task id (empty, or with spaces): give the task as `warren ctl list` shows it"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_are_checked_before_sending() {
+        assert!(check_task_id("0").is_ok() && check_task_id("17").is_ok() && check_task_id("w-1").is_ok());
+        for bad in ["", " 2", "2 ", "a\tb"] {
+            let e = check_task_id(bad).unwrap_err().to_string();
+            assert!(e.contains("cannot be a task id"), "{bad:?}: {e}");
+        }
+    }
 }

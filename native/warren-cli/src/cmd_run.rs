@@ -46,8 +46,8 @@ pub struct RunArgs {
     /// (WARREN_CHECKPOINT_DIR, a temporary directory if unset).
     #[arg(long, default_value = "retry-one", value_parser = ["retry-one", "fail-all"])]
     recovery: String,
-    /// Seconds the workers have to arrive at the tracker (default 120; with --ps-servers,
-    /// whose trainers need not join the tracker, no deadline unless given).
+    /// Seconds the workers have to arrive at the tracker (default 120; with --ps-servers or
+    /// WARREN_PS_URIS, whose trainers need not join the tracker, no deadline unless given).
     #[arg(long)]
     rendezvous_timeout: Option<f64>,
     /// Also run S parameter servers in this process (threads) and give every worker their
@@ -62,7 +62,9 @@ pub struct RunArgs {
 /// Runs the job and prints the `WARREN_RUN_SUMMARY` line.
 pub fn run(a: RunArgs) -> warren::Result<u8> {
     let fail_all = a.recovery == "fail-all";
-    let elastic = a.min_workers.zip(a.max_workers).map(|(min, max)| Limits::new(min, max));
+    // The launcher starts the worker of an added task by its number.
+    let elastic =
+        a.min_workers.zip(a.max_workers).map(|(min, max)| Limits { numbered_tasks: true, ..Limits::new(min, max) });
     let workers = a.workers.or(a.min_workers).unwrap_or_default();
     if elastic.is_some() && fail_all {
         return Err(warren::Error::Config("an elastic job recovers with retry-one, not fail-all".into()));
@@ -74,8 +76,15 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
         env.push((keys::CHECKPOINT_DIR.to_string(), dir.display().to_string()));
         temp_dir = Some(dir);
     }
-    // The tracker, the parameter servers and the workers share one secret.
-    let secret = super::launcher::job_secret(false)?;
+    // The tracker, the parameter servers and the workers share one secret. Where `warren
+    // ctl` finds it is printed: the file given, or one made for this job (removed at the end);
+    // an exported WARREN_JOB_SECRET is already known to the user.
+    let given = std::env::var_os(keys::JOB_SECRET).is_some();
+    let made = !given && std::env::var_os(keys::JOB_SECRET_FILE).is_none();
+    let secret = super::launcher::job_secret(true)?;
+    if let (false, Some(path)) = (given, std::env::var_os(keys::JOB_SECRET_FILE)) {
+        println!("{}={}", keys::JOB_SECRET_FILE, path.to_string_lossy());
+    }
     let ps = if a.ps_servers > 0 {
         let servers = start_servers(&PsConfig::new(secret.clone(), 0, a.ps_servers), 0..a.ps_servers)?;
         let uris: Vec<&str> = servers.iter().map(|s| s.uri()).collect();
@@ -84,11 +93,13 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
     } else {
         Vec::new()
     };
-    let rendezvous = match (a.rendezvous_timeout, ps.is_empty()) {
+    // Trainers of a parameter-server job (servers run here, or given in WARREN_PS_URIS) may
+    // never join the tracker: no deadline for them unless one is given.
+    let ps_job = !ps.is_empty() || std::env::var_os(PS_URIS).is_some();
+    let rendezvous = match (a.rendezvous_timeout, ps_job) {
         (Some(s), _) => Duration::from_secs_f64(s),
-        (None, true) => Duration::from_secs(120),
-        // A year: the trainers of a parameter-server job may never join the tracker.
-        (None, false) => Duration::from_secs(365 * 86_400),
+        (None, false) => Duration::from_secs(120),
+        (None, true) => Duration::from_secs(365 * 86_400),
     };
     let outcome = launch(&LaunchSpec {
         workers,
@@ -104,8 +115,12 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
         capture_stdout: false,
         fail_all,
         secret: Some(secret),
+        announce: true,
     });
     drop(ps);
+    if made {
+        let _ = std::fs::remove_file(super::launcher::made_secret_file());
+    }
     if let Some(d) = temp_dir {
         let _ = std::fs::remove_dir_all(d);
     }

@@ -45,6 +45,9 @@ pub struct LaunchSpec {
     pub fail_all: bool,
     /// The job secret (default: from the environment, or a fresh one).
     pub secret: Option<String>,
+    /// Print `WARREN_TRACKER_URI=host:port` on stdout whenever a tracker starts (for `warren
+    /// ctl`).
+    pub announce: bool,
 }
 
 /// How a launch ended.
@@ -80,7 +83,7 @@ pub fn job_secret(announce: bool) -> warren::Result<String> {
     }
     let secret = warren::wire::auth::generate_secret();
     if announce {
-        let path = std::env::temp_dir().join(format!("warren-secret-{}", std::process::id()));
+        let path = made_secret_file();
         let mut opts = std::fs::OpenOptions::new();
         opts.write(true).create_new(true);
         #[cfg(unix)]
@@ -90,6 +93,11 @@ pub fn job_secret(announce: bool) -> warren::Result<String> {
         println!("{}={}", keys::JOB_SECRET_FILE, path.display());
     }
     Ok(secret)
+}
+
+/// Where [`job_secret`] writes a secret it made and announces (mode 0600).
+pub fn made_secret_file() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("warren-secret-{}", std::process::id()))
 }
 
 fn interrupted_flag() -> Arc<AtomicBool> {
@@ -207,7 +215,13 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
         cfg.join_hold = spec.join_hold;
         Tracker::start(cfg)
     };
+    let announce = |t: &Tracker| {
+        if spec.announce {
+            println!("{}={}", keys::TRACKER_URI, t.uri());
+        }
+    };
     let mut tracker = start_tracker()?;
+    announce(&tracker);
     let mut workers: Vec<Worker> = Vec::new();
     for task in 0..spec.workers {
         let (child, out) = spawn(spec, &tracker, task, 0)?;
@@ -293,6 +307,7 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
             }
             tracker.stop();
             tracker = start_tracker()?;
+            announce(&tracker);
             for w in workers.iter_mut() {
                 w.attempt += 1;
                 w.done = false;

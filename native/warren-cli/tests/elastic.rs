@@ -310,6 +310,84 @@ fn warren_ctl_grows_and_shrinks_an_elastic_warren_run() {
     assert!(out.contains("MODEL_HASH "), "{out}");
 }
 
+/// `warren ctl` driven only by what `warren run` prints: with no secret exported, the run
+/// prints its tracker's address and the secret file it made (mode 0600, removed at the end);
+/// an add of a task id that is not a number is refused, an add of task 2 makes it join; once
+/// the job is over, `ctl` says at once that nothing listens there.
+#[test]
+fn warren_ctl_works_from_what_warren_run_prints() {
+    let train = ["example", "train", "--elastic", "--iters", "30", "--model-bytes", "40000", "--compute-ms", "100"];
+    let mut run = Command::new(WARREN)
+        .args(["run", "--min-workers", "2", "--max-workers", "3", "--", WARREN])
+        .args(train)
+        .env_remove("WARREN_JOB_SECRET")
+        .env_remove("WARREN_JOB_SECRET_FILE")
+        .env("WARREN_CONNECT_TIMEOUT_S", "60")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = run.stdout.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut all = String::new();
+        for l in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            let _ = tx.send(l.clone());
+            all.push_str(&l);
+            all.push('\n');
+        }
+        all
+    });
+    let (mut uri, mut file) = (None, None);
+    while uri.is_none() || file.is_none() {
+        let l = rx.recv_timeout(Duration::from_secs(30)).expect("warren run prints where its tracker and secret are");
+        uri = uri.or(l.strip_prefix("WARREN_TRACKER_URI=").map(str::to_string));
+        file = file.or(l.strip_prefix("WARREN_JOB_SECRET_FILE=").map(str::to_string));
+    }
+    let (uri, file) = (uri.unwrap(), file.unwrap());
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    let ctl = |args: &[&str]| {
+        let o = Command::new(WARREN)
+            .args(["ctl", "--tracker", &uri])
+            .args(args)
+            .env_remove("WARREN_JOB_SECRET")
+            .env("WARREN_JOB_SECRET_FILE", &file)
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let until = Instant::now() + Duration::from_secs(30);
+    while !ctl(&["list"]).0 {
+        assert!(Instant::now() < until, "the job never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (ok, _, err) = ctl(&["add", "abc"]);
+    assert!(!ok && err.contains("task id \"abc\" is not a number"), "{err}");
+    let (ok, _, err) = ctl(&["add", ""]);
+    assert!(!ok && err.contains("cannot be a task id"), "{err}");
+    let (ok, _, err) = ctl(&["add", "2", "--at-version", "12"]);
+    assert!(ok, "{err}");
+    let started = Instant::now();
+    while run.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < LIMIT, "the job hung");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = out.join().unwrap();
+    assert!(out.contains("\"status\":\"ok\"") && out.lines().any(|l| l == "JOINED 12 3"), "{out}");
+    assert!(!std::path::Path::new(&file).exists(), "the secret file outlived the job");
+    std::fs::write(&file, "gone").unwrap();
+    let asked = Instant::now();
+    let (ok, _, err) = ctl(&["list"]);
+    let _ = std::fs::remove_file(&file);
+    assert!(!ok && err.contains("connection refused"), "{err}");
+    assert!(asked.elapsed() < Duration::from_secs(5), "a refused connection took {:?}", asked.elapsed());
+}
+
 /// A kill during a resize: task 2 joins at version 12 and rank 0 dies (`WARREN_MOCK`) at the
 /// first call after the change, while the joiner is still catching up; `warren run` restarts
 /// it, it recovers its local model from the replica renumbered for the new view, and the job

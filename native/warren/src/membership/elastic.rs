@@ -27,12 +27,15 @@ pub struct Limits {
     /// whose own tasks are the only ones that hold the secret, e.g. a Spark job's partitions
     /// arriving as slots free up.
     pub admit_arrivals: bool,
+    /// Task ids are numbers: an add or restart of any other id is refused. For launchers
+    /// that start the workers of added tasks by number (`warren run`).
+    pub numbered_tasks: bool,
 }
 
 impl Limits {
-    /// `min` to `max` workers; newcomers need an `add`.
+    /// `min` to `max` workers; newcomers need an `add`; any task id.
     pub fn new(min: usize, max: usize) -> Limits {
-        Limits { min, max, admit_arrivals: false }
+        Limits { min, max, admit_arrivals: false, numbered_tasks: false }
     }
 }
 
@@ -164,6 +167,11 @@ impl Roster {
         }
         let n = self.target.len();
         match change {
+            Change::Add | Change::Restart if self.limits.numbered_tasks && task.parse::<u64>().is_err() => {
+                return Err(format!(
+                    "task id {task:?} is not a number: this job's launcher starts its workers by task number"
+                ));
+            }
             Change::Add | Change::Restart => {
                 let known = self.stopped.contains(task) || self.lost.contains(task);
                 if self.target.contains(task) {
@@ -587,6 +595,16 @@ mod tests {
         let e = r.arrived("1").unwrap_err();
         assert!(e.contains("not been admitted"), "a removed task still needs a restart: {e}");
         assert!(r.arrived("0").is_err(), "a member registering again is not a joiner");
+    }
+
+    #[test]
+    fn a_job_of_numbered_tasks_refuses_other_task_ids() {
+        let limits = Limits { numbered_tasks: true, ..Limits::new(1, 4) };
+        let mut r = Roster::new(View::new(0, ["0", "1"]), limits).unwrap();
+        let e = r.request(Change::Add, "abc", None).unwrap_err();
+        assert!(e.contains("task id \"abc\" is not a number"), "{e}");
+        assert_eq!(r.state_of("abc"), None, "nothing changed");
+        r.request(Change::Add, "2", None).unwrap();
     }
 
     #[test]

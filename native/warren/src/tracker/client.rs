@@ -43,6 +43,25 @@ impl TrackerClient {
         Ok(TrackerClient { conn, notifications: VecDeque::new() })
     }
 
+    /// Connects once, for a tool run by a person (`warren ctl`): a refused connection is an
+    /// error at once, naming the address, instead of being tried again until `deadline` (as
+    /// [`TrackerClient::connect`] does for workers, which may start before their tracker).
+    pub fn connect_now(uri: &str, secret: &[u8], tls: Option<&Tls>, deadline: Instant) -> Result<TrackerClient> {
+        let who = format!("tracker {uri}");
+        let addr = wire::resolve(uri, "tracker")?;
+        let stream = wire::connect_by(addr, deadline, &who, CONNECT_BACKOFF, None, &mut |e| {
+            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                return Err(Error::Tracker(format!(
+                    "nothing listens at {uri} (connection refused): is the job still running? Its tracker's \
+                     address is the WARREN_TRACKER_URI line that warren run or warren tracker printed"
+                )));
+            }
+            Ok(false)
+        })?;
+        let conn = Connection::handshake(stream, secret, Purpose::Tracker, tls, deadline, who)?;
+        Ok(TrackerClient { conn, notifications: VecDeque::new() })
+    }
+
     /// Our address as seen on this connection (the interface that reaches the tracker).
     pub fn local_ip(&self) -> Result<IpAddr> {
         Ok(self.conn.stream().local_addr().map_err(|e| Error::io("reading local address", e))?.ip())
