@@ -327,24 +327,9 @@ fn warren_ctl_works_from_what_warren_run_prints() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = run.stdout.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut all = String::new();
-        for l in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
-            let _ = tx.send(l.clone());
-            all.push_str(&l);
-            all.push('\n');
-        }
-        all
-    });
-    let (mut uri, mut file) = (None, None);
-    while uri.is_none() || file.is_none() {
-        let l = rx.recv_timeout(Duration::from_secs(30)).expect("warren run prints where its tracker and secret are");
-        uri = uri.or(l.strip_prefix("WARREN_TRACKER_URI=").map(str::to_string));
-        file = file.or(l.strip_prefix("WARREN_JOB_SECRET_FILE=").map(str::to_string));
-    }
-    let (uri, file) = (uri.unwrap(), file.unwrap());
+    let (lines, out) = follow(run.stdout.take().unwrap());
+    let file = printed(&lines, "WARREN_JOB_SECRET_FILE=");
+    let uri = printed(&lines, "WARREN_TRACKER_URI=");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
     let ctl = |args: &[&str]| {
@@ -422,6 +407,158 @@ fn a_joiner_killed_right_after_it_joined_costs_one_restart() {
     assert!(killed_log.contains("WARREN_MOCK: rank 2 exits"), "the mock kill did not happen:\n{killed_log}");
     assert_eq!(killed.lines().filter(|l| *l == "JOINED 12 3").count(), 2, "{killed}\n{killed_log}");
     assert_eq!(hash(&killed), hash(&clean), "killed run:\n{killed}\n{killed_log}\nclean run:\n{clean}\n{log}");
+}
+
+/// One control request of a schedule: (`add`, `remove` or `restart`, task id, version).
+type Request = (&'static str, u32, u32);
+
+/// A seeded random schedule of 2-4 requests on an elastic job of tasks 0 and 1 (min 2, max
+/// 5): adds of new task ids, removes of members and restarts of removed tasks, at increasing
+/// checkpoint versions from 7 on, never outside the limits (as the tracker would accept
+/// them).
+fn schedule(seed: u64) -> Vec<Request> {
+    let mut state = seed;
+    let mut next = |n: u64| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    let (mut target, mut stopped, mut fresh): (Vec<u32>, Vec<u32>, u32) = (vec![0, 1], Vec::new(), 2);
+    let mut out = Vec::new();
+    let mut version = 2;
+    for _ in 0..2 + next(3) {
+        version += 5 + next(4) as u32;
+        let mut choices: Vec<&'static str> = Vec::new();
+        if target.len() < 5 {
+            choices.push("add");
+            if !stopped.is_empty() {
+                choices.push("restart");
+            }
+        }
+        if target.len() > 2 {
+            choices.push("remove");
+        }
+        let req = match choices[next(choices.len() as u64) as usize] {
+            "add" => {
+                fresh += 1 + next(2) as u32;
+                target.push(fresh);
+                ("add", fresh, version)
+            }
+            "restart" => {
+                let t = stopped.remove(next(stopped.len() as u64) as usize);
+                target.push(t);
+                ("restart", t, version)
+            }
+            _ => {
+                // Prefer a task that joined: "add X ... remove X" is the schedule that hung.
+                let t = *target.iter().rev().find(|t| **t > 1).unwrap_or(&target[0]);
+                target.retain(|x| *x != t);
+                stopped.push(t);
+                ("remove", t, version)
+            }
+        };
+        out.push(req);
+    }
+    out
+}
+
+/// Runs `schedule` through `warren ctl` against `warren run --min-workers 2 --max-workers 5`
+/// (50 iterations), all requests sent when the job starts or, `sent_late`, each add followed
+/// by a wait until its task has registered (so a later remove of it comes after that). Returns the model hash; the job must end, with status ok.
+fn run_schedule(schedule: &[Request], sent_late: bool) -> String {
+    let train = ["example", "train", "--elastic", "--iters", "50", "--model-bytes", "40000", "--compute-ms", "100"];
+    let mut run = Command::new(WARREN)
+        .args(["run", "--min-workers", "2", "--max-workers", "5", "--max-restarts", "0", "--", WARREN])
+        .args(train)
+        .env("WARREN_JOB_SECRET", SECRET)
+        .env("WARREN_CONNECT_TIMEOUT_S", "60")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, stdout) = follow(run.stdout.take().unwrap());
+    let stderr = drain(run.stderr.take().unwrap());
+    let started = Instant::now();
+    let uri = printed(&lines, "WARREN_TRACKER_URI=");
+    while !ctl(&uri, SECRET, &["list"]).0 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the job never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &(what, task, version) in schedule {
+        let (task, version) = (task.to_string(), version.to_string());
+        let (ok, _, err) = ctl(&uri, SECRET, &[what, &task, "--at-version", &version]);
+        assert!(ok, "{what} {task} at {version}: {err}");
+        if sent_late && what == "add" {
+            // Wait for its worker to register (the launcher starts it).
+            let until = Instant::now() + Duration::from_secs(20);
+            while !status_registered(&uri, &task) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    while run.try_wait().unwrap().is_none() {
+        if started.elapsed() > LIMIT {
+            let _ = run.kill();
+            panic!("the job hung with schedule {schedule:?} (sent late: {sent_late})\n{}", stderr.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (out, log) = (stdout.join().unwrap(), stderr.join().unwrap());
+    assert!(out.contains("\"status\":\"ok\""), "{schedule:?}:\n{out}\n{log}");
+    out.lines().find_map(|l| l.strip_prefix("MODEL_HASH ")).expect("a model hash").to_string()
+}
+
+/// Follows a child's stdout: each line as it comes, and all of it at the end.
+fn follow(out: impl Read + Send + 'static) -> (std::sync::mpsc::Receiver<String>, JoinHandle<String>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let all = std::thread::spawn(move || {
+        let mut all = String::new();
+        for l in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            let _ = tx.send(l.clone());
+            all.push_str(&l);
+            all.push('\n');
+        }
+        all
+    });
+    (rx, all)
+}
+
+/// The value of the first line starting with `key` (bounded wait).
+fn printed(lines: &std::sync::mpsc::Receiver<String>, key: &str) -> String {
+    loop {
+        let l = lines.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("no {key} line"));
+        if let Some(v) = l.strip_prefix(key) {
+            return v.to_string();
+        }
+    }
+}
+
+/// Whether `task`'s worker has registered with the tracker at `uri` (`warren ctl list` does
+/// not tell; the tracker's status does).
+fn status_registered(uri: &str, task: &str) -> bool {
+    let secret = SECRET.as_bytes();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let Ok(mut c) = warren::tracker::TrackerClient::connect_now(uri, secret, None, deadline) else { return false };
+    match c.request(&warren::tracker::proto::ToTracker::Status, deadline) {
+        Ok(warren::tracker::proto::FromTracker::Status { registered, finished, .. }) => {
+            registered.iter().any(|t| t == task) && !finished.iter().any(|t| t == task)
+        }
+        _ => false,
+    }
+}
+
+/// Seeded random schedules of adds, removes and restarts (with "add X ... remove X" among
+/// them), sent before the joiners register and again each after its task registered: every
+/// job ends (none waits for a worker that will never come), and the same schedule gives the
+/// same model both ways.
+#[test]
+fn random_schedules_end_and_give_the_same_model_whenever_sent() {
+    for seed in [3, 11, 42] {
+        let s = schedule(seed);
+        eprintln!("seed {seed}: {s:?}");
+        let early = run_schedule(&s, false);
+        let late = run_schedule(&s, true);
+        assert_eq!(early, late, "schedule {s:?} (seed {seed}) gave two models");
+    }
 }
 
 /// The rejoin timeout of the tests below.
