@@ -163,6 +163,13 @@ fn kill_fenced(tracker: &Tracker, workers: &mut [Worker]) {
     }
 }
 
+/// Whether an elastic job's `task` has left it (removed, its leave applied) and is not to
+/// come back: its worker needs no replacement.
+fn has_left(tracker: &Tracker, task: usize) -> bool {
+    let task = task.to_string();
+    tracker.list().is_ok_and(|tasks| tasks.iter().any(|t| t.task_id == task && t.state == "stopped"))
+}
+
 /// Starts the worker of every task id an elastic job expects to join (added, or restarted
 /// after a remove) that has no running process.
 fn start_joiners(spec: &LaunchSpec, tracker: &Tracker, workers: &mut Vec<Worker>) -> warren::Result<()> {
@@ -257,6 +264,16 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
             w.child = None;
             w.stdout = w.out.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
             if status.success() {
+                w.done = true;
+                continue;
+            }
+            if spec.elastic.is_some() && has_left(&tracker, w.task) {
+                // Lost after its leave was decided (at the view change): the job goes on
+                // without it, as asked; a replacement would only be refused.
+                info!(
+                    "task {} (attempt {}) failed with {status} after leaving the job; not restarted",
+                    w.task, w.attempt
+                );
                 w.done = true;
                 continue;
             }

@@ -561,6 +561,40 @@ fn random_schedules_end_and_give_the_same_model_whenever_sent() {
     }
 }
 
+/// Kills at each phase of a view change, one per run, under `warren run --max-restarts 1`:
+/// task 2 joins at checkpoint 8 and leaves at 14. The joiner before linking and at its first
+/// call; a stayer when the join is decided; the leaver before its leave is decided and when
+/// it is (then it has left: nothing to replace). Each costs at most its own restart, and the
+/// job ends with the model of the same schedule without a kill. Before, the leaver lost at
+/// its view change was replaced, the replacement was refused, and the job failed.
+#[test]
+fn a_kill_at_any_phase_of_a_view_change_costs_at_most_its_own_restart() {
+    let schedule = |uri: &str| {
+        assert!(ctl(uri, SECRET, &["add", "2", "--at-version", "8"]).0);
+        assert!(ctl(uri, SECRET, &["remove", "2", "--at-version", "14"]).0);
+    };
+    let one = ["--max-restarts", "1"];
+    let hash = |out: &str| out.lines().find_map(|l| l.strip_prefix("MODEL_HASH ")).map(str::to_string);
+    let (clean, log) = elastic_run_with(&one, &[], schedule);
+    assert!(clean.contains("\"status\":\"ok\"") && clean.lines().any(|l| l == "LEFT 14"), "{clean}\n{log}");
+    let cases = [
+        ("2,linking,0", "the joiner before linking", 1),
+        ("2,8,0,0", "the joiner at its first call", 1),
+        ("0,resize,0", "a stayer when the join is decided", 1),
+        ("1,8,0,0", "a stayer at its first call with the joiner", 1),
+        ("2,12,1,0", "the leaver before its leave is decided", 1),
+        ("2,resize,0", "the leaver when its leave is decided", 0),
+    ];
+    for (mock, what, restarts) in cases {
+        let (killed, killed_log) = elastic_run_with(&one, &[("WARREN_MOCK", mock)], schedule);
+        let context = format!("{what} ({mock}):\n{killed}\n{killed_log}");
+        assert!(killed_log.contains(&format!("exits at {mock}")), "the kill did not happen: {context}");
+        assert!(killed.contains("\"status\":\"ok\""), "{context}");
+        assert!(killed.contains(&format!("\"restarts\":{restarts}")), "{context}");
+        assert_eq!(hash(&killed), hash(&clean), "{context}");
+    }
+}
+
 /// The rejoin timeout of the tests below.
 const REJOIN: Duration = Duration::from_secs(2);
 
