@@ -3,19 +3,23 @@
 Both run a tiny data-parallel loop on 127.0.0.1 whose rank 0 prints `STEP <it> <world>
 <unix time>` once a step's gradient allreduce (the model's size) is done:
 
-- Warren: `warren run --min-workers 3 --max-workers 5 --rejoin-timeout R --max-restarts 0 --
+- Warren: `warren run --min-workers 3 --max-workers 5 --rejoin-timeout R --max-restarts 1 --
   warren example train --elastic --timeline` (an in-memory checkpoint every step);
 - torch: one `torchrun --nnodes=1:5 --nproc-per-node=1 --rdzv-backend=c10d` agent per worker
   (bench/resize/torch_train.py, gloo; rank 0 saves the model every step and a restarted job
   loads it and broadcasts it, torch elastic's recipe).
 
-Each job grows to 4 workers, then is measured on two changes:
+Each job grows to 4 workers, then is measured on these changes:
 - **add** (4 -> 5): from the moment the change is asked for (`warren ctl add 4`, which makes
   `warren run` start the worker; for torch, starting the fifth agent) to the first step done
   with 5 workers;
-- **lost** (5 -> 4): from SIGKILL of one worker (Warren: the worker process, not restarted;
-  torch: a whole agent, i.e. a node) to the first step done with 4 workers. Warren's time
-  includes the rejoin timeout R it waits for a replacement before going on without it.
+- **restart** (Warren, 5 -> 5): from SIGKILL of one worker, right after a step, to the next
+  step done, the worker re-run by `warren run` and recovered from its peers (retry-one);
+- **lost** (5 -> 4): from SIGKILL of one worker (Warren: the worker process, with no restart
+  left; torch: a whole agent, i.e. a node) to the first step done with 4 workers. Warren's
+  time includes the rejoin timeout R it waits for a replacement before going on without it;
+- **remove** (Warren, 4 -> 3): from `warren ctl remove 4` to the first step done with 3.
+torchrun has no retry-one nor graceful remove: its columns are empty there.
 
 Prints one JSON line per measurement and a summary (medians, torch/Warren ratios).
 Reproduce: make bench-resize
@@ -121,7 +125,7 @@ def warren_job(a, w=None):
     w = w or a.warren
     env = dict(os.environ, WARREN_JOB_SECRET=SECRET, WARREN_LOG=os.environ.get("WARREN_LOG", "info"), WARREN_CONNECT_TIMEOUT_S="120")
     cmd = [w, "run", "--min-workers", "3", "--max-workers", "5", "--rejoin-timeout", str(a.rejoin_timeout),
-           "--max-restarts", "0", "--", w, "example", "train", "--elastic", "--timeline", "--iters", "1000000",
+           "--max-restarts", "1", "--", w, "example", "train", "--elastic", "--timeline", "--iters", "1000000",
            "--model-bytes", str(a.model_bytes), "--compute-ms", str(a.compute_ms)]
     run = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     lines = Lines()
@@ -154,8 +158,17 @@ def warren_job(a, w=None):
         pid = warren_children(run.pid)["2"]
         t0 = time.time()
         os.kill(pid, signal.SIGKILL)
+        restart = lines.wait_step(5, t0, 120) - t0
+        lines.wait_step(5, 0, 120, count=3)
+        pid = warren_children(run.pid)["1"]
+        t0 = time.time()
+        os.kill(pid, signal.SIGKILL)  # no restart left: dropped after the rejoin timeout
         lost = lines.wait_step(4, t0, 120) - t0
-        return add, lost
+        lines.wait_step(4, 0, 120, count=3)
+        t0 = time.time()
+        ctl("remove", "4")
+        remove = lines.wait_step(3, t0, 120) - t0
+        return {"add": add, "restart": restart, "lost": lost, "remove": remove}
     finally:
         stop([run])
         if a.log_dir:
@@ -198,7 +211,7 @@ def torch_job(a):
         for pid in tree(agents[2].pid):  # the agent and its worker (in a session of its own)
             os.kill(pid, signal.SIGKILL)
         lost = lines.wait_step(4, t0, 180) - t0
-        return add, lost
+        return {"add": add, "lost": lost}
     finally:
         stop(agents)
         shutil.rmtree(ckdir, ignore_errors=True)
@@ -224,7 +237,8 @@ def main():
                                                  time.strftime("resize-%Y%m%dT%H%M%SZ.jsonl", time.gmtime())))
     a = p.parse_args()
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    res = {(n, c): [] for n in ("warren", "torch", "baseline") for c in ("add", "lost")}
+    changes = ("add", "restart", "lost", "remove")
+    res = {(n, c): [] for n in ("warren", "torch", "baseline") for c in changes}
     jobs = [("warren", warren_job), ("torch", torch_job)]
     if a.baseline:
         jobs.append(("baseline", lambda a: warren_job(a, a.baseline)))
@@ -235,9 +249,10 @@ def main():
                 if name not in a.impls.split(",") and not (name == "baseline" and a.baseline):
                     continue
                 l0 = load()
-                add, lost = job(a)
-                rec = {"bench": "resize", "impl": name, "rep": i, "model_bytes": a.model_bytes, "add_s": round(add, 3),
-                       "lost_s": round(lost, 3), "load1_before": l0, "load1_after": load()}
+                took = job(a)
+                rec = {"bench": "resize", "impl": name, "rep": i, "model_bytes": a.model_bytes,
+                       **{f"{c}_s": round(v, 3) for c, v in took.items()},
+                       "load1_before": l0, "load1_after": load(), "nice": os.nice(0)}
                 if name == "baseline":
                     rec["warren"] = a.baseline
                 if name in ("warren", "baseline"):
@@ -246,8 +261,8 @@ def main():
                     rec["last_call_timeout_s"] = a.last_call
                 print(json.dumps(rec), flush=True)
                 out.write(json.dumps(rec) + "\n")
-                res[(name, "add")].append(add)
-                res[(name, "lost")].append(lost)
+                for c, v in took.items():
+                    res[(name, c)].append(v)
     med = {k: statistics.median(v) for k, v in res.items() if v}
     summary = {"bench": "resize_summary", "repeat": a.repeat, "load1_before": load_before, "load1_after": load(),
                **{f"{k[0]}_{k[1]}_median_s": round(v, 3) for k, v in med.items()}}
@@ -257,7 +272,7 @@ def main():
         print(f"\nWarren against the baseline {a.baseline}, median of {a.repeat} (load {load_before:.1f} -> {load():.1f})")
         print("| change | Warren (s) | baseline (s) | baseline / Warren |")
         print("|---|---|---|---|")
-        for change in ("add", "lost"):
+        for change in changes:
             w, b = med[("warren", change)], med[("baseline", change)]
             print(f"| {change} | {w:.3f} | {b:.3f} | {b / w:.2f}x |")
     if ("torch", "add") not in med or ("warren", "add") not in med:
@@ -265,9 +280,13 @@ def main():
     print(f"\nresize latency, median of {a.repeat} (model {a.model_bytes >> 20} MiB; load {load_before:.1f} -> {load():.1f})")
     print("| change | Warren (s) | torchrun (s) | torchrun / Warren |")
     print("|---|---|---|---|")
-    for change, what in (("add", "add 1 worker to 4"), ("lost", "lose 1 worker of 5")):
-        w, t = med[("warren", change)], med[("torch", change)]
-        print(f"| {what} | {w:.2f} | {t:.2f} | {t / w:.1f}x |")
+    for change, what in (("add", "add 1 worker to 4"), ("restart", "kill 1 of 5, re-run it"),
+                         ("lost", "lose 1 worker of 5"), ("remove", "remove 1 of 4")):
+        w, t = med[("warren", change)], med.get(("torch", change))
+        if t is None:
+            print(f"| {what} | {w:.2f} | - | - |")
+        else:
+            print(f"| {what} | {w:.2f} | {t:.2f} | {t / w:.1f}x |")
 
 
 if __name__ == "__main__":
