@@ -59,6 +59,17 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
+/// How long the workers have to arrive at the tracker: `given` seconds, else 120, or, for
+/// the trainers of a parameter-server job (servers run here, or given in WARREN_PS_URIS),
+/// which may never join the tracker, no deadline (a year).
+fn rendezvous_deadline(given: Option<f64>, ps_job: bool) -> Duration {
+    match (given, ps_job) {
+        (Some(s), _) => Duration::from_secs_f64(s),
+        (None, false) => Duration::from_secs(120),
+        (None, true) => Duration::from_secs(365 * 86_400),
+    }
+}
+
 /// Runs the job and prints the `WARREN_RUN_SUMMARY` line.
 pub fn run(a: RunArgs) -> warren::Result<u8> {
     let fail_all = a.recovery == "fail-all";
@@ -93,14 +104,8 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
     } else {
         Vec::new()
     };
-    // Trainers of a parameter-server job (servers run here, or given in WARREN_PS_URIS) may
-    // never join the tracker: no deadline for them unless one is given.
     let ps_job = !ps.is_empty() || std::env::var_os(PS_URIS).is_some();
-    let rendezvous = match (a.rendezvous_timeout, ps_job) {
-        (Some(s), _) => Duration::from_secs_f64(s),
-        (None, false) => Duration::from_secs(120),
-        (None, true) => Duration::from_secs(365 * 86_400),
-    };
+    let rendezvous = rendezvous_deadline(a.rendezvous_timeout, ps_job);
     let outcome = launch(&LaunchSpec {
         workers,
         elastic,
@@ -139,4 +144,16 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
     } else {
         1
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_server_trainers_have_no_rendezvous_deadline_unless_given() {
+        assert_eq!(rendezvous_deadline(None, false), Duration::from_secs(120));
+        assert!(rendezvous_deadline(None, true) >= Duration::from_secs(86_400 * 365));
+        assert_eq!(rendezvous_deadline(Some(5.0), true), Duration::from_secs(5));
+    }
 }
