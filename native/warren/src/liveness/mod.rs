@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub(crate) use heartbeat::{Heartbeat, Pulse};
-pub use pause::overslept;
+pub use pause::{excused, overslept};
 pub use stall::ranks_named;
 
 use crate::error::{Error, Result};

@@ -13,6 +13,12 @@ pub fn overslept(due: Instant, now: Instant, slack: Duration) -> Option<Duration
     (late > slack).then_some(late)
 }
 
+/// When a silence that began at `since` began, as a watch counts it once it learns that it did
+/// not run itself for `stopped` before `now`: that much later, but never later than `now`.
+pub fn excused(since: Instant, stopped: Duration, now: Instant) -> Instant {
+    since.checked_add(stopped).map_or(now, |t| t.min(now))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -26,5 +32,13 @@ mod tests {
         assert_eq!(overslept(t0, t0 + slack, slack), None, "late by the slack");
         let stopped = Duration::from_secs(8);
         assert_eq!(overslept(t0, t0 + stopped, slack), Some(stopped));
+    }
+
+    #[test]
+    fn a_silence_excused_starts_later_but_not_after_now() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(excused(t0, s(8), t0 + s(9)), t0 + s(8));
+        assert_eq!(excused(t0 + s(5), s(8), t0 + s(9)), t0 + s(9), "heard from during the pause");
     }
 }

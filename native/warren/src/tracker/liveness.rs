@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::proto::Stall;
+use crate::liveness::excused;
 
 /// What a heartbeat leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +130,7 @@ impl Liveness {
     /// the tracker was stopped, still to be read, are not late.
     pub fn excuse(&mut self, stopped: Duration, now: Instant) {
         for p in self.pulses.values_mut() {
-            p.last = p.last.checked_add(stopped).map_or(now, |t| t.min(now));
+            p.last = excused(p.last, stopped, now);
         }
     }
 
