@@ -577,6 +577,23 @@ mod tests {
     }
 
     #[test]
+    fn a_master_that_did_not_run_gives_pending_tasks_a_full_timeout_again() {
+        let dir = TestDir::new("svc-paused");
+        let pat = dataset(&dir, 2);
+        let settings = QueueSettings { initial_timeout_ms: 1000, min_timeout_ms: 1000, ..QueueSettings::default() };
+        let s = Shared::open(settings, Box::new(FileStore::open(dir.path().join("store")).unwrap()), false).unwrap();
+        s.handle(Request::SetDataset { patterns: vec![pat], chunks_per_task: 1 }, 0);
+        let Reply::Task { task: GetTask::Task(_) } = s.handle(Request::GetTask { pass: 0 }, 0) else { panic!() };
+        // Stopped from just after the hand-out until well past its deadline.
+        s.tick(9_000, Some(Duration::from_secs(9)));
+        assert_eq!(s.status().unwrap().counts.pending, 1, "not the trainer's fault");
+        s.tick(9_500, None);
+        assert_eq!(s.status().unwrap().counts.pending, 1, "a full timeout from the wake");
+        s.tick(10_000, None);
+        assert_eq!(s.status().unwrap().counts.pending, 0, "then the silence counts");
+    }
+
+    #[test]
     fn a_hand_out_is_answered_before_it_is_durable_unless_asked_and_a_finish_never_is() {
         for durable_hand_outs in [false, true] {
             let dir = TestDir::new("svc-hand-outs");
