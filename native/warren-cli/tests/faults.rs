@@ -1,8 +1,9 @@
 //! Faults beyond crashes, with real processes and real signals: a worker paused with SIGSTOP
 //! for less than the peer timeout (the job waits, and the log names the paused worker), and
 //! for longer (the tracker fences it, the job goes on with a replacement, and the paused
-//! process, once continued, exits with the fenced error without disturbing the job). Every
-//! run has a hard time limit.
+//! process, once continued, exits with the fenced error without disturbing the job); the
+//! tracker paused (it blames no worker for its own silence, and the job goes on). Every run
+//! has a hard time limit.
 
 mod support;
 
@@ -86,6 +87,31 @@ fn a_long_pause_fences_the_worker_and_the_job_goes_on_with_a_replacement() {
     if let Some(at) = stamp_of(going_on) {
         eprintln!("pause to the job going on: {:.3} s (peer timeout 2 s): {going_on}", at - paused_at);
     }
+}
+
+/// `warren run` itself (the launcher and its tracker) paused for three peer timeouts while its
+/// workers train: no worker is blamed for the tracker's silence, none takes itself for cut
+/// off, and the job goes on to the failure-free model with no restart.
+#[test]
+fn a_paused_tracker_is_not_a_failure() {
+    let _one = one_at_a_time();
+    let args = ["--iters", "600", "--compute-ms", "20"];
+    let want = clean(4, &["--iters", "600"]);
+    let env = [("WARREN_PEER_TIMEOUT_S", "2")];
+    let r = train(4, &[], &args, &env, |job| {
+        job.wait_assigned();
+        std::thread::sleep(Duration::from_millis(700));
+        job.signal_launcher("STOP");
+        std::thread::sleep(Duration::from_secs(6));
+        job.signal_launcher("CONT");
+    });
+    assert!(r.ok(), "job failed:\n{}", r.stderr);
+    assert_eq!(r.hash().as_deref(), Some(want.as_str()), "model differs from the failure-free run");
+    assert_eq!(r.restarts(), 0, "a paused tracker is not a failure:\n{}", r.stderr);
+    assert!(!r.stderr.contains("fenced"), "nobody is fenced:\n{}", r.stderr);
+    assert!(r.stderr.contains("tracker: it did not run for"), "the tracker notices its pause:\n{}", r.stderr);
+    let elapsed = r.summary()["elapsed_s"].as_f64().unwrap_or_default();
+    assert!(elapsed > 6.0, "the job outlasted the pause ({elapsed} s)");
 }
 
 /// A worker cut off from the tracker while its process runs (`WARREN_MOCK` `,cut`: no

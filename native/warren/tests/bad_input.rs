@@ -140,7 +140,7 @@ fn mismatched_call_options_are_reported_on_every_rank() {
     );
     all_mismatch(results, "tag 6");
     // Bootstrap calls under different keys (or a bootstrap call against an ordinary one) are
-    // different calls: the key's hash is the call's number.
+    // different calls: the key's hash is the call's number (shown as the key).
     let other = BootstrapKey::new("key:b", 0).hash;
     let results = run_world(
         3,
@@ -150,7 +150,7 @@ fn mismatched_call_options_are_reported_on_every_rank() {
             c.allreduce_with(&mut [1u64; 2], Op::Max, &opts)
         },
     );
-    all_mismatch(results, &format!("#{other} "));
+    all_mismatch(results, &format!("bootstrap key {other:#018x},"));
     let results = run_world(
         2,
         |_, _| {},
@@ -159,7 +159,7 @@ fn mismatched_call_options_are_reported_on_every_rank() {
             c.broadcast_with(&mut vec![1u8; 3], 0, &opts)
         },
     );
-    all_mismatch(results, &format!("#{other} "));
+    all_mismatch(results, &format!("bootstrap key {other:#018x},"));
 }
 
 #[test]
@@ -474,7 +474,7 @@ fn a_peer_never_replaced_is_a_timeout_naming_the_call() {
     for (rank, r) in results.iter().enumerate().take(2) {
         match r {
             Err(Error::Timeout { what, .. }) => {
-                assert!(what.starts_with("allreduce(tree) #1 of 4000 bytes"), "rank {rank}: {what}");
+                assert!(what.starts_with("allreduce(tree) #1 of version 0, 4000 bytes"), "rank {rank}: {what}");
                 assert!(what.contains("re-linking after a lost peer"), "rank {rank}: {what}");
             }
             other => panic!("rank {rank}: expected a timeout naming the call, got {other:?}"),

@@ -58,6 +58,12 @@ impl Job {
         let sent = Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status();
         sent.map(|s| s.success()).unwrap_or(false).then_some(pid)
     }
+
+    /// Sends `signal` (`"STOP"`, `"CONT"`) to the launcher itself (and the tracker it runs).
+    pub fn signal_launcher(&self, signal: &str) {
+        let sent = Command::new("kill").args([&format!("-{signal}"), &self.launcher.to_string()]).status();
+        assert!(sent.unwrap().success(), "kill -{signal} {}", self.launcher);
+    }
 }
 
 /// The pid of the worker of `task` among the launcher's children (from its environment).

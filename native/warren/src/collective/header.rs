@@ -87,11 +87,43 @@ pub const COUNT_UNKNOWN: u64 = u64::MAX;
 const STATUS_OK: u8 = 0;
 const STATUS_ABORT: u8 = 1;
 
+/// What a call's [`CallHeader::seq`] counts, so that messages name the call as a person
+/// counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Numbering {
+    /// The calls of the communicator so far (a communicator without recovery).
+    #[default]
+    Count = 0,
+    /// The checkpoint version in the high 32 bits and the call's index since that checkpoint
+    /// in the low 32 (a communicator with recovery).
+    Checkpointed = 1,
+    /// The hash of a bootstrap call's key (its name travels apart).
+    Bootstrap = 2,
+}
+
+impl Numbering {
+    fn from_code(c: u8) -> Option<Numbering> {
+        [Numbering::Count, Numbering::Checkpointed, Numbering::Bootstrap].into_iter().find(|n| *n as u8 == c)
+    }
+
+    /// `seq` as a person reads it: `#7`, `#5 of version 23`, `bootstrap key 0x1f...`.
+    pub fn show(self, seq: u64) -> String {
+        match self {
+            Numbering::Count => format!("#{seq}"),
+            Numbering::Checkpointed => format!("#{} of version {}", seq & 0xffff_ffff, seq >> 32),
+            Numbering::Bootstrap => format!("bootstrap key {seq:#018x}"),
+        }
+    }
+}
+
 /// What every rank declares about a collective call. All ranks must declare the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallHeader {
-    /// Sequence number of the call on this communicator.
+    /// The call's number on this communicator, as [`numbering`](Self::numbering) says.
     pub seq: u64,
+    /// What `seq` counts.
+    pub numbering: Numbering,
     /// The collective.
     pub kind: CallKind,
     /// Element type.
@@ -110,11 +142,16 @@ pub struct CallHeader {
 }
 
 impl CallHeader {
-    /// Describes the call for error messages, e.g. `allreduce(tree) #7 of 400 bytes f32 sum`.
+    /// Describes the call for error messages, e.g. `allreduce(tree) #7 of 400 bytes f32 sum`
+    /// (with recovery: `allreduce(tree) #5 of version 23, 400 bytes f32 sum`).
     pub fn describe(&self) -> String {
         let count = if self.count == COUNT_UNKNOWN { "?".to_string() } else { self.count.to_string() };
-        let mut s =
-            format!("{} #{} of {} bytes {} {}", self.kind.name(), self.seq, count, self.dtype.name(), self.op.name());
+        let (kind, number) = (self.kind.name(), self.numbering.show(self.seq));
+        let size = format!("{count} bytes {} {}", self.dtype.name(), self.op.name());
+        let mut s = match self.numbering {
+            Numbering::Count => format!("{kind} {number} of {size}"),
+            _ => format!("{kind} {number}, {size}"),
+        };
         if self.kind == CallKind::Broadcast {
             s += &format!(" from root {}", self.root);
         } else if let Some(slice) = self.ring_slice().filter(|&b| b > 0) {
@@ -180,6 +217,7 @@ impl CallHeader {
         b[2] = self.dtype as u8;
         b[3] = self.op as u8;
         b[4..6].copy_from_slice(&self.elem_size.to_le_bytes());
+        b[6] = self.numbering as u8;
         b[8..16].copy_from_slice(&self.seq.to_le_bytes());
         b[16..24].copy_from_slice(&self.count.to_le_bytes());
         b[24..28].copy_from_slice(&self.root.to_le_bytes());
@@ -228,7 +266,9 @@ pub fn decode_header(b: &[u8; HEADER_LEN], peer: usize) -> Result<HeaderMsg> {
             let kind = CallKind::from_code(b[1]).ok_or_else(|| bad("kind"))?;
             let dtype = DataType::from_code(b[2]).ok_or_else(|| bad("type"))?;
             let op = Op::from_code(b[3]).ok_or_else(|| bad("op"))?;
+            let numbering = Numbering::from_code(b[6]).ok_or_else(|| bad("numbering"))?;
             Ok(HeaderMsg::Proceed(CallHeader {
+                numbering,
                 kind,
                 dtype,
                 op,
@@ -257,6 +297,7 @@ mod tests {
     fn hdr() -> CallHeader {
         CallHeader {
             seq: 7,
+            numbering: Numbering::Count,
             kind: CallKind::AllreduceTree,
             dtype: DataType::F32,
             op: Op::Sum,
@@ -271,6 +312,27 @@ mod tests {
     fn header_round_trip() {
         let h = hdr();
         assert_eq!(decode_header(&h.encode(), 1).unwrap(), HeaderMsg::Proceed(h));
+        for numbering in [Numbering::Checkpointed, Numbering::Bootstrap] {
+            let h = CallHeader { numbering, seq: (23 << 32) | 5, ..hdr() };
+            assert_eq!(decode_header(&h.encode(), 1).unwrap(), HeaderMsg::Proceed(h));
+        }
+        let mut bad = hdr().encode();
+        bad[6] = 9;
+        assert!(decode_header(&bad, 1).is_err(), "an unknown numbering");
+    }
+
+    #[test]
+    fn a_call_is_named_as_a_person_counts_it() {
+        assert_eq!(hdr().describe(), "allreduce(tree) #7 of 400 bytes f32 sum");
+        let ring = CallHeader {
+            kind: CallKind::AllreduceRing,
+            numbering: Numbering::Checkpointed,
+            seq: (23 << 32) | 5,
+            ..hdr()
+        };
+        assert_eq!(ring.describe(), "allreduce(ring) #5 of version 23, 400 bytes f32 sum");
+        let boot = CallHeader { numbering: Numbering::Bootstrap, seq: 0x1f, ..hdr() };
+        assert_eq!(boot.describe(), "allreduce(tree) bootstrap key 0x000000000000001f, 400 bytes f32 sum");
     }
 
     #[test]

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::cancel::CancelHandle;
-use crate::collective::header::{CallHeader, CallKind};
+use crate::collective::header::{CallHeader, CallKind, Numbering};
 use crate::collective::{Net, Scratch};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -218,15 +218,15 @@ impl Communicator {
         tag: u32,
         key: Option<&BootstrapKey>,
     ) -> CallHeader {
-        let seq = match (&self.robust, key) {
-            (_, Some(k)) => k.hash,
+        let (seq, numbering) = match (&self.robust, key) {
+            (_, Some(k)) => (k.hash, Numbering::Bootstrap),
             (Some(r), None) => {
                 let (version, seq) = r.state.point();
-                ((version as u64) << 32) | seq as u64
+                (((version as u64) << 32) | seq as u64, Numbering::Checkpointed)
             }
-            (None, None) => self.calls,
+            (None, None) => (self.calls, Numbering::Count),
         };
-        CallHeader { seq, kind, dtype, op, elem_size: elem as u16, root: root as u32, count, tag }
+        CallHeader { seq, numbering, kind, dtype, op, elem_size: elem as u16, root: root as u32, count, tag }
     }
 
     /// Fails if an earlier call failed, or (poisoning the communicator) if it was cancelled.

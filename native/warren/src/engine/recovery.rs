@@ -6,7 +6,7 @@ use log::{debug, info};
 
 use super::{Communicator, LOG};
 use crate::collective;
-use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind};
+use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind, Numbering};
 use crate::error::{Error, Result};
 use crate::reduce::{self, DataType, Op};
 use crate::robust::{self, BootstrapKey, Failure, Holdings, Item, Plan, Proposal, Taken, Transfer, Want, check_served};
@@ -138,6 +138,7 @@ impl Communicator {
         all[self.topo.rank * w..][..w].copy_from_slice(mine);
         let hdr = CallHeader {
             seq: 0,
+            numbering: Numbering::Count,
             kind: CallKind::Consensus,
             dtype: DataType::U64,
             op: Op::Sum,
@@ -161,6 +162,7 @@ impl Communicator {
         let count = if self.topo.rank == server { data.len() as u64 } else { COUNT_UNKNOWN };
         let hdr = CallHeader {
             seq: 0,
+            numbering: Numbering::Count,
             kind: CallKind::RecoveryData,
             dtype: DataType::U8,
             op: Op::Sum,

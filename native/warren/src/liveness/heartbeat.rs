@@ -6,9 +6,11 @@
 //! that a JVM garbage collection does not stop: only a stopped or frozen process, or a cut
 //! network, silences it. It fences its own worker (its [`CancelHandle`]: every call fails
 //! with [`crate::Error::Fenced`]) when the tracker answers that it was fenced, or when the
-//! tracker has not answered for the peer timeout (cut off: the tracker, on its side, fences
-//! and replaces it). A tracker that closes the connection (the job ended or failed) only ends
-//! the thread: the worker's own tracker connection reports that.
+//! tracker has not answered for the peer timeout and its host no longer acknowledges the
+//! heartbeats either (cut off: the tracker, on its side, fences and replaces it). A tracker
+//! whose host acknowledges but that does not answer is stopped or frozen itself: the worker
+//! waits for its answer. A tracker that closes the connection (the job ended or failed) only
+//! ends the thread: the worker's own tracker connection reports that.
 
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{LOG, Watch};
+use super::{LOG, Watch, overslept};
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 use crate::tracker::TrackerClient;
@@ -99,6 +101,8 @@ impl Drop for Heartbeat {
 fn beat(mut client: TrackerClient, pulse: &Pulse, watch: &Watch, cancel: &CancelHandle, stop: &AtomicBool) {
     let interval = pulse.interval();
     let mut heard = Instant::now();
+    // Whether the tracker is silent past the timeout while its host acknowledges (logged once).
+    let mut waiting = false;
     while !stop.load(Ordering::SeqCst) && !cancel.is_cancelled() {
         let next = Instant::now() + interval;
         if watch.is_cut() {
@@ -134,14 +138,63 @@ fn beat(mut client: TrackerClient, pulse: &Pulse, watch: &Watch, cancel: &Cancel
         }
         // This loop was itself stopped (the whole process paused or frozen): the tracker's
         // answer to the next heartbeat says whether it fenced us meanwhile.
-        if next.elapsed() > interval {
+        if overslept(next, Instant::now(), interval).is_some() {
             heard = Instant::now();
         }
         let silent = heard.elapsed();
-        if silent > pulse.timeout {
+        let acked = last_ack(client.socket());
+        if cut_off_after(silent, acked, pulse.timeout) {
             return cancel.fence(&cut_off(pulse, silent));
         }
+        if silent > pulse.timeout && !waiting {
+            log::warn!(
+                target: LOG,
+                "task {}: the tracker has not answered for {silent:.1?} (peer timeout {:?}), but its host \
+                 acknowledges every heartbeat: its process is stopped or busy, not gone; waiting for its answer",
+                pulse.task_id,
+                pulse.timeout
+            );
+        }
+        waiting = silent > pulse.timeout;
     }
+}
+
+/// Whether a worker that heard nothing from the tracker for `silent` takes itself for cut off
+/// (the tracker, on its side, fences it): after the peer timeout, unless the tracker's host
+/// still acknowledges its heartbeats (`acked`: how long ago it last did, where the system says).
+/// Then the link works and only the tracker's process does not run (stopped, frozen or
+/// starved): no reason for the worker to stop, since a tracker that runs again does not blame
+/// its workers for its own pause, and its answer says whether it fenced this worker.
+fn cut_off_after(silent: Duration, acked: Option<Duration>, timeout: Duration) -> bool {
+    silent > timeout && acked.is_none_or(|ago| ago > timeout)
+}
+
+/// How long ago the peer of `socket` last acknowledged anything sent on it (Linux `TCP_INFO`);
+/// `None` where the system does not say.
+#[cfg(target_os = "linux")]
+fn last_ack(socket: &TcpStream) -> Option<Duration> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain C struct of integers, which zeroed bytes make valid.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: `getsockopt` writes at most `len` bytes into `info` and reports how many, on a
+    // descriptor that `socket` keeps open.
+    let got = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    let has_field = len as usize >= std::mem::offset_of!(libc::tcp_info, tcpi_last_ack_recv) + 4;
+    (got == 0 && has_field).then(|| Duration::from_millis(u64::from(info.tcpi_last_ack_recv)))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn last_ack(_socket: &TcpStream) -> Option<Duration> {
+    None
 }
 
 /// Why a worker that heard nothing from the tracker for `silent` fences itself.
@@ -183,5 +236,31 @@ mod tests {
         assert_eq!(pulse(3_000, None).interval(), Duration::from_millis(500));
         assert_eq!(pulse(30_000, Some(1_000)).interval(), Duration::from_millis(500));
         assert_eq!(pulse(60, None).interval(), Duration::from_millis(20));
+    }
+
+    #[test]
+    fn a_silent_tracker_whose_host_acknowledges_is_waited_for() {
+        let timeout = Duration::from_secs(2);
+        let s = Duration::from_secs;
+        assert!(!cut_off_after(s(1), None, timeout), "within the timeout");
+        assert!(cut_off_after(s(3), None, timeout), "the system does not say: cut off");
+        assert!(cut_off_after(s(3), Some(s(3)), timeout), "nothing acknowledged either: cut off");
+        assert!(!cut_off_after(s(30), Some(Duration::from_millis(300)), timeout), "the tracker is stopped");
+    }
+
+    #[test]
+    fn the_last_acknowledgement_of_a_live_connection_is_recent() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut a = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut b, _) = listener.accept().unwrap();
+        // The peer's kernel acknowledges what is sent, whether or not its process reads it.
+        a.write_all(b"beat").unwrap();
+        let mut got = [0u8; 4];
+        b.read_exact(&mut got).unwrap();
+        if cfg!(target_os = "linux") {
+            let ago = last_ack(&a).expect("Linux says");
+            assert!(ago < Duration::from_secs(1), "{ago:?}");
+        }
     }
 }

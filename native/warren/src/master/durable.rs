@@ -165,6 +165,12 @@ impl<S: Store<QueueCodec>> DurableQueue<S> {
         self.run(|q| Ok(q.tick(now)))
     }
 
+    /// [`Queue::resume`], durably: gives every pending task at least a full timeout from `now`
+    /// (the master itself did not run for a while: that time is not the trainers').
+    pub fn resume(&self, now: Millis) -> Result<()> {
+        self.run(|q| Ok(q.resume(now)))
+    }
+
     /// Writes a snapshot of the current state to the store and lets it cut its log.
     pub fn compact(&self) -> Result<()> {
         // The snapshot is taken under the lock, so it ends at an operation boundary.

@@ -24,6 +24,7 @@ use super::durable::{DurableQueue, QueueCodec};
 use super::proto::{MasterStatus, Reply, Request, error_reply};
 use super::queue::{Millis, Output, Queue, QueueSettings};
 use crate::error::{Error, Result};
+use crate::liveness::overslept;
 use crate::store::{Store, Ticket};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, FrameReader};
@@ -313,9 +314,19 @@ impl Shared {
         self.queue.read(status_of)
     }
 
-    /// Expires overdue tasks and compacts the store if it asks for it.
-    fn tick(&self, now: Millis) {
-        let result = self.queue.tick(now).and_then(|expired| {
+    /// Expires overdue tasks and compacts the store if it asks for it. A master that did not
+    /// run for `stopped` (its clock woke that much later than due: the process was stopped or
+    /// frozen) first gives every pending task a full timeout again, as after a restart: the
+    /// trainers are not blamed for the master's own pause.
+    fn tick(&self, now: Millis, stopped: Option<Duration>) {
+        let resumed = match stopped {
+            Some(d) => {
+                warn!("master: it did not run for {d:.1?} (stopped or frozen): pending tasks get a full timeout again");
+                self.queue.resume(now)
+            }
+            None => Ok(()),
+        };
+        let result = resumed.and_then(|()| self.queue.tick(now)).and_then(|expired| {
             if !expired.is_empty() {
                 warn!("master: {} task(s) timed out: {expired:?}", expired.len());
             }
@@ -478,14 +489,16 @@ async fn clock(shared: Arc<Shared>, tick: Duration, progress: Duration) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_progress = tokio::time::Instant::now();
     loop {
-        ticks.tick().await;
+        let asked = std::time::Instant::now();
+        let due = ticks.tick().await.into_std().max(asked);
+        let stopped = overslept(due, std::time::Instant::now(), tick);
         let s = shared.clone();
         let log_progress = last_progress.elapsed() >= progress;
         if log_progress {
             last_progress = tokio::time::Instant::now();
         }
         let _ = tokio::task::spawn_blocking(move || {
-            s.tick(now_ms());
+            s.tick(now_ms(), stopped);
             if !log_progress {
                 return;
             }
@@ -561,6 +574,23 @@ mod tests {
 
     fn waited(w: &Watched) -> u64 {
         w.waited.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_master_that_did_not_run_gives_pending_tasks_a_full_timeout_again() {
+        let dir = TestDir::new("svc-paused");
+        let pat = dataset(&dir, 2);
+        let settings = QueueSettings { initial_timeout_ms: 1000, min_timeout_ms: 1000, ..QueueSettings::default() };
+        let s = Shared::open(settings, Box::new(FileStore::open(dir.path().join("store")).unwrap()), false).unwrap();
+        s.handle(Request::SetDataset { patterns: vec![pat], chunks_per_task: 1 }, 0);
+        let Reply::Task { task: GetTask::Task(_) } = s.handle(Request::GetTask { pass: 0 }, 0) else { panic!() };
+        // Stopped from just after the hand-out until well past its deadline.
+        s.tick(9_000, Some(Duration::from_secs(9)));
+        assert_eq!(s.status().unwrap().counts.pending, 1, "not the trainer's fault");
+        s.tick(9_500, None);
+        assert_eq!(s.status().unwrap().counts.pending, 1, "a full timeout from the wake");
+        s.tick(10_000, None);
+        assert_eq!(s.status().unwrap().counts.pending, 0, "then the silence counts");
     }
 
     #[test]

@@ -25,9 +25,14 @@ use super::consistency::{Clocks, Mode};
 use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
 use super::shard::{Grad, Shard};
 use crate::error::{Error, Result};
+use crate::liveness::overslept;
 use crate::store::{FileStore, Store};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, FrameReader, pool};
+
+/// A wait that wakes this much later than asked counts the lateness as time the server did
+/// not run itself (see [`crate::liveness::overslept`]).
+const PAUSE_SLACK: Duration = Duration::from_secs(1);
 
 /// Settings of a [`PsServer`].
 #[derive(Clone, Debug)]
@@ -398,11 +403,13 @@ impl Shared {
     }
 
     /// Waits until a pull by `trainer` may be answered, or fails after the pull timeout
-    /// naming the trainers it waited for.
+    /// naming the trainers it waited for. Time the server itself did not run (a wake later
+    /// than asked by over [`PAUSE_SLACK`]: the process was stopped or frozen) moves the
+    /// deadline as much later: the trainers waited for are not blamed for it.
     async fn wait_pull(&self, trainer: Option<u32>) -> Result<()> {
         let mut rx = self.moved.subscribe();
         let started = tokio::time::Instant::now();
-        let deadline = started + self.pull_timeout;
+        let mut deadline = started + self.pull_timeout;
         let mut next_progress = started + self.progress_interval;
         loop {
             if self.lock().pull_ready(trainer) {
@@ -427,6 +434,15 @@ impl Shared {
             let wake = deadline.min(next_progress);
             if let Ok(Err(_)) = tokio::time::timeout_at(wake, rx.changed()).await {
                 return Err(Error::Protocol("the server is stopping".into()));
+            }
+            let woke = tokio::time::Instant::now();
+            if let Some(stopped) = overslept(wake.into_std(), woke.into_std(), PAUSE_SLACK) {
+                info!(
+                    "ps server {}: it did not run for {stopped:.1?} (stopped or frozen): not counted against trainer {t}'s pull",
+                    self.index
+                );
+                deadline += stopped;
+                next_progress += stopped;
             }
         }
     }

@@ -87,12 +87,13 @@ impl BootstrapCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collective::header::CallKind;
+    use crate::collective::header::{CallKind, Numbering};
     use crate::reduce::{DataType, Op};
 
     fn hdr(count: u64) -> CallHeader {
         CallHeader {
             seq: 0,
+            numbering: Numbering::Bootstrap,
             kind: CallKind::AllreduceTree,
             dtype: DataType::U64,
             op: Op::Max,

@@ -378,12 +378,22 @@ fn repair(props: &[Proposal], held: &Holdings, placement: &Placement) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind};
+    use crate::collective::header::{COUNT_UNKNOWN, CallHeader, CallKind, Numbering};
     use crate::reduce::{DataType, Op};
 
     fn call(v: u32, s: u32, kind: CallKind, count: u64) -> CallHeader {
         let seq = ((v as u64) << 32) | s as u64;
-        CallHeader { seq, kind, dtype: DataType::F32, op: Op::Sum, elem_size: 4, root: 0, count, tag: 0 }
+        CallHeader {
+            seq,
+            numbering: Numbering::Checkpointed,
+            kind,
+            dtype: DataType::F32,
+            op: Op::Sum,
+            elem_size: 4,
+            root: 0,
+            count,
+            tag: 0,
+        }
     }
 
     fn p(v: u32, s: u32, want: Want) -> Proposal {

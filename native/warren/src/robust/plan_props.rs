@@ -14,7 +14,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::collective::header::{CallHeader, CallKind};
+use crate::collective::header::{CallHeader, CallKind, Numbering};
 use crate::membership::{Placed, Placement};
 use crate::reduce::{DataType, Op};
 
@@ -65,8 +65,9 @@ impl Job {
 
     /// The want, key and declared header of the call at `pc` for a worker at `point`.
     fn call(&self, pc: Pc, point: Point) -> (Want, Option<BootstrapKey>, CallHeader) {
-        let header = |seq: u64, kind, count| CallHeader {
+        let header = |seq: u64, numbering, kind, count| CallHeader {
             seq,
+            numbering,
             kind,
             dtype: DataType::U8,
             op: Op::Sum,
@@ -77,13 +78,17 @@ impl Job {
         };
         let at = ((point.0 as u64) << 32) | point.1 as u64;
         match pc {
-            Pc::Boot(i) => (Want::Bootstrap, Some(key(i)), header(key(i).hash, CallKind::AllreduceTree, 8)),
-            Pc::Load => (Want::LoadCheckpoint, None, header(at, CallKind::Checkpoint, 0)),
-            Pc::Call(_, s) if s < self.calls => (Want::Execute, None, header(at, CallKind::AllreduceTree, 4)),
-            Pc::Call(v, s) if s == self.calls => {
-                (Want::Checkpoint, None, header(at, CallKind::Checkpoint, 3 + v as u64))
+            Pc::Boot(i) => {
+                (Want::Bootstrap, Some(key(i)), header(key(i).hash, Numbering::Bootstrap, CallKind::AllreduceTree, 8))
             }
-            Pc::Call(..) => (Want::Checkpoint, None, header(at, CallKind::CheckpointAck, 0)),
+            Pc::Load => (Want::LoadCheckpoint, None, header(at, Numbering::Checkpointed, CallKind::Checkpoint, 0)),
+            Pc::Call(_, s) if s < self.calls => {
+                (Want::Execute, None, header(at, Numbering::Checkpointed, CallKind::AllreduceTree, 4))
+            }
+            Pc::Call(v, s) if s == self.calls => {
+                (Want::Checkpoint, None, header(at, Numbering::Checkpointed, CallKind::Checkpoint, 3 + v as u64))
+            }
+            Pc::Call(..) => (Want::Checkpoint, None, header(at, Numbering::Checkpointed, CallKind::CheckpointAck, 0)),
         }
     }
 }

@@ -84,13 +84,14 @@ impl Proposal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collective::header::{COUNT_UNKNOWN, CallKind};
+    use crate::collective::header::{COUNT_UNKNOWN, CallKind, Numbering};
     use crate::reduce::{DataType, Op};
 
     #[test]
     fn encoding_round_trips_and_empty_slots_are_rejected() {
         let call = CallHeader {
             seq: (3 << 32) | 77,
+            numbering: Numbering::Checkpointed,
             kind: CallKind::Broadcast,
             dtype: DataType::U8,
             op: Op::Sum,

@@ -128,12 +128,13 @@ impl ResultBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collective::header::CallKind;
+    use crate::collective::header::{CallKind, Numbering};
     use crate::reduce::{DataType, Op};
 
     fn hdr(seq: u64) -> CallHeader {
         CallHeader {
             seq,
+            numbering: Numbering::Checkpointed,
             kind: CallKind::AllreduceTree,
             dtype: DataType::F32,
             op: Op::Sum,

@@ -23,6 +23,7 @@ use super::liveness::BeatOutcome;
 use super::proto::{FromTracker, Stall};
 use super::registry::WorkerState;
 use super::server::{Shared, SharedState, refuse};
+use crate::liveness::overslept;
 
 /// A heartbeat from `task_id`'s incarnation `incarnation`: noted and acknowledged, its new
 /// stall report logged; refused (ending the connection) if fenced or unknown.
@@ -95,16 +96,23 @@ fn log_stall(s: &Shared, task_id: &str, r: &Stall) {
 }
 
 /// Fences every worker silent for longer than the peer timeout, checking a few times per
-/// timeout, until the runtime stops.
+/// timeout, until the runtime stops. A check much later than due means the tracker itself did
+/// not run (its process was stopped or frozen): that time is excused, not blamed on the workers.
 pub(crate) async fn watchdog(state: SharedState, timeout: Duration) {
     let tick = (timeout / 20).clamp(Duration::from_millis(10), Duration::from_millis(250));
     loop {
+        let due = Instant::now() + tick;
         tokio::time::sleep(tick).await;
         let mut s = state.0.lock().unwrap();
         if s.outcome.is_some() {
             return;
         }
-        let late = s.liveness.as_ref().map(|l| l.overdue(Instant::now())).unwrap_or_default();
+        let now = Instant::now();
+        if let (Some(stopped), Some(l)) = (overslept(due, now, tick), s.liveness.as_mut()) {
+            info!("tracker: it did not run for {stopped:.1?} (stopped or frozen): no worker is blamed for that time");
+            l.excuse(stopped, now);
+        }
+        let late = s.liveness.as_ref().map(|l| l.overdue(now)).unwrap_or_default();
         for (task, silent) in late {
             fence(&mut s, &task, silent, timeout);
         }

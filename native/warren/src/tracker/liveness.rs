@@ -1,11 +1,14 @@
 //! Which workers are alive, as the tracker sees it: the last heartbeat of each worker's
 //! current incarnation, the stall it reports, and the incarnations fenced. Pure: the server
-//! feeds it heartbeats and the clock, and acts on what it returns.
+//! feeds it heartbeats and the clock, and acts on what it returns. Time the tracker itself did
+//! not run (its process stopped or frozen) is [`excused`](Liveness::excuse): a worker is
+//! fenced for its own silence, never for the tracker's.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::proto::Stall;
+use crate::liveness::excused;
 
 /// What a heartbeat leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +124,16 @@ impl Liveness {
         self.pulses.get(task).map(|p| p.attempt)
     }
 
+    /// The tracker did not run for `stopped` before `now` (its watchdog woke that much later
+    /// than it asked): that time does not count as any worker's silence. Every watched worker's
+    /// last heartbeat moves `stopped` later (never past `now`), so that heartbeats sent while
+    /// the tracker was stopped, still to be read, are not late.
+    pub fn excuse(&mut self, stopped: Duration, now: Instant) {
+        for p in self.pulses.values_mut() {
+            p.last = excused(p.last, stopped, now);
+        }
+    }
+
     /// Workers silent for longer than the timeout at `now`, with how long, longest first.
     pub fn overdue(&self, now: Instant) -> Vec<(String, Duration)> {
         let mut late: Vec<(String, Duration)> = self
@@ -163,6 +176,26 @@ mod tests {
         let late = l.overdue(t0 + Duration::from_millis(4500));
         assert_eq!(late, vec![("1".to_string(), Duration::from_millis(4500))]);
         assert_eq!(l.silent_for("0", t0 + Duration::from_secs(4)), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn time_the_tracker_did_not_run_is_no_worker_s_silence() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(Duration::from_secs(4));
+        l.expect("0", 1, 0, t0);
+        l.expect("1", 2, 0, t0);
+        assert_eq!(l.beat("1", 2, None, t0 + Duration::from_secs(3)), BeatOutcome::Noted(None));
+        // The tracker stops 1 s after task 0's last heartbeat and runs again 12 s later.
+        let woke = t0 + Duration::from_secs(13);
+        assert_eq!(l.overdue(woke).len(), 2, "without the discount both would be fenced");
+        l.excuse(Duration::from_secs(12), woke);
+        assert!(l.overdue(woke).is_empty(), "{:?}", l.overdue(woke));
+        assert_eq!(l.silent_for("0", woke), Some(Duration::from_secs(1)));
+        assert_eq!(l.silent_for("1", woke), Some(Duration::ZERO), "never later than now");
+        // Silence after the tracker runs again counts as before.
+        let later = woke + Duration::from_millis(3500);
+        assert_eq!(l.overdue(later), vec![("0".to_string(), Duration::from_millis(4500))]);
+        assert_eq!(l.beat("1", 2, None, later), BeatOutcome::Noted(None));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The rejoin timeout of an elastic job (I/O around [`Registry::give_up`](super::Registry::give_up)):
 //! a member lost for longer than the timeout without its replacement registering is given up
-//! on. The view changes at once, so the survivors waiting in the re-link round for it are
-//! assigned the view without it and roll back to their last checkpoint in it; below the
-//! minimum number of workers the job fails with an error naming the missing tasks.
+//! on (time the tracker itself did not run does not count). The view changes at once, so the
+//! survivors waiting in the re-link round for it are assigned the view without it and roll
+//! back to their last checkpoint in it; below the minimum number of workers the job fails with
+//! an error naming the missing tasks.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -11,12 +12,14 @@ use log::{info, warn};
 
 use super::proto::FromTracker;
 use super::server::{SharedState, assign, set_outcome};
+use crate::liveness::{excused, overslept};
 
 /// Watches lost members until the job has an outcome, giving up on those lost for `timeout`.
 pub(crate) async fn watchdog(state: SharedState, timeout: Duration) {
     let tick = (timeout / 10).clamp(Duration::from_millis(10), Duration::from_millis(200));
     let mut since: BTreeMap<String, Instant> = BTreeMap::new();
     loop {
+        let due = Instant::now() + tick;
         tokio::time::sleep(tick).await;
         let mut guard = state.0.lock().unwrap();
         let s = &mut *guard;
@@ -24,6 +27,13 @@ pub(crate) async fn watchdog(state: SharedState, timeout: Duration) {
             return;
         }
         let now = Instant::now();
+        // The tracker itself did not run (stopped or frozen): a replacement could not register
+        // meanwhile, so that time does not count against it.
+        if let Some(stopped) = overslept(due, now, tick) {
+            for at in since.values_mut() {
+                *at = excused(*at, stopped, now);
+            }
+        }
         let lost = s.registry.lost_members();
         since.retain(|t, _| lost.contains(t));
         for t in &lost {

@@ -6,8 +6,9 @@ import java.util.Objects;
 /**
  * What one worker declared about a collective call, as a {@link CollectiveMismatchException}
  * reports it: the worker's rank, the call as the native library describes it (for example
- * {@code allreduce(tree) #3 of 40 bytes f32 sum}), and the same field by field: collective,
- * position, size in bytes, element type, operator, root, tag and bootstrap key.
+ * {@code allreduce(tree) #3 of 40 bytes f32 sum}; with recovery
+ * {@code allreduce(tree) #3 of version 2, 40 bytes f32 sum}), and the same field by field:
+ * collective, position, size in bytes, element type, operator, root, tag and bootstrap key.
  * Fields the native library did not know are -1 or {@code null}.
  */
 public final class CallDeclaration implements Serializable {
