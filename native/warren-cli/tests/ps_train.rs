@@ -49,8 +49,7 @@ fn sync_training_gives_the_serial_model_on_every_run_whatever_the_timings() {
     let servers = [Server::start(0, 2, SECRET, &[]), Server::start(1, 2, SECRET, &[])];
     let uris = format!("{},{}", servers[0].uri, servers[1].uri);
     let mut cmd = Command::new(WARREN);
-    cmd.args(["run", "-n", "4", "--max-restarts", "0", "--", WARREN])
-        .args(train_args("sync", 10));
+    cmd.args(["run", "-n", "4", "--max-restarts", "0", "--", WARREN]).args(train_args("sync", 10));
     let out = run_limited(cmd.env("WARREN_JOB_SECRET", SECRET).env("WARREN_PS_URIS", &uris), Duration::from_secs(180));
     assert_eq!(model_hash(&out), want, "against stand-alone servers");
     // `warren ps status` reports the finished job.
