@@ -365,6 +365,7 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
             port: l0.port,
             pid: 0,
             host_id: String::new(),
+            placed_on: String::new(),
         },
         PeerAddr {
             rank: 1,
@@ -373,6 +374,7 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
             port: l1.port,
             pid: 0,
             host_id: String::new(),
+            placed_on: String::new(),
         },
     ];
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -94,6 +94,7 @@ fn peers(l0: &PeerListener, l1: &PeerListener) -> Vec<PeerAddr> {
             port: l.port,
             pid: 0,
             host_id: String::new(),
+            placed_on: String::new(),
         })
         .collect()
 }

@@ -164,8 +164,14 @@ impl Communicator {
         let listener = self.listener.as_ref().expect("a tracker-joined communicator has a listener");
         let me = self.topo.rank;
         let ids: Vec<&str> = peers.iter().map(|p| p.host_id.as_str()).collect();
-        // From the same peers, every rank makes the same layout (whatever its transport).
-        self.hosts = HostLayout::new(&ids, me);
+        // Every rank makes the same layout from where the tracker placed the ranks when the
+        // view was made (not where they run now: a replacement on another host must join its
+        // peers' calls with their algorithm), whatever the transport of each link.
+        let placed: Vec<&str> = peers
+            .iter()
+            .map(|p| if p.placed_on.is_empty() { p.host_id.as_str() } else { p.placed_on.as_str() })
+            .collect();
+        self.hosts = HostLayout::new(&placed, me);
         let dedicated = has_cores(&ids, me);
         self.waiter.set_busy_poll(if dedicated { self.cfg.busy_poll } else { Duration::ZERO });
         let mut neighbours = self.topo.neighbours();

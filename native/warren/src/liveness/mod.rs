@@ -171,6 +171,7 @@ mod tests {
             port: 1,
             pid: 40 + rank as u32,
             host_id: String::new(),
+            placed_on: String::new(),
         }
     }
 

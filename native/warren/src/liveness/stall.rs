@@ -72,7 +72,15 @@ mod tests {
 
     #[test]
     fn identities_name_task_host_and_pid() {
-        let p = PeerAddr { rank: 0, task_id: "a".into(), host: "h".into(), port: 1, pid: 9, host_id: String::new() };
+        let p = PeerAddr {
+            rank: 0,
+            task_id: "a".into(),
+            host: "h".into(),
+            port: 1,
+            pid: 9,
+            host_id: String::new(),
+            placed_on: String::new(),
+        };
         assert_eq!(identities(&[0, 4], &[p]), "rank 0 (task a on h, pid 9), rank 4");
     }
 }

@@ -21,6 +21,12 @@ pub struct PeerAddr {
     /// Its host id (empty if unknown): workers with the same one link over shared memory.
     #[serde(default)]
     pub host_id: String,
+    /// The host the collective algorithms place it on (the hierarchical allreduce groups
+    /// ranks by it): its host id when the membership view was made, kept for the view's
+    /// lifetime, so a replacement started on another host runs every call with the same
+    /// algorithm and reduction order as the survivors. Empty: use `host_id`.
+    #[serde(default)]
+    pub placed_on: String,
 }
 
 /// A worker's report that it has waited in a call without progress.

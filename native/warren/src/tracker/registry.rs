@@ -95,6 +95,10 @@ pub struct Registry {
     /// Elastic jobs: the worker limits, then (once the first view is made) the roster.
     limits: Option<Limits>,
     roster: Option<Roster>,
+    /// Each member's host id when the current view was made, and that view's epoch: where
+    /// the algorithms place it for the view's lifetime ([`PeerAddr::placed_on`]).
+    placement: BTreeMap<String, String>,
+    placement_epoch: Option<u64>,
 }
 
 impl Registry {
@@ -111,6 +115,8 @@ impl Registry {
             round_version: 0,
             limits: None,
             roster: None,
+            placement: BTreeMap::new(),
+            placement_epoch: None,
         }
     }
 
@@ -365,6 +371,22 @@ impl Registry {
         self.round.iter().flatten().cloned().collect()
     }
 
+    /// Fixes where the algorithms place each member of the current view, once per view
+    /// (epoch): its host id now. Called when a view's assignment goes out; a later re-link
+    /// round of the same view keeps it, whatever host a replacement registered from.
+    pub fn fix_placement(&mut self) {
+        let Some(view) = &self.view else { return };
+        if self.placement_epoch == Some(view.epoch()) {
+            return;
+        }
+        self.placement = view
+            .members()
+            .iter()
+            .map(|t| (t.clone(), self.workers.get(t).map(|e| e.host_id.clone()).unwrap_or_default()))
+            .collect();
+        self.placement_epoch = Some(view.epoch());
+    }
+
     /// Every member's address, indexed by rank (empty until the view is made).
     pub fn peers(&self) -> Vec<PeerAddr> {
         let Some(view) = &self.view else { return Vec::new() };
@@ -380,6 +402,7 @@ impl Registry {
                     port: e.port,
                     pid: e.pid,
                     host_id: e.host_id.clone(),
+                    placed_on: self.placement.get(id).cloned().unwrap_or_else(|| e.host_id.clone()),
                 }
             })
             .collect()
@@ -532,6 +555,23 @@ mod tests {
         assert_eq!(r.rounds(), 1);
         assert!(r.round_members().is_empty());
         assert_eq!(r.peers()[0].port, 3);
+    }
+
+    #[test]
+    fn a_replacement_on_another_host_keeps_its_place_for_the_view() {
+        let mut r = Registry::new(3);
+        for (t, h) in [("0", "hb"), ("1", "ha"), ("2", "ha")] {
+            r.register(t, "127.0.0.1", 1);
+            r.set_host_id(t, h);
+        }
+        r.fix_placement();
+        r.lost("0");
+        r.register("0", "127.0.0.1", 2);
+        r.set_host_id("0", "ha");
+        r.fix_placement();
+        let p = &r.peers()[0];
+        assert_eq!((p.host_id.as_str(), p.placed_on.as_str()), ("ha", "hb"), "runs on ha, placed on hb");
+        assert!(r.peers().iter().skip(1).all(|p| p.placed_on == "ha"));
     }
 
     #[test]

@@ -177,6 +177,7 @@ async fn connection(stream: wire::ServiceStream, state: SharedState) {
 /// Sends every member of `view` its assignment: the view, everyone's addresses, its
 /// incarnation (the connection's id) and the peer timeout; heartbeats are due from then on.
 pub(crate) fn assign(s: &mut Shared, view: &View) {
+    s.registry.fix_placement();
     let peers = s.registry.peers();
     let round = s.registry.rounds();
     let now = Instant::now();
