@@ -14,15 +14,17 @@ use warren::ps::PsConfig;
 #[derive(Args)]
 pub struct RunArgs {
     /// Number of worker processes (an elastic job: --min-workers instead).
-    #[arg(short = 'n', long = "workers", required_unless_present = "min_workers")]
+    #[arg(short = 'n', long = "workers", required_unless_present = "min_workers", allow_negative_numbers = true,
+          value_parser = worker_count)]
     workers: Option<usize>,
     /// An elastic job: start with this many workers (task ids 0..A); never fewer (`warren ctl
     /// remove` below it is refused).
-    #[arg(long, requires = "max_workers", conflicts_with = "workers")]
+    #[arg(long, requires = "max_workers", conflicts_with = "workers", allow_negative_numbers = true,
+          value_parser = worker_count)]
     min_workers: Option<usize>,
     /// An elastic job: admit up to this many workers (`warren ctl add TASK`; the launcher
     /// starts the worker of every task added or restarted).
-    #[arg(long, requires = "min_workers")]
+    #[arg(long, requires = "min_workers", allow_negative_numbers = true, value_parser = worker_count)]
     max_workers: Option<usize>,
     /// An elastic job: seconds a failed worker's replacement has to register before the job
     /// goes on without it (the others roll back to the last checkpoint in a view without it;
@@ -57,6 +59,14 @@ pub struct RunArgs {
     /// The worker command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+/// A number of workers: a whole number of at least 1.
+fn worker_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected a number of workers of at least 1, not {s:?}")),
+    }
 }
 
 /// How long the workers have to arrive at the tracker: `given` seconds, else 120, or, for
@@ -149,6 +159,14 @@ pub fn run(a: RunArgs) -> warren::Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worker_counts_are_whole_numbers_of_at_least_one() {
+        assert_eq!(worker_count("3"), Ok(3));
+        for bad in ["-3", "0", "abc", "2.5"] {
+            assert!(worker_count(bad).unwrap_err().contains("at least 1"), "{bad}");
+        }
+    }
 
     #[test]
     fn parameter_server_trainers_have_no_rendezvous_deadline_unless_given() {

@@ -22,7 +22,12 @@ use clap::{Parser, Subcommand};
 
 /// Warren: fault-tolerant collectives for distributed training.
 #[derive(Parser)]
-#[command(name = "warren", version, about)]
+#[command(
+    name = "warren",
+    version,
+    about = "Warren: fault-tolerant collectives for distributed training (a tracker, a local launcher, \
+             elastic control, the data master, parameter servers, RecordIO tools, benchmarks and examples)"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Command,
