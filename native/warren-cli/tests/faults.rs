@@ -58,6 +58,13 @@ fn a_short_pause_is_reported_as_a_stall_naming_the_paused_worker() {
     let stall = stall.unwrap_or_else(|| panic!("no stall line names task 2 (pid {pid}):\n{}", r.stderr));
     assert!(stall.contains("the job waits on it"), "{stall}");
     assert!(r.stderr.contains("stalled: no progress for"), "the workers log their stalls too:\n{}", r.stderr);
+    // And the workers name the paused one too, wherever it sits in their call.
+    let told = format!("(task 2 on 127.0.0.1, pid {pid}) [no heartbeat for");
+    assert!(
+        r.stderr.lines().any(|l| l.contains("stalled: the tracker has heard nothing") && l.contains(&told)),
+        "no worker's stall line names task 2 (pid {pid}):\n{}",
+        r.stderr
+    );
     assert!(!r.stderr.contains("fenced"), "paused for less than the peer timeout:\n{}", r.stderr);
 }
 

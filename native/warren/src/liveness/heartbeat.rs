@@ -130,6 +130,15 @@ fn beat(mut client: TrackerClient, pulse: &Pulse, watch: &Watch, cancel: &Cancel
                     watch.peer_fenced(rank, task_id, reason, round);
                     cancel.wake();
                 }
+                Ok(FromTracker::Silent { members, .. }) => {
+                    heard = Instant::now();
+                    log::warn!(
+                        target: LOG,
+                        "stalled: the tracker has heard nothing since task {}'s wait began from {}: the job waits on it",
+                        pulse.task_id,
+                        members.join(", ")
+                    );
+                }
                 Ok(other) => log::debug!(target: LOG, "heartbeat: unexpected {other:?}"),
                 Err(Error::Fenced(message)) => return cancel.fence(&message),
                 Err(Error::Timeout { .. }) => break,

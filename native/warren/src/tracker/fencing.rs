@@ -44,10 +44,14 @@ pub(crate) fn beat(
         }
         BeatOutcome::Noted(report) => {
             s.beat_conns.insert(task_id.to_string(), tx.clone());
-            if let Some(r) = report {
-                log_stall(s, task_id, &r);
-            }
             let _ = tx.send(FromTracker::Ack);
+            if let Some(r) = report {
+                let members = silent_members(s, task_id, &r);
+                log_stall(s, task_id, &r, &members);
+                if !members.is_empty() {
+                    let _ = tx.send(FromTracker::Silent { seq: r.seq, members });
+                }
+            }
             Ok(())
         }
     }
@@ -60,9 +64,27 @@ pub(crate) fn refuse_fenced(tx: &UnboundedSender<FromTracker>, task_id: &str) ->
     Err(message)
 }
 
+/// The members other than `task_id` silent at the tracker since its wait `r` began and not
+/// stalled themselves: what the job waits on, whichever ranks the call waits for directly
+/// (a paused worker two hops away, or two paused at once), each named with its silence.
+fn silent_members(s: &Shared, task_id: &str, r: &Stall) -> Vec<String> {
+    let (Some(view), Some(l)) = (s.registry.view(), s.liveness.as_ref()) else { return Vec::new() };
+    let now = Instant::now();
+    let waited = Duration::from_millis(r.waited_ms);
+    view.members()
+        .iter()
+        .filter(|t| t.as_str() != task_id && !l.stalled(t))
+        .filter_map(|t| {
+            let silent = l.silent_for(t, now).filter(|d| *d >= waited)?;
+            Some(format!("{} [no heartbeat for {silent:.1?}]", s.registry.identity(t)))
+        })
+        .collect()
+}
+
 /// Logs a stall report, naming the workers waited for, with their last heartbeat and whether
-/// they report a stall themselves; one silent since the wait began is what the job waits on.
-fn log_stall(s: &Shared, task_id: &str, r: &Stall) {
+/// they report a stall themselves; one silent since the wait began is what the job waits on,
+/// and so is every other member silent since then (`silent`).
+fn log_stall(s: &Shared, task_id: &str, r: &Stall, silent: &[String]) {
     let now = Instant::now();
     let Some(view) = s.registry.view() else { return };
     let waited: Vec<String> = r
@@ -87,8 +109,12 @@ fn log_stall(s: &Shared, task_id: &str, r: &Stall) {
         })
         .collect();
     let waited = if waited.is_empty() { "no named peer".to_string() } else { waited.join(", ") };
+    let culprits = match silent {
+        [] => String::new(),
+        s => format!("; silent since this wait began: {}", s.join(", ")),
+    };
     warn!(
-        "tracker: stall: {} has waited {:.1} s in {}; waiting for {waited}",
+        "tracker: stall: {} has waited {:.1} s in {}; waiting for {waited}{culprits}",
         s.registry.identity(task_id),
         r.waited_ms as f64 / 1000.0,
         r.call

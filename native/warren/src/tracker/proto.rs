@@ -222,6 +222,15 @@ pub enum FromTracker {
     },
     /// Acknowledges `Print`, `Shutdown` or `Beat`.
     Ack,
+    /// Pushed on a heartbeat connection after a beat that reported a stall: the members
+    /// silent at the tracker since that wait began (the ones the job waits on, wherever they
+    /// sit in the call), named with their task, host, pid and silence.
+    Silent {
+        /// The stall report answered ([`Stall::seq`]).
+        seq: u64,
+        /// `"rank 2 (task 2 on 10.0.0.3, pid 4242) [no heartbeat for 3.1s]"`, one per member.
+        members: Vec<String>,
+    },
     /// The registration cannot be taken now (the task id is held by a live worker); send it
     /// again shortly.
     Retry {
