@@ -154,3 +154,78 @@ fn async_and_ssp_jobs_finish_and_count_the_update_lost_when_a_trainer_dies_half_
         assert!(stdout.contains("PS_LOST_UPDATES trainer 2: 1\n"), "{mode}: one lost update expected:\n{stdout}");
     }
 }
+
+/// Each trainer's step at server `index` (`warren ps status`), if it answers.
+fn clocks_of(uris: &str, index: u64) -> Option<Vec<u64>> {
+    let out = Command::new(WARREN)
+        .args(["ps", "status"])
+        .env("WARREN_JOB_SECRET", SECRET)
+        .env("WARREN_PS_URIS", uris)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
+        let st: serde_json::Value = serde_json::from_str(l).ok()?;
+        (st["index"].as_u64()? == index).then(|| st["clocks"].as_array()?.iter().map(|c| c.as_u64()).collect())?
+    })
+}
+
+/// The pid of the worker of `task` that `warren run` (pid `run`) started, once it runs.
+fn worker_of(run: u32, task: &str) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{run}/task/{run}/children")).ok()?;
+    children.split_whitespace().filter_map(|p| p.parse::<u32>().ok()).find(|p| {
+        std::fs::read(format!("/proc/{p}/environ"))
+            .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == format!("WARREN_TASK_ID={task}").as_bytes()))
+    })
+}
+
+/// Two faults overlapping in a sync job, which it cannot recover from yet: server 1 is
+/// killed, and trainer 0 while it is down; server 1 comes back from its checkpoint, older
+/// than pushes that only trainer 0 held. The replacement stops the job at once (no restart
+/// burned on a failure that would repeat) with an error naming the cause, not a changed
+/// checkpoint directory.
+#[test]
+fn a_sync_job_stops_at_once_naming_the_cause_when_a_server_and_a_trainer_fail_together() {
+    let dir = TempDir::new("overlap");
+    let ports = [free_port(), free_port()];
+    let start = |i: usize| {
+        let (port, d) = (ports[i].to_string(), dir.0.to_str().unwrap().to_string());
+        let args =
+            ["--port", &port, "--checkpoint-dir", &d, "--checkpoint-every-steps", "50", "--pull-timeout-s", "60"];
+        Server::start(i, 2, SECRET, &args)
+    };
+    let mut servers = [start(0), start(1)];
+    let uris = format!("127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1]);
+    let job = Command::new(WARREN)
+        .args(["run", "-n", "4", "--max-restarts", "3", "--", WARREN])
+        .args(["example", "ps-train", "--mode", "sync"])
+        .args(JOB)
+        .env("WARREN_JOB_SECRET", SECRET)
+        .env("WARREN_PS_URIS", &uris)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn warren run");
+    // Once every trainer has pushed a few steps to server 1 (none checkpointed yet).
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while !clocks_of(&uris, 1).is_some_and(|c| c.len() == 4 && c.iter().all(|&s| s >= 5)) {
+        assert!(std::time::Instant::now() < until, "the job made no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let trainer = worker_of(job.id(), "0").expect("trainer 0 runs");
+    servers[1].kill();
+    std::thread::sleep(Duration::from_millis(200));
+    let _ = Command::new("kill").args(["-9", &trainer.to_string()]).status();
+    std::thread::sleep(Duration::from_millis(800));
+    servers[1] = start(1);
+    let out = finish(job, Duration::from_secs(120));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("\"restarts\":1,"), "one restart (the trainer's), none burned after:\n{stdout}\n{stderr}");
+    assert!(stderr.contains("reports that the job cannot be recovered; stopping"), "{stderr}");
+    assert!(
+        stderr.contains("recovery impossible") && stderr.contains("not both before the server's next checkpoint"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("checkpoint directory changed"), "{stderr}");
+}

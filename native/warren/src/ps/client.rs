@@ -206,9 +206,15 @@ impl PsClient {
             }
             return Ok(hi);
         }
-        Err(Error::InvalidArgument(format!(
-            "trainer {t} has steps the servers cannot agree on: (clock, staged step) per server {seen:?}"
-        )))
+        Err(Error::RecoveryImpossible {
+            lost: vec![t.to_string()],
+            reason: format!(
+                "the servers are at different steps of trainer {t} ((clock, staged step) per server {seen:?}): \
+                 a server restarted from a checkpoint older than pushes that only the lost trainer held. A sync \
+                 job survives a server restart or a trainer loss, not both before the server's next checkpoint \
+                 (--checkpoint-every-steps): start the job again"
+            ),
+        })
     }
 
     /// Async and SSP: moves this trainer's clock at the servers behind, per `seen`, up to

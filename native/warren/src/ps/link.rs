@@ -316,12 +316,17 @@ impl Link {
         }
         let first = self.kept.front().map_or(upto, |(s, _)| *s);
         if first > clock {
-            return Err(Error::InvalidArgument(format!(
-                "{} restarted at trainer {t}'s step {clock}, but the trainer kept its pushes only from step \
-                 {first}: the server lost pushes it had acknowledged as checkpointed (was its checkpoint \
-                 directory changed?)",
-                self.who
-            )));
+            return Err(Error::RecoveryImpossible {
+                lost: vec![t.to_string()],
+                reason: format!(
+                    "{} restarted from its checkpoint at trainer {t}'s step {clock}, but this trainer holds its \
+                     pushes only from step {first}: the pushes in between were held only by a trainer lost since \
+                     that checkpoint (a replacement keeps none of them), or the server's checkpoint directory went \
+                     back. A sync job survives a server restart or a trainer loss, not both before the server's \
+                     next checkpoint (--checkpoint-every-steps): start the job again",
+                    self.who
+                ),
+            });
         }
         let again: Vec<(u64, Arc<Vec<Grad>>)> =
             self.kept.iter().filter(|(s, _)| (clock..upto).contains(s)).cloned().collect();
