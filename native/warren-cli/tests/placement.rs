@@ -5,27 +5,12 @@
 //! `WARREN_HOST_ID` (same-host workers link over shared memory, the others over TCP, and the
 //! hierarchical allreduce groups ranks by host).
 
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-const WARREN: &str = env!("CARGO_BIN_EXE_warren");
+mod support;
 
-/// Runs a command to completion, killing it if it outlives `limit`.
-fn run_limited(cmd: &mut Command, limit: Duration) -> Output {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    let started = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("hung past {limit:?}; stderr:\n{}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+use support::ps::{WARREN, run_limited};
 
 /// `warren run -n N` of the training example (1 MiB model: its gradient allreduce is large
 /// enough for the ring or the hierarchy), each attempt `a` of task `t` on the host `hosts`

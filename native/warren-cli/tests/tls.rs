@@ -1,4 +1,4 @@
-//! Encryption in transit with real processes (issue 17): `warren run` of the example training
+//! Encryption in transit with real processes: `warren run` of the example training
 //! job with `WARREN_TLS=1` ends with the model of the plain run, also after a SIGKILL, keyed
 //! from the job secret or from user certificates; a worker whose TLS setting, secret or
 //! certificate does not fit the tracker's fails fast with an error naming why, and the tracker

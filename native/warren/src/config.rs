@@ -109,8 +109,8 @@ pub fn peer_timeout_from_env() -> Result<Option<Duration>> {
 }
 
 /// Default [`Config::ring_slice`]: 128 KiB. Over loopback TCP a 16 MiB allreduce took 0.5-0.65x
-/// the time of whole chunks, plain or robust, at N = 2 and 4 (docs/benchmarks.md, "Issue 16,
-/// eighth round"); over shared memory it made no difference.
+/// the time of whole chunks, plain or robust, at N = 2 and 4 (docs/benchmarks.md, "The ring in
+/// slices, and loopback socket buffers"); over shared memory it made no difference.
 pub const DEFAULT_RING_SLICE: usize = 128 << 10;
 
 /// The largest [`Config::ring_slice`] (it travels in the call header's 32-bit root field).

@@ -1,5 +1,5 @@
 //! Encryption in transit over real loopback sockets: the data master, the parameter servers
-//! and peer links under TLS keyed from the job secret (issue 17). A TLS end against a plain
+//! and peer links under TLS keyed from the job secret. A TLS end against a plain
 //! one, or a wrong secret, fails fast with an error naming what is wrong, and is not served.
 
 use std::time::{Duration, Instant};

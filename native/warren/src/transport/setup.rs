@@ -150,7 +150,8 @@ pub struct LinkOptions {
 
 /// SO_SNDBUF and SO_RCVBUF of a loopback link (both ends on this host) unless set: 4 MiB. The
 /// kernel's auto-tuning sometimes left a loopback link's buffers small for a whole job, and a
-/// 16 MiB allreduce then took twice as long (docs/benchmarks.md, "Issue 16, eighth round").
+/// 16 MiB allreduce then took twice as long (docs/benchmarks.md, "The ring in slices, and
+/// loopback socket buffers").
 /// Used only where `net.core.wmem_max` and `rmem_max` allow it: a capped buffer would be
 /// smaller than what auto-tuning reaches. Loopback has no bandwidth-delay product to size for.
 pub const LOOPBACK_SOCKET_BUFFER: usize = 4 << 20;
