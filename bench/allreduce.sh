@@ -26,7 +26,7 @@
 #                      `--lent`) over TCP next to plain Warren; warren-shm (Warren's same-host
 #                      shared-memory links, WARREN_TRANSPORT=auto) and mpi-shm (Open MPI's shared
 #                      memory, --mca btl self,vader); warren-tls for Warren's TCP links under TLS
-#                      (WARREN_TLS=1, issue 17)
+#                      (WARREN_TLS=1)
 #   REPORT=1           run bench/report.py at the end (0: only collect)
 #   OUT=path           results file
 #   QUIET_LOAD=x       before starting, wait (up to QUIET_WAIT=900 s) until the 1-min load

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Allreduce in a simulated network: one worker per network namespace ("host"), each host's
 # link limited to a configured rate with `tc tbf` (native/warren-cli/tests/support/netns.rs),
-# busbw against that rate (issue 17: target >= 0.9x at 64 MiB). Needs root (`ip netns`, `tc`).
+# busbw against that rate (target >= 0.9x at 64 MiB). Needs root (`ip netns`, `tc`).
 #
 #   bash bench/netns_allreduce.sh     # builds the tests in release mode, ~2 min of runs
 #
