@@ -86,6 +86,12 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        // A task that is not a member of its elastic job any more has nothing to do.
+        Err(e @ warren::Error::Left(_)) => {
+            let line = format!("warren: {e}: nothing to do\n");
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             // One write: workers and the tracker share this stderr, and `eprintln!` writes its
             // pieces separately, so another process's log line could land inside this one.

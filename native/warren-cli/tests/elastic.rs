@@ -221,6 +221,54 @@ fn a_joiner_removed_after_it_registered_joins_then_leaves() {
     assert_eq!(states(&tracker), want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
 }
 
+/// Task 3 registers to join at version 14 and is removed for that same version; task 4,
+/// added after it, takes the last place first (the maximum is 3): task 3 could only join to
+/// leave again, so it is told it is not a member and ends cleanly, and no process or
+/// decision waits for it. Started again afterwards, it is told it has left.
+#[test]
+fn a_joiner_removed_before_there_was_room_for_it_stops_and_nothing_waits() {
+    let tracker = elastic_tracker(2, 2, 3);
+    let mut workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "1", 0)];
+    wait_for(&tracker, "the first view is made", |r| r.assigned());
+    tracker.add_worker("3", Some(14)).unwrap();
+    workers.push(spawn(&tracker, "3", 0));
+    wait_for(&tracker, "task 3 registered", |r| r.state_of("3") == Some(WorkerState::Running));
+    tracker.remove_worker("3", Some(14)).unwrap();
+    tracker.add_worker("4", None).unwrap();
+    workers.push(spawn(&tracker, "4", 0));
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "a task that is not a member any more ends cleanly: {all}");
+    assert!(done[2].stderr.contains("task 3 was removed before it could join"), "{all}");
+    assert!(line(&done[2], "JOINED ").is_none(), "{all}");
+    assert!(line(&done[3], "JOINED ").is_some(), "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+    let want = [("0", "running"), ("1", "running"), ("3", "stopped"), ("4", "running")];
+    assert_eq!(states(&tracker), want.map(|(t, s)| (t.to_string(), s.to_string())), "{all}");
+}
+
+/// A task that was removed and has left, started again (as Spark re-runs a task whose
+/// executor died after it left), is told it has left: it ends cleanly at once, and the job
+/// finishes as without it.
+#[test]
+fn a_task_that_left_started_again_ends_cleanly_at_once() {
+    let tracker = elastic_tracker(3, 2, 3);
+    let mut workers = vec![spawn(&tracker, "0", 0), spawn(&tracker, "1", 0), spawn(&tracker, "2", 0)];
+    wait_for(&tracker, "the first view is made", |r| r.assigned());
+    tracker.remove_worker("2", Some(4)).unwrap();
+    let left = finish(vec![workers.pop().unwrap()]);
+    assert!(left[0].ok && line(&left[0], "LEFT ") == Some("4"), "{}", report(&left));
+    let started = Instant::now();
+    let again = finish(vec![spawn(&tracker, "2", 1)]);
+    assert!(again[0].ok, "{}", report(&again));
+    assert!(again[0].stderr.contains("task 2 was removed from the elastic job and has left it"), "{}", report(&again));
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    let done = finish(workers);
+    let all = report(&done);
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+}
+
 /// Runs `warren ctl --tracker URI ARGS` with `secret`: (success, stdout, stderr).
 fn ctl(uri: &str, secret: &str, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(WARREN)

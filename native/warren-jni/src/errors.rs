@@ -91,6 +91,7 @@ pub fn exception_class(e: &warren::Error) -> &'static str {
         InvalidChange { .. } => "io/warren/InvalidChangeException",
         StoreFailed(_) => "io/warren/StoreFailedException",
         Master(_) => "io/warren/MasterException",
+        Left(_) => "io/warren/TaskLeftException",
     }
 }
 

@@ -19,7 +19,7 @@ use warren::Error;
 use warren_jni::errors::{self, JniError, JniResult};
 
 /// Number of variants of `warren::Error`; [`variant_index`] must cover `0..VARIANTS`.
-const VARIANTS: usize = 20;
+const VARIANTS: usize = 21;
 
 /// An index per variant. No wildcard arm: a new variant does not compile until it is listed
 /// here (then bump [`VARIANTS`] and add a sample to [`samples`]).
@@ -45,6 +45,7 @@ fn variant_index(e: &Error) -> usize {
         Error::Master(_) => 17,
         Error::Fenced(_) => 18,
         Error::RolledBack { .. } => 19,
+        Error::Left(_) => 20,
     }
 }
 
@@ -74,6 +75,7 @@ fn samples() -> Vec<Error> {
         Error::Master("no dataset set".into()),
         Error::Fenced("no heartbeat for 3.0s".into()),
         Error::RolledBack { version: 7, reason: "task 2 was dropped".into() },
+        Error::Left("task 2 was removed from the elastic job and has left it".into()),
     ]
 }
 

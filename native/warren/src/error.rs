@@ -111,6 +111,13 @@ pub enum Error {
         reason: String,
     },
 
+    /// Elastic membership: this task is not a member of the job any more and will not be:
+    /// it was removed and left (a re-run of it, by Spark say, has nothing to do), or was
+    /// removed before there was room for it to join. Not a failure of the job: the task
+    /// should end without a result.
+    #[error("not a member: {0}")]
+    Left(String),
+
     /// The caller used the API wrongly (root out of range, element size mismatch, ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

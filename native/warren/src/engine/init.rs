@@ -316,6 +316,7 @@ fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
             })
         }
         FromTracker::Error { message } => Err(Error::Tracker(message)),
+        FromTracker::Left { message } => Err(Error::Left(message)),
         other => Err(Error::Protocol(format!("tracker answered {what} with {other:?}"))),
     }
 }

@@ -97,6 +97,8 @@ pub struct Roster {
     scheduled: Vec<Scheduled>,
     /// The highest version some worker asked about.
     last_decided: Option<u32>,
+    /// Registered joiners dropped by a decision, not told yet ([`Roster::take_dismissed`]).
+    dismissed: Vec<String>,
     /// The versions at which the view changed, and the view from then on.
     changes: BTreeMap<u32, View>,
 }
@@ -137,6 +139,7 @@ impl Roster {
             ready: BTreeSet::new(),
             scheduled: Vec::new(),
             last_decided: None,
+            dismissed: Vec::new(),
             changes: BTreeMap::new(),
         })
     }
@@ -210,6 +213,7 @@ impl Roster {
                 }
                 // A joiner that registered keeps its place: its join still applies first
                 // (it is never dropped from under a waiting process), the leave after it.
+                // One that has not registered is simply not joining any more.
                 self.target.remove(task);
                 let into = if change == Change::Remove { &mut self.stopped } else { &mut self.lost };
                 into.insert(task.to_string());
@@ -217,6 +221,7 @@ impl Roster {
         }
         let member = matches!(change, Change::Add | Change::Restart);
         self.scheduled.push(Scheduled { at: at.unwrap_or(0), task: task.to_string(), member });
+        self.cancel_moot(None);
         Ok(())
     }
 
@@ -226,7 +231,10 @@ impl Roster {
         if self.view.rank_of(task).is_some() {
             return Err(format!("task {task} is a member already (it registers again to recover, not to join)"));
         }
-        if self.lost.contains(task) {
+        // A task scheduled to join registers as a joiner, even if a later request gives up
+        // on it again (it joins, then leaves as asked); a lost task not scheduled to join
+        // comes back, restarted.
+        if self.lost.contains(task) && !self.expected(task) {
             self.request(Change::Restart, task, None)?;
         } else if self.limits.admit_arrivals && !self.stopped.contains(task) && !self.expected(task) {
             self.request(Change::Add, task, None)?;
@@ -262,9 +270,60 @@ impl Roster {
         out
     }
 
-    /// A registered joiner went away before joining.
+    /// A registered joiner went away before joining: a join of it that a later request
+    /// cancels out is dropped with that request, so nothing waits for it to come back.
     pub fn departed(&mut self, task: &str) {
         self.ready.remove(task);
+        self.cancel_moot(None);
+    }
+
+    /// Drops each pair of a task's consecutive requests that cancel out before either has
+    /// begun: a join of a task that has not registered and the leave after it, or a leave
+    /// and the join (restart) after it. They cancel out when the second is due no later than
+    /// the first (no checkpoint in between), or, deciding `due`, when both are due. A
+    /// registered joiner's join is never dropped (its process waits for it): it joins, then
+    /// leaves. Holding such pairs instead would keep room at a limit for a change that
+    /// means nothing, maybe for good.
+    fn cancel_moot(&mut self, due: Option<u32>) {
+        loop {
+            let pair = self.scheduled.iter().enumerate().find_map(|(i, a)| {
+                let (j, b) = self.scheduled.iter().enumerate().skip(i + 1).find(|(_, b)| b.task == a.task)?;
+                let begun = a.member && (self.ready.contains(&a.task) || self.view.rank_of(&a.task).is_some());
+                let opposite = a.member != b.member;
+                let no_gap = b.at <= a.at || due.is_some_and(|v| a.at <= v && b.at <= v);
+                (opposite && !begun && no_gap).then_some((i, j))
+            });
+            let Some((i, j)) = pair else { return };
+            self.scheduled.remove(j);
+            self.scheduled.remove(i);
+        }
+    }
+
+    /// Drops the joins whose task's leave is due at `version` too, registered or not, with
+    /// those leaves: when the job is at a limit, such a join could only wait for room it
+    /// gives back at the next boundary, and the leave behind it would wait forever. A
+    /// registered joiner among them is dismissed ([`Roster::take_dismissed`]).
+    fn dismiss_moot_joiners(&mut self, version: u32) {
+        loop {
+            let pair = self.scheduled.iter().enumerate().find_map(|(i, a)| {
+                let (j, b) = self.scheduled.iter().enumerate().skip(i + 1).find(|(_, b)| b.task == a.task)?;
+                let outside = self.view.rank_of(&a.task).is_none();
+                (a.member && !b.member && outside && a.at <= version && b.at <= version).then_some((i, j))
+            });
+            let Some((i, j)) = pair else { return };
+            let task = self.scheduled[i].task.clone();
+            self.scheduled.remove(j);
+            self.scheduled.remove(i);
+            if self.ready.remove(&task) {
+                self.dismissed.push(task);
+            }
+        }
+    }
+
+    /// The registered joiners that decisions dropped since the last call (their leave came
+    /// due before there was room for them to join): their processes are to stop.
+    pub fn take_dismissed(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.dismissed)
     }
 
     /// The view that holds after checkpoint version `version` commits. Memoised: asked again
@@ -274,12 +333,16 @@ impl Roster {
             return self.view_after(version);
         }
         self.last_decided = Some(version);
+        self.cancel_moot(Some(version));
         // Every due request at once, if that stays within the limits; else each only if it
         // keeps the job within them (a join at the maximum, or a leave at the minimum, waits
         // for a later boundary), rather than all of them held back, maybe for good.
         let (members, applied) = match self.plan(version, false) {
             (m, a) if (self.limits.min..=self.limits.max).contains(&m.len()) => (m, a),
-            _ => self.plan(version, true),
+            _ => {
+                self.dismiss_moot_joiners(version);
+                self.plan(version, true)
+            }
         };
         let mut done = applied.into_iter();
         self.scheduled.retain(|_| !done.next().unwrap_or(false));
@@ -544,24 +607,24 @@ mod tests {
     fn a_join_and_a_leave_due_together_apply_one_boundary_apart() {
         let mut r = roster(&["0", "1"], 2, 4);
         r.request(Change::Add, "2", None).unwrap();
-        r.request(Change::Remove, "2", None).unwrap();
         r.arrived("2").unwrap();
+        r.request(Change::Remove, "2", None).unwrap();
         assert_eq!(r.decide(1), View::new(1, ["0", "1", "2"]), "the registered joiner joins");
         assert_eq!(r.decide(2), View::new(2, ["0", "1"]), "and leaves at the next boundary");
         assert!(r.awaited_joiners(3).is_empty());
     }
 
     #[test]
-    fn joins_past_the_maximum_wait_for_a_later_boundary_instead_of_holding_all() {
+    fn a_join_past_the_maximum_only_to_leave_again_is_dismissed_not_held() {
         let mut r = roster(&["0", "1"], 1, 3);
         r.request(Change::Add, "2", None).unwrap();
+        r.arrived("2").unwrap();
         r.request(Change::Remove, "2", None).unwrap();
         r.request(Change::Add, "3", None).unwrap();
-        r.arrived("2").unwrap();
         r.arrived("3").unwrap();
-        assert_eq!(r.decide(1), View::new(1, ["0", "1", "2"]), "task 3 would make 4");
-        assert_eq!(r.decide(2), View::new(2, ["0", "1", "3"]));
-        assert_eq!(r.decide(3).epoch(), 2, "nothing left to apply");
+        assert_eq!(r.decide(1), View::new(1, ["0", "1", "3"]), "task 2 would join only to leave");
+        assert_eq!(r.take_dismissed(), ["2"]);
+        assert_eq!(r.decide(2).epoch(), 1, "nothing left to apply");
     }
 
     #[test]
@@ -658,6 +721,63 @@ mod tests {
         assert_eq!(r.state_of("1"), Some(TaskState::Lost));
         r.arrived("1").unwrap();
         assert_eq!(r.decide(1).members(), ["0", "1", "2"]);
+    }
+
+    #[test]
+    fn a_joiner_removed_before_it_registered_is_not_awaited_and_leaves_room() {
+        let mut r = roster(&["0"], 1, 2);
+        r.request(Change::Add, "6", None).unwrap();
+        r.request(Change::Remove, "6", None).unwrap();
+        assert_eq!(r.state_of("6"), Some(TaskState::Stopped));
+        assert!(r.awaited_joiners(1).is_empty());
+        r.request(Change::Add, "5", None).unwrap();
+        r.arrived("5").unwrap();
+        assert!(r.arrived("6").unwrap_err().contains("not been admitted"));
+        assert_eq!(r.decide(1).members(), ["0", "5"]);
+        assert_eq!(r.decide(2).members(), ["0", "5"]);
+    }
+
+    #[test]
+    fn a_registered_joiner_to_be_removed_that_goes_away_is_forgotten() {
+        let mut r = roster(&["0"], 1, 2);
+        r.request(Change::Add, "6", None).unwrap();
+        r.arrived("6").unwrap();
+        r.request(Change::Remove, "6", None).unwrap();
+        r.departed("6");
+        assert_eq!(r.state_of("6"), Some(TaskState::Stopped));
+        r.request(Change::Add, "5", None).unwrap();
+        r.arrived("5").unwrap();
+        assert_eq!(r.decide(1).members(), ["0", "5"]);
+    }
+
+    #[test]
+    fn a_registered_joiner_to_leave_when_the_job_is_full_is_dismissed() {
+        let mut r = roster(&["0"], 1, 2);
+        r.request(Change::Add, "6", Some(3)).unwrap();
+        r.arrived("6").unwrap();
+        r.request(Change::Remove, "6", Some(3)).unwrap();
+        r.request(Change::Add, "5", None).unwrap();
+        r.arrived("5").unwrap();
+        assert_eq!(r.decide(1).members(), ["0", "5"]);
+        assert!(r.take_dismissed().is_empty());
+        assert_eq!(r.decide(3).members(), ["0", "5"]);
+        assert_eq!(r.state_of("6"), Some(TaskState::Stopped));
+        assert_eq!(r.take_dismissed(), ["6"]);
+        assert!(r.take_dismissed().is_empty());
+    }
+
+    #[test]
+    fn a_remove_and_restart_before_either_applied_cancel_out() {
+        let mut r = roster(&["0", "1", "2"], 1, 3);
+        r.request(Change::Remove, "2", None).unwrap();
+        r.request(Change::Restart, "2", None).unwrap();
+        assert_eq!(r.state_of("2"), Some(TaskState::Running));
+        r.request(Change::GiveUp, "2", None).unwrap();
+        assert_eq!(r.decide(1).members(), ["0", "1"]);
+        assert_eq!(r.state_of("2"), Some(TaskState::Lost));
+        r.arrived("2").unwrap();
+        assert_eq!(r.decide(2).members(), ["0", "1", "2"], "a lost task registering comes back");
+        assert!(r.awaited_joiners(3).is_empty());
     }
 
     #[test]

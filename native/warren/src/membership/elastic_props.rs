@@ -204,6 +204,10 @@ proptest! {
             }
             version += 1;
             r.decide(version);
+            // A dismissed joiner is one the reference has stopped or lost.
+            for t in r.take_dismissed() {
+                prop_assert!(!target.contains(&t), "member {} dismissed", t);
+            }
         }
         prop_assert!(r.awaited_joiners(version + 1).is_empty(), "joiners still awaited: {:?}", r.list());
         let members: BTreeSet<String> = r.view().members().iter().cloned().collect();

@@ -248,6 +248,12 @@ pub enum FromTracker {
         /// Task ids whose connection dropped without a shutdown and that have not come back.
         lost: Vec<String>,
     },
+    /// The registering (or waiting) task is not a member of the elastic job any more and
+    /// will not be ([`crate::Error::Left`]): it should end without a result.
+    Left {
+        /// Why: removed and left, or removed before it could join.
+        message: String,
+    },
     /// The tracker refuses the request or the job failed.
     Error {
         /// Why.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::proto::PeerAddr;
-use crate::membership::{Change, Limits, Roster, View, task_order};
+use crate::membership::{Change, Limits, Roster, TaskState, View, task_order};
 
 /// The state of one worker as the tracker sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +59,9 @@ pub enum Registered {
     },
     /// The registration is refused.
     Rejected(String),
+    /// An elastic job's task that was removed and has left registers again (a re-run of
+    /// it): it is not a member and will not be; it should end without a result.
+    Left(String),
     /// The task id is held by a live worker (a duplicate attempt, e.g. Spark's speculative
     /// execution, or a restart that arrived before the tracker saw the old worker's
     /// connection close): try again shortly.
@@ -77,6 +80,9 @@ pub struct Decision {
     pub changed: bool,
     /// The joiners of the change (their assignment comes with the round's).
     pub joiners: Vec<String>,
+    /// Registered joiners this decision dropped (their removal came due before there was
+    /// room for them): their processes are to stop.
+    pub dismissed: Vec<String>,
 }
 
 /// Membership and worker bookkeeping for a job of `world` workers.
@@ -222,6 +228,12 @@ impl Registry {
             return Registered::Busy(format!("task {task_id} is already waiting to join"));
         }
         let roster = self.roster.as_mut().expect("elastic");
+        if roster.state_of(task_id) == Some(TaskState::Stopped) {
+            return Registered::Left(format!(
+                "task {task_id} was removed from the elastic job and has left it: a re-run of it has nothing to \
+                 do (to bring it back, restart it: `warren ctl restart {task_id}` or Tracker.restart)"
+            ));
+        }
         if let Err(e) = roster.arrived(task_id) {
             return Registered::Rejected(e);
         }
@@ -258,14 +270,18 @@ impl Registry {
             return Err("not an elastic job".into());
         };
         let view = roster.decide(version);
+        let dismissed = roster.take_dismissed();
+        for t in &dismissed {
+            self.workers.remove(t);
+        }
         if view.epoch() <= current.epoch() {
-            return Ok(Decision { view, changed: false, joiners: Vec::new() });
+            return Ok(Decision { view, changed: false, joiners: Vec::new(), dismissed });
         }
         let joiners: Vec<String> = view.members().iter().filter(|t| current.rank_of(t).is_none()).cloned().collect();
         let round = self.round.get_or_insert_with(Default::default);
         round.extend(joiners.iter().cloned());
         self.view = Some(view.clone());
-        Ok(Decision { view, changed: true, joiners })
+        Ok(Decision { view, changed: true, joiners, dismissed })
     }
 
     /// Members of the current view whose connection dropped and that have not registered

@@ -344,6 +344,11 @@ fn register(
             warn!("tracker: refused task {task_id}: {message}");
             return refuse(tx, message).map(|_| None);
         }
+        Registered::Left(message) => {
+            info!("tracker: {message}");
+            let _ = tx.send(FromTracker::Left { message: message.clone() });
+            return Err(message);
+        }
         Registered::Waiting { arrived } => {
             let world = s.registry.world();
             info!("tracker: task {task_id} registered (attempt {attempt}), {arrived}/{world} arrived");
@@ -479,6 +484,17 @@ pub(crate) fn answer_view(
             decision.joiners
         );
         s.restarted.extend(decision.joiners.iter().cloned());
+    }
+    for t in &decision.dismissed {
+        let message = format!(
+            "task {t} was removed before it could join (the job had its maximum of {} workers until the removal \
+             came due): it stops without having taken part",
+            s.registry.roster().map_or(0, |r| r.limits().max)
+        );
+        info!("tracker: {message}");
+        if let Some((_, joiner)) = s.conns.remove(t) {
+            let _ = joiner.send(FromTracker::Left { message });
+        }
     }
     let _ = tx.send(FromTracker::Decided { view: decision.view });
     Ok(())
