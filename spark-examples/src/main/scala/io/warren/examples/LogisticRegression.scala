@@ -85,8 +85,17 @@ object LogisticRegression {
     * @param attempts how many attempts fail (1: the first only)
     * @param pause pause the executor JVM with SIGSTOP instead of throwing (as a frozen VM would:
     *   every thread stops, no socket closes); it goes on only if someone continues it
+    * @param afterLeaving elastic jobs: fail right after this worker left the job (it was
+    *   removed), in place of at `iter` (give -1)
     */
-  case class Failure(partition: Int, iter: Int, halt: Boolean = false, attempts: Int = 1, pause: Boolean = false)
+  case class Failure(
+      partition: Int,
+      iter: Int,
+      halt: Boolean = false,
+      attempts: Int = 1,
+      pause: Boolean = false,
+      afterLeaving: Boolean = false
+  )
 
   /** What a run gives back (rank 0's view; every rank has the same).
     *
@@ -101,7 +110,7 @@ object LogisticRegression {
     * @param rollbacks elastic jobs: how many times this worker rolled back (a lost worker was
     *   dropped from the view: `RolledBackException`)
     * @param rolledBackTo elastic jobs: the checkpoint version of the last roll-back (-1: none)
-    * @param world the number of workers in the view at the end
+    * @param world the number of workers in the view at the end (0: this worker left the job)
     * @param viewChanges elastic jobs: each change of membership this worker was told of
     *   (`Communicator.takeViewChange()`), as (checkpoint version, old world size, new world
     *   size), in order
@@ -285,8 +294,10 @@ object LogisticRegression {
     // Elastic jobs: the view changed (a worker joined, left, or was given up on). The gradient
     // is already the mean over the members' rows (the row count is allreduced), so nothing
     // rescales; log it and keep it for the result.
+    var left = false
     def viewChanged(): Unit = Option(comm.takeViewChange()).foreach { c =>
       grown = c.newWorldSize() == p.workers
+      left = c.left()
       System.err.println(s"task $pid: view changed after checkpoint ${comm.version()}: $c")
       views += ((comm.version(), c.oldWorldSize(), c.newWorldSize()))
     }
@@ -294,7 +305,7 @@ object LogisticRegression {
     var result: Option[Result] = None
     while (result.isEmpty) {
       try {
-        while (it < p.iters && !reached(it)) {
+        while (it < p.iters && !reached(it) && !left) {
           for (fl <- p.allFailures if fl.partition == pid && fl.iter == it && attempt < fl.attempts) inject(fl, pid, it, attempt)
           java.util.Arrays.fill(buf, 0.0)
           accumulate(x, y, opt.point, buf)
@@ -309,6 +320,12 @@ object LogisticRegression {
           it += 1
         }
         val loopMs = (System.nanoTime() - loopStart) / 1e6
+        if (left) {
+          // Removed from the job: no more collective calls; the model so far is its result.
+          for (fl <- p.failures if fl.partition == pid && fl.afterLeaving && attempt < fl.attempts) inject(fl, pid, it, attempt)
+          return Result(opt.weights.clone(), losses.take(it), Double.NaN, comm.recoveries(), 0.0, ckpt.version, 0.0,
+            pid, rollbacks, rolledBackTo, 0, views.result())
+        }
         val w = opt.weights
         val acc = Array(0.0, n.toDouble)
         for (i <- 0 until n) {

@@ -26,7 +26,11 @@ import org.junit.jupiter.api._
   *    its worker after `peerTimeout`, the others go on without it after the rejoin timeout
   *    (not after Spark's 120 s heartbeat timeout), its re-run joins again once the driver has
   *    replaced the executor, and the same schedule forced onto a halted executor gives the same
-  *    model bit for bit.
+  *    model bit for bit;
+  *  - a worker removed by the driver whose executor JVM halts right after it left: Spark re-runs
+  *    its task, which is told it is not a member any more and ends at once without a result,
+  *    instead of failing until Spark gives up on the stage; the others end with the model of
+  *    the same removal without the halt.
   *
   * Every survivor is told of the shrink and the re-join by `Communicator.takeViewChange()`.
   */
@@ -222,6 +226,47 @@ class ElasticClusterTest {
     assertEquals("scheduled", scheduled.get(), "the driver scheduled task 1's return")
     assertEquals(back, shrankAndRejoined("the paused run's schedule", rs, p.iters), "task 1 rejoined at the scheduled version")
     assertEquals(model, rs.head.modelHash, s"dropped at $haltAt and back at $back: the paused run's model")
+  }
+
+  /** An `onTracker` hook that removes `task` at checkpoint version `at` once the job has
+    * started (the tracker refuses changes before its first view); `done` ends as "removed".
+    */
+  private def removeAt(task: String, at: Int, done: AtomicReference[String]): Tracker => Unit = tracker => {
+    val t = new Thread(() => {
+      val until = System.nanoTime() + 60e9.toLong
+      while (done.get() != "removed" && System.nanoTime() < until && !tracker.isClosed) {
+        try {
+          tracker.removeWorker(task, at)
+          done.set("removed")
+        } catch { case e: RuntimeException => done.set(e.toString); Thread.sleep(5) }
+      }
+    })
+    t.setDaemon(true)
+    t.start()
+  }
+
+  @Test
+  def h_aLeaverWhoseExecutorHaltsIsNotRerunIntoAFailure(): Unit = {
+    val removedAt = 10
+    // Paused iterations (the job never grows back to four): the re-run task has about 30 s
+    // to start on a new executor before the others finish (pauses do not change the model).
+    val p = params.copy(iters = 300, failures = Seq(Failure(3, -1, halt = true, afterLeaving = true)))
+    val removed = new AtomicReference[String]("not yet")
+    val rs = LogisticRegression.runAll(sc, p, removeAt("3", removedAt, removed))
+    WarrenSlots.drainListeners(sc, 5000)
+    assertEquals("removed", removed.get(), "the driver removed task 3")
+    rs.foreach(r => println(s"ELASTIC halted leaver: task ${r.taskId} world ${r.world} changes ${r.viewChanges}"))
+    assertEquals(Seq(0, 1, 2), rs.map(_.taskId).sorted, "the members' results; the halted leaver has none")
+    assertEquals(Seq(3), rs.map(_.world).distinct, "three workers at the end")
+    for (r <- rs) assertEquals(Seq((removedAt, 4, 3)), r.viewChanges, s"task ${r.taskId}'s view changes")
+    assertEquals(1, counts.failed.get(), s"only the halted attempt failed: ${counts.reasons}")
+    assertEquals(workers + 1, counts.started.get(), "Spark re-ran the leaver's task once, and it did not fail")
+    val cleanRemoved = new AtomicReference[String]("not yet")
+    val clean = LogisticRegression.runAll(sc, params.copy(iters = 300, pauseMs = 20), removeAt("3", removedAt, cleanRemoved))
+    assertEquals("removed", cleanRemoved.get(), "the driver removed task 3")
+    val leaver = clean.find(_.taskId == 3).getOrElse(fail(s"the leaver returns its result: $clean"))
+    assertEquals(0, leaver.world, "the leaver says it left")
+    assertEquals(rs.head.modelHash, clean.find(_.taskId == 0).get.modelHash, "the same removal gives the same model")
   }
 
   /** Executor JVMs of this application that are stopped (state `T` in `/proc/PID/stat`). */

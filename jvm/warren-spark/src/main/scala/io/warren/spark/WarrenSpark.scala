@@ -7,13 +7,14 @@ import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
-import io.warren.{Communicator, TlsSettings, Tracker}
+import io.warren.{Communicator, TaskLeftException, TlsSettings, Tracker}
 import io.warren.ps.PsClient
 import io.warren.runner.{CheckpointDirs, HadoopCheckpoints, RunnerException, Trackers, WorkerRun}
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.{HashPartitioner, SerializableWritable, SparkContext, SparkException, TaskContext, WarrenSlots}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
+import org.slf4j.LoggerFactory
 
 /** A Warren job failed: the message names the first worker error Spark reported.
   *
@@ -110,7 +111,10 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   *
   * '''View changes.''' A worker learns of each change from `comm.takeViewChange()` (after the
   * checkpoint at which a task joined or was removed, and after `RolledBackException`): the old
-  * and new members and its old and new rank, to re-shard or rescale.
+  * and new members and its old and new rank, to re-shard or rescale. A worker removed from
+  * the job (`Tracker.removeWorker` from `onTracker`) sees `left()`: its body returns, making no
+  * more collective calls. Should its executor die after it left, Spark re-runs its task,
+  * which is told it is not a member any more and ends at once with no result (not a failure).
   *
   * '''The end.''' The job is over when every member of the view has returned; a task
   * that is not a member then (a re-run task still waiting for its new executor) is cancelled,
@@ -300,7 +304,7 @@ object WarrenSpark {
       val bases = trackers.workerSettings((settings.workerSettings ++ durable).asJava).asScala.map(_.asScala.toMap).toArray
       Observation.around(sc, numWorkers, settings.progressInterval) { probe =>
         val workers = {
-          val body = (rows: Iterator[T]) => Iterator.single(runWorker(bases, failAll, remote, rows, probe, probe.wrap(f)))
+          val body = (rows: Iterator[T]) => runWorker(bases, failAll, remote, rows, probe, probe.wrap(f)).iterator
           if (failAll) input.barrier().mapPartitions(body) else input.mapPartitions(body)
         }
         val watch = new JobWatch(
@@ -539,6 +543,8 @@ object WarrenSpark {
   /** The body of one task: join (the tracker of this stage attempt in fail-all mode), run,
     * close on success, abort on failure. Returns the result with the task id.
     */
+  private lazy val log = LoggerFactory.getLogger(getClass)
+
   private def runWorker[T, R](
       bases: Array[Map[String, String]],
       failAll: Boolean,
@@ -546,7 +552,7 @@ object WarrenSpark {
       rows: Iterator[T],
       probe: TaskProbe,
       f: (Communicator, Iterator[T]) => R
-  ): (Int, R) = {
+  ): Option[(Int, R)] = {
     val ctx = TaskContext.get()
     val stageAttempt = ctx.stageAttemptNumber()
     val base = if (!failAll) bases(0) else if (stageAttempt < bases.length) bases(stageAttempt) else {
@@ -574,8 +580,13 @@ object WarrenSpark {
           comm.setCheckpointListener(s)
         }
       val options = new WorkerRun.Options(() => ctx.isInterrupted(), probe.label, probe.progressIntervalS, setup)
-      val r = WorkerRun.run[R](settings, options, comm => f(comm, rows))
-      (ctx.partitionId(), r)
+      Some((ctx.partitionId(), WorkerRun.run[R](settings, options, comm => f(comm, rows))))
+    } catch {
+      // Elastic: a re-run of a task that was removed and has left (its executor died after
+      // it left), or one removed before it could join: it has no result, and is no failure.
+      case e: TaskLeftException =>
+        log.info(s"Warren task ${ctx.partitionId()} is not a member of the elastic job: ${e.getMessage}")
+        None
     } finally staging.foreach(_.close())
   }
 
