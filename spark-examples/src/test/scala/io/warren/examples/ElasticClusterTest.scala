@@ -27,10 +27,11 @@ import org.junit.jupiter.api._
   *    (not after Spark's 120 s heartbeat timeout), its re-run joins again once the driver has
   *    replaced the executor, and the same schedule forced onto a halted executor gives the same
   *    model bit for bit;
-  *  - a worker removed by the driver whose executor JVM halts right after it left: Spark re-runs
-  *    its task, which is told it is not a member any more and ends at once without a result,
-  *    instead of failing until Spark gives up on the stage; the others end with the model of
-  *    the same removal without the halt.
+  *  - a worker removed by the driver whose executor JVM halts right after it left, or exits
+  *    when its removal is decided: Spark re-runs its task, which is told it is not a member any
+  *    more and ends at once without a result, instead of failing until Spark gives up on the
+  *    stage; the others end with the model of the same removal without the loss. A stayer lost
+  *    when the removal is decided costs its own attempt only.
   *
   * Every survivor is told of the shrink and the re-join by `Communicator.takeViewChange()`.
   */
@@ -246,27 +247,51 @@ class ElasticClusterTest {
   }
 
   @Test
-  def h_aLeaverWhoseExecutorHaltsIsNotRerunIntoAFailure(): Unit = {
+  def h_aLeaverOrStayerLostAtTheRemovalCostsOnlyItsOwnAttempt(): Unit = {
     val removedAt = 10
-    // Paused iterations (the job never grows back to four): the re-run task has about 30 s
-    // to start on a new executor before the others finish (pauses do not change the model).
-    val p = params.copy(iters = 300, failures = Seq(Failure(3, -1, halt = true, afterLeaving = true)))
-    val removed = new AtomicReference[String]("not yet")
-    val rs = LogisticRegression.runAll(sc, p, removeAt("3", removedAt, removed))
-    WarrenSlots.drainListeners(sc, 5000)
-    assertEquals("removed", removed.get(), "the driver removed task 3")
-    rs.foreach(r => println(s"ELASTIC halted leaver: task ${r.taskId} world ${r.world} changes ${r.viewChanges}"))
-    assertEquals(Seq(0, 1, 2), rs.map(_.taskId).sorted, "the members' results; the halted leaver has none")
-    assertEquals(Seq(3), rs.map(_.world).distinct, "three workers at the end")
-    for (r <- rs) assertEquals(Seq((removedAt, 4, 3)), r.viewChanges, s"task ${r.taskId}'s view changes")
-    assertEquals(1, counts.failed.get(), s"only the halted attempt failed: ${counts.reasons}")
-    assertEquals(workers + 1, counts.started.get(), "Spark re-ran the leaver's task once, and it did not fail")
-    val cleanRemoved = new AtomicReference[String]("not yet")
-    val clean = LogisticRegression.runAll(sc, params.copy(iters = 300, pauseMs = 20), removeAt("3", removedAt, cleanRemoved))
-    assertEquals("removed", cleanRemoved.get(), "the driver removed task 3")
+    // Paused iterations (the job never grows back to four): a re-run task has about 30 s to
+    // start on a new executor before the others finish (pauses do not change the model).
+    val base = params.copy(iters = 300)
+    def removing(p: Params): Seq[Result] = {
+      val removed = new AtomicReference[String]("not yet")
+      val rs = LogisticRegression.runAll(sc, p, removeAt("3", removedAt, removed))
+      WarrenSlots.drainListeners(sc, 5000)
+      assertEquals("removed", removed.get(), "the driver removed task 3")
+      rs
+    }
+    val clean = removing(base.copy(pauseMs = 20))
     val leaver = clean.find(_.taskId == 3).getOrElse(fail(s"the leaver returns its result: $clean"))
     assertEquals(0, leaver.world, "the leaver says it left")
-    assertEquals(rs.head.modelHash, clean.find(_.taskId == 0).get.modelHash, "the same removal gives the same model")
+    val model = clean.find(_.taskId == 0).get.modelHash
+    val mock = (m: String) => base.conf + ("setting.WARREN_MOCK" -> m)
+    val cases = Seq(
+      ("the leaver's executor halts right after it left", base.copy(failures = Seq(Failure(3, -1, halt = true, afterLeaving = true)))),
+      ("the leaver's executor exits when its removal is decided", base.copy(conf = mock("3,resize,0")))
+    )
+    for ((what, p) <- cases) {
+      counts.reset(sc, workers)
+      val rs = removing(p)
+      rs.foreach(r => println(s"ELASTIC $what: task ${r.taskId} world ${r.world} changes ${r.viewChanges}"))
+      assertEquals(Seq(0, 1, 2), rs.map(_.taskId).sorted, s"$what: the members' results; the lost leaver has none")
+      assertEquals(Seq(3), rs.map(_.world).distinct, s"$what: three workers at the end")
+      for (r <- rs) assertEquals(Seq((removedAt, 4, 3)), r.viewChanges, s"$what: task ${r.taskId}'s view changes")
+      assertEquals(1, counts.failed.get(), s"$what: only the lost attempt failed: ${counts.reasons}")
+      // Spark re-runs the leaver's task: told it is not a member, it ends at once (before, it
+      // was refused and failed until Spark gave up on the stage).
+      assertEquals(workers + 1, counts.started.get(), s"$what: Spark re-ran the leaver's task once")
+      assertEquals(model, rs.head.modelHash, s"$what: the model of the same removal without a loss")
+    }
+    // A stayer lost when the removal is decided: its task is re-run (on the leaver's free
+    // slot, within the rejoin timeout: recovered from its peers; else dropped and joined
+    // again later) and the job ends with it; one failed attempt.
+    counts.reset(sc, workers)
+    val rs = removing(base.copy(conf = mock("0,resize,0")))
+    rs.foreach(r => println(s"ELASTIC stayer lost at the removal: task ${r.taskId} world ${r.world} " +
+      s"changes ${r.viewChanges} model ${r.modelHash.take(12)} (clean ${model.take(12)})"))
+    val members = rs.filter(_.world > 0)
+    assertEquals(Seq(0, 1, 2), members.map(_.taskId).sorted, "the members' results: the stayer's re-run is back")
+    assertEquals(1, members.map(_.modelHash).distinct.size, "every member ends with the same model")
+    assertEquals(1, counts.failed.get(), s"only the lost attempt failed: ${counts.reasons}")
   }
 
   /** Executor JVMs of this application that are stopped (state `T` in `/proc/PID/stat`). */
