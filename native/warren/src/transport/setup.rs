@@ -262,6 +262,7 @@ fn connect_handshake(peer: &PeerAddr, setup: &LinkSetup, cancel: &mut dyn FnMut(
                 cancel()?;
                 debug!("rank {me}: {who} has not answered the handshake yet; connecting again");
             }
+            Err(HandshakeFailure::Broken(e)) => return Err(gone_while_linking(peer.rank, e)),
             Err(f) => return Err(f.into()),
         }
     }
@@ -282,7 +283,7 @@ pub fn connect_peers(
     let mut streams: Vec<(usize, Channel, Option<ShmEnd>)> = Vec::new();
     for &p in neighbours.iter().filter(|&&p| p < me) {
         let mut s = connect_handshake(&peers[p], setup, cancel)?;
-        let shm = offer_shm(&mut s, &peers[p], setup)?;
+        let shm = offer_shm(&mut s, &peers[p], setup).map_err(|e| gone_while_linking(p, e))?;
         streams.push((p, s, shm));
     }
     let higher: Vec<usize> = neighbours.iter().copied().filter(|&p| p > me).collect();
@@ -299,6 +300,17 @@ pub fn connect_peers(
         links.push(Link::new(n, s, shm)?);
     }
     Ok(links)
+}
+
+/// An error on the connection to peer `rank` while linking to it: the connection broke or
+/// closed (the peer died after it accepted, a joiner exiting before it linked, say) is the
+/// peer lost, which the caller recovers from by re-linking, as in a call; a timeout or any
+/// other error is left as it is.
+fn gone_while_linking(rank: usize, e: Error) -> Error {
+    match e {
+        Error::Io { .. } | Error::Protocol(_) => Error::PeerLost { rank, task: None, reason: e.to_string() },
+        other => other,
+    }
 }
 
 /// The connector's transport offer: a shared-memory segment to a peer with this worker's host

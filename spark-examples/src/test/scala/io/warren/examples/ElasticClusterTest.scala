@@ -31,7 +31,9 @@ import org.junit.jupiter.api._
   *    when its removal is decided: Spark re-runs its task, which is told it is not a member any
   *    more and ends at once without a result, instead of failing until Spark gives up on the
   *    stage; the others end with the model of the same removal without the loss. A stayer lost
-  *    when the removal is decided costs its own attempt only.
+  *    when the removal is decided costs its own attempt only;
+  *  - a lost worker's re-run task lost too, before it linked to its peers as a joiner: its
+  *    third attempt joins.
   *
   * Every survivor is told of the shrink and the re-join by `Communicator.takeViewChange()`.
   */
@@ -292,6 +294,20 @@ class ElasticClusterTest {
     assertEquals(Seq(0, 1, 2), members.map(_.taskId).sorted, "the members' results: the stayer's re-run is back")
     assertEquals(1, members.map(_.modelHash).distinct.size, "every member ends with the same model")
     assertEquals(1, counts.failed.get(), s"only the lost attempt failed: ${counts.reasons}")
+  }
+
+  @Test
+  def i_aJoinerLostBeforeItLinkedCostsOnlyItsOwnAttempt(): Unit = {
+    // Task 1's executor halts; the others go on without it; its re-run task (on a new
+    // executor) registers to join and exits before linking to its peers: Spark runs it a
+    // third time, and that attempt joins.
+    val p = halted.copy(failures = Seq(Failure(1, haltAt, halt = true)), conf = halted.conf + ("setting.WARREN_MOCK" -> "1,linking,1"))
+    val rs = LogisticRegression.runAll(sc, p)
+    WarrenSlots.drainListeners(sc, 5000)
+    rs.foreach(r => println(s"ELASTIC joiner lost before linking: task ${r.taskId} world ${r.world} changes ${r.viewChanges}"))
+    assertEquals(Seq(0, 1, 2, 3), rs.map(_.taskId).sorted, s"task 1 joined on its third attempt: $rs")
+    assertEquals(1, rs.map(_.modelHash).distinct.size, "every member ends with the same model")
+    assertEquals(2, counts.failed.get(), s"the halted attempt and the lost joiner's: ${counts.reasons}")
   }
 
   /** Executor JVMs of this application that are stopped (state `T` in `/proc/PID/stat`). */
