@@ -423,6 +423,34 @@ fn garbage_and_impostors_on_a_peer_port_are_refused_and_linking_completes() {
     assert_eq!(real.join().unwrap().unwrap(), 1);
 }
 
+/// A peer that accepts a connection and closes it before the link is set up (a joiner dying
+/// right after it accepted) is reported lost, naming its rank: the caller re-links, as for a
+/// peer lost in a call, instead of failing on an I/O error.
+#[test]
+fn a_peer_that_breaks_off_while_linking_is_lost_not_an_io_failure() {
+    use warren::tracker::proto::PeerAddr;
+    use warren::transport::{LinkSetup, PeerListener, connect_peers};
+    let fake = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = fake.local_addr().unwrap().port();
+    let closer = std::thread::spawn(move || drop(fake.accept().unwrap()));
+    let l1 = PeerListener::bind("127.0.0.1").unwrap();
+    let addr = |rank: usize, port: u16| PeerAddr {
+        rank,
+        task_id: rank.to_string(),
+        host: "127.0.0.1".into(),
+        port,
+        pid: 0,
+        host_id: String::new(),
+        placed_on: String::new(),
+    };
+    let peers = vec![addr(0, port), addr(1, l1.port)];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let setup = LinkSetup { me: 1, secret: b"k", tls: None, deadline, socket_buffer: None, shm: None };
+    let r = connect_peers(&l1, &setup, &peers, &[0], &mut || Ok(()));
+    closer.join().unwrap();
+    assert!(matches!(&r, Err(Error::PeerLost { rank: 0, .. })), "{:?}", r.map(|l| l.len()));
+}
+
 #[test]
 fn a_vanished_peer_fails_the_others_promptly() {
     // Rank 1 leaves (finalizes) instead of calling the second allreduce: in plain mode the
