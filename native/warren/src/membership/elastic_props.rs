@@ -191,6 +191,10 @@ proptest! {
                 Op::Decide | Op::AskAgain(_) => {
                     version += 1;
                     r.decide(version);
+                    // A dismissed joiner is one the reference has stopped or lost.
+                    for t in r.take_dismissed() {
+                        prop_assert!(!target.contains(&t), "member {} dismissed", t);
+                    }
                 }
             }
         }
