@@ -13,9 +13,10 @@ use warren::config::keys;
 use warren::membership::Limits;
 use warren::{Error, Tracker, TrackerConfig};
 
-/// Exit status of a worker that found the job unrecoverable: the launcher stops the job at
-/// once instead of restarting it.
-pub const RECOVERY_IMPOSSIBLE_EXIT: u8 = 3;
+/// Exit status of a worker that failed with an error that cannot succeed on retry
+/// ([`warren::Error::is_final`]: a broken contract, a bad setting, a job that cannot be
+/// recovered): the launcher stops the job at once instead of restarting it.
+pub const FINAL_EXIT: u8 = 3;
 
 /// What to launch.
 pub struct LaunchSpec {
@@ -277,8 +278,12 @@ pub fn launch(spec: &LaunchSpec) -> warren::Result<LaunchOutcome> {
                 w.done = true;
                 continue;
             }
-            if status.code() == Some(RECOVERY_IMPOSSIBLE_EXIT as i32) {
-                warn!("task {} (attempt {}) reports that the job cannot be recovered; stopping", w.task, w.attempt);
+            if status.code() == Some(FINAL_EXIT as i32) {
+                warn!(
+                    "task {} (attempt {}) failed with an error that cannot succeed on retry (see its error above); \
+                     stopping the job instead of restarting it",
+                    w.task, w.attempt
+                );
                 ok = false;
                 break 'watch;
             }

@@ -102,11 +102,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Exit status of a failed command: [`RECOVERY_IMPOSSIBLE_EXIT`](launcher::RECOVERY_IMPOSSIBLE_EXIT)
-/// tells `warren run` not to restart a worker whose job cannot be recovered; 1 otherwise.
+/// Exit status of a failed command: [`FINAL_EXIT`](launcher::FINAL_EXIT) tells `warren run`
+/// not to restart a worker whose error cannot succeed on retry; 1 otherwise.
 fn exit_code(e: &warren::Error) -> u8 {
-    match e {
-        warren::Error::RecoveryImpossible { .. } => launcher::RECOVERY_IMPOSSIBLE_EXIT,
-        _ => 1,
-    }
+    if e.is_final() { launcher::FINAL_EXIT } else { 1 }
 }

@@ -192,6 +192,25 @@ fn run_restarts_a_failing_worker_up_to_the_limit() {
     assert_eq!((s["status"].as_str(), s["restarts"].as_u64()), (Some("failed"), Some(2)));
 }
 
+/// A worker error that cannot succeed on retry (here a bad setting every worker reads)
+/// stops the job at once: no restart is spent on it, and the error names the setting.
+#[test]
+fn an_error_that_cannot_succeed_on_retry_stops_the_job_without_restarts() {
+    let started = Instant::now();
+    let out = run_limited(
+        Command::new(WARREN)
+            .args(["run", "-n", "2", "--max-restarts", "3", "--", WARREN, "example", "train", "--iters", "5"])
+            .env("WARREN_TIMEOUT_S", "soon"),
+        Duration::from_secs(60),
+    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("WARREN_TIMEOUT_S"), "{stderr}");
+    assert!(stderr.contains("cannot succeed on retry"), "{stderr}");
+    assert_eq!(summary(&stdout)["restarts"], 0, "{stdout}\n{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+}
+
 #[test]
 fn stand_alone_tracker_serves_workers_started_by_hand() {
     let mut tracker = Command::new(WARREN)

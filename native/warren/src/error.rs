@@ -188,6 +188,17 @@ impl Error {
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io { context: context.into(), source }
     }
+
+    /// Whether running the worker again cannot succeed: a broken contract (collective calls
+    /// that differ between ranks, another dataset than the job's), a bad setting, or a job
+    /// that cannot be recovered. Runners stop the job on such an error instead of re-running
+    /// the worker (`warren run` exits; Spark fails the job without retries).
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            Error::Mismatch(_) | Error::RecoveryImpossible { .. } | Error::Config(_) | Error::DatasetMismatch(_)
+        )
+    }
 }
 
 fn timeout_text(what: &str, after: &Duration) -> String {

@@ -12,7 +12,8 @@ import org.junit.jupiter.api._
 
 /** The runner and the logistic-regression example on `local-cluster[3,1,1024]` (three executor
   * JVMs of one core each), one SparkContext for every case: a killed task and a killed
-  * executor end with the failure-free model, bit for bit; too few slots fail before any task.
+  * executor end with the failure-free model, bit for bit; too few slots fail before any task;
+  * a collective call that differs between ranks stops the job, naming the broken contract.
   */
 @TestInstance(Lifecycle.PER_CLASS)
 @TestMethodOrder(classOf[MethodOrderer.MethodName])
@@ -73,6 +74,23 @@ class LocalClusterTest {
     assertTrue(e.getMessage.contains("needs 4 task slots"), e.getMessage)
     Thread.sleep(200)
     assertEquals(before, taskStarts.get(), "a task started")
+  }
+
+  @Test
+  def f_aCallThatDiffersBetweenRanksStopsTheJobNamingTheContract(): Unit = {
+    WarrenSpark.awaitSlots(sc, 3, 60)
+    // Rank 1 reduces one value more than the others: a broken contract that no retry mends.
+    val e = assertThrows(
+      classOf[WarrenSparkException],
+      () =>
+        WarrenSpark.train(sc.parallelize(0 until 3, 3), 3) { (c, _) =>
+          c.allreduce(new Array[Double](if (c.rank() == 1) 5 else 4), _root_.io.warren.Op.SUM)
+          c.rank()
+        }
+    )
+    println(s"LR mismatch: ${e.getMessage}")
+    assertTrue(e.getMessage.contains("cannot succeed on retry, and the job was stopped"), e.getMessage)
+    assertTrue(e.getMessage.contains("collective call mismatch"), e.getMessage)
   }
 
   @Test

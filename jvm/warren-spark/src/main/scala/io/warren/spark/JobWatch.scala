@@ -4,7 +4,7 @@ import java.util.concurrent.{ConcurrentHashMap, ConcurrentLinkedQueue}
 
 import scala.jdk.CollectionConverters._
 
-import org.apache.spark.{Success, TaskKilled}
+import org.apache.spark.{ExceptionFailure, Success, TaskKilled}
 import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, SparkListenerTaskEnd, SparkListenerTaskStart}
 
 /** Watches the stages of one Warren run on the driver: records which worker tasks failed (to
@@ -20,13 +20,18 @@ import org.apache.spark.scheduler.{SparkListener, SparkListenerStageSubmitted, S
   *   as [[JobWatch.workerAttempt]] does
   * @param onWorkerFailure called (on the listener thread) with the stage attempt number of
   *   every failed or killed worker task
+  * @param onFinalFailure called (on the listener thread) with the stage id and the failure,
+  *   once, when a worker task fails with an error that cannot succeed on retry
+  *   ([[JobWatch.FinalErrors]]): the runner stops the job rather than let Spark retry it
   */
 private[spark] final class JobWatch(
     val runId: String,
     workersRddId: Int,
     failAll: Boolean,
-    onWorkerFailure: Int => Unit
+    onWorkerFailure: Int => Unit,
+    onFinalFailure: (Int, String) => Unit = (_, _) => ()
 ) extends SparkListener {
+  @volatile private var finalError: Option[(Int, String)] = None
   private val stages = ConcurrentHashMap.newKeySet[Int]()
   private val workerStages = ConcurrentHashMap.newKeySet[Int]()
   private val failures = new ConcurrentLinkedQueue[(Int, String)]()
@@ -57,6 +62,13 @@ private[spark] final class JobWatch(
       case Success =>
       case _: TaskKilled =>
         if (workerStages.contains(e.stageId)) onWorkerFailure(e.stageAttemptId)
+      case f: ExceptionFailure if workerStages.contains(e.stageId) && JobWatch.FinalErrors(f.className) =>
+        failures.add((e.taskInfo.partitionId, f.toErrorString.linesIterator.nextOption().getOrElse("")))
+        if (finalError.isEmpty) {
+          finalError = Some((e.taskInfo.partitionId, s"${f.className.split('.').last}: ${f.description}"))
+          onFinalFailure(e.stageId, f.description)
+        }
+        onWorkerFailure(e.stageAttemptId)
       case other =>
         if (workerStages.contains(e.stageId)) {
           val first = failedAttempts.add((e.stageId, e.stageAttemptId))
@@ -91,6 +103,9 @@ private[spark] final class JobWatch(
     */
   def isRunning(taskId: Long): Boolean = running.containsKey(taskId)
 
+  /** The first worker failure that cannot succeed on retry, if any: its task id and error. */
+  def finalFailure: Option[(Int, String)] = finalError
+
   /** The failed worker tasks so far (not those Spark killed), as task id -> failed attempts,
     * in task-id order.
     */
@@ -103,6 +118,17 @@ private[spark] object JobWatch {
 
   /** Key of the local property holding the run id. */
   val RunKey = "warren.run.id"
+
+  /** The exceptions of native errors that cannot succeed on retry (`warren::Error::is_final`):
+    * a collective call that differs between ranks, a bad setting, another dataset than the
+    * job's, a job that cannot be recovered.
+    */
+  val FinalErrors: Set[String] = Set(
+    "io.warren.CollectiveMismatchException",
+    "io.warren.WarrenConfigException",
+    "io.warren.DatasetMismatchException",
+    "io.warren.RecoveryImpossibleException"
+  )
 
   /** The attempt number a worker task registers with (`WARREN_ATTEMPT`): Spark's attempt
     * number; in fail-all runs plus the stage attempt, since in a re-run barrier stage every

@@ -311,7 +311,8 @@ object WarrenSpark {
           UUID.randomUUID().toString,
           workers.id,
           failAll = failAll,
-          attempt => if (failAll) trackers.closeAttempt(attempt)
+          attempt => if (failAll) trackers.closeAttempt(attempt),
+          (stage, why) => sc.cancelStage(stage, s"a Warren worker failed with an error that cannot succeed on retry: $why")
         )
         // A worker the tracker fenced (paused, frozen, cut off): its attempt is killed and re-run.
         val fences = new FenceWatch(sc, trackers, watch)
@@ -421,7 +422,13 @@ object WarrenSpark {
         finally ps.close()
         Iterator.single((id, r))
       }
-      val watch = new JobWatch(UUID.randomUUID().toString, workers.id, failAll = false, _ => ())
+      val watch = new JobWatch(
+        UUID.randomUUID().toString,
+        workers.id,
+        failAll = false,
+        _ => (),
+        (stage, why) => sc.cancelStage(stage, s"a Warren worker failed with an error that cannot succeed on retry: $why")
+      )
       run(sc, watch, numWorkers, Recovery.RetryOne)(workers.collect())
     } finally servers.close()
   }
@@ -462,6 +469,13 @@ object WarrenSpark {
     sc.setLocalProperty(JobWatch.RunKey, watch.runId)
     try job.sortBy(_._1).map(_._2).toSeq
     catch {
+      case e: SparkException if watch.finalFailure.isDefined =>
+        val (task, why) = watch.finalFailure.get
+        throw new WarrenSparkException(
+          s"Warren job of $numWorkers workers (${recovery.name}) failed: task $task failed with an error that " +
+            s"cannot succeed on retry, and the job was stopped: $why",
+          e
+        )
       case e: SparkException =>
         WarrenSlots.drainListeners(sc, 2000)
         val failed = watch.failedTasks
