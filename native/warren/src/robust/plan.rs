@@ -317,12 +317,24 @@ fn replay(props: &[Proposal], placement: &Placement) -> Option<Plan> {
     if minv < maxv {
         let behind = ranks_where(props, |p| p.point.0 == minv);
         let r = behind[0];
-        let reason = format!(
-            "rank {r} replays call #{} of checkpoint version {minv}, but other workers are at version {maxv} and \
-             results from before a checkpoint are gone (mark calls made before the first checkpoint as bootstrap \
-             calls; the bootstrap cache keeps them unless WARREN_BOOTSTRAP_CACHE=0)",
-            props[r].point.1
-        );
+        let call = props[r].point.1;
+        // At version 0 the usual cause is a restarted worker that started over instead of
+        // loading the checkpoint its peers hold.
+        let reason = if minv == 0 {
+            format!(
+                "rank {r} makes call #{call} from the start (checkpoint version 0), but the other workers are past \
+                 checkpoint version {maxv}: a restarted worker must call load_checkpoint() (loadCheckpoint() on the \
+                 JVM) before its calls and go on from the version it returns; calls it makes before that, the same \
+                 on every run, must be bootstrap calls (the bootstrap cache keeps them unless \
+                 WARREN_BOOTSTRAP_CACHE=0)"
+            )
+        } else {
+            format!(
+                "rank {r} replays call #{call} of checkpoint version {minv}, but other workers are at version {maxv} \
+                 and results from before a checkpoint are gone (mark calls made before the first checkpoint as \
+                 bootstrap calls; the bootstrap cache keeps them unless WARREN_BOOTSTRAP_CACHE=0)"
+            )
+        };
         return Some(Plan::Fail(Failure::Impossible { lost: behind, reason }));
     }
     let mins = props.iter().map(|p| p.point.1).min()?;
@@ -549,7 +561,10 @@ mod tests {
         let props = [p(5, 0, Want::Execute), p(0, 1, Want::Execute)];
         let Plan::Fail(Failure::Impossible { lost, reason }) = plan_t(&props) else { panic!() };
         assert_eq!(lost, vec![1]);
-        assert!(reason.contains("rank 1") && reason.contains("bootstrap"), "{reason}");
+        assert!(reason.contains("rank 1") && reason.contains("call load_checkpoint()"), "{reason}");
+        let replaying = [p(7, 0, Want::Execute), p(5, 1, Want::Execute)];
+        let Plan::Fail(Failure::Impossible { reason, .. }) = plan_t(&replaying) else { panic!() };
+        assert!(reason.contains("version 5") && reason.contains("bootstrap calls"), "{reason}");
         let far = [p(7, 0, Want::Execute), p(5, 3, Want::Checkpoint)];
         assert!(matches!(plan_t(&far), Plan::Fail(Failure::Impossible { .. })));
     }

@@ -155,7 +155,7 @@ class StructuredErrorsTest {
           RecoveryImpossibleException e =
               assertInstanceOf(RecoveryImpossibleException.class, t, String.valueOf(t));
           assertEquals(List.of("1"), e.lostTaskIds(), e.getMessage());
-          assertTrue(e.reason().contains("replays call #0 of checkpoint version 0"), e.reason());
+          assertTrue(e.reason().contains("a restarted worker must call load_checkpoint()"), e.reason());
           assertNotEquals(0, replacement.await(Duration.ofSeconds(60)), replacement.output());
           assertEquals("LOST_TASK_IDS [1]", replacement.awaitLine("LOST_TASK_IDS", Duration.ofSeconds(1)));
         }
