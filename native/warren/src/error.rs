@@ -291,6 +291,14 @@ impl std::fmt::Display for CallMismatch {
         if !self.context.is_empty() {
             write!(f, " ({})", self.context)?;
         }
+        let checkpoint = |d: &Declaration| d.args.as_ref().is_some_and(|c| c.collective.starts_with("checkpoint"));
+        if checkpoint(a) && checkpoint(b) {
+            write!(
+                f,
+                ": the global state given to checkpoint must be the same bytes on every worker (state of one \
+                 worker's own belongs in its local model: checkpoint(global, local))"
+            )?;
+        }
         Ok(())
     }
 }
@@ -298,6 +306,22 @@ impl std::fmt::Display for CallMismatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_mismatch_states_the_contract_of_the_global_state() {
+        let args = |tag: u32| CallArgs { collective: "checkpoint".into(), tag: Some(tag), ..CallArgs::default() };
+        let decl = |rank: usize, tag: u32| Declaration {
+            rank,
+            call: format!("checkpoint #1 of version 0, 24 bytes u8 sum of global state checksum {tag:08x}"),
+            args: Some(Box::new(args(tag))),
+        };
+        let e = Error::Mismatch(CallMismatch::new(decl(0, 1), decl(1, 2), "")).to_string();
+        assert!(e.contains("must be the same bytes on every worker"), "{e}");
+        assert!(e.contains("checkpoint(global, local)"), "{e}");
+        let other =
+            CallMismatch::new(Declaration::described(0, "allreduce"), Declaration::described(1, "allreduce"), "");
+        assert!(!other.to_string().contains("global state"));
+    }
 
     #[test]
     fn structured_errors_display_both_declarations_and_the_lost_tasks() {

@@ -46,6 +46,30 @@ fn mismatched_sizes_are_reported_on_every_rank() {
     }
 }
 
+/// Global state that differs between ranks (per-rank state put in the global checkpoint)
+/// is reported on every rank, stating the contract and where per-worker state belongs.
+#[test]
+fn a_global_checkpoint_that_differs_between_ranks_states_the_contract() {
+    let results = run_world(
+        3,
+        |_, c| c.robust = true,
+        |c: &mut Communicator| {
+            let global = [c.rank() as u8; 24];
+            c.checkpoint(&global, None)
+        },
+    );
+    for (rank, r) in results.into_iter().enumerate() {
+        match r {
+            Err(e @ Error::Mismatch(_)) => {
+                let text = e.to_string();
+                assert!(text.contains("must be the same bytes on every worker"), "rank {rank}: {text}");
+                assert!(text.contains("global state checksum"), "rank {rank}: {text}");
+            }
+            other => panic!("rank {rank} should report a mismatch, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn mismatched_type_op_or_algorithm_is_reported_on_every_rank() {
     let results = run_world(

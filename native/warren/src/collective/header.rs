@@ -159,6 +159,8 @@ impl CallHeader {
         }
         if self.op == Op::User {
             s += &format!(" (user reducer tag {}, element size {})", self.tag, self.elem_size);
+        } else if matches!(self.kind, CallKind::Checkpoint | CallKind::CheckpointAck) && self.tag != 0 {
+            s += &format!(" of global state checksum {:08x}", self.tag);
         } else if self.tag != 0 {
             s += &format!(" tag {}", self.tag);
         }
