@@ -253,7 +253,9 @@ class ElasticClusterTest {
     val removedAt = 10
     // Paused iterations (the job never grows back to four): a re-run task has about 30 s to
     // start on a new executor before the others finish (pauses do not change the model).
-    val base = params.copy(iters = 300)
+    // Up to 30 s for all four slots to be free (an earlier case's replaced executor may still
+    // be starting): the job starts with four workers, so the removal is its only change.
+    val base = params.copy(iters = 300, conf = elastic + ("slotWaitTimeout" -> "30"))
     def removing(p: Params): Seq[Result] = {
       val removed = new AtomicReference[String]("not yet")
       val rs = LogisticRegression.runAll(sc, p, removeAt("3", removedAt, removed))
@@ -301,7 +303,8 @@ class ElasticClusterTest {
     // Task 1's executor halts; the others go on without it; its re-run task (on a new
     // executor) registers to join and exits before linking to its peers: Spark runs it a
     // third time, and that attempt joins.
-    val p = halted.copy(failures = Seq(Failure(1, haltAt, halt = true)), conf = halted.conf + ("setting.WARREN_MOCK" -> "1,linking,1"))
+    val conf = halted.conf + ("setting.WARREN_MOCK" -> "1,linking,1") + ("slotWaitTimeout" -> "30")
+    val p = halted.copy(failures = Seq(Failure(1, haltAt, halt = true)), conf = conf)
     val rs = LogisticRegression.runAll(sc, p)
     WarrenSlots.drainListeners(sc, 5000)
     rs.foreach(r => println(s"ELASTIC joiner lost before linking: task ${r.taskId} world ${r.world} changes ${r.viewChanges}"))
