@@ -222,7 +222,7 @@ fn a_sync_job_stops_at_once_naming_the_cause_when_a_server_and_a_trainer_fail_to
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("\"restarts\":1,"), "one restart (the trainer's), none burned after:\n{stdout}\n{stderr}");
-    assert!(stderr.contains("reports that the job cannot be recovered; stopping"), "{stderr}");
+    assert!(stderr.contains("cannot succeed on retry (see its error above); stopping the job"), "{stderr}");
     assert!(
         stderr.contains("recovery impossible") && stderr.contains("not both before the server's next checkpoint"),
         "{stderr}"
