@@ -285,18 +285,25 @@ impl Roster {
     /// leaves. Holding such pairs instead would keep room at a limit for a change that
     /// means nothing, maybe for good.
     fn cancel_moot(&mut self, due: Option<u32>) {
-        loop {
-            let pair = self.scheduled.iter().enumerate().find_map(|(i, a)| {
-                let (j, b) = self.scheduled.iter().enumerate().skip(i + 1).find(|(_, b)| b.task == a.task)?;
-                let begun = a.member && (self.ready.contains(&a.task) || self.view.rank_of(&a.task).is_some());
-                let opposite = a.member != b.member;
+        while self
+            .take_pair(|r, a, b| {
+                let begun = a.member && (r.ready.contains(&a.task) || r.view.rank_of(&a.task).is_some());
                 let no_gap = b.at <= a.at || due.is_some_and(|v| a.at <= v && b.at <= v);
-                (opposite && !begun && no_gap).then_some((i, j))
-            });
-            let Some((i, j)) = pair else { return };
-            self.scheduled.remove(j);
-            self.scheduled.remove(i);
-        }
+                a.member != b.member && !begun && no_gap
+            })
+            .is_some()
+        {}
+    }
+
+    /// Removes the first two consecutive requests of one task that `cancel` says cancel out
+    /// (`a`, then the task's next request `b`), and returns that task.
+    fn take_pair(&mut self, cancel: impl Fn(&Roster, &Scheduled, &Scheduled) -> bool) -> Option<String> {
+        let (i, j) = self.scheduled.iter().enumerate().find_map(|(i, a)| {
+            let (j, b) = self.scheduled.iter().enumerate().skip(i + 1).find(|(_, b)| b.task == a.task)?;
+            cancel(self, a, b).then_some((i, j))
+        })?;
+        self.scheduled.remove(j);
+        Some(self.scheduled.remove(i).task)
     }
 
     /// Drops the joins whose task's leave is due at `version` too, registered or not, with
@@ -304,16 +311,9 @@ impl Roster {
     /// gives back at the next boundary, and the leave behind it would wait forever. A
     /// registered joiner among them is dismissed ([`Roster::take_dismissed`]).
     fn dismiss_moot_joiners(&mut self, version: u32) {
-        loop {
-            let pair = self.scheduled.iter().enumerate().find_map(|(i, a)| {
-                let (j, b) = self.scheduled.iter().enumerate().skip(i + 1).find(|(_, b)| b.task == a.task)?;
-                let outside = self.view.rank_of(&a.task).is_none();
-                (a.member && !b.member && outside && a.at <= version && b.at <= version).then_some((i, j))
-            });
-            let Some((i, j)) = pair else { return };
-            let task = self.scheduled[i].task.clone();
-            self.scheduled.remove(j);
-            self.scheduled.remove(i);
+        while let Some(task) = self.take_pair(|r, a, b| {
+            a.member && !b.member && r.view.rank_of(&a.task).is_none() && a.at <= version && b.at <= version
+        }) {
             if self.ready.remove(&task) {
                 self.dismissed.push(task);
             }
