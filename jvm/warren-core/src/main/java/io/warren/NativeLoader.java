@@ -140,6 +140,17 @@ public final class NativeLoader {
   }
 
   private static String explain(List<String> tried, Throwable t) {
+    String missing = missingSlf4j(t);
+    if (missing != null) {
+      return "Warren's native library was loaded from "
+          + loadedFrom
+          + " but Warren could not start its logging: the class "
+          + missing
+          + " is not on the classpath. Warren logs through SLF4J: add the jar org.slf4j:slf4j-api"
+          + " (2.x) to the classpath, and a provider such as org.slf4j:slf4j-simple to see the"
+          + " lines (Spark and Flink bring both). Last error: "
+          + t;
+    }
     return "Warren's native library could not be loaded on os.name="
         + System.getProperty("os.name")
         + ", os.arch="
@@ -158,6 +169,22 @@ public final class NativeLoader {
         + "=/path/to/"
         + System.mapLibraryName(LIB_NAME)
         + ".";
+  }
+
+  /**
+   * The SLF4J class whose absence {@code t} (or one of its causes) reports, in dotted form; null
+   * when {@code t} is about something else.
+   */
+  static String missingSlf4j(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof NoClassDefFoundError || c instanceof ClassNotFoundException) {
+        String name = String.valueOf(c.getMessage()).replace('/', '.');
+        if (name.startsWith("org.slf4j.")) {
+          return name;
+        }
+      }
+    }
+    return null;
   }
 
   private static String safePlatform() {

@@ -2,14 +2,17 @@ package io.warren;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.File;
 import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -153,6 +156,24 @@ class NativeLoaderTest {
       assertTrue(out.contains("/nonexistent/libwarren_jni.so"), out);
       assertTrue(out.contains("platform " + NativeLoader.platform()), out);
       assertTrue(out.contains("cargo build --release -p warren-jni"), out);
+    }
+  }
+
+  @Test
+  @Timeout(60)
+  void aMissingSlf4jIsNamedWithTheJarToAdd() throws Exception {
+    String withoutSlf4j =
+        Arrays.stream(TestSupport.classPath().split(File.pathSeparator))
+            .filter(e -> !e.contains("slf4j"))
+            .collect(Collectors.joining(File.pathSeparator));
+    try (TestSupport.Worker w =
+        new TestSupport.Worker(withoutSlf4j, List.of(), Map.of(), "load-fails")) {
+      assertEquals(0, w.await(Duration.ofSeconds(50)), w.output());
+      String out = w.output();
+      assertTrue(out.contains("LOAD_FAILED 0 "), out);
+      assertTrue(out.contains("the class org.slf4j."), out);
+      assertTrue(out.contains("add the jar org.slf4j:slf4j-api"), out);
+      assertFalse(out.contains("cargo build"), out); // the library itself is fine
     }
   }
 }

@@ -114,12 +114,18 @@ final class TestSupport {
     final CompletableFuture<Void> drained;
 
     Worker(List<String> jvmArgs, Map<String, String> env, String... args) throws IOException {
+      this(classPath(), jvmArgs, env, args);
+    }
+
+    /** A worker JVM with the class path {@code classPath} instead of this JVM's. */
+    Worker(String classPath, List<String> jvmArgs, Map<String, String> env, String... args)
+        throws IOException {
       List<String> cmd = new ArrayList<>();
       cmd.add(javaBin());
       cmd.addAll(jvmFlags());
       cmd.addAll(jvmArgs);
       cmd.add("-cp");
-      cmd.add(classPath());
+      cmd.add(classPath);
       cmd.add(WorkerMain.class.getName());
       cmd.addAll(List.of(args));
       ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
