@@ -258,18 +258,20 @@ impl Shared {
     }
 
     /// The syncer thread's loop: until [`stop_syncer`](Self::stop_syncer), waits for the
-    /// highest ticket requested and publishes it once durable.
+    /// highest ticket requested and publishes it once durable. Asked to stop, it first makes
+    /// durable what was asked before (hand-outs already answered), so that a master stopped
+    /// and started again on its store still knows every task it handed out.
     fn run_syncer(&self) {
         let mut done = 0;
         loop {
             let target = {
                 let mut r = self.syncer.request.lock().unwrap_or_else(|p| p.into_inner());
                 loop {
-                    if r.stop {
-                        return;
-                    }
                     if r.wanted > done {
                         break r.wanted;
+                    }
+                    if r.stop {
+                        return;
                     }
                     // An idle wait for work: `request` and `stop_syncer` notify.
                     r = self.syncer.wake.wait(r).unwrap_or_else(|p| p.into_inner());
