@@ -68,11 +68,11 @@ use strings::string_array;
 
 /// Map key choosing how Java arrays reach a collective: `copy` or `critical` (the Java side
 /// resolves its default, `auto`, to one of them before it creates the communicator).
-pub const ARRAY_ACCESS_KEY: &str = "WARREN_JNI_ARRAY_ACCESS";
+pub const ARRAY_ACCESS_KEY: &str = warren::config::keys::JNI_ARRAY_ACCESS;
 
 /// Map key of the piece size (bytes) in which copied Java arrays are reduced (default
 /// [`DEFAULT_SEGMENT_BYTES`]; the same on every rank).
-pub const ARRAY_SEGMENT_KEY: &str = "WARREN_JNI_ARRAY_SEGMENT_BYTES";
+pub const ARRAY_SEGMENT_KEY: &str = warren::config::keys::JNI_ARRAY_SEGMENT_BYTES;
 
 /// Default piece size of a copied Java array: 1 MiB.
 pub const DEFAULT_SEGMENT_BYTES: usize = 1 << 20;

@@ -37,9 +37,14 @@ fn settings(kv: &[String]) -> JniResult<TlsSettings> {
         return Err(JniError::Argument("TLS settings must be key/value pairs".into()));
     }
     let map: HashMap<&str, &str> = kv.chunks(2).map(|p| (p[0].as_str(), p[1].as_str())).collect();
-    if let Some(k) = map.keys().find(|k| !k.starts_with("WARREN_TLS")) {
+    use warren::config::keys;
+    let tls_keys = [keys::TLS, keys::TLS_CA, keys::TLS_CERT, keys::TLS_KEY];
+    let mut given: Vec<&str> = map.keys().copied().collect();
+    given.sort_unstable();
+    if let Some(k) = given.into_iter().find(|k| !tls_keys.contains(k)) {
+        let why = keys::unknown(k).map(|w| format!(": {w}")).unwrap_or_default();
         return Err(JniError::Warren(warren::Error::Config(format!(
-            "{k:?} is not a TLS setting (WARREN_TLS, WARREN_TLS_CA, WARREN_TLS_CERT, WARREN_TLS_KEY)"
+            "{k:?} is not a TLS setting (WARREN_TLS, WARREN_TLS_CA, WARREN_TLS_CERT, WARREN_TLS_KEY){why}"
         ))));
     }
     Ok(TlsSettings::from_lookup(&|k| map.get(k).map(|v| v.to_string()))?)

@@ -87,6 +87,94 @@ pub mod keys {
     pub const TLS_CERT: &str = "WARREN_TLS_CERT";
     /// With `WARREN_TLS=1`: the PEM private key of `WARREN_TLS_CERT`.
     pub const TLS_KEY: &str = "WARREN_TLS_KEY";
+    /// JVM only: how a Java array reaches a collective (`auto`, `copy` or `critical`).
+    pub const JNI_ARRAY_ACCESS: &str = "WARREN_JNI_ARRAY_ACCESS";
+    /// JVM only: the piece size in bytes in which copied Java arrays are reduced.
+    pub const JNI_ARRAY_SEGMENT_BYTES: &str = "WARREN_JNI_ARRAY_SEGMENT_BYTES";
+    /// `host:port` of the data master a worker pulls its tasks from.
+    pub const MASTER_URI: &str = "WARREN_MASTER_URI";
+    /// The parameter servers' addresses, in server order, separated by commas.
+    pub const PS_URIS: &str = "WARREN_PS_URIS";
+    /// Failure injection in parameter-server trainers (see [`crate::ps::failpoint`]).
+    pub const PS_MOCK: &str = "WARREN_PS_MOCK";
+    /// The bytes each buffer pool of a service keeps at most (see [`crate::wire::pool`]).
+    pub const POOL_MAX_BYTES: &str = "WARREN_POOL_MAX_BYTES";
+    /// The log level of the `warren` command (error, warn, info, debug, trace).
+    pub const LOG: &str = "WARREN_LOG";
+
+    /// Every `WARREN_*` key that some part of Warren reads: the worker settings, the JVM
+    /// binding's, the addresses of the data master and the parameter servers, failure
+    /// injection and logging. A settings map holding another key with the `WARREN_` prefix
+    /// is refused ([`check_known`]): that key is a typo, or a setting of another version.
+    pub const KNOWN: &[&str] = &[
+        TRACKER_URI,
+        TASK_ID,
+        NUM_WORKERS,
+        JOB_SECRET,
+        JOB_SECRET_FILE,
+        ATTEMPT,
+        TIMEOUT_S,
+        CONNECT_TIMEOUT_S,
+        RING_THRESHOLD,
+        RING_SLICE,
+        SPIN_US,
+        BUSY_POLL_US,
+        HOST,
+        SOCKET_BUFFER,
+        TRANSPORT,
+        HOST_ID,
+        SHM_RING,
+        SHM_CMA,
+        ROBUST,
+        BOOTSTRAP_CACHE,
+        MOCK,
+        LOCAL_REPLICAS,
+        RESULT_REPLICAS,
+        DURABLE_EVERY,
+        CHECKPOINT_DIR,
+        STALL_WARN_S,
+        PEER_TIMEOUT_S,
+        TLS,
+        TLS_CA,
+        TLS_CERT,
+        TLS_KEY,
+        JNI_ARRAY_ACCESS,
+        JNI_ARRAY_SEGMENT_BYTES,
+        MASTER_URI,
+        PS_URIS,
+        PS_MOCK,
+        POOL_MAX_BYTES,
+        LOG,
+    ];
+
+    /// The prefix of every key of Warren's.
+    pub const PREFIX: &str = "WARREN_";
+
+    /// Why `key` is not one of Warren's keys, naming the closest known one; `None` when it is
+    /// one, or does not start with [`PREFIX`] (another program's).
+    pub fn unknown(key: &str) -> Option<String> {
+        if !key.starts_with(PREFIX) || KNOWN.contains(&key) {
+            return None;
+        }
+        let (closest, distance) =
+            KNOWN.iter().map(|k| (*k, strsim::levenshtein(key, k))).min_by_key(|&(_, d)| d).expect("known keys");
+        let hint = if distance <= key.len() / 3 { format!(" (did you mean {closest}?)") } else { String::new() };
+        Some(format!(
+            "{key} is not a Warren setting{hint}: every key starting with {PREFIX} must be one of Warren's \
+             (the README's \"Worker settings\"); correct its name or remove it"
+        ))
+    }
+
+    /// Refuses a settings map holding a `WARREN_*` key that is not one of Warren's
+    /// ([`unknown`]), as a configuration error.
+    pub fn check_known<'a>(keys: impl IntoIterator<Item = &'a String>) -> crate::Result<()> {
+        let mut keys: Vec<&String> = keys.into_iter().collect();
+        keys.sort();
+        match keys.into_iter().find_map(|k| unknown(k)) {
+            Some(why) => Err(crate::Error::Config(why)),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Default of [`keys::BUSY_POLL_US`] (see docs/benchmarks.md, "Busy-polling").
@@ -261,13 +349,22 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Reads the settings from the process environment.
+    /// Reads the settings from the process environment. A `WARREN_*` variable that is not one
+    /// of Warren's keys is logged as ignored (the environment also carries other programs'
+    /// variables, so it is not refused as a map's key is).
     pub fn from_env() -> Result<Config> {
+        let mut vars: Vec<String> = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()).collect();
+        vars.sort();
+        for why in vars.iter().filter_map(|k| keys::unknown(k)) {
+            log::warn!("ignored from the environment: {why}");
+        }
         Self::from_lookup(|k| std::env::var(k).ok())
     }
 
-    /// Reads the settings from a map with the same keys as the environment.
+    /// Reads the settings from a map with the same keys as the environment. A `WARREN_*` key
+    /// that is not one of Warren's is refused, naming the closest one ([`keys::check_known`]).
     pub fn from_map(map: &HashMap<String, String>) -> Result<Config> {
+        keys::check_known(map.keys())?;
         Self::from_lookup(|k| map.get(k).cloned())
     }
 
@@ -417,6 +514,62 @@ mod tests {
 
     fn map(kv: &[(&str, &str)]) -> HashMap<String, String> {
         kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn a_mistyped_key_in_a_map_is_refused_naming_the_closest() {
+        let e = Config::from_map(&map(&[("WARREN_TIMEOUT", "5")])).unwrap_err();
+        assert!(matches!(e, Error::Config(_)), "{e:?}");
+        let text = e.to_string();
+        assert!(text.contains("WARREN_TIMEOUT is not a Warren setting (did you mean WARREN_TIMEOUT_S?)"), "{text}");
+        let e = Config::from_map(&map(&[("WARREN_LOCAL_REPLICA", "1")])).unwrap_err().to_string();
+        assert!(e.contains("did you mean WARREN_LOCAL_REPLICAS?"), "{e}");
+        // Far from every key: no guess, still refused.
+        let e = Config::from_map(&map(&[("WARREN_QQQQQQQQQQQQQQQQ", "1")])).unwrap_err().to_string();
+        assert!(e.contains("is not a Warren setting:"), "{e}");
+        // Other programs' keys and every key of Warren's are accepted.
+        Config::from_map(&map(&[("SPARK_HOME", "/x"), ("WARREN_TIMEOUT_S", "5"), ("WARREN_PS_URIS", "h:1")])).unwrap();
+    }
+
+    /// Every `"WARREN_..."` literal in the native and JVM sources (but this file's, where the
+    /// keys are defined) is a known key or one of the few names that are not settings (the
+    /// lines the commands print), so a key added to the code without [`keys::KNOWN`] fails
+    /// here instead of being refused in users' maps.
+    #[test]
+    fn every_key_the_sources_name_is_known() {
+        let not_settings = ["WARREN_JOB_DONE", "WARREN_RUN_SUMMARY", "WARREN_PS_URI_"];
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = Vec::new();
+        let mut dirs = vec![root.join("native"), root.join("jvm")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if path.is_dir() && !matches!(name.as_str(), "target" | "tests" | "test") {
+                    dirs.push(path);
+                } else if name != "config.rs"
+                    && (name.ends_with(".rs") || name.ends_with(".java") || name.ends_with(".scala"))
+                {
+                    files.push(path);
+                }
+            }
+        }
+        assert!(files.len() > 50, "found the sources: {}", files.len());
+        let mut unknown = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (i, _) in text.match_indices("\"WARREN_") {
+                let name: String = text[i + 1..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                let name = name.as_str();
+                if name != keys::PREFIX && !keys::KNOWN.contains(&name) && !not_settings.contains(&name) {
+                    unknown.push(format!("{name} in {}", file.display()));
+                }
+            }
+        }
+        assert!(unknown.is_empty(), "keys missing from config::keys::KNOWN: {unknown:?}");
     }
 
     #[test]

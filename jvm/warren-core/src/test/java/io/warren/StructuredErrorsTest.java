@@ -42,6 +42,18 @@ class StructuredErrorsTest {
   }
 
   @Test
+  @Timeout(30)
+  void aMistypedSettingIsRefusedNamingTheClosestKey() {
+    WarrenConfigException e =
+        assertThrows(
+            WarrenConfigException.class,
+            () -> Communicator.create(Map.of("WARREN_TIMEOUT", "5")).close());
+    assertTrue(
+        e.getMessage().contains("WARREN_TIMEOUT is not a Warren setting (did you mean WARREN_TIMEOUT_S?)"),
+        e.getMessage());
+  }
+
+  @Test
   @Timeout(90)
   void aKilledPeerIsNamedByRankAndTaskId() throws Exception {
     try (Tracker tracker = Tracker.start(2, TestSupport.SECRET)) {
