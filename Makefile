@@ -2,7 +2,7 @@
 CARGO ?= cargo
 WARREN := target/release/warren
 
-.PHONY: build test lint demo demo-local e2e notebook setup-demo setup-test setup-notebook bench bench-allreduce bench-recordio bench-master bench-spark bench-flink bench-flink-spark clean
+.PHONY: build check test lint demo demo-local e2e notebook setup-demo setup-test setup-notebook bench bench-allreduce bench-recordio bench-master bench-spark bench-flink bench-flink-spark clean
 
 ## setup-*: what a fresh machine lacks (Debian packages, Spark 4.3, the Python test tools in
 ## .venv), installed once by scripts/setup.sh; `make demo`, `make test` and .ci/run call it.
@@ -29,6 +29,16 @@ test: setup-test lint
 PYTEST_ARGS ?=
 e2e: setup-test
 	cd tests && ../.venv/bin/pytest $(PYTEST_ARGS)
+
+## check: the fast tier for everyday work (a few minutes on a built tree): formatting, lints,
+## the Rust unit and property tests (no processes, no sockets between processes), and the
+## JVM API's own tests (warren-core and warren-runner, without the -Xcheck:jni repeat).
+## TESTING.md says what each suite covers and how to run one test.
+check: setup-test lint
+	$(CARGO) test --workspace --lib --bins
+	$(MAKE) jvm-native
+	$(MVN) $(MVN_FLAGS) -f jvm/pom.xml -pl warren-core,warren-runner -DskipCheckJni \
+		-Dwarren.native.dir=$(abspath target/release) verify
 
 lint:
 	$(CARGO) fmt --all --check
