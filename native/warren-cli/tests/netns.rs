@@ -42,6 +42,19 @@ fn bench_tracker(net: &Net, host: &Host, n: usize) -> (Proc, String) {
 /// `warren bench allreduce` (float32 sum, plain mode, 2 untimed iterations) of `bytes` per
 /// rank, one worker on each of `hosts`, the tracker on `t`: rank 0's JSON line.
 fn bench_allreduce(net: &Net, t: &Host, hosts: &[Host], bytes: usize, iters: usize) -> serde_json::Value {
+    bench_allreduce_with(net, t, hosts, bytes, iters, &[("WARREN_ROBUST", "0")])
+}
+
+/// [`bench_allreduce`] with the workers' settings `env` (plain mode unless they say
+/// otherwise); a host may appear several times in `hosts` (several workers on it).
+fn bench_allreduce_with(
+    net: &Net,
+    t: &Host,
+    hosts: &[Host],
+    bytes: usize,
+    iters: usize,
+    env: &[(&str, &str)],
+) -> serde_json::Value {
     let n = hosts.len();
     let (tracker, uri) = bench_tracker(net, t, n);
     let workers: Vec<Proc> = hosts
@@ -54,6 +67,7 @@ fn bench_allreduce(net: &Net, t: &Host, hosts: &[Host], bytes: usize, iters: usi
                     .args(["--workers", &n.to_string(), "--bytes", &bytes.to_string(), "--iters", &iters.to_string()])
                     .envs(worker_env(&uri, n, SECRET, task, 0))
                     .env("WARREN_ROBUST", "0")
+                    .envs(env.iter().copied())
                     .env("WARREN_LOG", "warn"),
             )
         })
@@ -223,6 +237,44 @@ fn bench_allreduce_busbw_against_the_link_rate() {
             r["busbw_gbit"] = gbit.into();
             r["busbw_over_link"] = (gbit * 1000.0 / mbit as f64).into();
             println!("NETNS_BENCH {r}");
+        }
+    }
+}
+
+/// The measurement behind docs/benchmarks.md's "Reduction order" section between simulated
+/// hosts (run it with `bash bench/reduction_order.sh`): a 16 MiB float32 allreduce of four
+/// workers on two hosts whose links are limited to `WARREN_NETNS_MBIT` (default 1000) Mbit/s,
+/// the two reduction orders alternating, in robust mode (`WARREN_NETNS_ROBUST=0`: plain), ranks placed
+/// `contiguous` (0 and 1 on one host, 2 and 3 on the other) and `alternating` (0 and 2, 1
+/// and 3); `WARREN_NETNS_ITERS` (default 10) timed calls, `WARREN_NETNS_REPEAT` (default 3)
+/// runs of each. Prints one `ORDER_BENCH {json}` line per run. Measures, asserts nothing.
+#[test]
+#[ignore = "a benchmark: bash bench/reduction_order.sh"]
+fn bench_reduction_orders_between_two_hosts() {
+    let _one = one_at_a_time();
+    assert!(available(), "network namespaces need root and `ip netns`");
+    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let mbit: u64 = var("WARREN_NETNS_MBIT", "1000").parse().expect("WARREN_NETNS_MBIT");
+    let bytes: usize = var("WARREN_NETNS_BYTES", &(16usize << 20).to_string()).parse().expect("WARREN_NETNS_BYTES");
+    let iters: usize = var("WARREN_NETNS_ITERS", "10").parse().expect("WARREN_NETNS_ITERS");
+    let repeat: usize = var("WARREN_NETNS_REPEAT", "3").parse().expect("WARREN_NETNS_REPEAT");
+    let robust = var("WARREN_NETNS_ROBUST", "1");
+    let mut net = Net::new(8);
+    let (t, hosts) = limited_hosts(&mut net, 2, mbit * 1_000_000);
+    let (a, b) = (hosts[0].clone(), hosts[1].clone());
+    let placements = [("contiguous", [&a, &a, &b, &b]), ("alternating", [&a, &b, &a, &b])];
+    for run in 0..repeat {
+        for (placement, on) in &placements {
+            let on: Vec<Host> = on.iter().map(|h| (*h).clone()).collect();
+            for order in ["ranks", "hosts"] {
+                let env = [("WARREN_ROBUST", robust.as_str()), ("WARREN_REDUCTION_ORDER", order)];
+                let mut r = bench_allreduce_with(&net, &t, &on, bytes, iters, &env);
+                r["run"] = run.into();
+                let mode = if robust == "0" { "plain" } else { "robust" };
+                r["setup"] = format!("2 netns hosts, {mbit} Mbit/s, {placement}, {mode}").into();
+                r["order"] = order.into();
+                println!("ORDER_BENCH {r}");
+            }
         }
     }
 }

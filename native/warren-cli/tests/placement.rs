@@ -2,8 +2,9 @@
 //! changes between attempts, as when Spark re-runs a lost task on another executor) joins
 //! its peers' calls with the algorithm and reduction order of the view, and the job ends with
 //! the model of the failure-free run of the same first placement. Hosts are simulated with
-//! `WARREN_HOST_ID` (same-host workers link over shared memory, the others over TCP, and the
-//! hierarchical allreduce groups ranks by host).
+//! `WARREN_HOST_ID` (same-host workers link over shared memory, the others over TCP, and
+//! under `WARREN_REDUCTION_ORDER=hosts` the hierarchical allreduce groups ranks by host).
+//! Under the default order, ranks, the same job gives the same model on every placement.
 
 use std::process::Command;
 use std::time::Duration;
@@ -13,10 +14,10 @@ mod support;
 use support::ps::{WARREN, run_limited};
 
 /// `warren run -n N` of the training example (1 MiB model: its gradient allreduce is large
-/// enough for the ring or the hierarchy), each attempt `a` of task `t` on the host `hosts`
-/// names for it (a shell expression over `$t` and `$a`), with `mock` failures. Returns
-/// (stdout, stderr).
-fn job(n: usize, hosts: &str, mock: &str) -> (String, String) {
+/// enough for the ring or the hierarchy) in reduction order `order`, each attempt `a` of
+/// task `t` on the host `hosts` names for it (a shell expression over `$t` and `$a`), with
+/// `mock` failures. Returns (stdout, stderr).
+fn job(n: usize, order: &str, hosts: &str, mock: &str) -> (String, String) {
     let script = format!(
         "t=$WARREN_TASK_ID; a=$WARREN_ATTEMPT; WARREN_HOST_ID=h$(({hosts})) exec \"$0\" example train --iters 16 \
          --model-bytes 1048576"
@@ -25,6 +26,7 @@ fn job(n: usize, hosts: &str, mock: &str) -> (String, String) {
         Command::new(WARREN)
             .args(["run", "-n", &n.to_string(), "--max-restarts", "3", "--", "sh", "-c", &script, WARREN])
             .env("WARREN_MOCK", mock)
+            .env("WARREN_REDUCTION_ORDER", order)
             .env("WARREN_TIMEOUT_S", "60")
             .env("WARREN_CONNECT_TIMEOUT_S", "60"),
         Duration::from_secs(120),
@@ -41,31 +43,66 @@ fn hash_and_restarts(out: &str, log: &str) -> (String, u64) {
     (hash.to_string(), summary["restarts"].as_u64().unwrap())
 }
 
-/// Task 0 alone on host 1, tasks 1 and 2 on host 0 (the hierarchical allreduce runs); task 0
+/// Under the hosts order, task 0 alone on host 1, tasks 1 and 2 on host 0 (the hierarchical
+/// allreduce runs); task 0
 /// is killed at a large allreduce and re-run on host 0, with its peers. Before, every worker
 /// failed with a call mismatch: the survivors retried the call with the hierarchy of the old
 /// placement, the replacement chose the ring of the new one.
 #[test]
 fn a_worker_re_run_on_another_host_recovers_with_the_same_model() {
     let hosts = "t == 0 && a == 0 ? 1 : 0";
-    let (clean, log) = job(3, hosts, "");
+    let (clean, log) = job(3, "hosts", hosts, "");
     let (want, restarts) = hash_and_restarts(&clean, &log);
     assert_eq!(restarts, 0);
     for mock in ["0,5,0,0", "1,9,0,0"] {
-        let (out, log) = job(3, hosts, mock);
+        let (out, log) = job(3, "hosts", hosts, mock);
         assert!(log.contains(&format!("exits at {mock}")), "the kill did not happen ({mock}):\n{log}");
         assert_eq!(hash_and_restarts(&out, &log), (want.clone(), 1), "killed at {mock}:\n{out}\n{log}");
     }
 }
 
-/// Six workers on three hosts, attempt `a` of task `t` on host `(t + a) mod 3`: every
+/// Under the hosts order, six workers on three hosts, attempt `a` of task `t` on host
+/// `(t + a) mod 3`: every
 /// replacement starts on another host than the worker it replaces. Two kills, one after the
 /// other; the job ends with the failure-free model of the first placement.
 #[test]
 fn replacements_on_other_hosts_of_three_recover_with_the_same_model() {
     let hosts = "(t + a) % 3";
-    let (clean, log) = job(6, hosts, "");
+    let (clean, log) = job(6, "hosts", hosts, "");
     let (want, _) = hash_and_restarts(&clean, &log);
-    let (out, log) = job(6, hosts, "2,4,0,0;5,10,0,0");
+    let (out, log) = job(6, "hosts", hosts, "2,4,0,0;5,10,0,0");
     assert_eq!(hash_and_restarts(&out, &log), (want, 2), "{out}\n{log}");
+}
+
+/// The same job of three workers on one host, on two hosts (tasks 1 and 2 sharing one, over
+/// shared memory; task 0 alone, over TCP) and on three hosts: under the ranks order (the
+/// default) it ends with the same model on all three placements. Under the hosts order the
+/// two-host placement runs the hierarchy and ends with another model (the one-host and
+/// three-host placements, where the hierarchy adds nothing, with the ranks order's model).
+#[test]
+fn the_ranks_order_gives_the_same_model_on_every_placement() {
+    let placements = [("one host", "0"), ("two hosts", "t == 0 ? 1 : 0"), ("three hosts", "t")];
+    let model = |order: &str, hosts: &str| {
+        let (out, log) = job(3, order, hosts, "");
+        let (hash, restarts) = hash_and_restarts(&out, &log);
+        assert_eq!(restarts, 0, "{out}\n{log}");
+        (hash, log)
+    };
+    let (want, _) = model("ranks", placements[0].1);
+    for (name, hosts) in &placements[1..] {
+        let (hash, log) = model("ranks", hosts);
+        assert!(!log.contains("allreduce(hier)"), "{name}: a hierarchical allreduce under the ranks order:\n{log}");
+        assert_eq!(hash, want, "{name}: another model than on one host under the ranks order");
+    }
+    let (default, _) = model("", placements[1].1);
+    assert_eq!(default, want, "the ranks order is the default");
+    let hosts: Vec<(String, String)> = placements.iter().map(|(_, h)| model("hosts", h)).collect();
+    assert!(
+        hosts[1].1.contains("allreduce(hier)"),
+        "two hosts under the hosts order use the hierarchy:\n{}",
+        hosts[1].1
+    );
+    let hosts: Vec<String> = hosts.into_iter().map(|(h, _)| h).collect();
+    assert_eq!((&hosts[0], &hosts[2]), (&want, &want), "no hierarchy on one host or one worker per host");
+    assert_ne!(hosts[1], want, "under the hosts order two hosts of three workers add in another order");
 }

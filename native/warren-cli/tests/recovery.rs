@@ -198,13 +198,15 @@ fn a_worker_lost_in_the_middle_of_a_ring_allreduce_is_resumed_from_the_completed
 
 /// Worker `task` (attempt `attempt`) of a job of 4 run by hand against `warren tracker`:
 /// tasks 0-1 listen on 127.0.0.2, tasks 2-3 on 127.0.0.3, so these are two hosts of two
-/// workers and the 1 MB gradient allreduces go through the hierarchy of hosts.
+/// workers and, under the hosts reduction order, the 1 MB gradient allreduces go through the
+/// hierarchy of hosts.
 fn two_host_worker(uri: &str, task: usize, attempt: u32) -> Proc {
     Proc::start(
         Command::new(WARREN)
             .args(["example", "train", "--model-bytes", "1000000", "--iters", "100", "--compute-ms", "4"])
             .envs(worker_env(uri, 4, "hier-test", task, attempt))
-            .env("WARREN_HOST", if task < 2 { "127.0.0.2" } else { "127.0.0.3" }),
+            .env("WARREN_HOST", if task < 2 { "127.0.0.2" } else { "127.0.0.3" })
+            .env("WARREN_REDUCTION_ORDER", "hosts"),
     )
 }
 

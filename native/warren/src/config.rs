@@ -38,6 +38,8 @@ pub mod keys {
     pub const HOST: &str = "WARREN_HOST";
     /// SO_SNDBUF / SO_RCVBUF of peer links in bytes (kernel auto-tuning when absent).
     pub const SOCKET_BUFFER: &str = "WARREN_SOCKET_BUFFER";
+    /// [`super::Config::reduction_order`]: `ranks` (default) or `hosts`.
+    pub const REDUCTION_ORDER: &str = "WARREN_REDUCTION_ORDER";
     /// `auto` (default): shared memory to peers with the same host id, TCP to the others;
     /// `tcp`: TCP to every peer.
     pub const TRANSPORT: &str = "WARREN_TRANSPORT";
@@ -201,8 +203,9 @@ pub fn peer_timeout_from_env() -> Result<Option<Duration>> {
 /// slices, and loopback socket buffers"); over shared memory it made no difference.
 pub const DEFAULT_RING_SLICE: usize = 128 << 10;
 
-/// The largest [`Config::ring_slice`] (it travels in the call header's 32-bit root field).
-pub const MAX_RING_SLICE: usize = u32::MAX as usize;
+/// The largest [`Config::ring_slice`] (it travels in 31 bits of the call header's root field,
+/// with the reduction order).
+pub const MAX_RING_SLICE: usize = (1 << 31) - 1;
 
 /// Smallest accepted socket buffer: below this, loopback TCP (whose MSS is 64 KiB) waits in
 /// its zero-window persist timer and a large transfer crawls.
@@ -216,6 +219,47 @@ pub enum TransportChoice {
     /// TCP to every peer.
     Tcp,
 }
+
+/// The order in which a large allreduce adds the workers' values ([`keys::REDUCTION_ORDER`]).
+/// Small allreduces (below [`Config::ring_threshold`]) use the tree, whose order is fixed by
+/// the ranks alone, under either value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReductionOrder {
+    /// Fixed by the ranks alone: the flat ring over all ranks, whatever host each rank runs
+    /// on and whatever transport (shared memory or TCP) carries each link, so that every
+    /// placement of a job gives the same bits.
+    Ranks,
+    /// Fixed by the ranks and the host layout: when several hosts run several workers each,
+    /// the hierarchy of hosts (a chain within each host, a ring across the hosts' leaders),
+    /// which sends less across hosts; two placements with different layouts may give
+    /// different bits.
+    Hosts,
+}
+
+impl ReductionOrder {
+    /// The setting's value for this order: `ranks` or `hosts`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReductionOrder::Ranks => "ranks",
+            ReductionOrder::Hosts => "hosts",
+        }
+    }
+
+    /// Parses a value of [`keys::REDUCTION_ORDER`] (surrounding spaces and case ignored).
+    pub fn parse(v: &str) -> Result<ReductionOrder> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "ranks" => Ok(ReductionOrder::Ranks),
+            "hosts" => Ok(ReductionOrder::Hosts),
+            _ => Err(Error::Config(format!(
+                "{}={v:?} must be ranks (the same bits on every placement) or hosts (hierarchical, by host)",
+                keys::REDUCTION_ORDER
+            ))),
+        }
+    }
+}
+
+/// Default of [`keys::REDUCTION_ORDER`] (see docs/benchmarks.md, "Reduction order").
+pub const DEFAULT_REDUCTION_ORDER: ReductionOrder = ReductionOrder::Ranks;
 
 /// Settings of one worker.
 #[derive(Clone, PartialEq)]
@@ -242,6 +286,9 @@ pub struct Config {
     /// gathered (and, in robust mode, kept); 0: whole chunks. The same bits either way. Every
     /// rank must use the same (each call checks it). Default: [`DEFAULT_RING_SLICE`].
     pub ring_slice: usize,
+    /// The order in which a large allreduce adds the workers' values. Every rank must use
+    /// the same (each call checks it). Default: [`DEFAULT_REDUCTION_ORDER`].
+    pub reduction_order: ReductionOrder,
     /// Spin before blocking. Default: 50 µs.
     pub spin: Duration,
     /// The first part of the spin, polling without yielding the core, used only while this
@@ -294,6 +341,7 @@ impl std::fmt::Debug for Config {
             .field("connect_timeout", &self.connect_timeout)
             .field("ring_threshold", &self.ring_threshold)
             .field("ring_slice", &self.ring_slice)
+            .field("reduction_order", &self.reduction_order)
             .field("spin", &self.spin)
             .field("busy_poll", &self.busy_poll)
             .field("host", &self.host)
@@ -327,6 +375,7 @@ impl Default for Config {
             connect_timeout: Duration::from_secs(300),
             ring_threshold: 256 << 10,
             ring_slice: DEFAULT_RING_SLICE,
+            reduction_order: DEFAULT_REDUCTION_ORDER,
             spin: Duration::from_micros(50),
             busy_poll: DEFAULT_BUSY_POLL,
             host: None,
@@ -391,6 +440,10 @@ impl Config {
             connect_timeout: secs(&get, keys::CONNECT_TIMEOUT_S)?.unwrap_or(d.connect_timeout),
             ring_threshold: parse(&get, keys::RING_THRESHOLD)?.unwrap_or(d.ring_threshold),
             ring_slice: parse(&get, keys::RING_SLICE)?.unwrap_or(d.ring_slice),
+            reduction_order: match get(keys::REDUCTION_ORDER).filter(|v| !v.trim().is_empty()) {
+                Some(v) => ReductionOrder::parse(&v)?,
+                None => d.reduction_order,
+            },
             spin: parse::<u64>(&get, keys::SPIN_US)?.map(Duration::from_micros).unwrap_or(d.spin),
             busy_poll: parse::<u64>(&get, keys::BUSY_POLL_US)?.map(Duration::from_micros).unwrap_or(d.busy_poll),
             host: get(keys::HOST).filter(|s| !s.is_empty()),
@@ -630,9 +683,23 @@ mod tests {
         assert_eq!(c.ring_slice, 0, "0: whole chunks");
         let c = Config::from_map(&map(&[("WARREN_RING_SLICE_BYTES", "65536")])).unwrap();
         assert_eq!(c.ring_slice, 65536);
-        let e = Config::from_map(&map(&[("WARREN_RING_SLICE_BYTES", "4294967296")])).unwrap_err();
-        assert!(e.to_string().contains("WARREN_RING_SLICE_BYTES=4294967296 is above the maximum"), "{e}");
+        let e = Config::from_map(&map(&[("WARREN_RING_SLICE_BYTES", "2147483648")])).unwrap_err();
+        assert!(e.to_string().contains("WARREN_RING_SLICE_BYTES=2147483648 is above the maximum"), "{e}");
         assert!(Config::from_map(&map(&[("WARREN_RING_SLICE_BYTES", "lots")])).is_err());
+    }
+
+    #[test]
+    fn reduction_orders_are_parsed() {
+        assert_eq!(Config::default().reduction_order, ReductionOrder::Ranks);
+        for (v, want) in
+            [("ranks", ReductionOrder::Ranks), (" Hosts ", ReductionOrder::Hosts), ("", ReductionOrder::Ranks)]
+        {
+            let c = Config::from_map(&map(&[("WARREN_REDUCTION_ORDER", v)])).unwrap();
+            assert_eq!(c.reduction_order, want, "{v:?}");
+        }
+        let e = Config::from_map(&map(&[("WARREN_REDUCTION_ORDER", "rank")])).unwrap_err();
+        assert!(e.to_string().contains("WARREN_REDUCTION_ORDER=\"rank\" must be ranks"), "{e}");
+        assert!(e.to_string().contains("or hosts"), "{e}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Where the ranks live, for hierarchical allreduce: the ranks grouped by host id, each host's
-//! ranks in a chain led by its lowest rank, and a ring over the leaders. Pure, no I/O.
+//! Where the ranks live, for hierarchical allreduce (under the hosts reduction order only):
+//! the ranks grouped by host id, each host's ranks in a chain led by its lowest rank, and a
+//! ring over the leaders. Pure, no I/O.
 
 use std::collections::BTreeMap;
 

@@ -106,6 +106,19 @@ fn mismatched_type_op_or_algorithm_is_reported_on_every_rank() {
         |c: &mut Communicator| c.allreduce(&mut [1.0f32; 10_000], Op::Sum),
     );
     all_mismatch(results, "slices of 4096 bytes");
+    // Ranks configured with different reduction orders would add in different orders on some
+    // placements: refused on every placement, here one host.
+    let results = run_world(
+        3,
+        |task, c| {
+            c.ring_threshold = 1024;
+            if task == 1 {
+                c.reduction_order = warren::config::ReductionOrder::Hosts;
+            }
+        },
+        |c: &mut Communicator| c.allreduce(&mut [1.0f32; 10_000], Op::Sum),
+    );
+    all_mismatch(results, "in host order");
 }
 
 #[test]

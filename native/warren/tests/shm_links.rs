@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Rng, run_world};
-use warren::config::TransportChoice;
+use warren::config::{ReductionOrder, TransportChoice};
 use warren::transport::Transport;
 use warren::{Communicator, Error, Op};
 
@@ -129,8 +129,63 @@ fn a_peer_gone_from_a_shared_memory_link_is_a_lost_peer() {
     }
 }
 
-/// Tasks 0-1 on 127.0.0.2 and 2-4 on 127.0.0.3: two hosts of several workers, so large
-/// allreduces go through the hierarchy (`allreduce(hier)` in the stats). The bits are those of
+/// Five workers' large allreduce of random floats (sums depend on order) with each rank on the
+/// host `host(task)` names (a loopback address), in `order`: the result bits on every rank
+/// and how many calls went through the hierarchy.
+fn placed(order: ReductionOrder, robust: bool, host: fn(usize) -> &'static str) -> Vec<(u64, Vec<u32>)> {
+    const LEN: usize = 100_003;
+    let input = |rank: usize| -> Vec<f32> {
+        let mut rng = Rng(7 + rank as u64);
+        (0..LEN).map(|_| (rng.next() as f32 / u64::MAX as f32 - 0.5) * 1e3).collect()
+    };
+    run_world(
+        5,
+        move |task, c| {
+            c.host = Some(host(task).into());
+            c.ring_threshold = 4096;
+            c.robust = robust;
+            c.reduction_order = order;
+        },
+        move |c: &mut Communicator| {
+            let mut buf = input(c.rank());
+            c.allreduce(&mut buf, Op::Sum)?;
+            let hier = c.stats().get("allreduce(hier)").map(|h| h.len()).unwrap_or(0);
+            Ok((hier, buf.iter().map(|v| v.to_bits()).collect()))
+        },
+    )
+    .into_iter()
+    .map(|r| r.unwrap())
+    .collect()
+}
+
+/// Under the ranks order the bits do not depend on where the ranks run: one host, two hosts
+/// (two and three workers, over shared memory and TCP) and workers alternating between two
+/// hosts all give the bits of the flat ring, with no call through the hierarchy. Under the
+/// hosts order, two hosts give other bits (the hierarchy adds in another order).
+#[test]
+fn under_the_ranks_order_every_placement_gives_the_same_bits() {
+    let one: fn(usize) -> &'static str = |_| "127.0.0.2";
+    let split: fn(usize) -> &'static str = |t| if t < 2 { "127.0.0.2" } else { "127.0.0.3" };
+    let alternate: fn(usize) -> &'static str = |t| if t % 2 == 0 { "127.0.0.2" } else { "127.0.0.3" };
+    let want = placed(ReductionOrder::Ranks, false, one)[0].1.clone();
+    for robust in [false, true] {
+        for (name, host) in [("one host", one), ("two hosts", split), ("alternating hosts", alternate)] {
+            for (rank, (hier, bits)) in placed(ReductionOrder::Ranks, robust, host).into_iter().enumerate() {
+                assert_eq!(hier, 0, "{name}, rank {rank}: no hierarchy under the ranks order");
+                assert!(bits == want, "{name}, rank {rank} (robust {robust}): other bits than on one host");
+            }
+        }
+    }
+    let hosts = placed(ReductionOrder::Hosts, false, split);
+    assert_eq!(hosts[0].0, 1, "the hosts order uses the hierarchy on two hosts");
+    assert!(hosts[0].1 != want, "the hierarchy adds in another order: these inputs give other bits");
+    let same_host = placed(ReductionOrder::Hosts, false, one);
+    assert!(same_host[0].0 == 0 && same_host[0].1 == want, "on one host the hosts order is the ring's");
+}
+
+/// Tasks 0-1 on 127.0.0.2 and 2-4 on 127.0.0.3 under the hosts reduction order: two hosts of
+/// several workers, so large allreduces go through the hierarchy (`allreduce(hier)` in the
+/// stats). The bits are those of
 /// the documented order, computed here: each host's chain from its last rank to its leader,
 /// `x0 + x1` and `x2 + (x3 + x4)`, then the two leaders' sums added (commutative for two); the
 /// same in robust and plain mode and on every rank.
@@ -150,6 +205,7 @@ fn two_hosts_reduce_through_the_hierarchy_in_its_documented_order() {
                 c.host = Some(if task < 2 { "127.0.0.2" } else { "127.0.0.3" }.into());
                 c.ring_threshold = 4096;
                 c.robust = robust;
+                c.reduction_order = ReductionOrder::Hosts;
             },
             move |c: &mut Communicator| {
                 let mut buf = input(c.rank());

@@ -8,7 +8,9 @@
 //! `x[l0] op (x[l1] op (... op x[lk]))`. The leaders' sums then go through the ring allreduce
 //! over the leaders in rank order (its own fixed order, `allreduce_ring`), and every rank ends
 //! with its leader's result, which is the same on every leader. This order differs from the
-//! flat ring's; it is fixed by the host layout (host ids and ranks).
+//! flat ring's; it is fixed by the host layout (host ids and ranks), so it runs only under
+//! `WARREN_REDUCTION_ORDER=hosts` ([`crate::config::ReductionOrder`]): under the default,
+//! ranks, a large allreduce is the flat ring on every placement.
 
 use super::header::CallHeader;
 use crate::error::Result;

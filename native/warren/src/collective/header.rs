@@ -4,6 +4,7 @@
 //!
 //! Encoding and decoding are pure and tested on byte slices.
 
+use crate::config::ReductionOrder;
 use crate::error::{CallArgs, Declaration, Error, Result};
 use crate::reduce::{DataType, Op};
 
@@ -83,6 +84,10 @@ pub const HEADER_LEN: usize = 32;
 /// `count` value meaning "unknown here" (a broadcast's receivers learn the size from the root).
 pub const COUNT_UNKNOWN: u64 = u64::MAX;
 
+/// The bit of a large allreduce's root field that says its reduction order is by hosts (the
+/// other bits: its ring slice).
+const HOSTS_ORDER_BIT: u32 = 1 << 31;
+
 /// Status byte of a header: the call proceeds, or it is aborted with a reason that follows.
 const STATUS_OK: u8 = 0;
 const STATUS_ABORT: u8 = 1;
@@ -132,7 +137,8 @@ pub struct CallHeader {
     pub op: Op,
     /// Element size in bytes (matters for user reducers).
     pub elem_size: u16,
-    /// Root rank (broadcast) or 0.
+    /// Root rank (broadcast); for a large allreduce, its ring slice and reduction order
+    /// ([`CallHeader::large_allreduce_root`]); else 0.
     pub root: u32,
     /// Payload length in bytes, or [`COUNT_UNKNOWN`].
     pub count: u64,
@@ -157,6 +163,11 @@ impl CallHeader {
         } else if let Some(slice) = self.ring_slice().filter(|&b| b > 0) {
             s += &format!(" in slices of {slice} bytes");
         }
+        match self.reduction_order() {
+            Some(ReductionOrder::Ranks) => s += " in rank order",
+            Some(ReductionOrder::Hosts) => s += " in host order",
+            None => {}
+        }
         if self.op == Op::User {
             s += &format!(" (user reducer tag {}, element size {})", self.tag, self.elem_size);
         } else if matches!(self.kind, CallKind::Checkpoint | CallKind::CheckpointAck) && self.tag != 0 {
@@ -167,10 +178,31 @@ impl CallHeader {
         s
     }
 
+    /// The root field of a large allreduce (ring or hierarchy) in slices of `slice` bytes
+    /// (at most [`crate::config::MAX_RING_SLICE`]) reduced in `order`: every rank checks both.
+    pub fn large_allreduce_root(slice: usize, order: ReductionOrder) -> usize {
+        let hosts = if order == ReductionOrder::Hosts { HOSTS_ORDER_BIT } else { 0 };
+        (slice as u32 & !HOSTS_ORDER_BIT | hosts) as usize
+    }
+
+    fn large_allreduce(&self) -> bool {
+        matches!(self.kind, CallKind::AllreduceRing | CallKind::AllreduceHier)
+    }
+
     /// The bytes of each chunk a ring allreduce reduces and gathers at a time (0: whole
     /// chunks), carried in the root field; `None` for any other call.
     pub fn ring_slice(&self) -> Option<usize> {
-        matches!(self.kind, CallKind::AllreduceRing | CallKind::AllreduceHier).then_some(self.root as usize)
+        self.large_allreduce().then_some((self.root & !HOSTS_ORDER_BIT) as usize)
+    }
+
+    /// The reduction order of a large allreduce (ring or hierarchy), carried in the root
+    /// field; `None` for any other call.
+    pub fn reduction_order(&self) -> Option<ReductionOrder> {
+        self.large_allreduce().then_some(if self.root & HOSTS_ORDER_BIT != 0 {
+            ReductionOrder::Hosts
+        } else {
+            ReductionOrder::Ranks
+        })
     }
 
     /// This header as `rank`'s declaration in an error: its description and its fields
@@ -332,7 +364,19 @@ mod tests {
             seq: (23 << 32) | 5,
             ..hdr()
         };
-        assert_eq!(ring.describe(), "allreduce(ring) #5 of version 23, 400 bytes f32 sum");
+        assert_eq!(ring.describe(), "allreduce(ring) #5 of version 23, 400 bytes f32 sum in rank order");
+        let root = CallHeader::large_allreduce_root(4096, ReductionOrder::Ranks) as u32;
+        let ranks = CallHeader { root, ..ring };
+        assert_eq!(
+            ranks.describe(),
+            "allreduce(ring) #5 of version 23, 400 bytes f32 sum in slices of 4096 bytes in rank order"
+        );
+        let root = CallHeader::large_allreduce_root(4096, ReductionOrder::Hosts) as u32;
+        let hosts = CallHeader { root, ..ring };
+        assert_eq!((hosts.ring_slice(), hosts.reduction_order()), (Some(4096), Some(ReductionOrder::Hosts)));
+        assert!(hosts.describe().ends_with("slices of 4096 bytes in host order"), "{}", hosts.describe());
+        assert!(ranks.merge(&hosts, 0, 1).is_err(), "the orders differ");
+        assert_eq!(hdr().reduction_order(), None, "a tree allreduce has no reduction order to agree on");
         let boot = CallHeader { numbering: Numbering::Bootstrap, seq: 0x1f, ..hdr() };
         assert_eq!(boot.describe(), "allreduce(tree) bootstrap key 0x000000000000001f, 400 bytes f32 sum");
     }

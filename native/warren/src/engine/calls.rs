@@ -10,6 +10,7 @@ use super::robust_call::Exec;
 use super::{BroadcastBuf, CallBuf, CallOptions, Communicator, LOG, Lent};
 use crate::collective::header::{CallHeader, CallKind};
 use crate::collective::{self, Input, Net, Progress, Scratch};
+use crate::config::ReductionOrder;
 use crate::error::{Error, Result};
 use crate::mock::Point as MockPoint;
 use crate::reduce::{self, DataType, Element, Op};
@@ -19,10 +20,12 @@ use crate::tracker::proto::ToTracker;
 
 impl Communicator {
     /// Reduces `buf` element-wise across all workers with `op`; every worker ends with the
-    /// same bits. Payloads of `ring_threshold` bytes or more use the ring algorithm, or, when
-    /// several hosts run several workers each, the hierarchy of hosts (its fixed order is
-    /// documented in `collective/allreduce_hier.rs`); smaller ones a tree (flat in a world of
-    /// 4: rank 0 reduces `x0 op x1 op x2 op x3`, see [`Topology::call_tree`]).
+    /// same bits. Payloads of `ring_threshold` bytes or more use the ring algorithm, or, under
+    /// the hosts reduction order ([`crate::config::ReductionOrder`]) when several hosts run
+    /// several workers each, the hierarchy of hosts (its fixed order is documented in
+    /// `collective/allreduce_hier.rs`); smaller ones a tree (flat in a world of 4: rank 0
+    /// reduces `x0 op x1 op x2 op x3`, see [`Topology::call_tree`]). Under the ranks order
+    /// (the default) the bits depend on the ranks alone, not on where they run.
     /// If the call fails, `buf` holds unspecified values (a robust ring allreduce writes its
     /// result into `buf` as it goes, and resumes from there when it is retried).
     pub fn allreduce<T: Element>(&mut self, buf: &mut [T], op: Op) -> Result<()> {
@@ -120,16 +123,25 @@ impl Communicator {
             Dest::InPlace(buf) => buf.len(),
             Dest::Lent { input, .. } => input.len(),
         };
+        // The only choice the host layout enters: the hierarchy, under the hosts order alone
+        // (`self.hosts` is `None` under the ranks order). The threshold, the tree and the ring
+        // are fixed by the ranks and the settings.
         let large = len >= self.cfg.ring_threshold && self.topo.world > 1;
-        let hosts = if large { self.hosts.clone() } else { None };
+        let order = self.cfg.reduction_order;
+        let hosts = if large && order == ReductionOrder::Hosts { self.hosts.clone() } else { None };
         let kind = match (large, &hosts) {
             (true, Some(_)) => CallKind::AllreduceHier,
             (true, None) => CallKind::AllreduceRing,
             (false, _) => CallKind::AllreduceTree,
         };
-        // A ring call's header carries its slice in the root field, so every rank checks it.
-        let slice = if kind == CallKind::AllreduceTree { 0 } else { self.cfg.ring_slice };
-        let hdr = self.header(kind, dtype, op, elem, slice, len as u64, tag, key.as_ref());
+        // A large call's header carries its slice and reduction order in the root field, so
+        // every rank checks them.
+        let root = if kind == CallKind::AllreduceTree {
+            0
+        } else {
+            CallHeader::large_allreduce_root(self.cfg.ring_slice, order)
+        };
+        let hdr = self.header(kind, dtype, op, elem, root, len as u64, tag, key.as_ref());
         // `input`: where the input is when it is not in `data` (a robust call keeps it intact,
         // or, in a ring, writes final values back over it and resumes from them).
         let algorithm =

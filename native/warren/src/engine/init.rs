@@ -10,7 +10,7 @@ use super::{CallStats, Communicator, LOG, Robust, recoverable};
 use crate::cancel::CancelHandle;
 use crate::collective::Scratch;
 use crate::config::Config;
-use crate::config::TransportChoice;
+use crate::config::{ReductionOrder, TransportChoice};
 use crate::error::{Error, Result};
 use crate::hosts::HostLayout;
 use crate::liveness::{Heartbeat, Pulse, Watch};
@@ -171,7 +171,11 @@ impl Communicator {
             .iter()
             .map(|p| if p.placed_on.is_empty() { p.host_id.as_str() } else { p.placed_on.as_str() })
             .collect();
-        self.hosts = HostLayout::new(&placed, me);
+        // Under the ranks order no call uses the hierarchy: no layout, no links for it.
+        self.hosts = match self.cfg.reduction_order {
+            ReductionOrder::Hosts => HostLayout::new(&placed, me),
+            ReductionOrder::Ranks => None,
+        };
         let dedicated = has_cores(&ids, me);
         self.waiter.set_busy_poll(if dedicated { self.cfg.busy_poll } else { Duration::ZERO });
         let mut neighbours = self.topo.neighbours();

@@ -94,8 +94,8 @@ pub struct Communicator {
     /// The members of the job; the topology and the placement of recovery data derive from it.
     view: View,
     topo: Topology,
-    /// The ranks grouped by host, when several hosts have several workers (set at each
-    /// linking): large allreduces then go through the hierarchy.
+    /// The ranks grouped by host, under the hosts reduction order when several hosts have
+    /// several workers (set at each linking): large allreduces then go through the hierarchy.
     hosts: Option<HostLayout>,
     links: Vec<Option<Link>>,
     waiter: Waiter,

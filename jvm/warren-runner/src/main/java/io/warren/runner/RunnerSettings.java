@@ -151,6 +151,19 @@ public record RunnerSettings(
           "WARREN_LOCAL_REPLICAS",
           "ring successors that keep a copy of each worker's local model");
 
+  /** {@code reductionOrder}. */
+  public static final Setting<String> REDUCTION_ORDER =
+      new Setting<>(
+          "reductionOrder",
+          SettingType.oneOf("ranks", "hosts"),
+          null,
+          "`ranks`",
+          "WARREN_REDUCTION_ORDER",
+          "the order in which a large allreduce adds the workers' values; `ranks`: fixed by the"
+              + " ranks alone, so every run of the job gives the same model bits wherever its tasks"
+              + " run; `hosts`: a hierarchy of hosts, which sends less between hosts but adds in an"
+              + " order fixed by which tasks share a host: two runs may end with different models");
+
   /** {@code tls}. */
   public static final Setting<Boolean> TLS =
       new Setting<>(
@@ -249,6 +262,7 @@ public record RunnerSettings(
           PEER_TIMEOUT,
           BOOTSTRAP_CACHE,
           LOCAL_REPLICAS,
+          REDUCTION_ORDER,
           TLS,
           TLS_CA,
           TLS_CERT,
@@ -285,7 +299,7 @@ public record RunnerSettings(
     for (Setting<Boolean> s : List.of(BOOTSTRAP_CACHE, TLS)) {
       s.from(raw, prefix).ifPresent(b -> workers.put(s.worker(), b ? "1" : "0"));
     }
-    for (Setting<String> s : List.of(TLS_CA, TLS_CERT, TLS_KEY)) {
+    for (Setting<String> s : List.of(REDUCTION_ORDER, TLS_CA, TLS_CERT, TLS_KEY)) {
       s.from(raw, prefix).ifPresent(v -> workers.put(s.worker(), v));
     }
     raw.forEach(

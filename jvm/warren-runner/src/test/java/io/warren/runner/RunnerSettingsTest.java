@@ -45,6 +45,19 @@ class RunnerSettingsTest {
   }
 
   @Test
+  void theReductionOrderReachesTheWorkersAndABadOneIsRefused() {
+    assertEquals(Map.of(), RunnerSettings.parse(Map.of(), PREFIX).workerSettings());
+    assertEquals(
+        Map.of("WARREN_REDUCTION_ORDER", "hosts"),
+        RunnerSettings.parse(Map.of("reductionOrder", "Hosts"), PREFIX).workerSettings());
+    assertEquals(
+        "warren.reductionOrder = \"rank\": expected one of ranks, hosts",
+        refused(Map.of("reductionOrder", "rank")));
+    String m = refused(Map.of("reductionOrdr", "ranks"));
+    assertTrue(m.startsWith("warren.reductionOrdr is not a Warren setting (did you mean warren.reductionOrder?"), m);
+  }
+
+  @Test
   void strippedKeepsKeysWithAndWithoutThePrefix() {
     assertEquals(
         Map.of("timeout", "1", "recovery", "fail-all"),
