@@ -119,6 +119,7 @@ pub mod keys {
         CONNECT_TIMEOUT_S,
         RING_THRESHOLD,
         RING_SLICE,
+        REDUCTION_ORDER,
         SPIN_US,
         BUSY_POLL_US,
         HOST,
