@@ -105,16 +105,16 @@ public final class LogisticRegression {
         }
         String v = args[++i];
         switch (a) {
-          case "--workers" -> p.workers = Integer.parseInt(v);
-          case "--rows" -> p.rows = Integer.parseInt(v);
-          case "--features" -> p.features = Integer.parseInt(v);
-          case "--iters" -> p.iters = Integer.parseInt(v);
-          case "--step-size" -> p.stepSize = Double.parseDouble(v);
-          case "--seed" -> p.seed = Long.parseLong(v);
-          case "--kill-task" -> p.killTask = Integer.parseInt(v);
-          case "--kill-taskmanager" -> p.killTaskManager = Integer.parseInt(v);
-          case "--pause-taskmanager" -> p.pauseTaskManager = Integer.parseInt(v);
-          case "--pause-ms" -> p.pauseMs = Integer.parseInt(v);
+          case "--workers" -> p.workers = integer(a, v);
+          case "--rows" -> p.rows = integer(a, v);
+          case "--features" -> p.features = integer(a, v);
+          case "--iters" -> p.iters = integer(a, v);
+          case "--step-size" -> p.stepSize = number(a, v);
+          case "--seed" -> p.seed = wholeLong(a, v);
+          case "--kill-task" -> p.killTask = integer(a, v);
+          case "--kill-taskmanager" -> p.killTaskManager = integer(a, v);
+          case "--pause-taskmanager" -> p.pauseTaskManager = integer(a, v);
+          case "--pause-ms" -> p.pauseMs = integer(a, v);
           case "--recovery" -> p.settings.put("recovery", v);
           case "--checkpoint-dir" -> p.settings.put("checkpointDir", v);
           case "--set" -> {
@@ -128,6 +128,33 @@ public final class LogisticRegression {
         }
       }
       return p;
+    }
+
+    /** {@code v} as the whole number {@code arg} wants, or an error naming both and the usage. */
+    private static int integer(String arg, String v) {
+      try {
+        return Integer.parseInt(v.trim());
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(arg + " wants a whole number, got " + v + "; " + usage());
+      }
+    }
+
+    /** {@code v} as the 64-bit whole number {@code arg} wants, or an error naming both. */
+    private static long wholeLong(String arg, String v) {
+      try {
+        return Long.parseLong(v.trim());
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(arg + " wants a whole number, got " + v + "; " + usage());
+      }
+    }
+
+    /** {@code v} as the number {@code arg} wants, or an error naming both and the usage. */
+    private static double number(String arg, String v) {
+      try {
+        return Double.parseDouble(v.trim());
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException(arg + " wants a number, got " + v + "; " + usage());
+      }
     }
   }
 

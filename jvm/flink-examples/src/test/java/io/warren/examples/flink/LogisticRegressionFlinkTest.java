@@ -1,6 +1,8 @@
 package io.warren.examples.flink;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -44,6 +46,15 @@ class LogisticRegressionFlinkTest {
     System.arraycopy(extra, 0, args, base.length, extra.length);
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
     return LogisticRegression.run(env, LogisticRegression.Params.parse(args));
+  }
+
+  @Test
+  void aNumberArgumentThatIsNotANumberIsNamedWithTheUsage() {
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> LogisticRegression.Params.parse("--workers", "abc"));
+    assertTrue(e.getMessage().startsWith("--workers wants a whole number, got abc; "), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class, () -> LogisticRegression.Params.parse("--step-size", "x"));
+    assertTrue(e.getMessage().startsWith("--step-size wants a number, got x; "), e.getMessage());
   }
 
   @Test
