@@ -57,13 +57,15 @@ impl Communicator {
         Ok(())
     }
 
-    /// The prepare phase: local models move along the ring, each worker receiving those it
+    /// The prepare phase: local models move along the replica ring, each worker receiving those it
     /// keeps replicas of. Returns whether the checkpoint was committed meanwhile (others had
     /// committed it already). A worker served this phase instead of running it has no
     /// replicas of this checkpoint; it gets them in a recovery round before the job goes on.
     fn prepare(&mut self, prep: CallHeader, local: Option<&[u8]>) -> Result<bool> {
         let (me, world) = (self.topo.rank, self.topo.world);
         let kept = self.rs().state.kept().to_vec();
+        // The models move along the replica ring, which spreads them over the hosts.
+        let (prev, next) = self.rs().state.placement().ring_neighbours(me);
         let mine = local.unwrap_or(&[]);
         let mut received: Option<Prepared> = None;
         let committed =
@@ -74,13 +76,14 @@ impl Communicator {
                     let reducer = reduce::typed_reducer::<u64>(Op::Sum)?;
                     let sizes_bytes = bytemuck::cast_slice_mut(&mut sizes);
                     collective::allreduce_tree(net, topo, prep, sizes_bytes, 8, &reducer, scratch)?;
-                    // Step j passes on what step j-1 brought: the model of the (j+1)-th predecessor.
+                    // Step j passes on what step j-1 brought: the model of the (j+1)-th
+                    // predecessor in the replica ring.
                     let mut replicas = Replicas::new();
                     let mut block = mine.to_vec();
                     for &owner in &kept {
                         let got = collective::ring_shift(
                             net,
-                            topo,
+                            (prev, next),
                             &block,
                             sizes[owner] as usize,
                             scratch,
