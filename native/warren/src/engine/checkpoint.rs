@@ -26,8 +26,9 @@ pub struct Checkpoint {
 
 impl Communicator {
     /// Commits a checkpoint: the global model (the same on every worker) and this worker's
-    /// local model. In robust mode both stay in memory (the local model also on the next
-    /// `WARREN_LOCAL_REPLICAS` ring successors) so that a restarted worker can load them from
+    /// local model. In robust mode both stay in memory (the local model also on
+    /// `WARREN_LOCAL_REPLICAS` other workers, on other hosts first: see
+    /// [`crate::membership::Placement`]) so that a restarted worker can load them from
     /// the others; with `WARREN_CHECKPOINT_DIR` they are also written to disk. Two phases
     /// (prepare, then acknowledge): a failure in between leaves every worker either before or
     /// after it. In an elastic job the view may change right after the commit: see
