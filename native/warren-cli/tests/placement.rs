@@ -5,6 +5,7 @@
 //! `WARREN_HOST_ID` (same-host workers link over shared memory, the others over TCP, and
 //! under `WARREN_REDUCTION_ORDER=hosts` the hierarchical allreduce groups ranks by host).
 //! Under the default order, ranks, the same job gives the same model on every placement.
+//! Whole hosts lost at once are recovered from the local-model replicas on the other hosts.
 
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
