@@ -907,3 +907,51 @@ fn kills_during_a_join_and_a_remove_taking_effect_are_recovered() {
     assert!(killed.lines().any(|l| l == "JOINED 12 3") && killed.lines().any(|l| l == "LEFT 20"), "{killed}");
     assert_eq!(hash(&killed), hash(&clean), "killed run:\n{killed}\n{killed_log}\nclean run:\n{clean}\n{log}");
 }
+
+/// Four workers on two hosts (two each, in task order) grow to six at version 8, tasks 4 and
+/// 5 joining on a third host; with one replica of each local model, both workers of the first
+/// host exit at once at version 14 (`WARREN_MOCK`, two entries at the same call) when `lose`,
+/// and are replaced on the other hosts. Returns the model and every worker's report. The
+/// replicas follow the replica ring the new view's hosts give, so each model had its replica
+/// on another host.
+fn grow_then_lose_a_host(lose: bool) -> (String, String) {
+    let tracker = elastic_tracker(4, 2, 6);
+    let mock = if lose { "0,14,0,0;1,14,0,0" } else { "" };
+    let on = |t: usize, host: usize| {
+        let host = format!("h{host}");
+        let env = [("WARREN_HOST_ID", host.as_str()), ("WARREN_LOCAL_REPLICAS", "1"), ("WARREN_MOCK", mock)];
+        spawn_with(&tracker, &t.to_string(), 0, &env, &[])
+    };
+    let mut workers: Vec<Worker> = (0..4).map(|t| on(t, t / 2)).collect();
+    wait_for(&tracker, "the first view is made", |r| r.assigned());
+    tracker.add_worker("4", Some(8)).unwrap();
+    tracker.add_worker("5", Some(8)).unwrap();
+    workers.extend([on(4, 2), on(5, 2)]);
+    let mut lost = Vec::new();
+    if lose {
+        for t in [0, 1] {
+            let status = workers[t].child.wait().unwrap();
+            assert_eq!(status.code(), Some(86), "task {t} exits at its WARREN_MOCK point");
+            let env = [("WARREN_HOST_ID", if t == 0 { "h1" } else { "h2" }), ("WARREN_LOCAL_REPLICAS", "1")];
+            let replacement = spawn_with(&tracker, &t.to_string(), 1, &env, &[]);
+            lost.push(std::mem::replace(&mut workers[t], replacement));
+        }
+    }
+    let done = finish(workers);
+    let all = report(&done) + &report(&finish(lost));
+    assert!(done.iter().all(|d| d.ok), "{all}");
+    assert!(tracker.wait(Some(Duration::from_secs(10))).is_ok(), "{all}");
+    assert_eq!(line(&done[4], "JOINED "), Some("8 6"), "{all}");
+    (model_of(&done), all)
+}
+
+/// A whole host lost after an elastic view change (both its workers at once): the job ends
+/// with the model of the same schedule without the loss. Before, rank 0's only replica was
+/// rank 1, on the same host, and recovery was impossible.
+#[test]
+fn a_host_lost_after_a_view_change_is_recovered_with_the_same_model() {
+    let (want, _) = grow_then_lose_a_host(false);
+    let (got, all) = grow_then_lose_a_host(true);
+    assert!(all.contains("WARREN_MOCK: rank 0 exits") && all.contains("WARREN_MOCK: rank 1 exits"), "{all}");
+    assert_eq!(got, want, "{all}");
+}

@@ -1,15 +1,17 @@
-//! Simulated hosts: the tracker and every worker in a network namespace of its own, joined by
-//! veth pairs through bridges (see `support/netns.rs`; needs root). A worker whose link goes
-//! down for longer than the peer timeout is fenced like a paused one and replaced; a partition
-//! with the tracker on one side leaves only that side going on, the other side's workers
-//! exiting with the fenced error. A host's link limited with `tc tbf` carries no more than its
-//! rate (and, `#[ignore]`d, the measurement of `bench/netns_allreduce.sh`: allreduce busbw
-//! against the link rate). Every wait is bounded; the namespaces are removed when a test
-//! ends, failed or not.
+//! Simulated hosts: the tracker and every worker in a network namespace of its own (or two
+//! workers in one), joined by veth pairs through bridges (see `support/netns.rs`; needs root).
+//! A worker whose link goes down for longer than the peer timeout is fenced like a paused one
+//! and replaced; a partition with the tracker on one side leaves only that side going on, the
+//! other side's workers exiting with the fenced error; a host of two workers that dies (its
+//! link down, both SIGKILLed) is recovered from the replicas on the other hosts. A host's link
+//! limited with `tc tbf` carries no more than its rate (and, `#[ignore]`d, the measurement of
+//! `bench/netns_allreduce.sh`: allreduce busbw against the link rate). Every wait is bounded;
+//! the namespaces are removed when a test ends, failed or not.
 
 mod support;
 
-use std::time::Duration;
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use support::netns::{Host, Net, available};
 use support::procs::{Proc, assert_job_done, one_at_a_time, wait_for, worker_env};
@@ -277,4 +279,86 @@ fn bench_reduction_orders_between_two_hosts() {
             }
         }
     }
+}
+
+/// Worker `task` of a job of six with one replica of each local model, on `host`, printing
+/// a `STEP` line per iteration (rank 0); its stdout lines come to the receiver too.
+fn replica_worker(net: &Net, host: &Host, uri: &str, task: usize, attempt: u32) -> (Proc, Receiver<String>) {
+    Proc::start_streaming(
+        net.command(host, WARREN)
+            .args(["example", "train", "--model-bytes", "40000", "--timeline"])
+            .args(ARGS)
+            .envs(worker_env(uri, 6, SECRET, task, attempt))
+            .env("WARREN_LOCAL_REPLICAS", "1"),
+    )
+}
+
+/// The unix time of a `STEP <iteration> <world> <time>` line.
+fn step_time(line: &str) -> Option<f64> {
+    line.strip_prefix("STEP ")?.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Six workers on three hosts, two each in task order (tasks 0 and 1 on the first host), one
+/// replica of each local model. The first host dies: its link goes down and both its workers
+/// are SIGKILLed at once, past iteration 5. The tracker fences both, replacements start on
+/// the two other hosts, and the job ends with the failure-free model: every local model had
+/// its replica on another host (in rank order, rank 0's only replica was rank 1, on the same
+/// host).
+#[test]
+fn a_host_that_dies_with_two_workers_is_recovered_from_the_other_hosts() {
+    let _one = one_at_a_time();
+    if !available() {
+        eprintln!("skipped: network namespaces need root and `ip netns`");
+        return;
+    }
+    let want = clean_on_hosts_of_two(6);
+    let mut net = Net::new(9);
+    let switch = net.bridge();
+    let t = net.host(&switch);
+    let hosts: Vec<Host> = (0..3).map(|_| net.host(&switch)).collect();
+    let (tracker, uri) = tracker(&net, &t, 6);
+    let (mut workers, mut steps): (Vec<Proc>, Vec<Receiver<String>>) =
+        (0..6).map(|task| replica_worker(&net, &hosts[task / 2], &uri, task, 0)).unzip();
+    wait_for(&steps[0], "STEP 5 ", Duration::from_secs(60));
+    net.set_link(&hosts[0].link, false);
+    let pids = [workers[0].child.id().to_string(), workers[1].child.id().to_string()];
+    let killed = std::process::Command::new("kill").arg("-KILL").args(&pids).status().unwrap();
+    let killed_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    assert!(killed.success(), "kill -KILL {pids:?}");
+    let fenced: Vec<String> =
+        (0..2).map(|_| wait_for(&tracker.log, "tracker: fenced rank", Duration::from_secs(20))).collect();
+    let fenced_after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64() - killed_at;
+    for task in [0, 1] {
+        let named = format!("(task {task} on {}", hosts[0].addr);
+        assert!(fenced.iter().any(|l| l.contains(&named)), "task {task} is not fenced: {fenced:?}");
+    }
+    for task in [0, 1] {
+        let (p, s) = replica_worker(&net, &hosts[1 + task], &uri, task, 1);
+        let _ = std::mem::replace(&mut workers[task], p);
+        steps[task] = s;
+    }
+    let Some(resumed) = steps[0].iter().find_map(|l| step_time(&l)) else {
+        let e = workers.swap_remove(0).finish(Duration::from_secs(20));
+        panic!("rank 0's replacement made no iteration:\n{}", e.stderr);
+    };
+    let after = resumed - killed_at;
+    eprintln!(
+        "host lost: both fenced {fenced_after:.3} s after the kill (2 s peer timeout), rank 0's replacement at its \
+         next iteration {after:.3} s after it"
+    );
+    assert_job_done(tracker, workers, &want);
+}
+
+/// The failure-free model of [`ARGS`] on six workers placed two per host in task order.
+fn clean_on_hosts_of_two(n: usize) -> String {
+    let script = "WARREN_HOST_ID=h$(( WARREN_TASK_ID / 2 )) exec \"$0\" example train --iters 150 --model-bytes 40000";
+    let out = support::ps::run_limited(
+        std::process::Command::new(WARREN)
+            .args(["run", "-n", &n.to_string(), "--", "sh", "-c", script, WARREN])
+            .env("WARREN_LOCAL_REPLICAS", "1"),
+        support::training::LIMIT,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    support::procs::model_hash(&stdout).expect("a model")
 }

@@ -5,13 +5,17 @@
 //! `WARREN_HOST_ID` (same-host workers link over shared memory, the others over TCP, and
 //! under `WARREN_REDUCTION_ORDER=hosts` the hierarchical allreduce groups ranks by host).
 //! Under the default order, ranks, the same job gives the same model on every placement.
+//! Whole hosts lost at once are recovered from the local-model replicas on the other hosts.
 
-use std::process::Command;
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 mod support;
 
+use support::procs::{collect, exit_within, wait_for};
 use support::ps::{WARREN, run_limited};
+use support::training::{LIMIT, worker_pid};
 
 /// `warren run -n N` of the training example (1 MiB model: its gradient allreduce is large
 /// enough for the ring or the hierarchy) in reduction order `order`, each attempt `a` of
@@ -105,4 +109,82 @@ fn the_ranks_order_gives_the_same_model_on_every_placement() {
     let hosts: Vec<String> = hosts.into_iter().map(|(h, _)| h).collect();
     assert_eq!((&hosts[0], &hosts[2]), (&want, &want), "no hierarchy on one host or one worker per host");
     assert_ne!(hosts[1], want, "under the hosts order two hosts of three workers add in another order");
+}
+
+/// A job of six workers on three hosts, tasks placed two per host in task order (task `t` on
+/// host `t / 2`, as a Spark executor of two cores runs consecutive task ids), each replacement
+/// started on the next host; both workers of each host in `lost` are SIGKILLed at once (one
+/// `kill` for all of them) once rank 0 is past iteration 5. Returns the run's stdout and
+/// stderr, and the seconds from the kill to rank 0's next iteration.
+fn host_loss(local_replicas: &str, lost: &[usize]) -> (String, String, Option<f64>) {
+    let script = "t=$WARREN_TASK_ID; a=$WARREN_ATTEMPT; WARREN_HOST_ID=h$(( (t / 2 + (a > 0)) % 3 )) exec \"$0\" \
+                  example train --iters 300 --compute-ms 20 --model-bytes 40000 --timeline";
+    let restarts = (2 * lost.len()).to_string();
+    let mut launcher = Command::new(WARREN)
+        .args(["run", "-n", "6", "--max-restarts", &restarts, "--", "sh", "-c", script, WARREN])
+        .env("WARREN_LOCAL_REPLICAS", local_replicas)
+        .env("WARREN_TIMEOUT_S", "60")
+        .env("WARREN_CONNECT_TIMEOUT_S", "60")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let (tx, steps) = mpsc::channel();
+    let out = collect(launcher.stdout.take().unwrap(), Some(tx));
+    let err = collect(launcher.stderr.take().unwrap(), None);
+    wait_for(&steps, "STEP 5 ", Duration::from_secs(60));
+    let tasks: Vec<usize> = lost.iter().flat_map(|h| [2 * h, 2 * h + 1]).collect();
+    let pids: Vec<String> = tasks
+        .iter()
+        .map(|&t| worker_pid(launcher.id(), t).unwrap_or_else(|| panic!("task {t} is not running")).to_string())
+        .collect();
+    let killed = Command::new("kill").arg("-KILL").args(&pids).status().unwrap();
+    let killed_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    assert!(killed.success(), "kill -KILL {pids:?}");
+    let status = exit_within(&mut launcher, LIMIT);
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    assert!(!status.success() || out.contains("MODEL_HASH"), "{out}\n{err}");
+    let resumed = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("STEP "))
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse::<f64>().ok())
+        .find(|&t| t > killed_at);
+    (out, err, resumed.map(|t| t - killed_at))
+}
+
+/// The failure-free model of [`host_loss`]'s job with `local_replicas` (the same first
+/// placement, so the same algorithms and reduction order).
+fn host_loss_clean(local_replicas: &str) -> String {
+    let script = "t=$WARREN_TASK_ID; WARREN_HOST_ID=h$(( t / 2 )) exec \"$0\" example train --iters 300 \
+                  --model-bytes 40000";
+    let out = run_limited(
+        Command::new(WARREN)
+            .args(["run", "-n", "6", "--", "sh", "-c", script, WARREN])
+            .env("WARREN_LOCAL_REPLICAS", local_replicas),
+        LIMIT,
+    );
+    let (out, log) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    hash_and_restarts(&out, &log).0
+}
+
+/// One host of three lost at once, with one replica of each local model: every model has its
+/// replica on another host (before, rank 0's only replica was rank 1, on the same host, and
+/// the job ended with "no live worker holds the local model of rank 0").
+#[test]
+fn losing_a_whole_host_with_one_replica_recovers_with_the_same_model() {
+    let want = host_loss_clean("1");
+    let (out, log, resumed) = host_loss("1", &[0]);
+    assert_eq!(hash_and_restarts(&out, &log), (want, 2), "{out}\n{log}");
+    eprintln!("host lost: rank 0's next iteration {:.3} s after the kill", resumed.expect("rank 0 went on"));
+}
+
+/// Two hosts of three lost at once, with two replicas of each local model: every model has a
+/// replica on each of the two other hosts, so the third host alone serves the four
+/// replacements.
+#[test]
+fn losing_two_hosts_of_three_with_two_replicas_recovers_with_the_same_model() {
+    let want = host_loss_clean("2");
+    let (out, log, resumed) = host_loss("2", &[0, 1]);
+    assert_eq!(hash_and_restarts(&out, &log), (want, 4), "{out}\n{log}");
+    eprintln!("two hosts lost: rank 0's next iteration {:.3} s after the kill", resumed.expect("rank 0 went on"));
 }

@@ -86,6 +86,16 @@ impl Proc {
         Proc { child, log, out, err }
     }
 
+    /// [`Proc::start`], with its stdout lines also streamed to the receiver returned.
+    pub fn start_streaming(cmd: &mut Command) -> (Proc, mpsc::Receiver<String>) {
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+        let (tx, log) = mpsc::channel();
+        let (out_tx, lines) = mpsc::channel();
+        let out = Some(collect(child.stdout.take().unwrap(), Some(out_tx)));
+        let err = Some(collect(child.stderr.take().unwrap(), Some(tx)));
+        (Proc { child, log, out, err }, lines)
+    }
+
     /// Starts a `warren tracker` command and reads the address it prints first.
     pub fn tracker(cmd: &mut Command) -> (Proc, String) {
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");

@@ -67,7 +67,7 @@ impl Job {
 }
 
 /// The pid of the worker of `task` among the launcher's children (from its environment).
-fn worker_pid(launcher: u32, task: usize) -> Option<u32> {
+pub fn worker_pid(launcher: u32, task: usize) -> Option<u32> {
     let out = Command::new("pgrep").args(["-P", &launcher.to_string()]).output().ok()?;
     let wanted = format!("WARREN_TASK_ID={task}");
     String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse::<u32>().ok()).find(|pid| {

@@ -36,17 +36,18 @@ pub(crate) fn allgather_ring(
     ring_pipeline(net, topo.ring_prev, topo.ring_next, Input::InPlace, out, &steps, 1, None, scratch, what)
 }
 
-/// Sends `mine` to the ring successor and returns the ring predecessor's block, whose length
-/// `prev_len` the caller learned beforehand.
+/// Sends `mine` to the successor and returns the predecessor's block, whose length `prev_len`
+/// the caller learned beforehand, in a ring given by this rank's `(predecessor, successor)`
+/// (not necessarily the collective ring: a checkpoint's replica ring).
 pub(crate) fn ring_shift(
     net: &mut Net,
-    topo: &Topology,
+    (prev, next): (usize, usize),
     mine: &[u8],
     prev_len: usize,
     scratch: &mut Scratch,
     what: &str,
 ) -> Result<Vec<u8>> {
-    if topo.world == 1 {
+    if prev == net.me {
         return Ok(mine.to_vec());
     }
     let mut buf = mine.to_vec();
@@ -58,6 +59,6 @@ pub(crate) fn ring_shift(
         send_input: false,
         fin: None,
     }];
-    ring_pipeline(net, topo.ring_prev, topo.ring_next, Input::InPlace, &mut buf, &steps, 1, None, scratch, what)?;
+    ring_pipeline(net, prev, next, Input::InPlace, &mut buf, &steps, 1, None, scratch, what)?;
     Ok(buf.split_off(mine.len()))
 }

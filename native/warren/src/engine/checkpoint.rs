@@ -26,8 +26,9 @@ pub struct Checkpoint {
 
 impl Communicator {
     /// Commits a checkpoint: the global model (the same on every worker) and this worker's
-    /// local model. In robust mode both stay in memory (the local model also on the next
-    /// `WARREN_LOCAL_REPLICAS` ring successors) so that a restarted worker can load them from
+    /// local model. In robust mode both stay in memory (the local model also on
+    /// `WARREN_LOCAL_REPLICAS` other workers, on other hosts first: see
+    /// [`crate::membership::Placement`]) so that a restarted worker can load them from
     /// the others; with `WARREN_CHECKPOINT_DIR` they are also written to disk. Two phases
     /// (prepare, then acknowledge): a failure in between leaves every worker either before or
     /// after it. In an elastic job the view may change right after the commit: see
@@ -57,13 +58,15 @@ impl Communicator {
         Ok(())
     }
 
-    /// The prepare phase: local models move along the ring, each worker receiving those it
+    /// The prepare phase: local models move along the replica ring, each worker receiving those it
     /// keeps replicas of. Returns whether the checkpoint was committed meanwhile (others had
     /// committed it already). A worker served this phase instead of running it has no
     /// replicas of this checkpoint; it gets them in a recovery round before the job goes on.
     fn prepare(&mut self, prep: CallHeader, local: Option<&[u8]>) -> Result<bool> {
         let (me, world) = (self.topo.rank, self.topo.world);
         let kept = self.rs().state.kept().to_vec();
+        // The models move along the replica ring, which spreads them over the hosts.
+        let (prev, next) = self.rs().state.placement().ring_neighbours(me);
         let mine = local.unwrap_or(&[]);
         let mut received: Option<Prepared> = None;
         let committed =
@@ -74,13 +77,14 @@ impl Communicator {
                     let reducer = reduce::typed_reducer::<u64>(Op::Sum)?;
                     let sizes_bytes = bytemuck::cast_slice_mut(&mut sizes);
                     collective::allreduce_tree(net, topo, prep, sizes_bytes, 8, &reducer, scratch)?;
-                    // Step j passes on what step j-1 brought: the model of the (j+1)-th predecessor.
+                    // Step j passes on what step j-1 brought: the model of the (j+1)-th
+                    // predecessor in the replica ring.
                     let mut replicas = Replicas::new();
                     let mut block = mine.to_vec();
                     for &owner in &kept {
                         let got = collective::ring_shift(
                             net,
-                            topo,
+                            (prev, next),
                             &block,
                             sizes[owner] as usize,
                             scratch,

@@ -14,7 +14,7 @@ use super::recovery::Round;
 use super::{Communicator, LOG, recoverable};
 use crate::collective::header::CallKind;
 use crate::error::{Error, Result};
-use crate::membership::{Placement, Role, Transition, View};
+use crate::membership::{Role, Transition, View};
 use crate::mock::Point as MockPoint;
 use crate::reduce::{DataType, Op};
 use crate::robust::{Item, Want};
@@ -135,7 +135,7 @@ impl Communicator {
         self.links = (0..world).map(|_| None).collect();
         self.view = a.view.clone();
         self.cancel.set_rank(rank);
-        let placement = Placement::new(world, self.cfg.result_replicas, self.cfg.local_replicas);
+        let placement = super::init::placement(world, &super::init::placed_hosts(&a.peers), &self.cfg);
         let joiners: Vec<usize> = t.joiners().iter().filter_map(|j| t.to().rank_of(j)).collect();
         let state = &mut self.rs().state;
         let version = state.version();

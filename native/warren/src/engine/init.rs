@@ -63,7 +63,7 @@ impl Communicator {
         waiter.set_watch(watch.clone());
         let Some(uri) = cfg.tracker_uri.clone() else {
             let view = View::solo(&cfg.task_id);
-            return Communicator::assemble(cfg, view, waiter, None, None, watch, cancel);
+            return Communicator::assemble(cfg, view, &[], waiter, None, None, watch, cancel);
         };
         let deadline = Instant::now() + cfg.connect_timeout;
         let tls = cfg.tls.context()?;
@@ -78,8 +78,9 @@ impl Communicator {
         // Beating from now on: the tracker expects heartbeats from the assignment on.
         let heartbeat = start_heartbeat(&cfg, &uri, tls.as_ref(), &a, &watch, cancel)?;
         watch.set_peers(&a.peers, a.round);
+        let placed = placed_hosts(&a.peers);
         let mut comm =
-            Communicator::assemble(cfg, a.view.clone(), waiter, Some(tracker), Some(listener), watch, cancel)?;
+            Communicator::assemble(cfg, a.view.clone(), &placed, waiter, Some(tracker), Some(listener), watch, cancel)?;
         comm.heartbeat = heartbeat;
         comm.tls = tls;
         comm.elastic = a.elastic;
@@ -105,10 +106,13 @@ impl Communicator {
     }
 
     /// A communicator with no links yet: its rank, topology and recovery placement derive
-    /// from `view`.
+    /// from `view` and the hosts the ranks were placed on (`placed`, indexed by rank; empty if
+    /// unknown).
+    #[allow(clippy::too_many_arguments)]
     fn assemble(
         cfg: Config,
         view: View,
+        placed: &[&str],
         waiter: Waiter,
         tracker: Option<TrackerClient>,
         listener: Option<PeerListener>,
@@ -121,7 +125,7 @@ impl Communicator {
         cancel.set_rank(rank);
         let topo = view.topology(rank);
         let robust = cfg.robust.then(|| {
-            let placement = Placement::new(view.world(), cfg.result_replicas, cfg.local_replicas);
+            let placement = placement(view.world(), placed, &cfg);
             Robust {
                 state: RecoveryState::new(rank, placement),
                 consensus: false,
@@ -167,19 +171,20 @@ impl Communicator {
         // Every rank makes the same layout from where the tracker placed the ranks when the
         // view was made (not where they run now: a replacement on another host must join its
         // peers' calls with their algorithm), whatever the transport of each link.
-        let placed: Vec<&str> = peers
-            .iter()
-            .map(|p| if p.placed_on.is_empty() { p.host_id.as_str() } else { p.placed_on.as_str() })
-            .collect();
         // Under the ranks order no call uses the hierarchy: no layout, no links for it.
         self.hosts = match self.cfg.reduction_order {
-            ReductionOrder::Hosts => HostLayout::new(&placed, me),
+            ReductionOrder::Hosts => HostLayout::new(&placed_hosts(peers), me),
             ReductionOrder::Ranks => None,
         };
         let dedicated = has_cores(&ids, me);
         self.waiter.set_busy_poll(if dedicated { self.cfg.busy_poll } else { Duration::ZERO });
         let mut neighbours = self.topo.neighbours();
         neighbours.extend(self.hosts.iter().flat_map(|h| h.neighbours(me)));
+        // The replica ring's neighbours, for a checkpoint's ring shift of the local models.
+        if let Some(r) = self.robust.as_ref().filter(|r| r.state.placement().local_copies() > 0) {
+            let (prev, next) = r.state.placement().ring_neighbours(me);
+            neighbours.extend([prev, next].into_iter().filter(|&p| p != me));
+        }
         neighbours.sort_unstable();
         neighbours.dedup();
         let tracker = &mut self.tracker;
@@ -345,6 +350,22 @@ fn start_heartbeat(
         stall_warn: cfg.stall_warn,
     };
     Heartbeat::start(pulse, watch.clone(), cancel.clone()).map(Some)
+}
+
+/// The host each rank was placed on when the view was made (indexed by rank): the tracker's
+/// [`PeerAddr::placed_on`], else where it runs.
+pub(super) fn placed_hosts(peers: &[PeerAddr]) -> Vec<&str> {
+    peers.iter().map(|p| if p.placed_on.is_empty() { p.host_id.as_str() } else { p.placed_on.as_str() }).collect()
+}
+
+/// Where recovery data lives in a view of `world` ranks placed on the hosts `placed` (by
+/// rank; empty if unknown): the replicas spread over the hosts, the same on every member.
+pub(super) fn placement(world: usize, placed: &[&str], cfg: &Config) -> Placement {
+    if placed.len() == world {
+        Placement::on_hosts(placed, cfg.result_replicas, cfg.local_replicas)
+    } else {
+        Placement::new(world, cfg.result_replicas, cfg.local_replicas)
+    }
 }
 
 /// Whether this host (the ranks with this rank's host id in `ids`, indexed by rank) runs no

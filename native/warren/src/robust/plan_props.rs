@@ -413,6 +413,28 @@ proptest! {
         }
     }
 
+    /// Workers on hosts of equal size, placed in task order (a host runs consecutive ranks):
+    /// losing every worker of `min(copies, hosts - 1)` hosts at once recovers, the replicas
+    /// being spread over the hosts.
+    #[test]
+    fn losing_whole_hosts_recovers(
+        hosts in 2usize..5, per_host in 1usize..4, copies in 1usize..3, first in 0usize..4, calls_before in 0usize..30,
+    ) {
+        let n = hosts * per_host;
+        let ids: Vec<String> = (0..n).map(|r| format!("h{}", r / per_host)).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let job = Job { placement: Placement::on_hosts(&ids, 0, copies), boots: 1, calls: 2, locals: true };
+        let mut ws: Vec<Worker> = (0..n).map(|r| Worker::fresh(r, &job)).collect();
+        run_for(&job, &mut ws, calls_before);
+        let lost: Vec<usize> = (0..copies.min(hosts - 1)).map(|i| (first + i) % hosts).collect();
+        let victims: Vec<usize> = (0..n).filter(|r| lost.contains(&(r / per_host))).collect();
+        lose(&job, &mut ws, &victims, 0);
+        match recover(&job, &mut ws, vec![]) {
+            Ended::Ran => {}
+            Ended::Failed(f) => prop_assert!(false, "hosts {lost:?} (ranks {victims:?}) of {ids:?}: {f:?}"),
+        }
+    }
+
     /// Without local models (and so without replicas of them), a loss is recovered from what
     /// every worker knows: that the lost worker's model is empty.
     #[test]

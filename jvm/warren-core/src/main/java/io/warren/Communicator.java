@@ -628,7 +628,8 @@ public final class Communicator implements AutoCloseable {
   /**
    * Commits a checkpoint, a collective call every worker makes at the same point (typically
    * once per iteration). In robust mode (the default) both models stay in memory on the
-   * workers (the local one also on the next {@code WARREN_LOCAL_REPLICAS} workers of the ring),
+   * workers (the local one also on {@code WARREN_LOCAL_REPLICAS} other workers, on other hosts
+   * first),
    * so that a worker restarted with the same task id can {@link #loadCheckpoint() load} them;
    * with {@code WARREN_CHECKPOINT_DIR} they are also written to disk. The calls since the last
    * checkpoint are forgotten. Then the {@link #setCheckpointListener(CheckpointListener)
