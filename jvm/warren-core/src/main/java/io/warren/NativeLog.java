@@ -1,6 +1,7 @@
 package io.warren;
 
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -18,6 +19,12 @@ public final class NativeLog {
 
   private static final Logger ROOT = LoggerFactory.getLogger(LOGGER_PREFIX);
   private static final ConcurrentHashMap<String, Logger> LOGGERS = new ConcurrentHashMap<>();
+
+  /** The native targets whose information lines {@link #echoTrackerToConsole} echoes. */
+  private static final String TRACKER_TARGET = "warren::tracker";
+
+  /** How many echoes are open (jobs of one driver may overlap). */
+  private static final AtomicInteger ECHOES = new AtomicInteger();
 
   private NativeLog() {}
 
@@ -47,8 +54,30 @@ public final class NativeLog {
     return 0;
   }
 
+  /**
+   * Also writes the tracker's information lines (workers arriving, recoveries, rank 0's
+   * progress, the end of the job) to standard error, as {@code [warren] <line>}, until the
+   * returned handle is closed. For an interactive shell (spark-shell, a notebook over it),
+   * whose console shows only warnings of loggers without a level of their own; warnings and
+   * errors go through SLF4J alone, as always.
+   *
+   * @return closes the echo (once; jobs that overlap each keep theirs)
+   */
+  public static AutoCloseable echoTrackerToConsole() {
+    ECHOES.incrementAndGet();
+    java.util.concurrent.atomic.AtomicBoolean open = new java.util.concurrent.atomic.AtomicBoolean(true);
+    return () -> {
+      if (open.getAndSet(false)) {
+        ECHOES.decrementAndGet();
+      }
+    };
+  }
+
   /** Called from native code (any thread) with one record. Never throws. */
   static void log(int level, String target, String message) {
+    if (level == 3 && ECHOES.get() > 0 && target.startsWith(TRACKER_TARGET)) {
+      System.err.println("[warren] " + message);
+    }
     try {
       Logger logger =
           LOGGERS.computeIfAbsent(

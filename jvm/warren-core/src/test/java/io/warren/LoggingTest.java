@@ -14,6 +14,30 @@ import org.junit.jupiter.api.Timeout;
 class LoggingTest {
 
   @Test
+  void theTrackersInformationLinesAreEchoedToTheConsoleWhileAsked() throws Exception {
+    java.io.PrintStream err = System.err;
+    java.io.ByteArrayOutputStream captured = new java.io.ByteArrayOutputStream();
+    System.setErr(new java.io.PrintStream(captured, true, "UTF-8"));
+    try {
+      NativeLog.log(3, "warren::tracker::server", "tracker: before the echo");
+      try (AutoCloseable echo = NativeLog.echoTrackerToConsole()) {
+        NativeLog.log(3, "warren::tracker::server", "tracker: all 2 workers arrived");
+        NativeLog.log(3, "warren::engine", "[rank 0] an engine line");
+        NativeLog.log(2, "warren::tracker::server", "tracker: a warning");
+      }
+      NativeLog.log(3, "warren::tracker::server", "tracker: after the echo");
+    } finally {
+      System.setErr(err);
+    }
+    String out = captured.toString("UTF-8");
+    assertTrue(out.contains("[warren] tracker: all 2 workers arrived"), out);
+    assertFalse(out.contains("[warren] tracker: before"), out);
+    assertFalse(out.contains("[warren] tracker: after"), out);
+    assertFalse(out.contains("[warren] [rank 0] an engine line"), out); // only the tracker's
+    assertFalse(out.contains("[warren] tracker: a warning"), out); // warnings show anyway
+  }
+
+  @Test
   @Timeout(60)
   void nativeRecordsGoToSlf4j() throws Exception {
     try (TestSupport.Worker w =

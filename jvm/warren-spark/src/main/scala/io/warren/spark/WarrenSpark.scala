@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
-import io.warren.{Communicator, TaskLeftException, TlsSettings, Tracker}
+import io.warren.{Communicator, NativeLog, TaskLeftException, TlsSettings, Tracker}
 import io.warren.ps.PsClient
 import io.warren.runner.{CheckpointDirs, HadoopCheckpoints, RunnerException, Trackers, WorkerRun}
 import org.apache.hadoop.conf.Configuration
@@ -271,6 +271,7 @@ object WarrenSpark {
     var lingering: Option[org.apache.spark.FutureAction[_]] = None
     var remoteRun: Option[HadoopCheckpoints.RunDirectory] = None
     var hadoopConf: Option[Broadcast[SerializableWritable[Configuration]]] = None
+    var echo: AutoCloseable = null
     try {
       // A remote checkpoint directory: created now through Hadoop's FileSystem (a clear error,
       // before any task starts, if it cannot be), and the driver's Hadoop configuration
@@ -294,6 +295,7 @@ object WarrenSpark {
       }
       val limits =
         if (elastic.enabled) new Tracker.Elastic(elastic.minWorkers, numWorkers, elastic.rejoinTimeout, true) else null
+      echo = consoleEcho(sc)
       trackers =
         Trackers.start(startWith, host, attempts, rendezvous, settings.peerTimeout.orNull, settings.tls, limits)
       onTracker(trackers.tracker(0))
@@ -335,8 +337,18 @@ object WarrenSpark {
       localCkptDir.foreach(Recovery.removeRunDirectory)
       remoteRun.foreach(_.close())
       hadoopConf.foreach(b => try b.destroy() catch { case NonFatal(_) => })
+      if (echo != null) echo.close()
     }
   }
+
+  /** In an interactive shell (spark-shell and the notebook set `spark.ui.showConsoleProgress`),
+    * whose console shows only warnings, the tracker's lines (workers arriving, recoveries, rank
+    * 0's progress, the end) are echoed to the console for the job; null elsewhere, where they
+    * are in the driver's log.
+    */
+  private def consoleEcho(sc: SparkContext): AutoCloseable =
+    if (sc.getConf.getBoolean("spark.ui.showConsoleProgress", defaultValue = false)) NativeLog.echoTrackerToConsole()
+    else null
 
   /** Trains with parameter servers: starts `numServers` servers in this (the driver's) process,
     * then runs `f` in `numWorkers` Spark tasks, one per partition of `rdd` (coalesced or
