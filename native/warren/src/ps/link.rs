@@ -280,6 +280,16 @@ impl Link {
                 }
                 _ => {}
             }
+            let mut clock = clock;
+            if mode == Mode::Sync && staged == Some(clock) && clock < upto {
+                // A commit it had answered, not yet durable when it died: its staged push is.
+                info!("trainer {t}: committing step {clock} at {} again", self.who);
+                match self.ask(&Request::Commit { step: clock }, deadline)? {
+                    Reply::Pushed { durable } => self.pushed(clock, durable),
+                    _ => return Err(Error::Protocol(format!("{} answered a commit with something else", self.who))),
+                }
+                clock += 1;
+            }
             if mode == Mode::Sync {
                 self.push_again(t, clock, upto, deadline)?;
             } else if clock < upto {

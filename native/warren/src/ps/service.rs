@@ -342,6 +342,11 @@ impl State {
                 let t = self.trainer(conn, "a commit")?;
                 let done = self.commit(t, step)?;
                 self.log(Some(t), Request::Commit { step })?;
+                // Answered without waiting for its record: the staged push it commits is
+                // durable, and a commit lost in a crash is made again, by the trainer (it
+                // finds its own push staged, see `link.rs`) or its replacement (settling the
+                // step); the next record waited for makes it durable, in the log's order.
+                self.ticket = None;
                 Ok(done)
             }
             Request::Abort { step } => {
