@@ -35,9 +35,10 @@ pub struct PsArgs {
     /// Seconds a trainer's pull may wait for slower trainers before it fails naming them.
     #[arg(long, default_value_t = 300.0)]
     pull_timeout_s: f64,
-    /// Checkpoint each server's shard (parameters, optimizer state, trainers' clocks) into
-    /// DIR/server-<index>, atomically; a server started on a directory holding its checkpoint
-    /// goes on from there, and trainers of a sync job push it again what it lost.
+    /// Keep each server's state in DIR/server-<index>: a log of every push it takes, written
+    /// before it answers, and checkpoints of its shard (parameters, optimizer state, trainers'
+    /// clocks), atomically; a server started on that directory replays them and goes on
+    /// exactly where it stopped.
     #[arg(long)]
     checkpoint_dir: Option<std::path::PathBuf>,
     /// Steps between checkpoints (with --checkpoint-dir; 0: by time only).

@@ -737,7 +737,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientStatus<'l>(
     })
 }
 
-/// `[next step, updates lost in server restarts, servers]` of the client.
+/// `[next step, updates lost (a dead predecessor's last push), servers]` of the client.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_ps_PsNative_clientInfo<'l>(
     mut env: EnvUnowned<'l>,

@@ -1,7 +1,18 @@
-//! A server's checkpoints: its whole shard (parameters and optimizer state) with the
-//! trainers' clocks and the pushes it holds back, written atomically as the snapshot of a
-//! generic [`FileStore`] (one directory per server index), and the policy deciding when
-//! (every `K` applied steps or `T` seconds, whichever comes first).
+//! A server's durable state: a write-ahead log of the requests that changed it, and
+//! checkpoints of its whole shard (parameters and optimizer state) with the trainers' clocks
+//! and the pushes it holds back, in one generic [`FileStore`] (one directory per server
+//! index); and the policy deciding when to checkpoint (every `K` applied steps or `T`
+//! seconds, whichever comes first).
+//!
+//! **The log.** A server logs every request that changes its state ([`LogRecord`]: a push
+//! with its gradients, a commit, an abort, a resume, a leave, a join, the job's definition)
+//! and answers it only once the record is durable (the store's group commit: requests
+//! waiting at once share one fsync). A checkpoint names the last record it includes and
+//! cuts the log there. A restarted server loads its checkpoint and replays the records after
+//! it through the same state machine, so it is back at the state it last acknowledged (or a
+//! little later: records written, their answers lost), never earlier: no trainer needs to
+//! keep a push for it, and a push is applied once, being known by its trainer and step (a
+//! step already counted is a no-op).
 //!
 //! The format is binary: the parameter server's message encoding (`floats.rs`: the arrays as
 //! little-endian bytes, a JSON header pointing into them), in the store's gzip container at
@@ -17,7 +28,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::consistency::Clocks;
-use super::proto::JobSpec;
+use super::proto::{JobSpec, Request};
 use super::shard::{Grad, Shard};
 use crate::error::{Error, Result};
 use crate::store::{Codec, FileStore, FileStoreOptions, Store};
@@ -37,20 +48,43 @@ pub struct Checkpoint {
     pub clocks: Clocks<Vec<Grad>>,
     /// Pushes taken since the job started, up to this checkpoint.
     pub pushes: u64,
+    /// Trainers' pushes lost (async, SSP: skipped by a resume), up to this checkpoint.
+    pub lost: u64,
+    /// The last [`LogRecord`] this checkpoint includes (0: none).
+    pub seq: u64,
 }
 
-/// The store format of a server's checkpoints: no log records, only snapshots.
+/// One logged request that changed a server's state, replayed after a restart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogRecord {
+    /// Its number: the first record of a server's log is 1, each next one the previous + 1.
+    pub seq: u64,
+    /// The trainer that sent it (`None`: an observer's definition of the job).
+    pub trainer: Option<u32>,
+    /// The request, as it was carried out.
+    pub req: Request,
+}
+
+/// The store format of a server: log records of requests, and checkpoints as snapshots.
 pub struct CheckpointCodec;
 
 impl Codec for CheckpointCodec {
-    type Record = ();
+    type Record = LogRecord;
     type Snapshot = Checkpoint;
-    const FORMAT: &'static str = "warren.ps.shard/3";
-    fn seq(_: &()) -> u64 {
-        0
+    const FORMAT: &'static str = "warren.ps.shard/4";
+    fn seq(r: &LogRecord) -> u64 {
+        r.seq
     }
-    fn snapshot_seq(_: &Checkpoint) -> u64 {
-        0
+    fn snapshot_seq(c: &Checkpoint) -> u64 {
+        c.seq
+    }
+    fn encode_records(records: &[LogRecord], out: &mut Vec<u8>) -> Result<()> {
+        // The message encoding: gradients as little-endian arrays, not JSON numbers.
+        super::floats::encode_frame_into(&records, out);
+        Ok(())
+    }
+    fn decode_records(bytes: &[u8]) -> std::result::Result<Vec<LogRecord>, crate::store::DecodeError> {
+        Ok(super::proto::decode(&mut bytes.to_vec())?)
     }
     fn encode_snapshot(snapshot: &Checkpoint, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         out.write_all(&super::proto::encode(snapshot))
@@ -90,9 +124,14 @@ pub fn open(dir: &Path, index: usize) -> Result<FileStore<CheckpointCodec>> {
     FileStore::open_with(dir.join(format!("server-{index}")), options)
 }
 
-/// The latest checkpoint in `store`, checked against the server's place in the job.
-pub fn load(store: &FileStore<CheckpointCodec>, index: usize, servers: usize) -> Result<Option<Checkpoint>> {
-    let (snapshot, _) = store.load()?;
+/// The latest checkpoint in `store`, checked against the server's place in the job, and the
+/// records logged after it.
+pub fn load(
+    store: &FileStore<CheckpointCodec>,
+    index: usize,
+    servers: usize,
+) -> Result<(Option<Checkpoint>, Vec<LogRecord>)> {
+    let (snapshot, records) = store.load()?;
     match snapshot {
         Some(c) if c.index != index || c.servers != servers => Err(Error::Config(format!(
             "checkpoint in {} is of server {} of {}, not server {index} of {servers}",
@@ -100,7 +139,7 @@ pub fn load(store: &FileStore<CheckpointCodec>, index: usize, servers: usize) ->
             c.index,
             c.servers
         ))),
-        other => Ok(other),
+        other => Ok((other, records)),
     }
 }
 

@@ -4,9 +4,11 @@
 //! not `S`. Every wait has the call's deadline.
 //!
 //! A server that fails (its connection breaks) pauses the call: the client waits for it to
-//! come back (restarted with the same index), then resynchronizes (see `link.rs`) and goes on;
-//! in sync mode nothing is lost, because the trainer keeps its pushes until the server's
-//! checkpoints hold them and pushes them again.
+//! come back (restarted with the same index), then resynchronizes (see `link.rs`) and goes on.
+//! Nothing it acknowledged is lost: a server with a checkpoint directory logs every push
+//! before acknowledging it and replays its log after a restart (see `checkpoint.rs`), so
+//! the trainer sends again at most the request it was waiting on, which the server
+//! recognizes by trainer and step if it holds it already.
 //!
 //! A client connected with [`PsClient::connect_cancellable`] is cancelled from another thread
 //! through its [`CancelHandle`] (the JVM's interrupt of a trainer's thread): waits look at it
@@ -78,7 +80,7 @@ pub struct PsClient {
     links: Vec<Link>,
     secret: Vec<u8>,
     trainer: Option<u32>,
-    /// Updates lost in server restarts (async, SSP).
+    /// Updates lost (async, SSP): the push a predecessor died making, at the servers it missed.
     lost: u64,
     job: Option<JobSpec>,
     step: u64,
@@ -210,9 +212,8 @@ impl PsClient {
             lost: vec![t.to_string()],
             reason: format!(
                 "the servers are at different steps of trainer {t} ((clock, staged step) per server {seen:?}): \
-                 a server restarted from a checkpoint older than pushes that only the lost trainer held. A sync \
-                 job survives a server restart or a trainer loss, not both before the server's next checkpoint \
-                 (--checkpoint-every-steps): start the job again"
+                 a server restarted without the pushes it had acknowledged (its checkpoint directory was lost, \
+                 replaced by an older copy, or not given): start the job again"
             ),
         })
     }
@@ -251,8 +252,8 @@ impl PsClient {
         self.links.len()
     }
 
-    /// Updates of this trainer lost in server restarts, or at servers its predecessor's last push
-    /// missed (async and SSP; sync loses none).
+    /// Updates of this trainer lost at servers its predecessor's last push missed (async and
+    /// SSP; sync loses none), or in the restart of a server without a log.
     pub fn lost_updates(&self) -> u64 {
         self.lost
     }

@@ -31,10 +31,11 @@
 //! model). A staged push is always of the trainer's next step (`clock`).
 //!
 //! Only sync pushes take two phases. Async and SSP pushes are staged and committed at once,
-//! when they arrive (one round trip, not two): these modes already give up updates when a
-//! server restarts from a checkpoint, and a trainer that dies between servers is the same
-//! kind of loss. Its replacement finds some servers a step ahead and moves the others' clocks
-//! up to them ([`Clocks::resume`]), counting the step lost there.
+//! when they arrive (one round trip, not two): a trainer that dies between servers loses the
+//! one push it was making (never acknowledged to it) at the servers it had not reached. Its
+//! replacement finds some servers a step ahead and moves the others' clocks up to them
+//! ([`Clocks::resume`]), counting the step lost there. (A server's restart loses nothing: it
+//! replays its log, see `checkpoint.rs`.)
 
 use std::collections::BTreeMap;
 
@@ -228,6 +229,14 @@ impl<G> Clocks<G> {
     /// Holds `trainer`'s push of `step` (its next one) until it is committed; staging the
     /// same step again replaces it (a trainer sending it again after a lost connection).
     pub fn stage(&mut self, trainer: u32, step: u64, payload: G) -> Result<()> {
+        self.check_stage(trainer, step)?;
+        self.staged.insert(trainer, (step, payload));
+        Ok(())
+    }
+
+    /// Whether [`stage`](Self::stage) would take `trainer`'s push of `step`: an error saying
+    /// why not; nothing is changed.
+    pub fn check_stage(&self, trainer: u32, step: u64) -> Result<()> {
         let t = self.check(trainer)?;
         if step != self.clock[t] {
             return Err(Error::InvalidArgument(format!(
@@ -235,7 +244,6 @@ impl<G> Clocks<G> {
                 self.clock[t]
             )));
         }
-        self.staged.insert(trainer, (step, payload));
         Ok(())
     }
 
@@ -277,9 +285,9 @@ impl<G> Clocks<G> {
         Ok(self.release())
     }
 
-    /// Async and SSP: moves `trainer`'s clock forward to `step` after this server restarted
-    /// from a checkpoint older than the trainer's pushes, or after the trainer died with its
-    /// push of a step counted at other servers only; returns how many of its pushes were lost
+    /// Async and SSP: moves `trainer`'s clock forward to `step` after the trainer died with
+    /// its push of a step counted at other servers only (or this server restarted without
+    /// the pushes it had acknowledged: no log); returns how many of its pushes were lost
     /// (the steps skipped). Sync trainers push the lost steps again instead.
     pub fn resume(&mut self, trainer: u32, step: u64) -> Result<u64> {
         let t = self.check(trainer)?;

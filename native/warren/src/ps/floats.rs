@@ -66,6 +66,18 @@ pub fn encode_frame<T: Serialize>(msg: &T) -> Vec<u8> {
     out
 }
 
+/// [`encode_frame`] appended to `out` (one copy of the arrays, straight into `out`).
+pub fn encode_frame_into<T: Serialize>(msg: &T, out: &mut Vec<u8>) {
+    let (header, Out::Count(tail)) = serialize_with(msg, Out::Count(0)) else { unreachable!("counted") };
+    out.reserve(PREFIX + tail + header.len());
+    out.extend_from_slice(&prefix(tail, header.len()));
+    let (_, Out::Write(written)) = serialize_with(msg, Out::Write(std::mem::take(out))) else {
+        unreachable!("written")
+    };
+    *out = written;
+    out.extend_from_slice(&header);
+}
+
 /// The parts of `msg`'s frame but its tail: the prefix (length, tail length) and the JSON
 /// header. The frame is the prefix, then every array of `msg` as little-endian bytes in the
 /// order serde visits them, then the header; the caller writes it from these parts and its

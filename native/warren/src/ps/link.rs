@@ -1,5 +1,6 @@
 //! A trainer's link to one parameter server: the connection, the pushes kept until the
-//! server has them in a checkpoint, and the way back after the server restarts: connect
+//! server has them durably (a server with a log: once it acknowledged them; without one:
+//! never), and the way back after the server restarts: connect
 //! again (waiting, with progress lines naming the server, until the call's deadline), say
 //! hello, define the job if the server lost it, then push again what the restart lost
 //! (sync) or resume past it, counting the lost updates (async, SSP), and stage again the
@@ -53,7 +54,7 @@ pub(crate) struct Link {
     /// TLS, if on.
     tls: Option<Tls>,
     conn: Option<Connection>,
-    /// Pushes `(step, gradients)` not yet in a checkpoint of the server, oldest first
+    /// Pushes `(step, gradients)` the server does not hold durably yet, oldest first
     /// (shared with the push request, not copied).
     kept: VecDeque<(u64, Arc<Vec<Grad>>)>,
     /// The step after the last push the server acknowledged (committed).
@@ -279,6 +280,16 @@ impl Link {
                 }
                 _ => {}
             }
+            let mut clock = clock;
+            if mode == Mode::Sync && staged == Some(clock) && clock < upto {
+                // A commit it had answered, not yet durable when it died: its staged push is.
+                info!("trainer {t}: committing step {clock} at {} again", self.who);
+                match self.ask(&Request::Commit { step: clock }, deadline)? {
+                    Reply::Pushed { durable } => self.pushed(clock, durable),
+                    _ => return Err(Error::Protocol(format!("{} answered a commit with something else", self.who))),
+                }
+                clock += 1;
+            }
             if mode == Mode::Sync {
                 self.push_again(t, clock, upto, deadline)?;
             } else if clock < upto {
@@ -319,11 +330,9 @@ impl Link {
             return Err(Error::RecoveryImpossible {
                 lost: vec![t.to_string()],
                 reason: format!(
-                    "{} restarted from its checkpoint at trainer {t}'s step {clock}, but this trainer holds its \
-                     pushes only from step {first}: the pushes in between were held only by a trainer lost since \
-                     that checkpoint (a replacement keeps none of them), or the server's checkpoint directory went \
-                     back. A sync job survives a server restart or a trainer loss, not both before the server's \
-                     next checkpoint (--checkpoint-every-steps): start the job again",
+                    "{} restarted at trainer {t}'s step {clock}, behind the pushes it had acknowledged, and this \
+                     trainer holds its pushes only from step {first}: its checkpoint directory was lost, replaced \
+                     by an older copy, or not given: start the job again",
                     self.who
                 ),
             });

@@ -55,7 +55,7 @@ mod service;
 mod shard;
 mod table;
 
-pub use checkpoint::{Checkpoint, CheckpointCodec, CheckpointPolicy};
+pub use checkpoint::{Checkpoint, CheckpointCodec, CheckpointPolicy, LogRecord};
 pub use client::{PsClient, PsClientOptions, Pull, Resolver};
 pub use consistency::{Batch, Clocks, Mode};
 pub use failpoint::{FailPoint, PsMock};

@@ -142,7 +142,8 @@ pub enum Request {
         /// The step.
         step: u64,
     },
-    /// Async and SSP, after this server restarted from an older checkpoint: the trainer
+    /// Async and SSP, after the trainer's predecessor died with a push counted at other
+    /// servers only (or this server restarted without its log): the trainer
     /// goes on at `step`; the steps in between are counted as lost.
     Resume {
         /// The trainer's next step.

@@ -8,6 +8,10 @@
 //! error reply and the connection (and every other one) goes on; a malformed frame gets an
 //! error reply and that connection is closed.
 //!
+//! With a checkpoint directory, every request that changes the state is logged before it is
+//! answered (see `checkpoint.rs`): the reply goes out once its record is durable, and a
+//! restarted server replays the log after its checkpoint.
+//!
 //! A trainer's hello *supersedes* its earlier connections: requests still arriving on them
 //! (a killed trainer's last bytes, read after its replacement said hello) are refused, so a
 //! replacement deciding to complete or undo a half-pushed step is never overtaken.
@@ -20,13 +24,13 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
-use super::checkpoint::{self, Checkpoint, CheckpointCodec, CheckpointPolicy};
+use super::checkpoint::{self, Checkpoint, CheckpointCodec, CheckpointPolicy, LogRecord};
 use super::consistency::{Clocks, Mode};
 use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
 use super::shard::{Grad, Shard};
 use crate::error::{Error, Result};
 use crate::liveness::overslept;
-use crate::store::{FileStore, Store};
+use crate::store::{FileStore, Store, Ticket};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, FrameReader, pool};
 
@@ -99,8 +103,6 @@ struct Checkpoints {
     last_at: Instant,
     /// A checkpoint is being written.
     writing: bool,
-    /// Each trainer's clock in the last checkpoint written.
-    durable: Vec<u64>,
 }
 
 /// Who a connection speaks for.
@@ -120,22 +122,99 @@ pub(crate) struct State {
     /// Each trainer's hellos so far: only its latest connection may act for it.
     generations: std::collections::HashMap<u32, u64>,
     pushes: u64,
-    /// Trainers' pushes lost in restarts (async, SSP), as reported by their `Resume`s.
+    /// Trainers' pushes lost (async, SSP), as reported by their `Resume`s.
     lost: u64,
     checkpoints: Option<Checkpoints>,
+    /// The number of the last record logged (see `checkpoint.rs`).
+    logged: u64,
+    /// The ticket of the record the request being handled logged, to wait for before the
+    /// reply goes out.
+    ticket: Option<Ticket>,
 }
 
 impl State {
     pub(crate) fn new(index: usize, servers: usize) -> State {
-        State { index, servers, job: None, generations: Default::default(), pushes: 0, lost: 0, checkpoints: None }
+        State {
+            index,
+            servers,
+            job: None,
+            generations: Default::default(),
+            pushes: 0,
+            lost: 0,
+            checkpoints: None,
+            logged: 0,
+            ticket: None,
+        }
     }
 
     /// Goes on from `c`.
     fn restore(&mut self, c: Checkpoint) {
         self.pushes = c.pushes;
+        self.lost = c.lost;
+        self.logged = c.seq;
         let mut shard = c.shard;
         shard.make_room();
         self.job = Some(Job { spec: c.job, shard, clocks: c.clocks });
+    }
+
+    /// Carries out logged request `r` again (after a restart, before serving), as it was
+    /// carried out the first time: the same state gives the same outcome.
+    fn replay(&mut self, r: LogRecord) -> Result<()> {
+        if r.seq != self.logged + 1 {
+            return Err(Error::Protocol(format!(
+                "ps server {}: log record {} follows record {}",
+                self.index, r.seq, self.logged
+            )));
+        }
+        let mut conn = Conn { trainer: r.trainer, generation: 0 };
+        self.handle(r.req, &mut conn).map_err(|e| {
+            Error::Protocol(format!("ps server {}: replaying log record {} failed: {e}", self.index, r.seq))
+        })?;
+        self.logged = r.seq;
+        Ok(())
+    }
+
+    /// The state server `index` of `servers` left in `store`: its checkpoint, then the log
+    /// after it replayed (`opened`: how long opening the store took, for the log line).
+    fn recover(index: usize, servers: usize, store: &FileStore<CheckpointCodec>, opened: Duration) -> Result<State> {
+        let started = Instant::now();
+        let mut state = State::new(index, servers);
+        let (checkpoint, records) = checkpoint::load(store, index, servers)?;
+        if let Some(c) = checkpoint {
+            let clocks: Vec<u64> = (0..c.clocks.trainers()).map(|t| c.clocks.clock(t)).collect();
+            info!(
+                "ps server {}: restored the checkpoint in {}: trainers' clocks {clocks:?}, {} rows, loaded in {:.0?} \
+                 (the store opened in {opened:.0?})",
+                index,
+                store.dir().display(),
+                c.shard.rows(),
+                started.elapsed()
+            );
+            state.restore(c);
+        }
+        if !records.is_empty() {
+            let (n, replaying) = (records.len(), Instant::now());
+            for r in records {
+                state.replay(r)?;
+            }
+            let clocks = state.status().clocks;
+            info!(
+                "ps server {}: replayed {n} logged request(s) in {:.0?}: trainers' clocks {clocks:?}",
+                index,
+                replaying.elapsed()
+            );
+        }
+        Ok(state)
+    }
+
+    /// Logs `req` of `trainer` (carried out, or about to be and checked), if this server
+    /// keeps a log; the reply waits for [`State::ticket`].
+    fn log(&mut self, trainer: Option<u32>, req: Request) -> Result<()> {
+        let Some(c) = &self.checkpoints else { return Ok(()) };
+        let record = LogRecord { seq: self.logged + 1, trainer, req };
+        self.ticket = Some(c.store.submit(std::slice::from_ref(&record))?);
+        self.logged = record.seq;
+        Ok(())
     }
 
     /// How far the job is, in steps: steps applied (sync), or pushes per trainer.
@@ -152,7 +231,8 @@ impl State {
         let progress = self.progress();
         let job = self.job.as_ref()?;
         let c = self.checkpoints.as_mut()?;
-        if c.writing || !(forced || c.policy.due(progress, c.last_steps, c.last_at.elapsed())) {
+        let due = c.policy.due(progress, c.last_steps, c.last_at.elapsed()) || c.store.wants_compaction();
+        if c.writing || !(forced || due) {
             return None;
         }
         c.writing = true;
@@ -164,24 +244,25 @@ impl State {
             shard: job.shard.clone(),
             clocks: job.clocks.clone(),
             pushes: self.pushes,
+            lost: self.lost,
+            seq: self.logged,
         };
         Some((snapshot, c.store.clone()))
     }
 
-    /// Records that the checkpoint with trainers' clocks `clocks` was written (or failed).
-    fn checkpoint_written(&mut self, clocks: Option<Vec<u64>>) {
+    /// Records that the checkpoint being written was written (or failed).
+    fn checkpoint_written(&mut self) {
         if let Some(c) = self.checkpoints.as_mut() {
             c.writing = false;
             c.last_at = Instant::now();
-            if let Some(clocks) = clocks {
-                c.durable = clocks;
-            }
         }
     }
 
-    /// The trainer's clock in the last checkpoint (`None`: no checkpoints kept).
+    /// The trainer's steps this server holds durably (`None`: nothing is durable): with a
+    /// log, every push it acknowledges.
     fn durable(&self, trainer: u32) -> Option<u64> {
-        self.checkpoints.as_ref().map(|c| c.durable.get(trainer as usize).copied().unwrap_or(0))
+        let job = self.job.as_ref()?;
+        self.checkpoints.as_ref().map(|_| job.clocks.clock(trainer))
     }
 
     fn job(&mut self) -> Result<&mut Job> {
@@ -231,7 +312,9 @@ impl State {
             Request::Hello { trainer: t } => self.hello(t, conn),
             Request::Define { job } => {
                 self.current(conn)?;
-                self.define(job, conn.trainer).map(|()| (Reply::Done, false))
+                self.define(job.clone(), conn.trainer)?;
+                self.log(conn.trainer, Request::Define { job })?;
+                Ok((Reply::Done, false))
             }
             Request::Pull { pieces } => {
                 self.current(conn)?;
@@ -242,6 +325,11 @@ impl State {
                 let t = self.trainer(conn, "a push")?;
                 let job = self.job()?;
                 job.shard.check(&grads)?;
+                job.clocks.check_stage(t, step)?;
+                // Logged before it is carried out: the record shares the gradients, and is
+                // encoded (a copy into the log's buffer) and dropped before they are taken.
+                self.log(Some(t), Request::Push { step, grads: Arc::clone(&grads) })?;
+                let job = self.job()?;
                 job.clocks.stage(t, step, Arc::unwrap_or_clone(grads))?;
                 if job.clocks.mode() == Mode::Sync {
                     return Ok((Reply::Staged, false));
@@ -252,20 +340,29 @@ impl State {
             }
             Request::Commit { step } => {
                 let t = self.trainer(conn, "a commit")?;
-                self.commit(t, step)
+                let done = self.commit(t, step)?;
+                self.log(Some(t), Request::Commit { step })?;
+                // Answered without waiting for its record: the staged push it commits is
+                // durable, and a commit lost in a crash is made again, by the trainer (it
+                // finds its own push staged, see `link.rs`) or its replacement (settling the
+                // step); the next record waited for makes it durable, in the log's order.
+                self.ticket = None;
+                Ok(done)
             }
             Request::Abort { step } => {
                 let t = self.trainer(conn, "an abort")?;
                 self.job()?.clocks.abort(t, step)?;
+                self.log(Some(t), Request::Abort { step })?;
                 Ok((Reply::Done, false))
             }
             Request::Resume { step } => {
                 let t = self.trainer(conn, "resuming")?;
                 let lost = self.job()?.clocks.resume(t, step)?;
                 if lost > 0 {
-                    warn!("ps server {}: trainer {t} lost {lost} update(s) in this server's restart", self.index);
+                    warn!("ps server {}: trainer {t} lost {lost} update(s) (skipped past them)", self.index);
                 }
                 self.lost += lost;
+                self.log(Some(t), Request::Resume { step })?;
                 Ok((Reply::Resumed { lost }, true))
             }
             Request::Leave => {
@@ -273,6 +370,7 @@ impl State {
                 let job = self.job()?;
                 let batches = job.clocks.leave(t)?;
                 apply(&mut job.shard, batches);
+                self.log(Some(t), Request::Leave)?;
                 Ok((Reply::Done, true))
             }
             Request::Join { step } => {
@@ -280,6 +378,7 @@ impl State {
                 let job = self.job()?;
                 let batches = job.clocks.join(t, step)?;
                 apply(&mut job.shard, batches);
+                self.log(Some(t), Request::Join { step })?;
                 Ok((Reply::Done, true))
             }
             Request::Status => Ok((Reply::Status { status: self.status() }, false)),
@@ -473,7 +572,22 @@ impl Shared {
                 return error_reply(&e);
             }
         }
-        let result = self.lock().handle(req, conn);
+        let (result, ticket) = {
+            let mut st = self.lock();
+            let result = st.handle(req, conn);
+            (result, st.ticket.take().zip(st.checkpoints.as_ref().map(|c| c.store.clone())))
+        };
+        if let Some((ticket, store)) = ticket {
+            // Answered once its record is durable (the log's group commit shares the fsync).
+            let durable = tokio::task::spawn_blocking(move || store.wait_durable(ticket))
+                .await
+                .map_err(|e| Error::Protocol(format!("log writer panicked: {e}")))
+                .and_then(|r| r);
+            if let Err(e) = durable {
+                error!("ps server {}: logging a request failed: {e}", self.index);
+                return error_reply(&e);
+            }
+        }
         match result {
             Ok((reply, moved)) => {
                 if moved {
@@ -481,7 +595,7 @@ impl Shared {
                 }
                 if leaving {
                     // A trainer that left never pushes again, and one that joined holds the
-                    // others back: neither must be undone by a restart from an older checkpoint.
+                    // others back: a checkpoint now keeps the log a restart replays short.
                     if let Err(e) = self.checkpoint_now().await {
                         return error_reply(&e);
                     }
@@ -507,20 +621,16 @@ impl Shared {
         let clocks: Vec<u64> = (0..snapshot.clocks.trainers()).map(|t| snapshot.clocks.clock(t)).collect();
         let written = store.compact(&snapshot);
         match &written {
-            Ok(()) => {
-                info!(
-                    "ps server {}: checkpoint at clocks {clocks:?} ({} rows) written in {:.0?}",
-                    self.index,
-                    snapshot.shard.rows(),
-                    started.elapsed()
-                );
-                self.lock().checkpoint_written(Some(clocks));
-            }
-            Err(e) => {
-                error!("ps server {}: writing a checkpoint failed: {e}", self.index);
-                self.lock().checkpoint_written(None);
-            }
+            Ok(()) => info!(
+                "ps server {}: checkpoint at clocks {clocks:?} (log record {}, {} rows) written in {:.0?}",
+                self.index,
+                snapshot.seq,
+                snapshot.shard.rows(),
+                started.elapsed()
+            ),
+            Err(e) => error!("ps server {}: writing a checkpoint failed: {e}", self.index),
         }
+        self.lock().checkpoint_written();
         written
     }
 
@@ -588,22 +698,10 @@ impl PsServer {
             let started = Instant::now();
             let store = Arc::new(checkpoint::open(&policy.dir, cfg.index)?);
             let opened = started.elapsed();
-            let mut durable = Vec::new();
-            if let Some(c) = checkpoint::load(&store, cfg.index, cfg.servers)? {
-                durable = (0..c.clocks.trainers()).map(|t| c.clocks.clock(t)).collect();
-                info!(
-                    "ps server {}: restored the checkpoint in {}: trainers' clocks {durable:?}, {} rows, loaded in {:.0?} \
-                     (the store opened in {opened:.0?})",
-                    cfg.index,
-                    store.dir().display(),
-                    c.shard.rows(),
-                    started.elapsed()
-                );
-                state.restore(c);
-            }
+            state = State::recover(cfg.index, cfg.servers, &store, opened)?;
             let last_steps = state.progress();
             state.checkpoints =
-                Some(Checkpoints { store, policy, last_steps, last_at: Instant::now(), writing: false, durable });
+                Some(Checkpoints { store, policy, last_steps, last_at: Instant::now(), writing: false });
         }
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
@@ -788,5 +886,69 @@ mod tests {
         assert!(matches!(r, Reply::Hello { clock: 0, staged: None, .. }), "undone: {r:?}");
         push_both(&mut s, &mut new, 0, 1.0).unwrap();
         assert_eq!(s.status().clocks, vec![1, 0]);
+    }
+
+    /// A server with a log on `dir`: what it left there, recovered, and logging from there on.
+    fn logging(dir: &std::path::Path) -> State {
+        let store = Arc::new(checkpoint::open(dir, 0).unwrap());
+        let mut s = State::recover(0, 1, &store, Duration::ZERO).unwrap();
+        let policy = CheckpointPolicy { dir: dir.to_path_buf(), every_steps: 0, every: Duration::ZERO };
+        s.checkpoints = Some(Checkpoints { store, policy, last_steps: 0, last_at: Instant::now(), writing: false });
+        s
+    }
+
+    /// Handles `req`, then waits until its record is durable, as a connection does before it
+    /// answers.
+    fn durably(s: &mut State, req: Request, conn: &mut Conn) -> Result<Reply> {
+        let (reply, _) = s.handle(req, conn)?;
+        if let Some(t) = s.ticket.take() {
+            s.checkpoints.as_ref().unwrap().store.wait_durable(t)?;
+        }
+        Ok(reply)
+    }
+
+    /// A server that logs every request before answering it comes back from a restart at
+    /// the state it acknowledged, whether a checkpoint cut its log or not: the same
+    /// parameters, clocks, staged and held-back pushes, counts; a push or commit sent again
+    /// after the restart is recognized by its trainer and step and not applied twice.
+    #[test]
+    fn a_restarted_server_replays_its_log_to_the_state_it_acknowledged() {
+        for (mode, checkpoint_at) in [(Mode::Sync, None), (Mode::Sync, Some(3)), (Mode::Async, Some(2))] {
+            let dir = crate::store::testdir::TestDir::new("ps-log");
+            let mut s = logging(dir.path());
+            let (mut a, mut b) = (Conn::default(), Conn::default());
+            durably(&mut s, Request::Hello { trainer: Some(0) }, &mut a).unwrap();
+            durably(&mut s, Request::Hello { trainer: Some(1) }, &mut b).unwrap();
+            durably(&mut s, Request::Define { job: job(mode) }, &mut a).unwrap();
+            for step in 0..5u64 {
+                for (conn, v) in [(&mut a, 1.0 + step as f32), (&mut b, 0.5)] {
+                    durably(&mut s, push(step, v), conn).unwrap();
+                    if mode == Mode::Sync && !(step == 4 && v == 0.5) {
+                        durably(&mut s, Request::Commit { step }, conn).unwrap();
+                    }
+                }
+                if checkpoint_at == Some(step) {
+                    let (snapshot, store) = s.checkpoint_due(true).unwrap();
+                    store.compact(&snapshot).unwrap();
+                    s.checkpoint_written();
+                }
+            }
+            let want = (s.status(), s.job.as_ref().unwrap().shard.clone(), s.job.as_ref().unwrap().clocks.clone());
+            drop(s);
+            let mut s = logging(dir.path());
+            let got = (s.status(), s.job.as_ref().unwrap().shard.clone(), s.job.as_ref().unwrap().clocks.clone());
+            assert!(got == want, "{mode}, checkpoint at {checkpoint_at:?}: {:?} != {:?}", got.0, want.0);
+            // Sent again after the restart: an old step's commit is a no-op, and its push is
+            // refused (the client recognizes the step as held from the server's clock).
+            let mut again = Conn::default();
+            durably(&mut s, Request::Hello { trainer: Some(0) }, &mut again).unwrap();
+            if mode == Mode::Sync {
+                durably(&mut s, Request::Commit { step: 3 }, &mut again).unwrap();
+            }
+            assert!(durably(&mut s, push(3, 9.0), &mut again).unwrap_err().to_string().contains("next step here is 5"));
+            assert_eq!(s.status(), want.0, "{mode}: nothing applied twice");
+            let pushed = if mode == Mode::Sync { 9 } else { 10 };
+            assert_eq!(want.0.pushes, pushed, "{mode}");
+        }
     }
 }

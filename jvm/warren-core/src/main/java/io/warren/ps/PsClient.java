@@ -458,7 +458,8 @@ public final class PsClient implements AutoCloseable {
   }
 
   /**
-   * This trainer's updates lost in server restarts (async and SSP; sync loses none).
+   * This trainer's updates lost: the push a dead predecessor was making, at the servers it
+   * missed (async and SSP; sync loses none).
    *
    * @return the count
    */
