@@ -103,7 +103,7 @@ bench-ps: build
 	WARREN=$(WARREN) bash bench/ps_recovery.sh
 	WARREN=$(WARREN) bash bench/ps_sparse.sh
 
-## bench-resize: elastic resize latency (issue 13), Warren (warren run --min-workers/--max-workers)
+## bench-resize: elastic resize latency: Warren (warren run --min-workers/--max-workers)
 ## against torchrun --nnodes=1:5 (c10d rendezvous, gloo) in one run: a worker added (4 -> 5) and
 ## a worker lost (5 -> 4), 64 MiB model; torch from PyPI into bench/resize/.venv (docs/benchmarks.md)
 .PHONY: bench-resize

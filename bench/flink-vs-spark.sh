@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Flink vs Spark (issue 14), in one run: the per-iteration time of the logistic-regression
+# Flink vs Spark, in one run: the per-iteration time of the logistic-regression
 # example on Flink (jvm/flink-examples, `flink run` on a standalone cluster of one TaskManager
 # JVM per worker, scripts/flink-standalone.sh) against the same example on Spark
 # (spark-examples, spark-submit on local-cluster[W,1,1024]: one executor JVM per worker): the

@@ -256,7 +256,7 @@ def robust_tables(workers, sizes, chosen, errors):
            "worker. \"Robust\" is the in-place `allreduce`; \"lent\" is `allreduce_lent` "
            "(`warren bench allreduce --lent`), whose result is lent from the buffer robust mode "
            "keeps instead of copied into the caller's. Time ratios (below 1: faster than the "
-           "reference). Targets (issue 16): robust ≤ 1.1× plain at 16 MiB, robust busbw ≥ 1.0× "
+           "reference). Targets: robust ≤ 1.1× plain at 16 MiB, robust busbw ≥ 1.0× "
            "Open MPI TCP at 16 and 64 MiB (time ≤ 1.0×), robust 4 B ≤ 2× Open MPI TCP.", ""]
     hdr = ["N", "size", "Warren plain", "Warren robust", "Warren robust lent", "Open MPI TCP",
            "robust / plain", "lent / plain", "robust / MPI", "lent / MPI"]
@@ -291,7 +291,7 @@ def shm_tables(workers, sizes, chosen, runs, errors):
            "(`--mca btl self,vader`)", "",
            "The same cells as above, with both moving the bytes through shared memory instead of "
            "TCP (Warren: a ring buffer per direction and link in `/dev/shm`, the TCP link kept "
-           "for wake-ups and liveness). Targets (issue 16): busbw ≥ 0.8× vader at 16 MiB, "
+           "for wake-ups and liveness). Targets: busbw ≥ 0.8× vader at 16 MiB, "
            "4 B ≤ 3 µs.", ""]
     for n in workers:
         hdr = ["N", "size", "iters"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Spark benchmark (issue 6), one spark-submit run on one local-cluster (io.warren.examples.SparkBench):
+# Spark benchmark: one spark-submit run on one local-cluster (io.warren.examples.SparkBench):
 #  (a) time per iteration of the Warren logistic-regression example vs Spark MLlib's
 #      LogisticRegression (L-BFGS, tol 0, no regularization) on the same rows;
 #  (b) the Warren stage's total time without failures and with one failure (an executor halted,
