@@ -149,7 +149,7 @@ public record RunnerSettings(
           null,
           "2",
           "WARREN_LOCAL_REPLICAS",
-          "ring successors that keep a copy of each worker's local model");
+          "workers that keep a copy of each worker's local model, on other hosts first");
 
   /** {@code reductionOrder}. */
   public static final Setting<String> REDUCTION_ORDER =
