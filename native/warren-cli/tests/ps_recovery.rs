@@ -210,6 +210,31 @@ impl Rng {
     }
 }
 
+/// `warren run -n 4` of `warren example ps-train` with `args` against the servers at `uris`
+/// (up to 3 restarts), its output piped.
+fn spawn_trainers(uris: &str, args: &[&str]) -> std::process::Child {
+    Command::new(WARREN)
+        .args(["run", "-n", "4", "--max-restarts", "3", "--", WARREN, "example", "ps-train"])
+        .args(args)
+        .args(JOB)
+        .env("WARREN_JOB_SECRET", SECRET)
+        .env("WARREN_PS_URIS", uris)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn warren run")
+}
+
+/// Waits (at most 60 s) until every one of the 4 trainers has pushed `steps` steps to server
+/// `server` of `uris`.
+fn wait_for_steps(uris: &str, server: u64, steps: u64) {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while !clocks_of(uris, server).is_some_and(|c| c.len() == 4 && c.iter().all(|&s| s >= steps)) {
+        assert!(std::time::Instant::now() < until, "the job made no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A server and a trainer SIGKILLed in one job, overlapping: once every trainer has pushed a
 /// seeded number of steps to the victim server, the two are killed in the order the seed
 /// says (`server_first`), a seeded gap apart; the server is restarted a seeded delay after
@@ -233,21 +258,8 @@ fn job_with_overlapping_faults(mode: &str, seed: u64, server_first: bool) -> (Ou
     };
     let mut servers = [start(0), start(1)];
     let uris = format!("127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1]);
-    let job = Command::new(WARREN)
-        .args(["run", "-n", "4", "--max-restarts", "3", "--", WARREN])
-        .args(["example", "ps-train", "--mode", mode, "--staleness", "2"])
-        .args(JOB)
-        .env("WARREN_JOB_SECRET", SECRET)
-        .env("WARREN_PS_URIS", &uris)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn warren run");
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    while !clocks_of(&uris, victim as u64).is_some_and(|c| c.len() == 4 && c.iter().all(|&s| s >= at)) {
-        assert!(std::time::Instant::now() < until, "the job made no progress");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let job = spawn_trainers(&uris, &["--mode", mode, "--staleness", "2"]);
+    wait_for_steps(&uris, victim as u64, at);
     let pid = worker_of(job.id(), &trainer).expect("the trainer runs");
     let kill_trainer = || {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
@@ -328,22 +340,9 @@ fn a_sync_job_ends_with_the_failure_free_model_when_a_server_and_a_trainer_fail_
     };
     let mut servers = [start(0), start(1)];
     let uris = format!("127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1]);
-    let job = Command::new(WARREN)
-        .args(["run", "-n", "4", "--max-restarts", "3", "--", WARREN])
-        .args(["example", "ps-train", "--mode", "sync"])
-        .args(JOB)
-        .env("WARREN_JOB_SECRET", SECRET)
-        .env("WARREN_PS_URIS", &uris)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn warren run");
+    let job = spawn_trainers(&uris, &["--mode", "sync"]);
     // Once every trainer has pushed a few steps to server 1 (none checkpointed yet).
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    while !clocks_of(&uris, 1).is_some_and(|c| c.len() == 4 && c.iter().all(|&s| s >= 5)) {
-        assert!(std::time::Instant::now() < until, "the job made no progress");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_steps(&uris, 1, 5);
     let trainer = worker_of(job.id(), "0").expect("trainer 0 runs");
     servers[1].kill();
     std::thread::sleep(Duration::from_millis(200));
