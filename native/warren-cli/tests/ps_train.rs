@@ -44,7 +44,7 @@ fn sync_training_gives_the_serial_model_on_every_run_whatever_the_timings() {
     for sleep_ms in [0, 25] {
         assert_eq!(model_hash(&under_run("sync", sleep_ms)), want, "under warren run, sleeps up to {sleep_ms} ms");
     }
-    // The same against two server processes started by hand, with the README's command (no
+    // The same against two server processes started by hand, with the command of docs/parameter-server.md (no
     // rendezvous deadline for trainers of parameter servers).
     let servers = [Server::start(0, 2, SECRET, &[]), Server::start(1, 2, SECRET, &[])];
     let uris = format!("{},{}", servers[0].uri, servers[1].uri);

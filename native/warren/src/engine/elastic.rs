@@ -1,4 +1,4 @@
-//! Elastic membership, the worker's side (see `docs/elastic.md`): after each committed
+//! Elastic membership, the worker's side (see `docs/elastic-design.md`): after each committed
 //! checkpoint a member of an elastic job asks the tracker which view holds from then on; if
 //! it changed, the member leaves, or re-derives its rank, re-links in the new view's link
 //! round and enters consensus mode, where the recovery planner ([`crate::robust::plan`])

@@ -1,5 +1,5 @@
 //! Elastic membership, pure: how a view changes at a checkpoint boundary (see
-//! `docs/elastic.md`).
+//! `docs/elastic-design.md`).
 //!
 //! - [`Roster`] (the tracker's side): control requests (add, remove, restart, give up on a lost
 //!   worker) change a *target* membership within [`Limits`]; [`Roster::decide`] says which

@@ -20,7 +20,7 @@ import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** The Java example of jvm/README.md, as written (outside package io.warren: public API only). */
+/** The Java example of docs/jvm-api.md, as written (outside package io.warren: public API only). */
 class ReadmeJavaExampleTest {
 
   @Test
@@ -80,10 +80,10 @@ class ReadmeJavaExampleTest {
     }
   }
 
-  /** The README shows exactly the lines between the markers above. */
+  /** The docs page shows exactly the lines between the markers above. */
   @Test
   void readmeMatchesThisFile() throws Exception {
-    Path readme = Path.of(System.getProperty("user.dir"), "..", "README.md");
+    Path readme = Path.of(System.getProperty("user.dir"), "..", "..", "docs", "jvm-api.md");
     Path self =
         Path.of(System.getProperty("user.dir"), "src/test/java/io/warren/readme/ReadmeJavaExampleTest.java");
     assertEquals(block(Files.readAllLines(self), "// README-BEGIN", "// README-END"),

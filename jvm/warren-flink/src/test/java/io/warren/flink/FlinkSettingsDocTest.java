@@ -13,11 +13,11 @@ import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.junit.jupiter.api.Test;
 
-/** The Flink settings: the README's table is the declaration, and bad values fail on the client. */
+/** The Flink settings: the table of docs/flink.md is the declaration, and bad values fail on the client. */
 class FlinkSettingsDocTest {
   @Test
   void theReadmeTableIsTheDeclaration() throws Exception {
-    Path readme = Path.of(System.getProperty("user.dir")).resolve("README.md");
+    Path readme = Path.of(System.getProperty("user.dir")).resolve("../../docs/flink.md");
     List<String> lines = Files.readAllLines(readme);
     int begin = -1;
     for (int i = 0; i < lines.size(); i++) {

@@ -44,7 +44,7 @@ final case class WarrenSettings(
 /** The `spark.warren.*` settings: a mapping of the engine-neutral settings of
   * `io.warren.runner.RunnerSettings` (which declares each one once: name, type, default, accepted
   * values, doc line) under the prefix `spark.warren.`. [[parse]] validates a job's settings on
-  * the driver (before any task starts) and [[markdownTable]] renders the table of jvm/README.md
+  * the driver (before any task starts) and [[markdownTable]] renders the table of docs/spark.md
   * (a test checks that the two agree).
   *
   * Unknown keys fail: the prefix belongs to Warren, so an unknown key is a typo or a setting of
@@ -91,7 +91,7 @@ object WarrenSettings {
     )
   }
 
-  /** The settings table of the docs (jvm/README.md), rendered from the declarations. */
+  /** The settings table of the docs (docs/spark.md), rendered from the declarations. */
   def markdownTable: String = {
     // The elastic and parameter-server rows go before the last row (`setting.WARREN_X`).
     val lines = RunnerSettings.markdownTable(Prefix, "Spark setting").split("\n").toSeq

@@ -163,7 +163,7 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   *
   * ==Settings (`spark.warren.*` in the Spark conf, or in `conf` with or without the prefix)==
   * Declared, with their types, accepted values, defaults and doc lines, in [[WarrenSettings]]
-  * (the table in jvm/README.md is rendered from it). [[train]] parses and validates them all
+  * (the table in docs/spark.md is rendered from it). [[train]] parses and validates them all
   * on the driver before anything starts: an invalid value or an unknown `spark.warren.*` key
   * fails with a [[WarrenSparkException]] naming the setting, the value and what it accepts
   * (`spark.warren.timeout = "ten": expected a number of seconds > 0 and <= 86400`).

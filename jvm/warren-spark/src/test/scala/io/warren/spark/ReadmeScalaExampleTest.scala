@@ -7,7 +7,7 @@ import org.junit.jupiter.api.{Test, Timeout}
 
 import scala.jdk.CollectionConverters._
 
-/** The Scala example of jvm/README.md, as written, and the package object's helpers. */
+/** The Scala example of docs/jvm-api.md, as written, and the package object's helpers. */
 class ReadmeScalaExampleTest {
 
   @Test
@@ -51,12 +51,12 @@ class ReadmeScalaExampleTest {
     }
   }
 
-  /** The README shows exactly the lines between the markers above. */
+  /** The docs page shows exactly the lines between the markers above. */
   @Test
   def readmeMatchesThisFile(): Unit = {
     val dir = Path.of(System.getProperty("user.dir"))
     val self = dir.resolve("src/test/scala/io/warren/spark/ReadmeScalaExampleTest.scala")
-    val readme = dir.resolve("../README.md")
+    val readme = dir.resolve("../../docs/jvm-api.md")
     assertEquals(
       block(Files.readAllLines(self).asScala.toSeq, "// README-BEGIN", "// README-END"),
       block(Files.readAllLines(readme).asScala.toSeq, "```scala", "```"))

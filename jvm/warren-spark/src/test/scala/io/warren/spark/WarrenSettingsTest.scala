@@ -152,7 +152,7 @@ class WarrenSettingsTest {
 
   @Test
   def theDocsTableIsTheDeclaration(): Unit = {
-    val readme = Path.of(System.getProperty("user.dir")).resolve("../README.md")
+    val readme = Path.of(System.getProperty("user.dir")).resolve("../../docs/spark.md")
     val lines = Files.readAllLines(readme).asScala.toSeq
     val begin = lines.indexOf("<!-- settings-table: rendered from WarrenSettings.markdownTable, checked by WarrenSettingsTest -->")
     assertTrue(begin >= 0, s"no settings-table marker in $readme")
