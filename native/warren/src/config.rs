@@ -9,99 +9,146 @@ pub use crate::wire::tls::TlsSettings;
 
 /// Environment variable / map key names. These are a contract shared with the CLI and the JVM.
 pub mod keys {
-    /// `host:port` of the tracker. Absent with one worker: a world of one needs no tracker.
+    /// `host:port` of the tracker. Not needed with one worker: a world of one needs no tracker.
+    /// Default: none.
     pub const TRACKER_URI: &str = "WARREN_TRACKER_URI";
-    /// Stable identity of this worker (ranks are ordered by task id and stay bound to it).
+    /// Stable identity of this worker: ranks are ordered by task id and stay bound to it. Default:
+    /// `0`.
     pub const TASK_ID: &str = "WARREN_TASK_ID";
-    /// Number of workers in the job.
+    /// Number of workers in the job. Default: `1`.
     pub const NUM_WORKERS: &str = "WARREN_NUM_WORKERS";
-    /// The job secret.
+    /// The job secret, required with a tracker: workers prove it to the tracker and to each other
+    /// by HMAC challenge-response, and it never crosses the wire. Default: none.
     pub const JOB_SECRET: &str = "WARREN_JOB_SECRET";
-    /// A file holding the job secret (used when `WARREN_JOB_SECRET` is absent).
+    /// A file holding the job secret, read when `WARREN_JOB_SECRET` is absent (`warren run` and
+    /// `warren tracker` print the one they made). Default: none.
     pub const JOB_SECRET_FILE: &str = "WARREN_JOB_SECRET_FILE";
-    /// Attempt number of this task (0 first).
+    /// Attempt number of this task, `0` the first time (`warren run` and the Spark and Flink
+    /// runners set it). Default: `0`.
     pub const ATTEMPT: &str = "WARREN_ATTEMPT";
-    /// Deadline of one collective call, in seconds (decimal allowed).
+    /// Deadline of one collective call, in seconds (decimal allowed). A dead peer is detected at
+    /// once; this catches hung ones. Default: `1800`.
     pub const TIMEOUT_S: &str = "WARREN_TIMEOUT_S";
-    /// Deadline of joining the job (tracker rendezvous and peer links), in seconds.
+    /// Deadline of joining the job (tracker rendezvous and peer links), in seconds. Default: `300`.
     pub const CONNECT_TIMEOUT_S: &str = "WARREN_CONNECT_TIMEOUT_S";
-    /// Payload size in bytes from which allreduce uses the ring instead of the tree.
+    /// Payload size in bytes from which allreduce uses the ring instead of the tree. Default:
+    /// `262144`.
     pub const RING_THRESHOLD: &str = "WARREN_RING_THRESHOLD";
-    /// [`super::Config::ring_slice`].
+    /// Bytes of each chunk a ring allreduce reduces and gathers before it moves on to the next
+    /// slice of the chunks, so that the slice is still in the CPU cache when its result is gathered
+    /// and kept; `0`: whole chunks. The bits are the same either way; every rank must use the same
+    /// value (a call with another is refused as a mismatch). Over loopback TCP a 16 MiB allreduce
+    /// took about half the time of whole chunks (docs/benchmarks.md, "The ring in slices, and
+    /// loopback socket buffers"). Default: `131072`.
     pub const RING_SLICE: &str = "WARREN_RING_SLICE_BYTES";
-    /// How long a waiting rank polls its sockets before it blocks, in microseconds.
+    /// How long a waiting rank polls its sockets before it blocks in `epoll`, in microseconds.
+    /// Default: `50`.
     pub const SPIN_US: &str = "WARREN_SPIN_US";
-    /// How much of that spin, in microseconds, polls without yielding the core (only while
-    /// this host runs no more workers than it has CPUs; `0`: always yield).
+    /// How much of that spin, in microseconds, polls without yielding the core (used only while the
+    /// host runs no more of the job's workers than it has CPUs). Off by default: on a shared 2-core
+    /// machine it made the 4-byte allreduce 6-20x slower and burned 16x the CPU
+    /// (docs/benchmarks.md, "Busy-polling"). Default: `0`.
     pub const BUSY_POLL_US: &str = "WARREN_BUSY_POLL_US";
-    /// Address this worker's peer listener binds to and advertises.
+    /// Address this worker's peer listener binds to and advertises. Default: the address that
+    /// reaches the tracker.
     pub const HOST: &str = "WARREN_HOST";
-    /// SO_SNDBUF / SO_RCVBUF of peer links in bytes (kernel auto-tuning when absent).
+    /// `SO_SNDBUF` / `SO_RCVBUF` of peer links in bytes, at least 16384. Default: kernel
+    /// auto-tuning.
     pub const SOCKET_BUFFER: &str = "WARREN_SOCKET_BUFFER";
-    /// [`super::Config::reduction_order`]: `ranks` (default) or `hosts`.
+    /// The order in which a large allreduce (`WARREN_RING_THRESHOLD` and up) adds the workers'
+    /// values. `ranks`: the flat ring, fixed by the ranks alone, so every placement of the job
+    /// (which workers share a host, shared memory or TCP) gives the same bits; `hosts`: when
+    /// several hosts run several workers each, the hierarchy of hosts (a chain within each host, a
+    /// ring across the hosts' leaders), which sends less across hosts but adds in an order fixed by
+    /// the host layout, so placements that group the ranks differently may give different bits.
+    /// Every rank must use the same value (a call with another is refused as a mismatch). Default:
+    /// `ranks`.
     pub const REDUCTION_ORDER: &str = "WARREN_REDUCTION_ORDER";
-    /// `auto` (default): shared memory to peers with the same host id, TCP to the others;
-    /// `tcp`: TCP to every peer.
+    /// `auto`: peers with the same host id exchange data through shared memory (rings in
+    /// `/dev/shm`; the TCP link stays, for wake-ups and to notice a dead peer), the others over
+    /// TCP; `tcp`: TCP to every peer. Default: `auto`.
     pub const TRANSPORT: &str = "WARREN_TRANSPORT";
-    /// This worker's host id: peers with the same one link over shared memory. Default: the
-    /// kernel's boot id and the advertised host (so distinct loopback addresses are distinct
-    /// hosts).
+    /// This worker's host id: workers with the same one are offered shared memory (a peer that
+    /// cannot open the segment stays on TCP). The default makes workers on distinct addresses
+    /// (127.0.0.2, 127.0.0.3) distinct hosts. Default: the kernel's boot id `@` `WARREN_HOST`.
     pub const HOST_ID: &str = "WARREN_HOST_ID";
-    /// Capacity in bytes of each shared-memory ring (one per direction and link): a power of
-    /// two, default 1 MiB.
+    /// Bytes of each shared-memory ring (one per direction and link): a power of two, 4 KiB to 1
+    /// GiB. Default: `1048576`.
     pub const SHM_RING: &str = "WARREN_SHM_RING";
-    /// `1` (default): a shared-memory link moves large ring-allreduce and allgather transfers
-    /// with one copy, the receiver reading them straight from the sender's memory
-    /// (`process_vm_readv`, where the kernel allows it; else the rings); `0`: always the rings.
+    /// `1`: large ring-allgather transfers between workers on one host (the second half of a ring
+    /// allreduce) are read straight from the sender's memory (`process_vm_readv`, one copy instead
+    /// of two through the ring) when the host runs no more workers than cores and the kernel allows
+    /// it (same user, no ptrace restriction; probed per link, else the rings); `0`: always through
+    /// the rings. Default: `1`.
     pub const SHM_CMA: &str = "WARREN_SHM_CMA";
-    /// `1` (default) for retry-one recovery (results buffered, re-link on a lost peer); `0`
-    /// for plain collectives that fail on a lost peer.
+    /// `1` for retry-one recovery (results kept, re-link on a lost peer); `0` for plain collectives
+    /// that fail on a lost peer. Default: `1`.
     pub const ROBUST: &str = "WARREN_ROBUST";
-    /// `1` (default) to keep bootstrap results for the whole job, `0` to treat bootstrap calls
-    /// as ordinary calls (a worker restarted after the first checkpoint then cannot replay them).
+    /// `1` keeps bootstrap results for the whole job; `0` treats bootstrap calls as ordinary calls,
+    /// which a worker restarted after the first checkpoint then cannot replay. Default: `1`.
     pub const BOOTSTRAP_CACHE: &str = "WARREN_BOOTSTRAP_CACHE";
-    /// Failure injection: entries separated by `;`, each `rank,version,seq,attempt`,
-    /// `rank,bootstrap:n,attempt` or `rank,linking,attempt` (see [`crate::mock`]); the
-    /// matching worker exits at that point.
+    /// Failure injection: entries separated by `;`, each naming a rank, a point of its run and
+    /// an attempt (`rank,version,seq,attempt`, `rank,bootstrap:n,attempt`, `rank,linking,attempt`,
+    /// `rank,finalize,attempt`; docs/retry-one.md, "Failure injection"). The matching worker exits
+    /// at that point, or, with `,cut` appended, is cut off from the tracker. Default: none.
     pub const MOCK: &str = "WARREN_MOCK";
-    /// How many ring successors keep a replica of each worker's local model (default 2).
+    /// Workers keeping a copy of each local model, on other hosts first: with hosts running equally
+    /// many workers, losing `min(R, hosts - 1)` whole hosts at once is survivable; with any hosts,
+    /// losing one host is, while no host runs more than R times as many workers as the others
+    /// together. Default: `2`.
     pub const LOCAL_REPLICAS: &str = "WARREN_LOCAL_REPLICAS";
-    /// Workers that keep each call's result until the next checkpoint (default 0: every worker);
-    /// k spreads them over k workers evenly around the ring (memory per worker ~ k / world).
+    /// Workers that keep each call's result until the next checkpoint: `0` for every worker, k
+    /// spreads them over k workers evenly around the ring, on `min(k, hosts)` hosts (memory per
+    /// worker about k / world). Default: `0`.
     pub const RESULT_REPLICAS: &str = "WARREN_RESULT_REPLICAS";
-    /// Write every k-th checkpoint to `WARREN_CHECKPOINT_DIR` (default 1: every one).
+    /// Write every k-th checkpoint to `WARREN_CHECKPOINT_DIR`. Default: `1`.
     pub const DURABLE_EVERY: &str = "WARREN_DURABLE_EVERY";
-    /// Directory where every checkpoint is also written (for the fail-all strategy).
+    /// Directory where checkpoints are also written, for the fail-all strategy. Default: none.
     pub const CHECKPOINT_DIR: &str = "WARREN_CHECKPOINT_DIR";
-    /// Seconds a worker waits in a call without progress before it reports a stall (logged
-    /// here and, naming the ranks waited for, by the tracker); `0` turns reports off.
+    /// Seconds a call waits without progress before it logs a stall naming the ranks it waits for
+    /// (task, host, pid), again every such period, and reports it to the tracker with its
+    /// heartbeat; `0` turns reports off. Default: `10`.
     pub const STALL_WARN_S: &str = "WARREN_STALL_WARN_S";
-    /// Seconds without a heartbeat after which the tracker fences a worker (read by the
-    /// tracker: `warren run`, `warren tracker`); `0` turns heartbeats and fencing off.
+    /// Read by the tracker (`warren run`, `warren tracker`; on Spark `spark.warren.peerTimeout`,
+    /// which passes it on): a worker without a heartbeat for this many seconds is fenced
+    /// (docs/liveness.md). Time the tracker itself was stopped does not count, so a paused tracker
+    /// is not a failure; `0` turns heartbeats and fencing off. Default: `30`.
     pub const PEER_TIMEOUT_S: &str = "WARREN_PEER_TIMEOUT_S";
-    /// `1` to encrypt every connection that can leave a host with TLS (tracker, master,
-    /// parameter servers, TCP peer links), keyed from the job secret unless certificates are
-    /// given; default `0`. Every process of a job must agree (see [`crate::wire::tls`]).
+    /// `1` to encrypt with TLS every connection that can leave a host (tracker, master, parameter
+    /// servers, TCP peer links), keyed from the job secret unless certificates are given; every
+    /// process of a job must agree (docs/security.md). Default: `0`.
     pub const TLS: &str = "WARREN_TLS";
     /// With `WARREN_TLS=1`: a PEM bundle of the authorities that sign every end's certificate.
+    /// `WARREN_TLS_CA`, `WARREN_TLS_CERT` and `WARREN_TLS_KEY` go together, all three or none;
+    /// every end then presents its certificate and checks the other's (mutual TLS). Default: none.
     pub const TLS_CA: &str = "WARREN_TLS_CA";
-    /// With `WARREN_TLS=1`: the PEM certificate chain this process presents.
+    /// With `WARREN_TLS=1`: the PEM certificate chain this process presents. Default: none.
     pub const TLS_CERT: &str = "WARREN_TLS_CERT";
-    /// With `WARREN_TLS=1`: the PEM private key of `WARREN_TLS_CERT`.
+    /// With `WARREN_TLS=1`: the PEM private key of `WARREN_TLS_CERT`. Default: none.
     pub const TLS_KEY: &str = "WARREN_TLS_KEY";
-    /// JVM only: how a Java array reaches a collective (`auto`, `copy` or `critical`).
+    /// JVM only: how a Java array reaches a collective. `auto` pins it for the call (no copy) where
+    /// G1 pins an array's heap region only (JDK 22 and later), else copies it in pieces (JDK 17 and
+    /// 21, where a pinned array holds up the JVM's garbage collector while the call waits on
+    /// peers); `copy` or `critical` force either (docs/jvm-api.md). Default: `auto`.
     pub const JNI_ARRAY_ACCESS: &str = "WARREN_JNI_ARRAY_ACCESS";
-    /// JVM only: the piece size in bytes in which copied Java arrays are reduced.
+    /// JVM only: the piece size in bytes in which copied Java arrays are reduced (each piece one
+    /// collective call; the same on every rank). Default: `1048576`.
     pub const JNI_ARRAY_SEGMENT_BYTES: &str = "WARREN_JNI_ARRAY_SEGMENT_BYTES";
-    /// `host:port` of the data master a worker pulls its tasks from.
+    /// `host:port` of the data master a worker pulls its tasks from (`warren master` prints it).
+    /// Default: none.
     pub const MASTER_URI: &str = "WARREN_MASTER_URI";
-    /// The parameter servers' addresses, in server order, separated by commas.
+    /// The parameter servers' addresses, in server order, separated by commas (`warren ps` prints
+    /// them). Default: none.
     pub const PS_URIS: &str = "WARREN_PS_URIS";
-    /// Failure injection in parameter-server trainers (see [`crate::ps::failpoint`]).
+    /// Failure injection in parameter-server trainers: `trainer,step,point,attempt`, the point one
+    /// of `before-push`, `staged`, `half-committed`, `after-push`, `mid-pull`
+    /// (docs/parameter-server.md). Default: none.
     pub const PS_MOCK: &str = "WARREN_PS_MOCK";
-    /// The bytes each buffer pool of a service keeps at most (see [`crate::wire::pool`]).
+    /// The bytes each buffer pool of a service (frames, gradients, sums) keeps at most; `0` keeps
+    /// none. Default: `536870912`.
     pub const POOL_MAX_BYTES: &str = "WARREN_POOL_MAX_BYTES";
-    /// The log level of the `warren` command (error, warn, info, debug, trace).
+    /// The log level of the `warren` command: `error`, `warn`, `info`, `debug` or `trace`. Default:
+    /// `info`.
     pub const LOG: &str = "WARREN_LOG";
 
     /// Every `WARREN_*` key that some part of Warren reads: the worker settings, the JVM
@@ -164,7 +211,7 @@ pub mod keys {
         let hint = if distance <= key.len() / 3 { format!(" (did you mean {closest}?)") } else { String::new() };
         Some(format!(
             "{key} is not a Warren setting{hint}: every key starting with {PREFIX} must be one of Warren's \
-             (the README's \"Worker settings\"); correct its name or remove it"
+             (docs/settings.md lists them); correct its name or remove it"
         ))
     }
 
