@@ -1,17 +1,21 @@
-"""The READMEs stay true: every measured number the top-level README quotes (a number with a
-unit of time, size, rate or ratio) is one that docs/ records, and every relative link of the
-READMEs points at a file that exists."""
+"""The READMEs and the docs book stay true: every measured number the top-level README quotes
+(a number with a unit of time, size, rate or ratio) is one that docs/ records; the book's
+table of contents (docs/SUMMARY.md) and its pages agree; every relative link and #anchor of
+the book and the READMEs resolves; the settings reference lists the keys of the code. The
+checks are those of scripts/check_docs.py (`make docs`)."""
 
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
 from sparkjob import ROOT
 
-READMES = [ROOT / "README.md", ROOT / "jvm" / "README.md", ROOT / "notebooks" / "README.md",
-           ROOT / "docker" / "README.md"]
+sys.path.insert(0, str(ROOT / "scripts"))
+import check_docs  # noqa: E402
+
 # A number, maybe a range (13-26), followed by a unit.
 MEASURED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?(?:[-–]\d+(?:\.\d+)?)?)\s?(%|×|x\b|µs|ms|s\b|min\b|MiB/s|GB/s|k/s|/s)")
 
@@ -31,8 +35,26 @@ def test_every_measured_number_in_the_readme_comes_from_docs():
     assert not missing, f"numbers in README.md that docs/ does not record: {missing}"
 
 
-@pytest.mark.parametrize("readme", READMES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_relative_links_point_at_files(readme):
-    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme.read_text()):
-        if not re.match(r"\w+:", target):
-            assert (readme.parent / target).exists(), f"{readme.name} links to {target}, which does not exist"
+def test_the_summary_lists_every_page_of_the_book_and_only_those():
+    assert not check_docs.check_summary()
+
+
+@pytest.mark.parametrize("page", check_docs.pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_and_anchors_resolve(page):
+    assert not check_docs.check_links(page)
+
+
+def test_the_settings_reference_is_rendered_from_the_code():
+    assert not check_docs.check_settings()
+
+
+def test_the_checker_finds_a_broken_anchor_and_an_unlisted_page(tmp_path, monkeypatch):
+    (tmp_path / "SUMMARY.md").write_text("# Summary\n\n- [A](a.md)\n- [Gone](gone.md)\n")
+    (tmp_path / "a.md").write_text("# A\n\n## Some `code` here\n\n[ok](#some-code-here) [bad](#nope) [b](b.md#x)\n")
+    (tmp_path / "b.md").write_text("# B\n")
+    monkeypatch.setattr(check_docs, "DOCS", tmp_path)
+    monkeypatch.setattr(check_docs, "ROOT", tmp_path)
+    assert check_docs.check_summary() == ["docs/SUMMARY.md lists gone.md, which does not exist",
+                                          "docs/b.md is not in docs/SUMMARY.md"]
+    assert check_docs.check_links(tmp_path / "a.md") == [
+        "a.md links to #nope: no heading #nope in a.md", "a.md links to b.md#x: no heading #x in b.md"]

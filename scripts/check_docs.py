@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Checks the docs book (docs/, mdBook layout) and the READMEs without building the book:
+
+- every page docs/SUMMARY.md lists exists, and every page under docs/ is listed there;
+- every relative link of the book and of the READMEs points at a file that exists, and every
+  `#anchor` (in the same page or another Markdown page) names a heading of that page;
+- the settings reference (docs/settings.md) lists exactly the keys of
+  native/warren/src/config.rs, as scripts/settings_doc.py renders them.
+
+Usage: python3 scripts/check_docs.py (exit 1 with one line per problem). `make docs` runs it;
+tests/test_readme.py runs the same checks under pytest.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+READMES = ["README.md", "TESTING.md", "jvm/README.md", "jvm/warren-flink/README.md",
+           "jvm/flink-examples/README.md", "spark-examples/README.md", "notebooks/README.md",
+           "docker/README.md", "tests/README.md"]
+
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+SUMMARY_ENTRY = re.compile(r"\[[^\]]*\]\(([^)]+)\)")
+
+
+def prose(markdown: str) -> str:
+    """The text without fenced code blocks and inline code (no links are in there)."""
+    text = re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def slug(heading: str) -> str:
+    """The anchor mdBook (and GitHub) give a heading: lower case, punctuation dropped,
+    spaces to dashes."""
+    text = re.sub(r"`([^`]*)`", r"\1", heading.strip())
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = text.lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    found, seen = set(), {}
+    for line in re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M).splitlines():
+        m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            s = slug(m.group(1))
+            n = seen.get(s, 0)
+            seen[s] = n + 1
+            found.add(s if n == 0 else f"{s}-{n}")
+    return found
+
+
+def summary_pages() -> list[str]:
+    text = (DOCS / "SUMMARY.md").read_text()
+    return [t for t in SUMMARY_ENTRY.findall(prose(text)) if not re.match(r"\w+:", t)]
+
+
+def check_summary() -> list[str]:
+    problems = []
+    listed = summary_pages()
+    for target in listed:
+        if not (DOCS / target).is_file():
+            problems.append(f"docs/SUMMARY.md lists {target}, which does not exist")
+    for page in sorted(DOCS.rglob("*.md")):
+        rel = page.relative_to(DOCS).as_posix()
+        if rel != "SUMMARY.md" and rel not in listed:
+            problems.append(f"docs/{rel} is not in docs/SUMMARY.md")
+    return problems
+
+
+def check_links(page: Path) -> list[str]:
+    problems = []
+    name = page.relative_to(ROOT).as_posix()
+    for target in LINK.findall(prose(page.read_text())):
+        if re.match(r"\w+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            problems.append(f"{name} links to {target}: {path} does not exist")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            problems.append(f"{name} links to {target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
+    return problems
+
+
+def pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md")) + [ROOT / r for r in READMES if (ROOT / r).exists()]
+
+
+def check_settings() -> list[str]:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import settings_doc
+
+    return settings_doc.problems()
+
+
+def main() -> int:
+    problems = check_summary()
+    for page in pages():
+        problems += check_links(page)
+    problems += check_settings()
+    for p in problems:
+        print(p, file=sys.stderr)
+    if not problems:
+        print(f"docs: {len(summary_pages())} pages in SUMMARY, {len(pages())} files' links and anchors checked")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
