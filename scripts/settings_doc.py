@@ -82,7 +82,11 @@ def problems() -> list[str]:
     have = current()
     if have is None:
         return [f"docs/settings.md has no line {MARKER}"]
-    if have != table():
+    try:
+        want = table()
+    except SystemExit as e:
+        return [str(e)]
+    if have != want:
         return [f"docs/settings.md: the settings table differs from config::keys; run {REGENERATE}"]
     return []
 
