@@ -58,3 +58,16 @@ def test_the_checker_finds_a_broken_anchor_and_an_unlisted_page(tmp_path, monkey
                                           "docs/b.md is not in docs/SUMMARY.md"]
     assert check_docs.check_links(tmp_path / "a.md") == [
         "a.md links to #nope: no heading #nope in a.md", "a.md links to b.md#x: no heading #x in b.md"]
+
+
+def block(markdown: str, lang: str) -> str:
+    """The first code block of that language."""
+    return re.search(rf"^```{lang}\n(.*?)^```", markdown, flags=re.S | re.M).group(1)
+
+
+@pytest.mark.parametrize("lang, page", [("java", "jvm-api.md"), ("scala", "spark.md")])
+def test_the_readmes_first_jobs_are_the_books_tested_examples(lang, page):
+    """The Java example of docs/jvm-api.md is run by ReadmeJavaExampleTest; the Scala one is the
+    shape of WarrenSpark.train in docs/spark.md: the README shows them unchanged."""
+    readme = block((ROOT / "README.md").read_text(), lang)
+    assert readme in (ROOT / "docs" / page).read_text(), f"README.md's {lang} example differs from docs/{page}'s"
