@@ -383,10 +383,11 @@ const SCHEDULE_ENV: [(&str, &str); 1] = [("WARREN_RING_THRESHOLD", "4096")];
 enum Fault {
     /// These tasks' workers are SIGKILLed at once.
     Kill(Vec<usize>),
-    /// A whole host is lost: its link goes down and all its workers are SIGKILLed; it stays
-    /// down for the rest of the job.
+    /// The schedule's host is lost: its link goes down and all its workers are SIGKILLed;
+    /// it stays down for the rest of the job.
     HostLost,
-    /// A host's link goes down for longer than the peer timeout, then comes back.
+    /// The schedule's host's link goes down for longer than the peer timeout, then comes
+    /// back.
     LinkCut,
 }
 
@@ -397,6 +398,9 @@ struct Schedule {
     seed: u64,
     order: &'static str,
     faults: Vec<(u64, Fault)>,
+    /// The host of the host fault, if any: one of the two-worker hosts for a loss, any for
+    /// a cut.
+    host: Option<usize>,
 }
 
 impl Schedule {
@@ -421,11 +425,15 @@ impl Schedule {
             2 => Some(Fault::LinkCut),
             _ => None,
         };
+        let host = host_fault.as_ref().map(|f| match f {
+            Fault::HostLost => rnd.below(2) as usize,
+            _ => rnd.below(3) as usize,
+        });
         if let Some(f) = host_fault {
             let at = rnd.below(faults.len() as u64 + 1) as usize;
             faults.insert(at, (rnd.below(800), f));
         }
-        Schedule { seed, order: if seed % 2 == 0 { "ranks" } else { "hosts" }, faults }
+        Schedule { seed, order: if seed % 2 == 0 { "ranks" } else { "hosts" }, faults, host }
     }
 }
 
@@ -436,6 +444,8 @@ struct Scheduled<'a> {
     hosts: Vec<Host>,
     /// Hosts lost for good (their links down).
     lost: Vec<bool>,
+    /// The host the schedule's host fault is yet to strike.
+    doomed: Option<usize>,
     uri: String,
     order: &'static str,
     rnd: support::training::Rng,
@@ -488,9 +498,15 @@ impl Scheduled<'_> {
         }
     }
 
-    /// A random host that is not lost.
-    fn live_host(&mut self) -> usize {
-        let live: Vec<usize> = (0..self.hosts.len()).filter(|&h| !self.lost[h]).collect();
+    /// A random host for a replacement of `task`: not lost, and not the host the schedule
+    /// has yet to lose or cut off unless `task` was placed there first. The replicas of the
+    /// local models are placed by the first view (on other hosts first) for the view's
+    /// lifetime, wherever replacements run: a host that gathered, through replacements, every
+    /// holder of a model (seed 4 had tasks 0, 2 and 3 on one host, holding all of rank 3's)
+    /// cannot be lost, and a schedule loses only hosts that can be.
+    fn live_host(&mut self, task: usize) -> usize {
+        let ok = |h: usize| !self.lost[h] && (self.doomed != Some(h) || SCHEDULE_HOSTS[task] == h);
+        let live: Vec<usize> = (0..self.hosts.len()).filter(|&h| ok(h)).collect();
         live[self.rnd.below(live.len() as u64) as usize]
     }
 
@@ -515,7 +531,7 @@ impl Scheduled<'_> {
         let mut started = Vec::new();
         for &t in tasks {
             self.attempts[t] += 1;
-            let host = self.live_host();
+            let host = self.live_host(t);
             let p = self.start(t, host);
             self.story.push(format!("task {t} attempt {} on host {host}", self.attempts[t]));
             started.push((t, p));
@@ -531,6 +547,9 @@ impl Scheduled<'_> {
 
     /// SIGKILLs the workers of `tasks` at once and waits for them to end.
     fn kill(&mut self, tasks: &[usize]) {
+        if tasks.is_empty() {
+            return;
+        }
         let pids: Vec<String> = tasks.iter().map(|&t| self.workers[t].child.id().to_string()).collect();
         let killed = std::process::Command::new("kill").arg("-KILL").args(&pids).status().unwrap();
         assert!(killed.success(), "kill -KILL {pids:?}");
@@ -549,8 +568,7 @@ impl Scheduled<'_> {
                 self.replace(tasks);
             }
             Fault::HostLost => {
-                let crowded: Vec<usize> = (0..self.hosts.len()).filter(|&h| self.tasks_on(h).len() >= 2).collect();
-                let host = crowded[self.rnd.below(crowded.len() as u64) as usize];
+                let host = self.doomed.take().expect("a schedule's host fault has its host");
                 let tasks = self.tasks_on(host);
                 self.story.push(format!("host {host} lost with tasks {tasks:?} at iteration {:?}", self.progress));
                 self.net.set_link(&self.hosts[host].link, false);
@@ -560,8 +578,7 @@ impl Scheduled<'_> {
                 self.replace(&tasks);
             }
             Fault::LinkCut => {
-                let busy: Vec<usize> = (0..self.hosts.len()).filter(|&h| !self.tasks_on(h).is_empty()).collect();
-                let host = busy[self.rnd.below(busy.len() as u64) as usize];
+                let host = self.doomed.take().expect("a schedule's host fault has its host");
                 let tasks = self.tasks_on(host);
                 self.story.push(format!("host {host}'s link cut, tasks {tasks:?}, at iteration {:?}", self.progress));
                 self.net.set_link(&self.hosts[host].link, false);
@@ -611,7 +628,7 @@ fn schedule_clean(order: &str) -> String {
 /// Runs one schedule on three hosts (tasks placed as [`SCHEDULE_HOSTS`]) and the tracker's
 /// own host; the job must end with `want`.
 fn run_schedule(s: &Schedule, want: &str) {
-    eprintln!("kill schedule seed {} ({} order): {:?}", s.seed, s.order, s.faults);
+    eprintln!("kill schedule seed {} ({} order, host fault on {:?}): {:?}", s.seed, s.order, s.host, s.faults);
     let started = std::time::Instant::now();
     let mut net = Net::new(5);
     let switch = net.bridge();
@@ -622,6 +639,7 @@ fn run_schedule(s: &Schedule, want: &str) {
     let mut job = Scheduled {
         net: &net,
         lost: vec![false; hosts.len()],
+        doomed: s.host,
         hosts,
         uri,
         order: s.order,
@@ -672,9 +690,10 @@ fn run_schedule(s: &Schedule, want: &str) {
 /// replacement starting on a random live host (not necessarily its first); some lose a whole
 /// host (its link down for good, its workers SIGKILLed) or cut a host's link for longer than
 /// the peer timeout (its workers fenced, exiting by themselves, replaced once the link is
-/// back). Every job ends with the failure-free model of its reduction order: the ranks order
-/// (the default) is the same bits wherever the ranks run, the hosts order keeps the
-/// placement of the first view for the view's lifetime. `WARREN_NETNS_SCHEDULES` (default 4)
+/// back); that host gets no replacement of another host's task before (see
+/// [`Scheduled::live_host`]). Every job ends with the failure-free model of its reduction
+/// order: the ranks order (the default) is the same bits wherever the ranks run, the hosts
+/// order keeps the placement of the first view for the view's lifetime. `WARREN_NETNS_SCHEDULES` (default 4)
 /// schedules from seed `WARREN_NETNS_SEED` (default 0) on; each prints its seed and plan.
 #[test]
 fn seeded_kill_schedules_on_simulated_hosts_keep_the_failure_free_model() {
