@@ -4,17 +4,20 @@
 //! and replaced; a partition with the tracker on one side leaves only that side going on, the
 //! other side's workers exiting with the fenced error; a host of two workers that dies (its
 //! link down, both SIGKILLed) is recovered from the replicas on the other hosts. A host's link
-//! limited with `tc tbf` carries no more than its rate (and, `#[ignore]`d, the measurement of
-//! `bench/netns_allreduce.sh`: allreduce busbw against the link rate). Every wait is bounded;
+//! limited with `tc tbf` carries no more than its rate. Seeded random schedules of SIGKILLs,
+//! whole hosts lost and links cut, each replacement on a random host, end with the
+//! failure-free model. (And, `#[ignore]`d, the measurement of
+//! `bench/netns_allreduce.sh`: allreduce busbw against the link rate.) Every wait is bounded;
 //! the namespaces are removed when a test ends, failed or not.
 
 mod support;
 
+use std::os::unix::process::ExitStatusExt;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use support::netns::{Host, Net, available};
-use support::procs::{Proc, assert_job_done, one_at_a_time, wait_for, worker_env};
+use support::procs::{Proc, assert_job_done, exit_within, one_at_a_time, wait_for, worker_env};
 use support::training::{WARREN, clean};
 
 const SECRET: &str = "netns-test";
@@ -361,4 +364,350 @@ fn clean_on_hosts_of_two(n: usize) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     support::procs::model_hash(&stdout).expect("a model")
+}
+
+/// The first host of each task of the schedules' job: two hosts of two workers and one of
+/// one (the hierarchy of hosts has chains and a ring of leaders).
+const SCHEDULE_HOSTS: [usize; 5] = [0, 0, 1, 1, 2];
+/// The schedules' job: 200 iterations of at least 20 ms; a 40 kB gradient, so with
+/// [`SCHEDULE_ENV`]'s ring threshold the gradient allreduces are rings or the hierarchy.
+const SCHEDULE_ARGS: [&str; 6] = ["--model-bytes", "40000", "--iters", "200", "--compute-ms", "20"];
+/// Iterations of the schedules' job (the `--iters` of [`SCHEDULE_ARGS`]).
+const SCHEDULE_ITERS: u64 = 200;
+/// Every schedule's workers, and their failure-free run: the gradient goes through the ring
+/// (or the hierarchy) rather than the tree.
+const SCHEDULE_ENV: [(&str, &str); 1] = [("WARREN_RING_THRESHOLD", "4096")];
+
+/// A fault of a schedule.
+#[derive(Debug, Clone)]
+enum Fault {
+    /// These tasks' workers are SIGKILLed at once.
+    Kill(Vec<usize>),
+    /// The schedule's host is lost: its link goes down and all its workers are SIGKILLed;
+    /// it stays down for the rest of the job.
+    HostLost,
+    /// The schedule's host's link goes down for longer than the peer timeout, then comes
+    /// back.
+    LinkCut,
+}
+
+/// A seeded kill schedule: the reduction order, and each fault with the delay (ms) after
+/// the previous recovery (or after iteration 5) at which it strikes.
+#[derive(Debug)]
+struct Schedule {
+    seed: u64,
+    order: &'static str,
+    faults: Vec<(u64, Fault)>,
+    /// The host of the host fault, if any: one of the two-worker hosts for a loss, any for
+    /// a cut.
+    host: Option<usize>,
+}
+
+impl Schedule {
+    /// The schedule of `seed`: the ranks order for even seeds, the hosts order (the
+    /// hierarchical allreduce) for odd ones; 2 or 3 faults, SIGKILLs of one or two random
+    /// tasks, and seeds 1 and 2 modulo 3 have a whole host lost or a host's link cut among them.
+    fn new(seed: u64) -> Schedule {
+        let mut rnd = support::training::Rng::new(seed);
+        let n = SCHEDULE_HOSTS.len() as u64;
+        let mut faults: Vec<(u64, Fault)> = (0..2 + rnd.below(2))
+            .map(|_| {
+                let first = rnd.below(n) as usize;
+                let mut tasks = vec![first];
+                if rnd.below(3) == 0 {
+                    tasks.push((first + 1 + rnd.below(n - 1) as usize) % n as usize);
+                }
+                (rnd.below(800), Fault::Kill(tasks))
+            })
+            .collect();
+        let host_fault = match seed % 3 {
+            1 => Some(Fault::HostLost),
+            2 => Some(Fault::LinkCut),
+            _ => None,
+        };
+        let host = host_fault.as_ref().map(|f| match f {
+            Fault::HostLost => rnd.below(2) as usize,
+            _ => rnd.below(3) as usize,
+        });
+        if let Some(f) = host_fault {
+            let at = rnd.below(faults.len() as u64 + 1) as usize;
+            faults.insert(at, (rnd.below(800), f));
+        }
+        Schedule { seed, order: if seed % 2 == 0 { "ranks" } else { "hosts" }, faults, host }
+    }
+}
+
+/// A schedule's job as it runs: the workers by task, the host each runs on, the rank 0
+/// progress seen so far.
+struct Scheduled<'a> {
+    net: &'a Net,
+    hosts: Vec<Host>,
+    /// Hosts lost for good (their links down).
+    lost: Vec<bool>,
+    /// The host the schedule's host fault is yet to strike.
+    doomed: Option<usize>,
+    uri: String,
+    order: &'static str,
+    rnd: support::training::Rng,
+    workers: Vec<Proc>,
+    on: Vec<usize>,
+    attempts: Vec<u32>,
+    /// Rank 0's stdout (every worker of task 0 so far): its `STEP` lines.
+    steps: Vec<Receiver<String>>,
+    progress: Option<u64>,
+    /// What happened, for the messages of failed assertions.
+    story: Vec<String>,
+}
+
+impl Scheduled<'_> {
+    /// Starts worker `task` (its attempt in `attempts`) on `host`.
+    fn start(&mut self, task: usize, host: usize) -> Proc {
+        let (p, lines) = Proc::start_streaming(
+            self.net
+                .command(&self.hosts[host], WARREN)
+                .args(["example", "train", "--timeline"])
+                .args(SCHEDULE_ARGS)
+                .envs(worker_env(&self.uri, SCHEDULE_HOSTS.len(), SECRET, task, self.attempts[task]))
+                .envs(SCHEDULE_ENV)
+                .env("WARREN_REDUCTION_ORDER", self.order),
+        );
+        if task == 0 {
+            self.steps.push(lines);
+        }
+        self.on[task] = host;
+        p
+    }
+
+    /// The newest iteration rank 0 has finished its gradient allreduce of.
+    fn progress(&mut self) -> Option<u64> {
+        for lines in &self.steps {
+            while let Ok(l) = lines.try_recv() {
+                let step = l.strip_prefix("STEP ").and_then(|s| s.split_whitespace().next()?.parse().ok());
+                self.progress = self.progress.max(step);
+            }
+        }
+        self.progress
+    }
+
+    /// Waits (at most 60 s) until rank 0 is past iteration `it`.
+    fn wait_progress(&mut self, it: u64) {
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while self.progress().is_none_or(|p| p < it) {
+            assert!(std::time::Instant::now() < until, "no iteration {it} within 60 s: {:?}", self.story);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// A random host for a replacement of `task`: not lost, and not the host the schedule
+    /// has yet to lose or cut off unless `task` was placed there first. The replicas of the
+    /// local models are placed by the first view (on other hosts first) for the view's
+    /// lifetime, wherever replacements run: a host that gathered, through replacements, every
+    /// holder of a model (seed 4 had tasks 0, 2 and 3 on one host, holding all of rank 3's)
+    /// cannot be lost, and a schedule loses only hosts that can be.
+    fn live_host(&mut self, task: usize) -> usize {
+        let ok = |h: usize| !self.lost[h] && (self.doomed != Some(h) || SCHEDULE_HOSTS[task] == h);
+        let live: Vec<usize> = (0..self.hosts.len()).filter(|&h| ok(h)).collect();
+        live[self.rnd.below(live.len() as u64) as usize]
+    }
+
+    /// Tasks now running on `host`.
+    fn tasks_on(&self, host: usize) -> Vec<usize> {
+        (0..self.on.len()).filter(|&t| self.on[t] == host).collect()
+    }
+
+    /// Waits for the tracker to fence each of `tasks` (their workers on `host`).
+    fn wait_fenced(&self, tracker: &Proc, tasks: &[usize], host: usize) {
+        let fenced: Vec<String> =
+            tasks.iter().map(|_| wait_for(&tracker.log, "tracker: fenced rank", Duration::from_secs(30))).collect();
+        for t in tasks {
+            let named = format!("(task {t} on {}", self.hosts[host].addr);
+            assert!(fenced.iter().any(|l| l.contains(&named)), "task {t} is not fenced: {fenced:?} {:?}", self.story);
+        }
+    }
+
+    /// Replaces the (ended) workers of `tasks`, each on a random live host, and waits (at
+    /// most 60 s each) until each has resumed from the survivors' checkpoint.
+    fn replace(&mut self, tasks: &[usize]) {
+        let mut started = Vec::new();
+        for &t in tasks {
+            self.attempts[t] += 1;
+            let host = self.live_host(t);
+            let p = self.start(t, host);
+            self.story.push(format!("task {t} attempt {} on host {host}", self.attempts[t]));
+            started.push((t, p));
+        }
+        for (t, mut p) in started {
+            if let Err(why) = resumed(&mut p) {
+                let e = p.finish(Duration::from_secs(10));
+                panic!("task {t}'s replacement {why} ({:?}):\n{}", self.story, e.stderr);
+            }
+            self.workers[t] = p;
+        }
+    }
+
+    /// SIGKILLs the workers of `tasks` at once and waits for them to end.
+    fn kill(&mut self, tasks: &[usize]) {
+        if tasks.is_empty() {
+            return;
+        }
+        let pids: Vec<String> = tasks.iter().map(|&t| self.workers[t].child.id().to_string()).collect();
+        let killed = std::process::Command::new("kill").arg("-KILL").args(&pids).status().unwrap();
+        assert!(killed.success(), "kill -KILL {pids:?}");
+        for &t in tasks {
+            let e = exit_within(&mut self.workers[t].child, Duration::from_secs(10));
+            assert_eq!(e.signal(), Some(9), "task {t} was SIGKILLed: {:?}", self.story);
+        }
+    }
+
+    /// Strikes `fault`.
+    fn strike(&mut self, tracker: &Proc, fault: &Fault) {
+        match fault {
+            Fault::Kill(tasks) => {
+                self.story.push(format!("SIGKILL tasks {tasks:?} at iteration {:?}", self.progress));
+                self.kill(tasks);
+                self.replace(tasks);
+            }
+            Fault::HostLost => {
+                let host = self.doomed.take().expect("a schedule's host fault has its host");
+                let tasks = self.tasks_on(host);
+                self.story.push(format!("host {host} lost with tasks {tasks:?} at iteration {:?}", self.progress));
+                self.net.set_link(&self.hosts[host].link, false);
+                self.lost[host] = true;
+                self.kill(&tasks);
+                self.wait_fenced(tracker, &tasks, host);
+                self.replace(&tasks);
+            }
+            Fault::LinkCut => {
+                let host = self.doomed.take().expect("a schedule's host fault has its host");
+                let tasks = self.tasks_on(host);
+                self.story.push(format!("host {host}'s link cut, tasks {tasks:?}, at iteration {:?}", self.progress));
+                self.net.set_link(&self.hosts[host].link, false);
+                self.wait_fenced(tracker, &tasks, host);
+                for &t in &tasks {
+                    let e = exit_within(&mut self.workers[t].child, Duration::from_secs(20));
+                    assert!(!e.success(), "task {t} was cut off and must fail: {:?}", self.story);
+                }
+                self.net.set_link(&self.hosts[host].link, true);
+                self.replace(&tasks);
+            }
+        }
+    }
+}
+
+/// Waits (at most 60 s) for a replacement to resume from the survivors' checkpoint; why not.
+fn resumed(p: &mut Proc) -> Result<(), String> {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < until {
+        match p.log.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) if l.contains("resuming at iteration") => return Ok(()),
+            Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err("ended without resuming".into()),
+        }
+    }
+    Err("did not resume within 60 s".into())
+}
+
+/// The failure-free model of the schedules' job under reduction order `order`, from `warren
+/// run` on this host, the tasks given host ids as [`SCHEDULE_HOSTS`] places them (the hosts
+/// order groups the ranks by them).
+fn schedule_clean(order: &str) -> String {
+    let script = "WARREN_HOST_ID=h$(( WARREN_TASK_ID / 2 )) exec \"$0\" example train \"$@\"";
+    let out = support::ps::run_limited(
+        std::process::Command::new(WARREN)
+            .args(["run", "-n", &SCHEDULE_HOSTS.len().to_string(), "--", "sh", "-c", script, WARREN])
+            .args(SCHEDULE_ARGS)
+            .envs(SCHEDULE_ENV)
+            .env("WARREN_REDUCTION_ORDER", order),
+        support::training::LIMIT,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    support::procs::model_hash(&stdout).expect("a model")
+}
+
+/// Runs one schedule on three hosts (tasks placed as [`SCHEDULE_HOSTS`]) and the tracker's
+/// own host; the job must end with `want`.
+fn run_schedule(s: &Schedule, want: &str) {
+    eprintln!("kill schedule seed {} ({} order, host fault on {:?}): {:?}", s.seed, s.order, s.host, s.faults);
+    let started = std::time::Instant::now();
+    let mut net = Net::new(5);
+    let switch = net.bridge();
+    let t = net.host(&switch);
+    let hosts: Vec<Host> = (0..3).map(|_| net.host(&switch)).collect();
+    let (tracker, uri) = tracker(&net, &t, SCHEDULE_HOSTS.len());
+    let n = SCHEDULE_HOSTS.len();
+    let mut job = Scheduled {
+        net: &net,
+        lost: vec![false; hosts.len()],
+        doomed: s.host,
+        hosts,
+        uri,
+        order: s.order,
+        rnd: support::training::Rng::new(s.seed ^ 0x5eed),
+        workers: Vec::new(),
+        on: vec![0; n],
+        attempts: vec![0; n],
+        steps: Vec::new(),
+        progress: None,
+        story: Vec::new(),
+    };
+    for (task, &host) in SCHEDULE_HOSTS.iter().enumerate() {
+        let p = job.start(task, host);
+        job.workers.push(p);
+    }
+    wait_for(&tracker.log, "ranks assigned", Duration::from_secs(30));
+    job.wait_progress(5);
+    let mut struck = 0;
+    for (delay_ms, fault) in &s.faults {
+        std::thread::sleep(Duration::from_millis(*delay_ms));
+        // Not within the last tenth of the job: a fault lands while the others still call.
+        if job.progress().is_some_and(|p| p >= SCHEDULE_ITERS * 9 / 10) {
+            job.story.push(format!("{fault:?} skipped: the job is at iteration {:?}", job.progress));
+            continue;
+        }
+        job.strike(&tracker, fault);
+        struck += 1;
+    }
+    let story = std::mem::take(&mut job.story);
+    assert!(struck > 0, "seed {}: the job outran every fault ({story:?})", s.seed);
+    let ended: Vec<_> =
+        std::mem::take(&mut job.workers).into_iter().map(|w| w.finish(Duration::from_secs(90))).collect();
+    for (task, e) in ended.iter().enumerate() {
+        assert!(e.status.success(), "seed {}: task {task} failed ({story:?}):\n{}", s.seed, e.stderr);
+    }
+    let tracker = tracker.finish(Duration::from_secs(20));
+    assert!(tracker.stdout.contains("WARREN_JOB_DONE"), "seed {}: {}\n{}", s.seed, tracker.stdout, tracker.stderr);
+    let hash = support::procs::model_hash(&ended[0].stdout);
+    assert_eq!(hash.as_deref(), Some(want), "seed {}: not the failure-free model ({story:?})", s.seed);
+    let kind = if s.order == "hosts" { "allreduce(hier): n=" } else { "allreduce(ring): n=" };
+    assert!(ended[0].stderr.contains(kind), "seed {}: rank 0 made no {kind}:\n{}", s.seed, ended[0].stderr);
+    eprintln!("kill schedule seed {}: the failure-free model in {:.1?}: {story:?}", s.seed, started.elapsed());
+}
+
+/// Seeded random kill schedules on simulated hosts: five workers on three hosts (two, two
+/// and one, so that the hierarchical allreduce has chains over shared memory) and the
+/// tracker on a fourth. Each schedule SIGKILLs one or two random tasks at random times, each
+/// replacement starting on a random live host (not necessarily its first); some lose a whole
+/// host (its link down for good, its workers SIGKILLed) or cut a host's link for longer than
+/// the peer timeout (its workers fenced, exiting by themselves, replaced once the link is
+/// back); that host gets no replacement of another host's task before (see
+/// [`Scheduled::live_host`]). Every job ends with the failure-free model of its reduction
+/// order: the ranks order (the default) is the same bits wherever the ranks run, the hosts
+/// order keeps the placement of the first view for the view's lifetime. `WARREN_NETNS_SCHEDULES` (default 4)
+/// schedules from seed `WARREN_NETNS_SEED` (default 0) on; each prints its seed and plan.
+#[test]
+fn seeded_kill_schedules_on_simulated_hosts_keep_the_failure_free_model() {
+    let _one = one_at_a_time();
+    if !available() {
+        eprintln!("skipped: network namespaces need root and `ip netns`");
+        return;
+    }
+    let var = |k: &str, d: u64| std::env::var(k).map_or(d, |v| v.parse().unwrap_or_else(|_| panic!("{k}={v}")));
+    let (first, count) = (var("WARREN_NETNS_SEED", 0), var("WARREN_NETNS_SCHEDULES", 4));
+    let schedules: Vec<Schedule> = (first..first + count).map(Schedule::new).collect();
+    let mut want = std::collections::HashMap::new();
+    for s in &schedules {
+        let hash = want.entry(s.order).or_insert_with(|| schedule_clean(s.order));
+        run_schedule(s, hash);
+    }
 }

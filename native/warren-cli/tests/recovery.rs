@@ -55,6 +55,31 @@ fn failures_at_every_kind_of_point() {
     }
 }
 
+/// A worker lost past the final barrier of `finalize`, before the tracker heard it finish
+/// (`WARREN_MOCK=rank,shutdown,attempt`), is replaced like any other: the members that
+/// finished let go of nothing until every member has, re-link when the replacement
+/// registers, serve it the checkpoint, the results it replays and the final barrier's, and
+/// finish again; the job ends with the failure-free model (rank 0's replacement prints it
+/// again). Before they waited, they were gone and the replacement was refused ("re-linking
+/// is impossible: rank R (task T) has already finished the job").
+#[test]
+fn a_worker_lost_after_the_final_barrier_is_replaced_like_any_other() {
+    let args = ["--iters", "12"];
+    let want = clean(4, &args);
+    let cases = [
+        ("1,shutdown,0", 1, "past the final barrier"),
+        ("0,shutdown,0", 1, "rank 0, which printed the model, past the final barrier"),
+        ("0,shutdown,0;3,shutdown,0", 2, "two past the final barrier"),
+        ("2,shutdown,0;2,shutdown,1", 2, "the replacement again, past its own final barrier"),
+        ("1,shutdown,0;1,linking,1", 2, "the replacement, while the finished members link to it"),
+        ("1,finalize,0;2,shutdown,0", 2, "one before the final barrier, another past it"),
+    ];
+    for (mock, restarts, what) in cases {
+        let r = mocked(4, mock, &args);
+        assert_recovered(&r, &want, restarts, &format!("{what} (WARREN_MOCK={mock})"));
+    }
+}
+
 /// Replication is whole again right after a recovery, so losing up to
 /// `WARREN_LOCAL_REPLICAS` (here 2) workers at any moment is survivable, also right after a
 /// recovery. Rank 3 dies at the ack of checkpoint 5, so its replacement is served that

@@ -89,8 +89,9 @@ pub mod keys {
     pub const BOOTSTRAP_CACHE: &str = "WARREN_BOOTSTRAP_CACHE";
     /// Failure injection: entries separated by `;`, each naming a rank, a point of its run and
     /// an attempt (`rank,version,seq,attempt`, `rank,bootstrap:n,attempt`, `rank,linking,attempt`,
-    /// `rank,finalize,attempt`; docs/retry-one.md, "Failure injection"). The matching worker exits
-    /// at that point, or, with `,cut` appended, is cut off from the tracker. Default: none.
+    /// `rank,finalize,attempt`, `rank,shutdown,attempt`; docs/retry-one.md, "Failure
+    /// injection"). The matching worker exits at that point, or, with `,cut` appended, is cut
+    /// off from the tracker. Default: none.
     pub const MOCK: &str = "WARREN_MOCK";
     /// Workers keeping a copy of each local model, on other hosts first: with hosts running equally
     /// many workers, losing `min(R, hosts - 1)` whole hosts at once is survivable; with any hosts,

@@ -13,6 +13,8 @@
 //! - `rank,linking,attempt`: after registering with the tracker, before linking to the peers;
 //! - `rank,finalize,attempt`: at the start of `finalize`, its last calls done, before the
 //!   final barrier where the members wait for each other;
+//! - `rank,shutdown,attempt`: in `finalize`, past the final barrier, before the worker tells
+//!   the tracker it finished;
 //! - `rank,resize,attempt`: in an elastic job, when the tracker has answered a change of view
 //!   at a checkpoint boundary, before this member enters the new view's link round;
 //! - `rank,rollback,attempt`: in an elastic job, when a re-link round was assigned a view
@@ -48,6 +50,8 @@ pub enum Point {
     Linking,
     /// The start of `finalize`: every call made, the final barrier not yet entered.
     Finalize,
+    /// In `finalize`, past the final barrier: the tracker not yet told this worker finished.
+    Shutdown,
     /// Elastic: a change of view decided at a checkpoint boundary, not yet entered.
     Resize,
     /// Elastic: a view without a member given up on assigned, the roll-back not yet agreed.
@@ -94,6 +98,7 @@ impl std::fmt::Display for Mock {
             Point::Bootstrap(n) => write!(f, "{rank},bootstrap:{n},{attempt}")?,
             Point::Linking => write!(f, "{rank},linking,{attempt}")?,
             Point::Finalize => write!(f, "{rank},finalize,{attempt}")?,
+            Point::Shutdown => write!(f, "{rank},shutdown,{attempt}")?,
             Point::Resize => write!(f, "{rank},resize,{attempt}")?,
             Point::RollBack => write!(f, "{rank},rollback,{attempt}")?,
         }
@@ -113,7 +118,7 @@ fn parse_entry(entry: &str) -> Result<Mock> {
     let bad = || {
         Error::Config(format!(
             "{}: {entry:?} is none of rank,version,seq,attempt[,ring] / rank,bootstrap:n,attempt / rank,linking,attempt \\
-             / rank,finalize,attempt / rank,resize,attempt / rank,rollback,attempt (each optionally followed by ,cut)",
+             / rank,finalize,attempt / rank,shutdown,attempt / rank,resize,attempt / rank,rollback,attempt (each optionally followed by ,cut)",
             crate::config::keys::MOCK
         ))
     };
@@ -132,6 +137,7 @@ fn parse_entry(entry: &str) -> Result<Mock> {
         }
         [rank, "linking", attempt] => (rank, Point::Linking, attempt),
         [rank, "finalize", attempt] => (rank, Point::Finalize, attempt),
+        [rank, "shutdown", attempt] => (rank, Point::Shutdown, attempt),
         [rank, "resize", attempt] => (rank, Point::Resize, attempt),
         [rank, "rollback", attempt] => (rank, Point::RollBack, attempt),
         [rank, boot, attempt] => {
@@ -152,7 +158,7 @@ mod tests {
 
     #[test]
     fn every_kind_of_entry_parses_and_prints_back() {
-        let spec = "0,1,2,0; 4,bootstrap:1,0 ;1,linking,1;2,5,0,0,cut; 3,linking,0, cut;1,resize,0;2,rollback,1;3,2,1,0,ring;0,finalize,2";
+        let spec = "0,1,2,0; 4,bootstrap:1,0 ;1,linking,1;2,5,0,0,cut; 3,linking,0, cut;1,resize,0;2,rollback,1;3,2,1,0,ring;0,finalize,2;1,shutdown,0";
         let m = parse(spec).unwrap();
         let exit = Action::Exit;
         assert_eq!(
@@ -167,12 +173,13 @@ mod tests {
                 Mock { rank: 2, point: Point::RollBack, attempt: 1, action: exit },
                 Mock { rank: 3, point: Point::InRing { version: 2, seq: 1 }, attempt: 0, action: exit },
                 Mock { rank: 0, point: Point::Finalize, attempt: 2, action: exit },
+                Mock { rank: 1, point: Point::Shutdown, attempt: 0, action: exit },
             ]
         );
         let printed: Vec<String> = m.iter().map(Mock::to_string).collect();
         assert_eq!(
             printed.join(";"),
-            "0,1,2,0;4,bootstrap:1,0;1,linking,1;2,5,0,0,cut;3,linking,0,cut;1,resize,0;2,rollback,1;3,2,1,0,ring;0,finalize,2"
+            "0,1,2,0;4,bootstrap:1,0;1,linking,1;2,5,0,0,cut;3,linking,0,cut;1,resize,0;2,rollback,1;3,2,1,0,ring;0,finalize,2;1,shutdown,0"
         );
         assert!(m[3].matches(2, Point::Call { version: 5, seq: 0 }, 0));
         assert!(!m[3].matches(2, Point::Call { version: 5, seq: 0 }, 1));

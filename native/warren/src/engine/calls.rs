@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use log::info;
 
 use super::buffers::LentInput;
+use super::recovery::Round;
 use super::robust_call::Exec;
-use super::{BroadcastBuf, CallBuf, CallOptions, Communicator, LOG, Lent};
+use super::{BroadcastBuf, CallBuf, CallOptions, Communicator, LOG, Lent, recoverable};
 use crate::collective::header::{CallHeader, CallKind};
 use crate::collective::{self, Input, Net, Progress, Scratch};
 use crate::config::ReductionOrder;
@@ -307,27 +308,74 @@ impl Communicator {
     /// In robust mode a member first waits, in one last barrier, until every worker has
     /// reached `finalize`, serving as in any call a replacement of a worker lost meanwhile
     /// (its checkpoint and the results it replays): a worker that finished would take those
-    /// with it, and a worker lost after that could not be replaced. So `finalize` returns
-    /// when the last worker reaches it (waiting at most `WARREN_TIMEOUT_S`, as any call does
-    /// for a slower worker), and fails if a lost worker is not replaced in time.
+    /// with it. So `finalize` returns when the last worker reaches it (waiting at most
+    /// `WARREN_TIMEOUT_S`, as any call does for a slower worker), and fails if a lost worker
+    /// is not replaced in time.
+    /// Past that barrier a member tells the tracker it finished and still lets go of nothing
+    /// until the tracker says every member has: a worker lost after the barrier and before
+    /// the tracker heard it finish is replaced like any other. Its replacement, re-running
+    /// the user's code from the start, registers; the finished members re-link and serve it
+    /// (the checkpoint, the results it replays, the final barrier's), then finish again, and
+    /// the replacement finishes with the same results. That wait is bounded by
+    /// `WARREN_CONNECT_TIMEOUT_S`, as a re-link's wait for a replacement is.
     /// A worker reaching `finalize` while the others make another call (a loop that ran
     /// fewer times on one rank) is a call mismatch, `finalize` against that call, which every
     /// rank reports at once (every call opens with a pass on the same tree).
     pub fn finalize(mut self) -> Result<()> {
-        if self.robust.is_some() && self.failed.is_none() && !self.left && self.world_size() > 1 {
+        let member = self.robust.is_some() && self.failed.is_none() && !self.left && self.world_size() > 1;
+        if member {
             self.cancel.check()?;
             self.maybe_mock(MockPoint::Finalize);
             self.rendezvous(CallKind::Finalize)?;
+            // Served the barrier (a replacement, or a worker that was behind): the others
+            // are past it, serving; serve with them until nobody needs anything.
+            if self.rs().consensus {
+                self.serve_the_replaced()?;
+            }
+            self.maybe_mock(MockPoint::Shutdown);
+        } else {
+            self.close_links();
+            // No heartbeats once finished (the tracker expects none from a worker gone).
+            self.heartbeat = None;
         }
-        self.close_links();
-        // No heartbeats once finished (the tracker expects none from a finished worker).
-        self.heartbeat = None;
         self.cancel.check()?;
-        if let Some(t) = self.tracker.as_mut() {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            t.request(&ToTracker::Shutdown, deadline).map_err(|e| self.cancel.explain(e))?;
+        if self.tracker.is_none() {
+            return Ok(());
         }
-        Ok(())
+        loop {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let t = self.tracker.as_mut().expect("a tracker");
+            t.request(&ToTracker::Shutdown, deadline).map_err(|e| self.cancel.explain(e))?;
+            if !member {
+                return Ok(());
+            }
+            let deadline = Instant::now() + self.cfg.connect_timeout;
+            let t = self.tracker.as_mut().expect("a tracker");
+            if t.await_job_done(deadline).map_err(|e| self.cancel.explain(finishing(e)))? {
+                self.close_links();
+                self.heartbeat = None;
+                return Ok(());
+            }
+            // A member lost before it finished is being replaced: serve its replacement.
+            let cause = Error::Tracker("a member lost before it finished the job is being replaced".into());
+            self.relink(&cause).map_err(|e| self.poison(e))?;
+            self.serve_the_replaced()?;
+        }
+    }
+
+    /// Serves, in recovery rounds ([`Want::Serve`]), what the replacement of a member lost
+    /// after the final barrier needs (the checkpoint, the results it replays, the barrier's
+    /// own), until nobody needs anything more; a loss meanwhile re-links, as in any call.
+    fn serve_the_replaced(&mut self) -> Result<()> {
+        let hdr = self.header(CallKind::Finalize, DataType::U8, Op::Sum, 1, 0, 0, 0, None);
+        loop {
+            match self.recovery_round(&hdr, Want::Serve, None) {
+                Ok(Round::Released) => return Ok(()),
+                Ok(_) => continue,
+                Err(e) if recoverable(&e) => self.relink(&e).map_err(|e| self.poison(e))?,
+                Err(e) => return Err(self.poison(e)),
+            }
+        }
     }
 
     /// Runs a call plainly, or robustly (retried after a re-link, served when replayed):
@@ -356,4 +404,15 @@ enum Dest<'a> {
     InPlace(&'a mut [u8]),
     /// Into a buffer lent to the caller ([`Lent`]); the input is only read.
     Lent { input: &'a [u8], out: &'a mut Option<std::sync::Arc<Vec<u8>>> },
+}
+
+/// A finished member's wait for the job to be done that ran out: says what it waited for.
+fn finishing(e: Error) -> Error {
+    match e {
+        Error::Timeout { what, after } => Error::Timeout {
+            what: format!("every member to finish (finalize, after its final barrier): {what}"),
+            after,
+        },
+        e => e,
+    }
 }

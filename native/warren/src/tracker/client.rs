@@ -114,6 +114,25 @@ impl TrackerClient {
         Ok(started)
     }
 
+    /// After this worker's shutdown was acknowledged: waits (until `deadline`) for the
+    /// tracker to say the whole job is done (`true`), or that a re-link round opened (`false`:
+    /// a member lost before it finished is being replaced, and the finished members re-link
+    /// to serve it; the notification is consumed).
+    pub fn await_job_done(&mut self, deadline: Instant) -> Result<bool> {
+        loop {
+            if let Some(i) = self.notifications.iter().position(|m| matches!(m, FromTracker::RoundStarted { .. })) {
+                self.notifications.drain(..=i);
+                return Ok(false);
+            }
+            match self.conn.recv(deadline)?.ok_or_else(|| self.closed())? {
+                FromTracker::JobDone => return Ok(true),
+                FromTracker::Error { message } => return Err(Error::Tracker(message)),
+                FromTracker::Fenced { message } => return Err(Error::Fenced(message)),
+                other => self.notifications.push_back(other),
+            }
+        }
+    }
+
     /// Notifications received so far, oldest first.
     pub fn take_notifications(&mut self) -> Vec<FromTracker> {
         self.notifications.drain(..).collect()

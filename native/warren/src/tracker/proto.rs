@@ -90,7 +90,10 @@ pub enum ToTracker {
         /// The message.
         msg: String,
     },
-    /// This worker finished cleanly.
+    /// This worker finished cleanly (a robust member: it passed the final barrier of
+    /// `finalize`). Answered with [`FromTracker::Ack`]; a robust member then waits for
+    /// [`FromTracker::JobDone`], or re-links if a round opens before that (a member lost
+    /// before it finished is being replaced, and the finished members serve it).
     Shutdown,
     /// Ask for the job status (used by `warren tracker` clients and tests).
     Status,
@@ -222,6 +225,9 @@ pub enum FromTracker {
     },
     /// Acknowledges `Print`, `Shutdown` or `Beat`.
     Ack,
+    /// Pushed to every member once all of them finished (sent [`ToTracker::Shutdown`]): the
+    /// job is done and no replacement can need anything from them any more.
+    JobDone,
     /// Pushed on a heartbeat connection after a beat that reported a stall: the members
     /// silent at the tracker since that wait began (the ones the job waits on, wherever they
     /// sit in the call), named with their task, host, pid and silence.

@@ -174,7 +174,7 @@ impl Registry {
         }
         let assigned = self.assigned();
         if assigned && self.workers.contains_key(task_id) {
-            if let Some(refusal) = self.finished_refusal() {
+            if let Some(refusal) = self.done_refusal() {
                 return refusal;
             }
         }
@@ -329,14 +329,19 @@ impl Registry {
         self.versions.clear();
     }
 
-    /// A surviving worker asks to re-link (its links broke) at a new or the same address.
+    /// A surviving worker asks to re-link (its links broke) at a new or the same address. A
+    /// member that finished may, until every member has: a member lost before it finished
+    /// is being replaced, and the finished members serve the replacement (running again,
+    /// they finish again afterwards).
     pub fn rejoin(&mut self, task_id: &str, host: &str, port: u16) -> Registered {
         let member = self.rank_of(task_id).is_some();
+        if member {
+            if let Some(refusal) = self.done_refusal() {
+                return refusal;
+            }
+        }
         match self.workers.get_mut(task_id) {
             Some(e) if member => {
-                if e.state == WorkerState::Finished {
-                    return Registered::Rejected(format!("task {task_id} has already finished the job"));
-                }
                 e.host = host.to_string();
                 e.port = port;
                 e.state = WorkerState::Running;
@@ -346,23 +351,20 @@ impl Registry {
         }
     }
 
-    /// The refusal of any re-link once some member has finished the job (it cannot re-link;
-    /// a worker that left an elastic job is no member any more).
-    fn finished_refusal(&self) -> Option<Registered> {
-        let member = |t: &str| self.rank_of(t).is_some();
-        self.workers.iter().find(|(t, e)| e.state == WorkerState::Finished && member(t)).map(|(done, _)| {
-            let rank = self.rank_of(done).expect("finished workers are members");
+    /// The refusal of any re-link once every member has finished the job (they have been
+    /// told the job is done and are gone; until then a finished member waits, and re-links
+    /// to serve the replacement of a member lost before it finished).
+    fn done_refusal(&self) -> Option<Registered> {
+        self.job_finished().then(|| {
             Registered::Rejected(format!(
-                "re-linking is impossible: rank {rank} (task {done}) has already finished the job"
+                "re-linking is impossible: every one of the {} members has finished the job",
+                self.view.as_ref().map_or(self.world, View::world)
             ))
         })
     }
 
     fn join_round(&mut self, task_id: &str) -> Registered {
         let rank = self.rank_of(task_id).expect("only members join rounds");
-        if let Some(refusal) = self.finished_refusal() {
-            return refusal;
-        }
         let opened = self.round.is_none();
         let round = self.round.get_or_insert_with(Default::default);
         round.insert(task_id.to_string());
@@ -374,12 +376,6 @@ impl Registry {
             None
         };
         Registered::RoundJoined { rank, opened, complete }
-    }
-
-    /// Closes the current re-link round (it can no longer complete); returns its members.
-    pub fn abort_round(&mut self) -> Vec<String> {
-        self.versions.clear();
-        self.round.take().map(|r| r.into_iter().collect()).unwrap_or_default()
     }
 
     /// Task ids waiting in the current re-link round.
@@ -607,20 +603,29 @@ mod tests {
     }
 
     #[test]
-    fn no_round_once_a_worker_has_finished() {
-        let mut r = Registry::new(2);
-        r.register("0", "h", 1);
-        r.register("1", "h", 2);
-        r.finished("1");
-        assert!(
-            matches!(r.rejoin("0", "h", 1), Registered::Rejected(m) if m.contains("rank 1 (task 1) has already finished"))
-        );
-        // A refused registration leaves the task as it was (lost), so a later one is refused
-        // the same way rather than told to wait for a worker that does not exist.
+    fn a_member_lost_before_it_finished_is_replaced_until_every_member_has() {
+        let mut r = Registry::new(3);
+        for t in ["0", "1", "2"] {
+            r.register(t, "h", 1);
+        }
+        assert!(!r.finished("1"));
+        assert!(!r.finished("2"));
+        // Task 0 is lost before it finished: its replacement opens a round, the finished
+        // members re-link into it (running again) and finish again once they served it.
         r.lost("0");
-        assert!(matches!(r.register("0", "h", 5), Registered::Rejected(_)));
-        assert_eq!(r.state_of("0"), Some(WorkerState::Lost));
-        assert!(matches!(r.register("0", "h", 5), Registered::Rejected(_)));
+        assert_eq!(r.register("0", "h", 5), Registered::RoundJoined { rank: 0, opened: true, complete: None });
+        assert!(matches!(r.rejoin("1", "h", 2), Registered::RoundJoined { complete: None, .. }));
+        assert_eq!(r.state_of("1"), Some(WorkerState::Running));
+        assert!(matches!(r.rejoin("2", "h", 3), Registered::RoundJoined { complete: Some(_), .. }));
+        assert!(!r.finished("1") && !r.finished("0"));
+        assert!(r.finished("2"), "every member finished");
+        // Then nothing re-links, and a finished worker lost is no loss: its task registering
+        // again is refused.
+        let done = |m: &Registered| matches!(m, Registered::Rejected(m) if m.contains("every one of the 3 members"));
+        assert!(done(&r.rejoin("0", "h", 1)));
+        r.lost("2");
+        assert_eq!(r.state_of("2"), Some(WorkerState::Finished));
+        assert!(done(&r.register("2", "h", 9)));
     }
 
     #[test]

@@ -400,30 +400,21 @@ fn rejoin(
     }
 }
 
-/// A worker finished: workers waiting to re-link can no longer do so, and the job is done
-/// when every worker is (said after the acknowledgement, which must reach the worker before
-/// whoever waits for the job stops the tracker).
+/// A worker finished (a robust member: it passed the final barrier). It waits, serving the
+/// replacement of a member lost before that member finished (a round then opens, which it
+/// re-links into); once every member has finished, the job is done, and every member is told
+/// ([`FromTracker::JobDone`], after its acknowledgement, which must reach the worker before
+/// whoever waits for the job stops the tracker). A finished worker stays watched (it beats
+/// until it is told) until its connection ends.
 fn shutdown(state: &SharedState, s: &mut Shared, tx: &UnboundedSender<FromTracker>, task_id: &str) {
     let all = s.registry.finished(task_id);
-    if let Some(l) = s.liveness.as_mut() {
-        l.forget(task_id);
-    }
     let rank = s.registry.rank_of(task_id).map(|r| r.to_string()).unwrap_or_default();
-    // A worker that left an elastic job is no member: the others' round goes on without it.
-    let member = s.registry.rank_of(task_id).is_some();
-    let stranded = if member { s.registry.abort_round() } else { Vec::new() };
-    if !stranded.is_empty() {
-        let message = format!("re-linking is impossible: rank {rank} (task {task_id}) has already finished the job");
-        warn!("tracker: {message}; failing the re-link of tasks {stranded:?}");
-        for t in stranded {
-            if let Some((_, c)) = s.conns.get(&t) {
-                let _ = c.send(FromTracker::Error { message: message.clone() });
-            }
-        }
-    }
     info!("tracker: worker rank {rank} (task {task_id}) finished");
     let _ = tx.send(FromTracker::Ack);
     if all {
+        for (_, c) in s.conns.values() {
+            let _ = c.send(FromTracker::JobDone);
+        }
         let report =
             JobReport { world: s.registry.world(), recoveries: s.registry.recoveries(), elapsed: s.started.elapsed() };
         info!(

@@ -786,7 +786,9 @@ public final class Communicator implements AutoCloseable {
    * Leaves the job: tells the tracker this worker finished and closes the links. Idempotent;
    * the native resources are freed even if telling the tracker fails (then this throws). In
    * robust mode it first waits until every worker has reached {@code close}, serving the
-   * replacement of a worker lost meanwhile (so a worker lost near the end is still recovered).
+   * replacement of a worker lost meanwhile (so a worker lost near the end is still recovered);
+   * past that barrier it still serves the replacement of a worker lost before the tracker heard
+   * it finish, returning once the tracker says every worker has finished.
    *
    * @throws WarrenException (a subclass) if the tracker could not be told, or a worker lost
    *     while waiting was not replaced in time
