@@ -161,6 +161,8 @@ class Job:
     log_dir: Path
     ui_port: int | None
     started: float = field(default_factory=time.monotonic)
+    # The simulated host (simhosts.Host) the driver runs on; None: this host's loopback.
+    host: object = None
 
     @property
     def stdout(self) -> str:
@@ -200,6 +202,8 @@ class Job:
 
     def rest(self, path: str):
         """GET /api/v1/<path> of the driver's web UI."""
+        if self.host is not None:
+            return json.loads(self.host.get(f"http://{self.host.addr}:{self.ui_port}/api/v1/{path}"))
         url = f"http://127.0.0.1:{self.ui_port}/api/v1/{path}"
         with urllib.request.urlopen(url, timeout=10) as r:
             return json.load(r)
@@ -227,10 +231,12 @@ def submit(
     extra: list[str] | None = None,
     ui: bool = False,
     main_class: str = EXAMPLE_CLASS,
+    host=None,
 ) -> Job:
     """Starts `spark-submit` of an example (the logistic regression): Warren's jars by --jars
     (unless `jars` is [] and `extra` brings them another way), Spark's log in
-    log_dir/spark.log, the console in log_dir/stdout and log_dir/stderr."""
+    log_dir/spark.log, the console in log_dir/stdout and log_dir/stderr. With `host` (a
+    simhosts.Host) the driver runs in that simulated host, on its address."""
     log_dir.mkdir(parents=True, exist_ok=True)
     ui_port = free_port() if ui else None
     settings = {
@@ -238,6 +244,7 @@ def submit(
         "spark.executor.extraJavaOptions": quiet_java_options(log_dir / "spark-executors.log"),
         "spark.warren.progressInterval": "0.5",
         **({"spark.ui.port": str(ui_port)} if ui else {}),
+        **({"spark.driver.host": host.addr} if host is not None else {}),
         **(conf or {}),
     }
     if jars is None:
@@ -249,11 +256,13 @@ def submit(
     if jars:
         cmd += ["--jars", ",".join(str(j) for j in jars)]
     cmd += [*(extra or []), str(EXAMPLES_JAR), *app_args]
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1")
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1" if host is None else host.addr)
+    if host is not None:
+        cmd = host.exec(*cmd)
     (log_dir / "command").write_text(" ".join(cmd) + "\n")
     with open(log_dir / "stdout", "wb") as out, open(log_dir / "stderr", "wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=log_dir, start_new_session=True)
-    return Job(proc, log_dir, ui_port)
+    return Job(proc, log_dir, ui_port, host=host)
 
 
 def cmdline(pid: int) -> list[str]:

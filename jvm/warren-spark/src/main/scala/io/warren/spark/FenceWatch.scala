@@ -21,8 +21,10 @@ import org.slf4j.LoggerFactory
   * runs (never on a later attempt of the partition), with an interrupt (a live executor
   * ends it within milliseconds: the task's communicator is aborted). An executor that has not
   * ended the attempt [[FenceWatch.KillGrace]] later does not answer at all (a SIGSTOPped or
-  * frozen JVM cannot): it is killed and replaced (`killAndReplaceExecutor`, what Spark does to
-  * an executor it gives up on), and Spark runs the task again on another executor.
+  * frozen JVM cannot, nor one on a host that is gone or cut off): it is killed, replaced and
+  * removed from the scheduler at once (what Spark does to an executor whose heartbeats
+  * stopped: [[org.apache.spark.WarrenSlots.killAndReplaceExecutor]]), and Spark runs the task
+  * again on another executor without waiting for its own timeouts.
   *
   * @param sc the context
   * @param trackers the run's trackers
@@ -92,7 +94,7 @@ private[spark] final class FenceWatch(sc: SparkContext, trackers: Trackers, watc
   private def replace(executor: String, why: String): Unit = {
     log.warn(s"warren: $why: it does not answer (paused, frozen or cut off); killing and replacing it")
     try {
-      if (!WarrenSlots.killAndReplaceExecutor(sc, executor))
+      if (!WarrenSlots.killAndReplaceExecutor(sc, executor, s"Warren gave up executor $executor: $why"))
         log.warn(s"warren: the cluster manager cannot kill executor $executor; Spark gives it up after spark.network.timeout")
     } catch { case NonFatal(e) => log.warn(s"warren: could not kill executor $executor", e) }
   }

@@ -131,8 +131,9 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * 30) is fenced: the others go on without it, waiting for its replacement, and anything it
   * sends later is refused. The driver then kills its task attempt (`killTaskAttempt`) so that
   * Spark runs it again; an executor that does not end the attempt within 5 s (a paused or
-  * frozen JVM cannot) is killed and replaced (`killAndReplaceExecutor`) and the task runs
-  * again elsewhere: well before Spark's own executor heartbeat timeout (120 s) would.
+  * frozen JVM cannot, nor one on a host that is gone or cut off) is killed, replaced
+  * (`killAndReplaceExecutor`) and removed from the scheduler, and the task runs again
+  * elsewhere: well before Spark's own executor heartbeat timeout (120 s) would.
   *
   * ==Requirements==
   *  - All `numWorkers` tasks must run at once: the driver checks the free task slots first and

@@ -1,8 +1,13 @@
 package org.apache.spark
 
+import org.apache.spark.scheduler.ExecutorProcessLost
+import org.apache.spark.scheduler.cluster.CoarseGrainedClusterMessages.RemoveExecutor
+import org.apache.spark.scheduler.cluster.CoarseGrainedSchedulerBackend
+
 /** Access to Spark's own count of task slots (`SparkContext.maxNumConcurrentTasks`, the number
-  * its barrier-mode check uses), to its listener bus, to an executor's local directory and to
-  * `killAndReplaceExecutor`, which are `private[spark]`; hence this package.
+  * its barrier-mode check uses), to its listener bus, to an executor's local directory, to
+  * `killAndReplaceExecutor` and to the scheduler's executor removal, which are `private[spark]`;
+  * hence this package.
   */
 object WarrenSlots {
 
@@ -38,15 +43,26 @@ object WarrenSlots {
     try Option(SparkEnv.get).map(e => org.apache.spark.util.Utils.getLocalDir(e.conf)).getOrElse(tmpDir)
     catch { case _: Exception | _: LinkageError => tmpDir }
 
-  /** Asks the cluster manager to kill an executor and start another in its place (what Spark
-    * does to an executor it gives up on); its running tasks are run again elsewhere.
+  /** Gives up an executor that does not answer, as Spark does after its heartbeat timeout:
+    * asks the cluster manager to kill it and start another in its place, and removes it from
+    * the scheduler at once, so that its running tasks are run again elsewhere now. The
+    * removal matters when the executor's host is gone or cut off: the cluster manager cannot
+    * reach it to kill it, a standalone master then never reports it lost, and its tasks would
+    * wait for `spark.network.timeout` (120 s by default).
     *
     * @param sc the context
     * @param executorId the executor
+    * @param why what showed it does not answer (the reason its tasks failed)
     * @return whether the cluster manager took the request (false in local mode)
     */
-  def killAndReplaceExecutor(sc: SparkContext, executorId: String): Boolean =
-    sc.killAndReplaceExecutor(executorId)
+  def killAndReplaceExecutor(sc: SparkContext, executorId: String, why: String): Boolean = {
+    val taken = sc.killAndReplaceExecutor(executorId)
+    sc.schedulerBackend match {
+      case b: CoarseGrainedSchedulerBackend => b.driverEndpoint.send(RemoveExecutor(executorId, ExecutorProcessLost(why)))
+      case _                                => ()
+    }
+    taken
+  }
 
   private def tmpDir: String = System.getProperty("java.io.tmpdir")
 }
