@@ -6,9 +6,10 @@ use crate::error::{Error, Result};
 
 /// First four bytes of every Warren connection ("WRN1" little-endian).
 pub const MAGIC: u32 = 0x314E_5257;
-/// Protocol version; both ends must agree. Bumped whenever a message changes shape (2: the
-/// tracker's assignment carries a membership view, recovery proposals carry the call header).
-pub const VERSION: u32 = 2;
+/// Protocol version; both ends must agree. Bumped whenever a message changes shape or
+/// meaning (2: the tracker's assignment carries a membership view, recovery proposals carry
+/// the call header; 3: a finished worker waits for the tracker's word that every worker has).
+pub const VERSION: u32 = 3;
 /// Byte length of the preamble.
 pub const PREAMBLE_LEN: usize = 8;
 /// Set in the preamble's version by an end that speaks TLS ([`super::tls`]): TLS begins once
@@ -70,7 +71,7 @@ mod tests {
 
     #[test]
     fn the_preamble_is_magic_then_version_little_endian() {
-        assert_eq!(&preamble(), b"WRN1\x02\0\0\0");
+        assert_eq!(&preamble(), b"WRN1\x03\0\0\0");
         assert!(check_preamble(&preamble(), "x").is_ok());
     }
 
@@ -87,7 +88,7 @@ mod tests {
     #[test]
     fn another_version_is_still_warren_a_stranger_is_not() {
         let mut q = preamble();
-        q[4] = 3;
+        q[4] = 4;
         assert!(is_warren(&q) && is_warren(&preamble()));
         assert!(!is_warren(b"GET / HT"));
     }
@@ -97,12 +98,12 @@ mod tests {
         let mut q = preamble();
         q[4] = 9;
         let e = check_preamble(&q, "x").unwrap_err();
-        assert!(matches!(&e, Error::Protocol(m) if m.contains("version 9") && m.contains("speaks 2")), "{e}");
+        assert!(matches!(&e, Error::Protocol(m) if m.contains("version 9") && m.contains("speaks 3")), "{e}");
     }
 
     #[test]
     fn a_tls_mismatch_is_named_from_either_side() {
-        assert_eq!(&preamble_with(true), b"WRN1\x02\0\0\x80");
+        assert_eq!(&preamble_with(true), b"WRN1\x03\0\0\x80");
         assert!(check_mode(&preamble_with(true), "x", true).is_ok());
         let e = check_preamble(&preamble_with(true), "client c:1").unwrap_err();
         assert!(
