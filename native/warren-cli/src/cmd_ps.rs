@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use warren::Error;
-use warren::ps::{CheckpointPolicy, EtcdRegistry, PsClient, PsClientOptions, PsConfig, PsServer};
+use warren::ps::{
+    CheckpointPolicy, EtcdRegistry, LogSync, PsClient, PsClientOptions, PsConfig, PsServer, parse_log_sync,
+};
 
 /// The environment variable that gives trainers the servers' addresses, comma-separated in
 /// server order.
@@ -47,6 +49,12 @@ pub struct PsArgs {
     /// Seconds between checkpoints (with --checkpoint-dir; 0: by steps only).
     #[arg(long, default_value_t = 60.0)]
     checkpoint_every_s: f64,
+    /// When a logged push may be answered (with --checkpoint-dir): `write`, once its record
+    /// is written to the kernel (it survives the server process being killed; the log is
+    /// fsynced every second), or `fsync`, once it is on disk (it survives the machine
+    /// crashing too, at the cost of a disk flush before each answer).
+    #[arg(long, default_value = "write", value_parser = parse_log_sync)]
+    log_sync: LogSync,
     /// Threads of each server: a shard's rows are worked on by one thread at a time, more
     /// threads read and write several trainers' frames at once (a dense model's large
     /// frames gain from two; see docs/benchmarks-ps.md).
@@ -155,6 +163,7 @@ pub fn run(a: PsArgs) -> warren::Result<u8> {
         dir,
         every_steps: a.checkpoint_every_steps,
         every: Duration::from_secs_f64(a.checkpoint_every_s.max(0.0)),
+        log_sync: a.log_sync,
     });
     // Kept until the process ends: its lease holds the server's key.
     let registry = a.registry.connect()?;

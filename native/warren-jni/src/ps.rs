@@ -20,8 +20,8 @@ use jni::sys::{jint, jlong};
 use jni::{Env, EnvUnowned};
 use warren::CancelHandle;
 use warren::ps::{
-    CheckpointPolicy, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, Pull,
-    ServerStatus, TableKind, TableSpec,
+    CheckpointPolicy, DEFAULT_LOG_SYNC, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig,
+    PsServer, Pull, ServerStatus, TableKind, TableSpec,
 };
 
 use crate::errors::{JniError, JniResult, run};
@@ -80,6 +80,7 @@ pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
                 dir: PathBuf::from(string(env, &checkpoint_dir, "checkpoint directory")?),
                 every_steps: unsigned(every_steps, "checkpoint steps")?,
                 every: Duration::from_millis(unsigned(every_ms, "checkpoint interval")?),
+                log_sync: DEFAULT_LOG_SYNC,
             });
         }
         cfg.tls = crate::tls::context(env, &tls)?;

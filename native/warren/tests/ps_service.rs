@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use warren::Error;
 use warren::ps::proto::{PullPiece, Reply, Request};
 use warren::ps::{
-    CheckpointPolicy, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig, PsServer, Pull,
-    TableKind, TableSpec, sparse_server,
+    CheckpointPolicy, DEFAULT_LOG_SYNC, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig,
+    PsServer, Pull, TableKind, TableSpec, sparse_server,
 };
 use warren::wire::auth::{PROOF_LEN, Purpose, prove};
 
@@ -418,7 +418,7 @@ fn dense(v: f32) -> Vec<Grad> {
 fn checkpointed(tag: &str, every_steps: u64) -> (std::path::PathBuf, impl Fn(u16) -> PsServer) {
     let dir = std::env::temp_dir().join(format!("warren-ps-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let policy = CheckpointPolicy { dir: dir.clone(), every_steps, every: Duration::ZERO };
+    let policy = CheckpointPolicy { dir: dir.clone(), every_steps, every: Duration::ZERO, log_sync: DEFAULT_LOG_SYNC };
     let start = move |port: u16| {
         let mut cfg = PsConfig::new(SECRET, 0, 1);
         cfg.port = port;

@@ -31,7 +31,7 @@ use super::consistency::Clocks;
 use super::proto::{JobSpec, Request};
 use super::shard::{Grad, Shard};
 use crate::error::{Error, Result};
-use crate::store::{Codec, FileStore, FileStoreOptions, Store};
+use crate::store::{Codec, FileStore, FileStoreOptions, LogSync, Store};
 
 /// Everything a restarted server needs to go on where the checkpoint was taken.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -104,6 +104,29 @@ pub struct CheckpointPolicy {
     pub every_steps: u64,
     /// Time between checkpoints (zero: only by steps).
     pub every: Duration,
+    /// When a logged request counts as durable, so that it may be answered.
+    pub log_sync: LogSync,
+}
+
+/// The default [`CheckpointPolicy::log_sync`]: a request is answered once its record is
+/// written to the kernel (it survives the server process being killed), and the log is
+/// `fdatasync`ed every [`LOG_SYNC_EVERY`].
+pub const DEFAULT_LOG_SYNC: LogSync = LogSync::Write { every: LOG_SYNC_EVERY };
+
+/// The longest a logged request waits for its `fdatasync` with [`LogSync::Write`].
+pub const LOG_SYNC_EVERY: Duration = Duration::from_secs(1);
+
+/// Parses a `--log-sync` value: `write` ([`DEFAULT_LOG_SYNC`]) or `fsync`.
+pub fn parse_log_sync(s: &str) -> Result<LogSync> {
+    match s {
+        "write" => Ok(DEFAULT_LOG_SYNC),
+        "fsync" => Ok(LogSync::Fsync),
+        other => Err(Error::Config(format!(
+            "log sync {other:?} is not one of \"write\" (a request is answered once its record is \
+             written to the kernel: it survives the server process being killed) or \"fsync\" \
+             (once it is on disk: it survives the machine crashing, at the cost of a disk flush)"
+        ))),
+    }
 }
 
 impl CheckpointPolicy {
@@ -118,9 +141,11 @@ impl CheckpointPolicy {
     }
 }
 
-/// Server `index`'s checkpoint store under `dir`.
-pub fn open(dir: &Path, index: usize) -> Result<FileStore<CheckpointCodec>> {
-    let options = FileStoreOptions { snapshot_level: 0, ..FileStoreOptions::default() };
+/// Server `index`'s checkpoint store under `dir`, its log synced as `sync` says.
+pub fn open(dir: &Path, index: usize, sync: LogSync) -> Result<FileStore<CheckpointCodec>> {
+    // A checkpoint is the whole shard: the log asks for one only once it holds twice that.
+    let options =
+        FileStoreOptions { snapshot_level: 0, sync, compact_after_snapshots: 2, ..FileStoreOptions::default() };
     FileStore::open_with(dir.join(format!("server-{index}")), options)
 }
 
@@ -149,12 +174,25 @@ mod tests {
 
     #[test]
     fn checkpoints_are_due_by_steps_or_time() {
-        let p = CheckpointPolicy { dir: PathBuf::new(), every_steps: 5, every: Duration::from_secs(10) };
+        let p = CheckpointPolicy {
+            dir: PathBuf::new(),
+            every_steps: 5,
+            every: Duration::from_secs(10),
+            log_sync: DEFAULT_LOG_SYNC,
+        };
         assert!(!p.due(4, 0, Duration::ZERO));
         assert!(p.due(5, 0, Duration::ZERO));
         assert!(p.due(1, 0, Duration::from_secs(10)));
         assert!(!p.due(3, 3, Duration::from_secs(99)), "nothing new since the last one");
         let steps_only = CheckpointPolicy { every: Duration::ZERO, ..p.clone() };
         assert!(!steps_only.due(4, 0, Duration::from_secs(99)));
+    }
+
+    #[test]
+    fn log_sync_is_write_or_fsync_and_anything_else_names_both() {
+        assert_eq!(parse_log_sync("write").unwrap(), DEFAULT_LOG_SYNC);
+        assert_eq!(parse_log_sync("fsync").unwrap(), LogSync::Fsync);
+        let e = parse_log_sync("always").unwrap_err().to_string();
+        assert!(e.contains("\"always\"") && e.contains("\"write\"") && e.contains("\"fsync\""), "{e}");
     }
 }

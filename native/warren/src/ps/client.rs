@@ -213,7 +213,8 @@ impl PsClient {
             reason: format!(
                 "the servers are at different steps of trainer {t} ((clock, staged step) per server {seen:?}): \
                  a server restarted without the pushes it had acknowledged (its checkpoint directory was lost, \
-                 replaced by an older copy, or not given): start the job again"
+                 replaced by an older copy, or not given, or its machine crashed while it answered pushes once \
+                 written to the kernel, `--log-sync write`; `--log-sync fsync` survives that): start the job again"
             ),
         })
     }

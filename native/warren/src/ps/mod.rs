@@ -55,7 +55,10 @@ mod service;
 mod shard;
 mod table;
 
-pub use checkpoint::{Checkpoint, CheckpointCodec, CheckpointPolicy, LogRecord};
+pub use crate::store::LogSync;
+pub use checkpoint::{
+    Checkpoint, CheckpointCodec, CheckpointPolicy, DEFAULT_LOG_SYNC, LOG_SYNC_EVERY, LogRecord, parse_log_sync,
+};
 pub use client::{PsClient, PsClientOptions, Pull, Resolver};
 pub use consistency::{Batch, Clocks, Mode};
 pub use failpoint::{FailPoint, PsMock};

@@ -579,10 +579,16 @@ impl Shared {
         };
         if let Some((ticket, store)) = ticket {
             // Answered once its record is durable (the log's group commit shares the fsync).
-            let durable = tokio::task::spawn_blocking(move || store.wait_durable(ticket))
-                .await
-                .map_err(|e| Error::Protocol(format!("log writer panicked: {e}")))
-                .and_then(|r| r);
+            // A write to the kernel alone takes no longer than copying the record: done here,
+            // without handing the wait to another thread and back.
+            let durable = if store.waits_for_disk() {
+                tokio::task::spawn_blocking(move || store.wait_durable(ticket))
+                    .await
+                    .map_err(|e| Error::Protocol(format!("log writer panicked: {e}")))
+                    .and_then(|r| r)
+            } else {
+                store.wait_durable(ticket)
+            };
             if let Err(e) = durable {
                 error!("ps server {}: logging a request failed: {e}", self.index);
                 return error_reply(&e);
@@ -696,7 +702,7 @@ impl PsServer {
         let mut state = State::new(cfg.index, cfg.servers);
         if let Some(policy) = cfg.checkpoint.clone() {
             let started = Instant::now();
-            let store = Arc::new(checkpoint::open(&policy.dir, cfg.index)?);
+            let store = Arc::new(checkpoint::open(&policy.dir, cfg.index, policy.log_sync)?);
             let opened = started.elapsed();
             state = State::recover(cfg.index, cfg.servers, &store, opened)?;
             let last_steps = state.progress();
@@ -808,6 +814,7 @@ mod tests {
     use crate::ps::optim::Optimizer;
     use crate::ps::proto::PullPiece;
     use crate::ps::table::{Init, TableKind, TableSpec};
+    use crate::store::LogSync;
 
     fn job(mode: Mode) -> JobSpec {
         JobSpec {
@@ -890,9 +897,14 @@ mod tests {
 
     /// A server with a log on `dir`: what it left there, recovered, and logging from there on.
     fn logging(dir: &std::path::Path) -> State {
-        let store = Arc::new(checkpoint::open(dir, 0).unwrap());
+        let store = Arc::new(checkpoint::open(dir, 0, LogSync::Fsync).unwrap());
         let mut s = State::recover(0, 1, &store, Duration::ZERO).unwrap();
-        let policy = CheckpointPolicy { dir: dir.to_path_buf(), every_steps: 0, every: Duration::ZERO };
+        let policy = CheckpointPolicy {
+            dir: dir.to_path_buf(),
+            every_steps: 0,
+            every: Duration::ZERO,
+            log_sync: LogSync::Fsync,
+        };
         s.checkpoints = Some(Checkpoints { store, policy, last_steps: 0, last_at: Instant::now(), writing: false });
         s
     }

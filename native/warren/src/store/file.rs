@@ -13,7 +13,9 @@
 //! first waiting thread the *leader*: it takes the whole buffer, writes it with one
 //! `write`, and calls `fdatasync` once; threads arriving meanwhile wait on a condition
 //! variable, and the next leader takes everything they submitted in one go. Under load,
-//! one fsync covers the changes of many threads.
+//! one fsync covers the changes of many threads. With [`LogSync::Write`] a record counts as
+//! durable once written to the kernel (it survives the process, not the machine), and a
+//! thread of the store `fdatasync`s the log once per interval, off the waiters' path.
 //!
 //! **Compaction.** [`compact`](Store::compact) writes the snapshot atomically (temporary
 //! file, fsync, rename, directory fsync), starts a new log segment, and deletes the
@@ -24,10 +26,15 @@ use std::io::{Seek, SeekFrom, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use super::codec::check_numbering;
-use super::fsutil::{LOCK_FILE, claim_format, fsync_dir, lock, read_snapshot, remove_stale_tmp, write_snapshot};
+use super::fsutil::{
+    LOCK_FILE, SNAPSHOT_FILE, claim_format, fsync_dir, lock, read_snapshot, remove_stale_tmp, write_snapshot,
+};
 use super::wal::{self, encode_record, list_segments, segment_name};
 use super::{Codec, Loaded, Store, Ticket};
 use crate::error::{Error, Result};
@@ -38,6 +45,10 @@ pub struct FileStoreOptions {
     /// [`wants_compaction`](Store::wants_compaction) turns true once this many log bytes
     /// were written since the last compaction. Default 64 MiB.
     pub compact_after_bytes: u64,
+    /// ... and, if not 0, once the log since the last compaction holds at least this many
+    /// times the bytes of the snapshot on disk: a large snapshot is not rewritten for a log
+    /// much smaller than itself (what a restart replays stays in proportion). Default 0.
+    pub compact_after_snapshots: u64,
     /// gzip level of snapshots, 0 (none) to 9 (best). Default 1: snapshots are written
     /// while the master serves, so speed matters more than size.
     pub snapshot_level: u32,
@@ -45,12 +56,37 @@ pub struct FileStoreOptions {
     /// so that appending does not change the file size and an fsync needs no file-system
     /// journal commit (several times faster on ext4). 0 disables it. Default 16 MiB.
     pub preallocate_bytes: u64,
+    /// When a log write counts as durable. Default [`LogSync::Fsync`].
+    pub sync: LogSync,
 }
 
 impl Default for FileStoreOptions {
     fn default() -> Self {
-        FileStoreOptions { compact_after_bytes: 64 << 20, snapshot_level: 1, preallocate_bytes: 16 << 20 }
+        FileStoreOptions {
+            compact_after_bytes: 64 << 20,
+            compact_after_snapshots: 0,
+            snapshot_level: 1,
+            preallocate_bytes: 16 << 20,
+            sync: LogSync::Fsync,
+        }
     }
+}
+
+/// When a [`FileStore`]'s log write counts as durable, answering
+/// [`wait_durable`](Store::wait_durable).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogSync {
+    /// Once `fdatasync` returned: a record survives the machine crashing or losing power.
+    Fsync,
+    /// Once `write` returned (the record is in the kernel's page cache): a record survives
+    /// this process being killed, not the machine crashing. A thread of the store
+    /// `fdatasync`s the log every `every` (at least 1 ms) if it was written to, and the
+    /// log is synced before each compaction and when the store closes; a failed sync makes
+    /// the store refuse further work, as a failed write does.
+    Write {
+        /// How often the log is synced.
+        every: Duration,
+    },
 }
 
 /// Counters of a [`FileStore`] since it was opened.
@@ -72,6 +108,9 @@ pub struct FileStoreStats {
 struct Commit {
     /// Encoded records submitted but not yet taken by a leader.
     buf: Vec<u8>,
+    /// An empty buffer with room, swapped for `buf` by a leader: submits encode into
+    /// memory already mapped instead of a new allocation each time.
+    spare: Vec<u8>,
     /// Sequence number of the last record submitted.
     submitted: u64,
     /// Sequence number up to which everything is durable.
@@ -82,6 +121,8 @@ struct Commit {
     failed: Option<String>,
     /// Log bytes submitted since the last compaction.
     bytes_since_compaction: u64,
+    /// Size of the snapshot on disk (0: none).
+    snapshot_bytes: u64,
 }
 
 /// The segment being appended to.
@@ -94,6 +135,85 @@ struct Segment {
     allocated: u64,
     /// Highest sequence number written to the log (or covered by the snapshot) so far.
     written: u64,
+    /// Whether bytes were written since the last `fdatasync` began (only with
+    /// [`LogSync::Write`]).
+    unsynced: bool,
+}
+
+impl Segment {
+    /// A segment whose valid records end at `len` of a file `allocated` bytes long.
+    fn new(file: File, path: PathBuf, len: u64, allocated: u64, written: u64) -> Segment {
+        Segment { file, path, len, allocated, written, unsynced: false }
+    }
+
+    /// `fdatasync`s the segment.
+    fn sync(&mut self) -> Result<()> {
+        self.unsynced = false;
+        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))
+    }
+}
+
+/// The thread that syncs a [`LogSync::Write`] log: it stops (and is joined) when `stop` is
+/// dropped.
+struct Syncer {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Syncer {
+    /// Starts syncing `segment` every `every`, counting syncs in `syncs` and putting the
+    /// first failure in `failed`.
+    fn start(
+        dir: &Path,
+        every: Duration,
+        segment: Arc<Mutex<Segment>>,
+        syncs: Arc<AtomicU64>,
+        failed: Arc<Mutex<Option<String>>>,
+    ) -> Result<Syncer> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let every = every.max(Duration::from_millis(1));
+        let name = format!("log-sync {}", dir.display());
+        let thread = std::thread::Builder::new()
+            .name("warren-log-sync".into())
+            .spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                    // Synced through a duplicate descriptor, so that writers do not wait.
+                    let file = {
+                        let mut seg = lock(&segment);
+                        if !seg.unsynced {
+                            continue;
+                        }
+                        seg.unsynced = false;
+                        seg.file.try_clone().map(|f| (f, seg.path.clone()))
+                    };
+                    let synced = file.and_then(|(f, path)| {
+                        f.sync_data()
+                            .map_err(|e| std::io::Error::new(e.kind(), format!("syncing {}: {e}", path.display())))
+                    });
+                    match synced {
+                        Ok(()) => {
+                            syncs.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            log::error!("{name}: {e}");
+                            lock(&failed).get_or_insert_with(|| e.to_string());
+                            return;
+                        }
+                    }
+                }
+            })
+            .map_err(|e| Error::io("starting the log's sync thread".to_string(), e))?;
+        Ok(Syncer { stop: Some(stop), thread: Some(thread) })
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// What a directory holds, as read at open or load.
@@ -132,7 +252,11 @@ pub struct FileStore<C: Codec> {
     options: FileStoreOptions,
     commit: Mutex<Commit>,
     committed: Condvar,
-    segment: Mutex<Segment>,
+    segment: Arc<Mutex<Segment>>,
+    /// The thread syncing the log ([`LogSync::Write`] only), stopped before the last sync.
+    syncer: Option<Syncer>,
+    /// Why the syncing thread failed, if it did.
+    sync_failed: Arc<Mutex<Option<String>>>,
     /// Sequence number of the snapshot on disk (serializes compactions).
     snapshot_seq: Mutex<u64>,
     /// What `open` read (the snapshot and the records after it), handed to the first
@@ -141,7 +265,7 @@ pub struct FileStore<C: Codec> {
     opened: Mutex<Option<Loaded<C>>>,
     submits: AtomicU64,
     records: AtomicU64,
-    syncs: AtomicU64,
+    syncs: Arc<AtomicU64>,
     bytes: AtomicU64,
     compactions: AtomicU64,
     format: PhantomData<fn() -> C>,
@@ -211,25 +335,39 @@ impl<C: Codec> FileStore<C> {
         };
         let allocated =
             file.metadata().map_err(|e| Error::io(format!("reading the size of {}", path.display()), e))?.len();
+        let segment = Arc::new(Mutex::new(Segment::new(file, path, len, allocated, last_seq)));
+        let syncs = Arc::new(AtomicU64::new(0));
+        let sync_failed = Arc::new(Mutex::new(None));
+        let snapshot_bytes = snapshot_size(&dir);
+        let syncer = match options.sync {
+            LogSync::Fsync => None,
+            LogSync::Write { every } => {
+                Some(Syncer::start(&dir, every, segment.clone(), syncs.clone(), sync_failed.clone())?)
+            }
+        };
         Ok(FileStore {
             dir,
             _lock: lock_file,
             options,
             commit: Mutex::new(Commit {
                 buf: Vec::new(),
+                spare: Vec::new(),
                 submitted: last_seq,
                 durable: last_seq,
                 flushing: false,
                 failed: None,
                 bytes_since_compaction: len,
+                snapshot_bytes,
             }),
             committed: Condvar::new(),
-            segment: Mutex::new(Segment { file, path, len, allocated, written: last_seq }),
+            segment,
+            syncer,
+            sync_failed,
             snapshot_seq: Mutex::new(snapshot_seq),
             opened: Mutex::new(Some((snapshot, records))),
             submits: AtomicU64::new(0),
             records: AtomicU64::new(0),
-            syncs: AtomicU64::new(0),
+            syncs,
             bytes: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
             format: PhantomData,
@@ -252,8 +390,9 @@ impl<C: Codec> FileStore<C> {
         }
     }
 
-    /// Writes `buf` (log records up to record `upto`) to the log and fsyncs it, first
-    /// extending the segment with zeros if the records would not fit.
+    /// Writes `buf` (log records up to record `upto`) to the log and, with
+    /// [`LogSync::Fsync`], fsyncs it, first extending the segment with zeros if the records
+    /// would not fit.
     fn write_batch(&self, buf: &[u8], upto: u64) -> Result<()> {
         let mut guard = lock(&self.segment);
         let seg = &mut *guard;
@@ -276,34 +415,70 @@ impl<C: Codec> FileStore<C> {
             }
             seg.file.seek(SeekFrom::Start(seg.len))?;
             seg.file.write_all(buf)?;
-            seg.file.sync_data()
+            match self.options.sync {
+                LogSync::Fsync => seg.file.sync_data(),
+                LogSync::Write { .. } => Ok(()),
+            }
         })();
         result.map_err(|e| Error::io(format!("appending to {}", seg.path.display()), e))?;
         seg.len = end;
         seg.allocated = seg.allocated.max(end);
         seg.written = upto;
-        self.syncs.fetch_add(1, Ordering::Relaxed);
+        match self.options.sync {
+            LogSync::Fsync => {
+                self.syncs.fetch_add(1, Ordering::Relaxed);
+            }
+            LogSync::Write { .. } => seg.unsynced = true,
+        }
         self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Makes a failure of the syncing thread the store's.
+    fn take_sync_failure(&self, c: &mut Commit) {
+        if let Some(why) = lock(&self.sync_failed).take() {
+            c.failed.get_or_insert(why);
+        }
+    }
+
+    /// Whether [`wait_durable`](Store::wait_durable) waits for the disk ([`LogSync::Fsync`]),
+    /// or only for a `write` to the kernel, which takes no longer than copying the records.
+    pub fn waits_for_disk(&self) -> bool {
+        self.options.sync == LogSync::Fsync
+    }
+}
+
+impl<C: Codec> Drop for FileStore<C> {
+    fn drop(&mut self) {
+        if self.syncer.take().is_some() {
+            let mut seg = lock(&self.segment);
+            if seg.unsynced {
+                if let Err(e) = seg.sync() {
+                    log::error!("store {}: {e}", self.dir.display());
+                }
+            }
+        }
     }
 }
 
 impl<C: Codec> Store<C> for FileStore<C> {
     fn submit(&self, records: &[C::Record]) -> Result<Ticket> {
-        let mut encoded = Vec::new();
-        if !records.is_empty() {
-            encode_record::<C>(records, &mut encoded)?;
-        }
         let mut c = lock(&self.commit);
+        self.take_sync_failure(&mut c);
         if let Some(why) = &c.failed {
             return Err(Error::StoreFailed(why.clone()));
         }
         check_numbering::<C>(&self.dir.display(), c.submitted, records)?;
         if let Some(last) = records.last() {
+            // Encoded straight into the buffer the next leader writes: one copy.
+            let start = c.buf.len();
+            if let Err(e) = encode_record::<C>(records, &mut c.buf) {
+                c.buf.truncate(start);
+                return Err(e);
+            }
             lock(&self.opened).take();
             c.submitted = C::seq(last);
-            c.buf.extend_from_slice(&encoded);
-            c.bytes_since_compaction += encoded.len() as u64;
+            c.bytes_since_compaction += (c.buf.len() - start) as u64;
             self.submits.fetch_add(1, Ordering::Relaxed);
             self.records.fetch_add(records.len() as u64, Ordering::Relaxed);
         }
@@ -312,6 +487,7 @@ impl<C: Codec> Store<C> for FileStore<C> {
 
     fn wait_durable(&self, ticket: Ticket) -> Result<()> {
         let mut c = lock(&self.commit);
+        self.take_sync_failure(&mut c);
         loop {
             if c.durable >= ticket.0 {
                 return Ok(());
@@ -325,17 +501,18 @@ impl<C: Codec> Store<C> for FileStore<C> {
             }
             // Become the leader: write everything submitted so far with one fsync.
             c.flushing = true;
-            let buf = std::mem::take(&mut c.buf);
+            let spare = std::mem::take(&mut c.spare);
+            let buf = std::mem::replace(&mut c.buf, spare);
             let upto = c.submitted;
             drop(c);
             let result = self.write_batch(&buf, upto);
             c = lock(&self.commit);
             c.flushing = false;
-            if c.buf.is_empty() && c.buf.capacity() < buf.capacity() {
-                // Reuse the allocation for the next batch.
+            if c.spare.capacity() < buf.capacity() {
+                // Kept for the next leader to swap in.
                 let mut buf = buf;
                 buf.clear();
-                c.buf = buf;
+                c.spare = buf;
             }
             match result {
                 Ok(()) => c.durable = upto,
@@ -385,13 +562,19 @@ impl<C: Codec> Store<C> for FileStore<C> {
         lock(&self.commit).bytes_since_compaction = 0;
         write_snapshot::<C>(&self.dir, snapshot, self.options.snapshot_level)?;
         *on_disk = seq;
+        lock(&self.commit).snapshot_bytes = snapshot_size(&self.dir);
 
         let mut seg = lock(&self.segment);
+        // The segment left behind, if written to without a sync since: its records after the
+        // snapshot must reach the disk, as only the current segment is synced from then on.
+        let mut left_unsynced = None;
         if seg.len > 0 {
             // Every record written so far is at most `seg.written`; newer ones go to the
             // new segment, so its name bounds both.
             let (file, path) = create_segment(&self.dir, seg.written + 1)?;
-            *seg = Segment { file, path, len: 0, allocated: 0, written: seg.written };
+            let written = seg.written;
+            let old = std::mem::replace(&mut *seg, Segment::new(file, path, 0, 0, written));
+            left_unsynced = old.unsynced.then_some(old);
         }
         let segments = list_segments(&self.dir)?;
         let mut removed = 0;
@@ -403,6 +586,10 @@ impl<C: Codec> Store<C> for FileStore<C> {
             }
         }
         drop(seg);
+        if let Some(mut old) = left_unsynced {
+            // Without the lock: writers go on meanwhile.
+            old.sync()?;
+        }
         if removed > 0 {
             fsync_dir(&self.dir)?;
         }
@@ -412,8 +599,15 @@ impl<C: Codec> Store<C> for FileStore<C> {
     }
 
     fn wants_compaction(&self) -> bool {
-        lock(&self.commit).bytes_since_compaction >= self.options.compact_after_bytes
+        let c = lock(&self.commit);
+        let by_snapshot = c.snapshot_bytes.saturating_mul(self.options.compact_after_snapshots);
+        c.bytes_since_compaction >= self.options.compact_after_bytes.max(by_snapshot)
     }
+}
+
+/// The size of the snapshot in `dir` (0: none, or unreadable).
+fn snapshot_size(dir: &Path) -> u64 {
+    fs::metadata(dir.join(SNAPSHOT_FILE)).map_or(0, |m| m.len())
 }
 
 /// Creates an empty segment named for `first_seq` and makes its directory entry durable.
@@ -526,6 +720,40 @@ mod tests {
         let reopened = open_again(store, dir.path());
         let (snapshot, records) = reopened.load().unwrap();
         assert_eq!(replay(snapshot, &records), replay(None, &all), "what open read, handed to the first load");
+    }
+
+    /// With `LogSync::Write` a record is answered once written: another reader of the
+    /// directory (a restarted process) sees it before any fsync; the log is fsynced when
+    /// its interval is up, before a compaction, and at close.
+    #[test]
+    fn a_written_record_is_answered_before_its_fsync_and_synced_later() {
+        let dir = TestDir::new("file-store-log-sync-write");
+        let lazy = FileStoreOptions { sync: LogSync::Write { every: Duration::from_secs(3600) }, ..opts() };
+        let store = FileStore::<Kv>::open_with(dir.path(), lazy).unwrap();
+        let all = puts(1, 6);
+        for r in &all[..4] {
+            store.append(std::slice::from_ref(r)).unwrap();
+        }
+        assert_eq!(store.stats().syncs, 0, "no fsync within the interval");
+        let copy = TestDir::new("file-store-log-sync-write-copy");
+        copy_dir(dir.path(), copy.path());
+        fs::remove_file(copy.path().join(LOCK_FILE)).unwrap();
+        assert_eq!(reload(copy.path()).unwrap(), replay(None, &all[..4]), "the written records are readable at once");
+        store.compact(&replay(None, &all[..3])).unwrap();
+        store.append(&all[4..]).unwrap();
+        assert!(lock(&store.segment).unsynced, "written to the new segment since");
+        drop(store);
+        assert_eq!(reload(dir.path()).unwrap(), replay(None, &all), "closed, then opened again");
+
+        let often = FileStoreOptions { sync: LogSync::Write { every: Duration::from_millis(5) }, ..opts() };
+        let store = FileStore::<Kv>::open_with(dir.path(), often).unwrap();
+        store.append(&puts(7, 2)).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.stats().syncs == 0 {
+            assert!(std::time::Instant::now() < deadline, "the syncing thread synced nothing in 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!lock(&store.segment).unsynced);
     }
 
     /// Closes `store` (releasing the directory's lock) and opens it again.
@@ -777,6 +1005,29 @@ mod tests {
         }
         // ~45 bytes per log record: one compaction per ~44 records.
         assert!((2..=3).contains(&compacted), "compacted {compacted} times");
+    }
+
+    #[test]
+    fn wants_compaction_only_once_the_log_outgrows_the_snapshot_as_told() {
+        let dir = TestDir::new("wants-snapshots");
+        let options = FileStoreOptions { compact_after_bytes: 100, compact_after_snapshots: 3, ..opts() };
+        let store = FileStore::<Kv>::open_with(dir.path(), options.clone()).unwrap();
+        let all = puts(1, 400);
+        store.append(&all[..10]).unwrap();
+        assert!(store.wants_compaction(), "no snapshot yet: by bytes alone");
+        store.compact(&replay(None, &all[..10])).unwrap();
+        let snapshot = snapshot_size(dir.path());
+        assert!(snapshot > 0);
+        let mut appended = 10;
+        while !store.wants_compaction() {
+            store.append(std::slice::from_ref(&all[appended])).unwrap();
+            appended += 1;
+        }
+        let logged = lock(&store.commit).bytes_since_compaction;
+        assert!(logged >= 3 * snapshot && logged >= 100, "asked at {logged} log bytes, snapshot {snapshot}");
+        drop(store);
+        let reopened = FileStore::<Kv>::open_with(dir.path(), options).unwrap();
+        assert!(reopened.wants_compaction(), "the snapshot's size is known again at open");
     }
 
     #[test]

@@ -100,7 +100,7 @@ use std::sync::Arc;
 pub use codec::{Codec, DecodeError, Replay};
 #[cfg(feature = "etcd")]
 pub use etcd::{COMPRESS_LOG_BYTES, EtcdOptions, EtcdStore};
-pub use file::{FileStore, FileStoreOptions, FileStoreStats};
+pub use file::{FileStore, FileStoreOptions, FileStoreStats, LogSync};
 pub use snapshot_every_change::SnapshotEveryChangeStore;
 pub use spec::{
     DEFAULT_ETCD_PREFIX, DEFAULT_FLUSHES_IN_FLIGHT, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S, OpenOptions, open, open_with,
