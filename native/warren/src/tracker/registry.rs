@@ -27,13 +27,24 @@ struct Entry {
     attempt: u32,
     host_id: String,
     state: WorkerState,
+    /// Finished, and its connection to the tracker ended before the job did: it did not
+    /// wait to serve anyone (a worker whose call had failed, or a plain-mode one).
+    left: bool,
 }
 
 impl Entry {
     /// A worker that just registered, listening at `host:port` (its pid, attempt and host id
     /// come with its later messages).
     fn running(host: &str, port: u16) -> Entry {
-        Entry { host: host.to_string(), port, pid: 0, attempt: 0, host_id: String::new(), state: WorkerState::Running }
+        Entry {
+            host: host.to_string(),
+            port,
+            pid: 0,
+            attempt: 0,
+            host_id: String::new(),
+            state: WorkerState::Running,
+            left: false,
+        }
     }
 }
 
@@ -174,7 +185,7 @@ impl Registry {
         }
         let assigned = self.assigned();
         if assigned && self.workers.contains_key(task_id) {
-            if let Some(refusal) = self.done_refusal() {
+            if let Some(refusal) = self.done_refusal().or_else(|| self.left_refusal()) {
                 return refusal;
             }
         }
@@ -336,7 +347,7 @@ impl Registry {
     pub fn rejoin(&mut self, task_id: &str, host: &str, port: u16) -> Registered {
         let member = self.rank_of(task_id).is_some();
         if member {
-            if let Some(refusal) = self.done_refusal() {
+            if let Some(refusal) = self.done_refusal().or_else(|| self.left_refusal()) {
                 return refusal;
             }
         }
@@ -359,6 +370,18 @@ impl Registry {
             Registered::Rejected(format!(
                 "re-linking is impossible: every one of the {} members has finished the job",
                 self.view.as_ref().map_or(self.world, View::world)
+            ))
+        })
+    }
+
+    /// The refusal of any re-link once a member finished and left without waiting for the
+    /// others (it cannot serve a replacement or take part in a round).
+    fn left_refusal(&self) -> Option<Registered> {
+        let member = |t: &str| self.rank_of(t).is_some();
+        self.workers.iter().find(|(t, e)| e.state == WorkerState::Finished && e.left && member(t)).map(|(gone, _)| {
+            let rank = self.rank_of(gone).expect("a member");
+            Registered::Rejected(format!(
+                "re-linking is impossible: rank {rank} (task {gone}) has finished the job and left"
             ))
         })
     }
@@ -471,6 +494,15 @@ impl Registry {
             e.state = WorkerState::Finished;
         }
         self.job_finished()
+    }
+
+    /// A finished worker's connection ended: if the job is not done, it left without waiting
+    /// for the others.
+    pub fn finished_connection_ended(&mut self, task_id: &str) {
+        let done = self.job_finished();
+        if let Some(e) = self.workers.get_mut(task_id).filter(|e| e.state == WorkerState::Finished) {
+            e.left = !done;
+        }
     }
 
     /// The worker's connection dropped without a shutdown.
@@ -626,6 +658,30 @@ mod tests {
         r.lost("2");
         assert_eq!(r.state_of("2"), Some(WorkerState::Finished));
         assert!(done(&r.register("2", "h", 9)));
+    }
+
+    /// A worker that finished without waiting for the others (its call had failed) and whose
+    /// connection then ended cannot serve anyone: a re-link is refused at once, naming it,
+    /// instead of waiting for it.
+    #[test]
+    fn a_finished_worker_that_left_makes_a_re_link_fail_at_once() {
+        let mut r = Registry::new(2);
+        for t in ["0", "1"] {
+            r.register(t, "h", 1);
+        }
+        assert!(!r.finished("0"));
+        r.finished_connection_ended("0");
+        let refused = r.rejoin("1", "h", 2);
+        assert!(
+            matches!(&refused, Registered::Rejected(m) if m.contains("rank 0 (task 0) has finished the job and left")),
+            "{refused:?}"
+        );
+        // Once every member finished, a connection ending is no departure.
+        let mut r = Registry::new(1);
+        r.register("0", "h", 1);
+        assert!(r.finished("0"));
+        r.finished_connection_ended("0");
+        assert!(!r.workers["0"].left);
     }
 
     #[test]

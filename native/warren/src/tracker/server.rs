@@ -162,6 +162,8 @@ async fn connection(stream: wire::ServiceStream, state: SharedState) {
                 s.registry.lost(&task_id);
                 let rank = s.registry.rank_of(&task_id).map(|r| r.to_string()).unwrap_or_else(|| "-".into());
                 warn!("tracker: worker rank {rank} (task {task_id}) lost: {end_reason} ({peer})");
+            } else {
+                s.registry.finished_connection_ended(&task_id);
             }
         }
     }
