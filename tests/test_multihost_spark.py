@@ -3,7 +3,9 @@
 Warren's tracker) on one host, three Worker daemons on three others, each host with its own
 address, so that Spark and Warren see four machines. A killed executor, a whole host lost, a
 host cut off for longer than the peer timeout and a paused driver each leave the job going on
-to the failure-free model in bounded time, the lost work re-run on another host."""
+to the failure-free model in bounded time, the lost work re-run on another host. Two jobs carry
+the four faults, one after the other in each (a Spark application takes a minute to start
+here): an executor kill then a driver pause, and a host cut off then a whole host lost."""
 
 from __future__ import annotations
 
@@ -88,8 +90,9 @@ def full(sim) -> Sim:
 
 def start_job(spark, sim: Sim, tmp_path) -> tuple[Job, str]:
     args, recorded = demo_job()
-    # 1 s per iteration: time for a fault while the workers train (the model does not change).
-    job = submit(spark, sim.cluster.url, [*args, "--pause-ms", "1000"], tmp_path, conf=EXECUTORS, ui=True,
+    # 1.5 s per iteration: time for two faults while the workers train (the model does not
+    # change).
+    job = submit(spark, sim.cluster.url, [*args, "--pause-ms", "1500"], tmp_path, conf=EXECUTORS, ui=True,
                  host=sim.driver)
     return job, recorded
 
@@ -166,117 +169,131 @@ def finish_with(job: Job, recorded: str, timeout: float = 300):
     return r
 
 
-def test_an_executor_killed_mid_training_is_re_run_on_another_host(full: Sim, spark, tmp_path):
-    """An executor JVM SIGKILLed while its task trains: Spark re-runs that task on an executor
-    of another host, the task catches up from its peers there, and the job ends with the
-    failure-free model."""
-    job, recorded = start_job(spark, full, tmp_path)
-    try:
-        m = progress_version(job, 2)
-        busy, spare = busy_and_spare(job)
-        victim = next(i for i, e in busy.items() if address(e) != address(spare))
-        killed_at = time.monotonic()
-        sigkill(executor_pid(victim))
-        rerun = re_runs(job, {victim}, m.end())
-        m = job.wait_for(r"tracker: re-link round \d+ complete", RECOVERY_S, m.end())
-        relinked = time.monotonic() - killed_at
-        again = executors(job)
-        finish_with(job, recorded)
-    finally:
-        job.kill()
+def kill_an_executor(job: Job, after: int) -> int:
+    """SIGKILLs the executor JVM of a task on a host other than the spare executor's, checks
+    that Spark re-runs the task on another host and that the workers re-link; returns the
+    offset of the re-link line."""
+    busy, spare = busy_and_spare(job)
+    victim = next(i for i, e in busy.items() if address(e) != address(spare))
+    killed_at = time.monotonic()
+    sigkill(executor_pid(victim))
+    rerun = re_runs(job, {victim}, after)
+    m = job.wait_for(r"tracker: re-link round \d+ complete", RECOVERY_S, after)
+    print(f"executor kill: re-linked {time.monotonic() - killed_at:.1f} s after the kill")
+    again = executors(job)
     for p, e in rerun.items():
         assert address(again[e]) != address(busy[victim]), f"partition {p} re-ran on the killed executor's host"
-    assert recoveries(job) >= 1
-    print(f"executor kill: re-linked {relinked:.1f} s after the kill; job {time.monotonic() - job.started:.1f} s")
+    return m.end()
 
 
-def test_a_whole_host_lost_at_once_is_survived(full: Sim, spark, tmp_path):
-    """A whole host lost at once (its link down and every process on it, the Worker daemon and
-    its executor JVMs, SIGKILLed: no connection is closed to the others): the tracker fences its
-    workers, Spark gives the Worker up after spark.worker.timeout and re-runs their tasks on the
-    other hosts, and the job ends with the failure-free model."""
-    job, recorded = start_job(spark, full, tmp_path)
-    lost_host = None
+def pause_the_driver(job: Job, after: int) -> int:
+    """SIGSTOPs the driver JVM, where the tracker lives, for three peer timeouts while the
+    workers train, then continues it: the tracker says it did not run, and blames none of its
+    workers for its own pause (checked by the caller past the returned offset)."""
+    assert "java" in os.path.basename(os.readlink(f"/proc/{job.proc.pid}/exe")), "spark-submit is not the JVM"
+    start = len(job.stderr)
+    os.kill(job.proc.pid, signal.SIGSTOP)
     try:
-        m = progress_version(job, 2)
-        busy, spare = busy_and_spare(job)
-        victim = next(i for i, e in busy.items() if address(e) != address(spare))
-        lost_host = next(h for h in full.workers if h.addr == address(busy[victim]))
-        lost = {i for i, e in busy.items() if address(e) == lost_host.addr}
-        lost_at = time.monotonic()
-        full.net.set_link(lost_host, False)
-        killed = lost_host.kill_all()
-        rerun = re_runs(job, lost, m.end())
-        m = job.wait_for(r"tracker: re-link round \d+ complete", RECOVERY_S, m.end())
-        relinked = time.monotonic() - lost_at
-        again = executors(job)
-        finish_with(job, recorded)
+        time.sleep(3 * PEER_TIMEOUT)
     finally:
-        job.kill()
-        if lost_host is not None:
-            full.restore(lost_host)
-    assert len(killed) >= 2 and not any(alive(p) for p in killed), killed
-    for p, e in rerun.items():
-        assert address(again[e]) != lost_host.addr, f"partition {p} re-ran on the lost host"
-    assert re.search(rf"tracker: fenced rank \d+ \(task \d+ on {re.escape(lost_host.addr)},", job.stderr), job.stderr[-3000:]
-    assert recoveries(job) >= len(lost), job.stderr[-3000:]
-    print(f"host loss ({len(lost)} tasks): re-linked {relinked:.1f} s after the loss; "
-          f"job {time.monotonic() - job.started:.1f} s")
+        os.kill(job.proc.pid, signal.SIGCONT)
+    paused = job.wait_for(r"tracker: it did not run for (\S+)", 30, max(start, after))
+    print(f"driver paused {3 * PEER_TIMEOUT} s: the tracker saw it did not run for {paused.group(1)}")
+    return start
 
 
-def test_a_host_cut_off_beyond_the_peer_timeout_is_fenced_and_replaced(full: Sim, spark, tmp_path):
-    """A host cut off (its link down) for longer than spark.warren.peerTimeout, then back: its
-    worker is fenced and replaced by a new attempt of its task, and the job ends with the
-    failure-free model."""
-    job, recorded = start_job(spark, full, tmp_path)
-    cut = None
+def cut_off_a_host(full: Sim, job: Job, after: int) -> tuple[Host, int]:
+    """Cuts off (link down) the host of a task other than the spare executor's for longer
+    than the peer timeout, then brings it back: its worker is fenced and its task re-run;
+    returns the host and the offset of the re-link line."""
+    busy, spare = busy_and_spare(job)
+    victim = next(i for i, e in busy.items() if address(e) != address(spare))
+    cut = next(h for h in full.workers if h.addr == address(busy[victim]))
+    lost = {i for i, e in busy.items() if address(e) == cut.addr}
+    cut_at = time.monotonic()
+    full.net.set_link(cut, False)
     try:
-        m = progress_version(job, 2)
-        busy, spare = busy_and_spare(job)
-        victim = next(i for i, e in busy.items() if address(e) != address(spare))
-        cut = next(h for h in full.workers if h.addr == address(busy[victim]))
-        lost = {i for i, e in busy.items() if address(e) == cut.addr}
-        cut_at = time.monotonic()
-        full.net.set_link(cut, False)
-        m = job.wait_for(r"tracker: fenced rank \d+", 3 * PEER_TIMEOUT, m.end())
+        m = job.wait_for(r"tracker: fenced rank \d+", 3 * PEER_TIMEOUT, after)
         time.sleep(max(0.0, CUT_S - (time.monotonic() - cut_at)))
-        full.net.set_link(cut, True)
-        rerun = re_runs(job, lost, m.start(), any_failure=True)
-        m = job.wait_for(r"tracker: re-link round \d+ complete", RECOVERY_S, m.start())
-        relinked = time.monotonic() - cut_at
-        finish_with(job, recorded)
     finally:
-        job.kill()
-        if cut is not None:
-            full.restore(cut)
+        full.net.set_link(cut, True)
+    rerun = re_runs(job, lost, m.start(), any_failure=True)
+    m = job.wait_for(r"tracker: re-link round \d+ complete", RECOVERY_S, m.start())
+    print(f"host cut off {CUT_S} s ({len(lost)} tasks): re-linked {time.monotonic() - cut_at:.1f} s after the cut")
     # Fenced by the tracker, or by itself (whichever timed the silence first), and replaced: a
     # new attempt, which may run on the host that came back.
-    fenced = re.search(rf"tracker: fenced rank \d+ \(task \d+ on {re.escape(cut.addr)},", job.stderr)
-    assert fenced or "heard nothing from the tracker" in job.stderr, job.stderr[-3000:]
-    assert len(rerun) == len(lost) and recoveries(job) >= len(lost), job.stderr[-3000:]
-    print(f"host cut off {CUT_S} s ({len(lost)} tasks): re-linked {relinked:.1f} s after the cut; "
-          f"job {time.monotonic() - job.started:.1f} s")
+    seen = job.stderr[after:]
+    fenced = re.search(rf"tracker: fenced rank \d+ \(task \d+ on {re.escape(cut.addr)},", seen)
+    assert fenced or "heard nothing from the tracker" in seen, seen[-3000:]
+    assert len(rerun) == len(lost), seen[-3000:]
+    return cut, m.end()
 
 
-def test_a_paused_driver_is_not_a_failure(full: Sim, spark, tmp_path):
-    """The driver JVM, where the tracker lives, SIGSTOPped for three peer timeouts while the
-    workers train, then continued: the tracker does not blame its workers for its own pause,
-    none is fenced or re-run, and the job ends with the failure-free model."""
+def lose_a_host(full: Sim, job: Job, after: int) -> tuple[Host, set[str], int]:
+    """Loses the host of a task other than the spare executor's at once (its link down and
+    every process on it SIGKILLed: no connection is closed to the others); checks that its
+    workers are fenced and their tasks re-run on other hosts; returns the host, the executors
+    lost and the offset of the re-link line."""
+    busy, spare = busy_and_spare(job)
+    victim = next(i for i, e in busy.items() if address(e) != address(spare))
+    host = next(h for h in full.workers if h.addr == address(busy[victim]))
+    lost = {i for i, e in busy.items() if address(e) == host.addr}
+    lost_at = time.monotonic()
+    full.net.set_link(host, False)
+    killed = host.kill_all()
+    rerun = re_runs(job, lost, after)
+    m = job.wait_for(r"tracker: re-link round \d+ complete", RECOVERY_S, after)
+    print(f"host loss ({len(lost)} tasks): re-linked {time.monotonic() - lost_at:.1f} s after the loss")
+    assert len(killed) >= 2 and not any(alive(p) for p in killed), killed
+    again = executors(job)
+    for p, e in rerun.items():
+        assert address(again[e]) != host.addr, f"partition {p} re-ran on the lost host"
+    seen = job.stderr[after:]
+    assert re.search(rf"tracker: fenced rank \d+ \(task \d+ on {re.escape(host.addr)},", seen), seen[-3000:]
+    return host, lost, m.end()
+
+
+def test_a_killed_executor_is_re_run_on_another_host_and_a_paused_driver_is_no_failure(full: Sim, spark, tmp_path):
+    """An executor JVM SIGKILLed while its task trains: Spark re-runs that task on an executor
+    of another host and the task catches up from its peers there. Then the driver JVM, where
+    the tracker lives, is SIGSTOPped for three peer timeouts and continued: the tracker does not
+    blame its workers for its own pause, none is fenced or re-run. The job ends with the
+    failure-free model."""
     job, recorded = start_job(spark, full, tmp_path)
     try:
         m = progress_version(job, 2)
-        assert "java" in os.path.basename(os.readlink(f"/proc/{job.proc.pid}/exe")), "spark-submit is not the JVM"
-        os.kill(job.proc.pid, signal.SIGSTOP)
-        try:
-            time.sleep(3 * PEER_TIMEOUT)
-        finally:
-            os.kill(job.proc.pid, signal.SIGCONT)
-        paused = job.wait_for(r"tracker: it did not run for (\S+)", 30, m.end())
-        r = finish_with(job, recorded)
+        relinked = kill_an_executor(job, m.end())
+        m = progress_version(job, int(m.group(1)) + 1, relinked)
+        paused = pause_the_driver(job, m.end())
+        finish_with(job, recorded)
     finally:
         job.kill()
-    assert r.recoveries == 0 and recoveries(job) == 0, job.stderr[-3000:]
-    assert "fenced" not in job.stderr, job.stderr[-3000:]
-    assert not re.search(r"task of partition \d+ attempt \d+ failed", job.stderr), job.stderr[-3000:]
-    print(f"driver paused {3 * PEER_TIMEOUT} s: the tracker saw it did not run for {paused.group(1)}; "
-          f"job {time.monotonic() - job.started:.1f} s")
+    after_pause = job.stderr[paused:]
+    assert "fenced" not in after_pause, after_pause[-3000:]
+    assert not re.search(r"task of partition \d+ attempt \d+ failed", after_pause), after_pause[-3000:]
+    assert not re.search(r"re-link round \d+", after_pause), after_pause[-3000:]
+    assert recoveries(job) >= 1
+    print(f"job {time.monotonic() - job.started:.1f} s")
+
+
+def test_a_host_cut_off_then_a_whole_host_lost_are_survived(full: Sim, spark, tmp_path):
+    """A host cut off (its link down) for longer than spark.warren.peerTimeout, then back: its
+    worker is fenced and replaced by a new attempt of its task. Then a whole host is lost at
+    once: the tracker fences its workers, Spark gives its Worker up after spark.worker.timeout
+    and re-runs their tasks on the other hosts. The job ends with the failure-free model."""
+    job, recorded = start_job(spark, full, tmp_path)
+    hosts: list[Host] = []
+    try:
+        m = progress_version(job, 2)
+        cut, relinked = cut_off_a_host(full, job, m.end())
+        hosts.append(cut)
+        m = progress_version(job, int(m.group(1)) + 1, relinked)
+        lost_host, lost, _ = lose_a_host(full, job, m.end())
+        hosts.append(lost_host)
+        finish_with(job, recorded)
+    finally:
+        job.kill()
+        for h in hosts:
+            full.restore(h)
+    assert recoveries(job) >= 1 + len(lost), job.stderr[-3000:]
+    print(f"job {time.monotonic() - job.started:.1f} s")
