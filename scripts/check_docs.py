@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
-"""Checks the docs book (docs/, mdBook layout) and the READMEs without building the book:
+"""Checks the docs book (docs/, built by mdBook) and the READMEs:
 
 - every page docs/SUMMARY.md lists exists, and every page under docs/ is listed there;
 - every relative link of the book and of the READMEs points at a file that exists, and every
   `#anchor` (in the same page or another Markdown page) names a heading of that page;
 - the settings reference (docs/settings.md) lists exactly the keys of
-  native/warren/src/config.rs, as scripts/settings_doc.py renders them.
+  native/warren/src/config.rs, as scripts/settings_doc.py renders them;
+- with --book DIR, the book mdBook rendered into DIR: every relative link and `#fragment` of
+  its pages (the theme's as well as the content's) names a file of the book and an id in it,
+  so a link that resolves in the repository but leaves the book (../README.md) fails too.
 
-Usage: python3 scripts/check_docs.py (exit 1 with one line per problem). `make docs` runs it;
-tests/test_readme.py runs the same checks under pytest.
+Usage: python3 scripts/check_docs.py [--book target/book] (exit 1 with one line per problem).
+`make docs` builds the book and runs it with --book; tests/test_readme.py runs the same
+checks under pytest.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -83,6 +89,8 @@ def check_links(page: Path) -> list[str]:
         dest = (page.parent / path).resolve() if path else page
         if not dest.exists():
             problems.append(f"{name} links to {target}: {path} does not exist")
+        elif page.is_relative_to(DOCS) and not dest.is_relative_to(DOCS):
+            problems.append(f"{name} links to {target}, outside the book: name the file as `code` instead")
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             problems.append(f"{name} links to {target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
     return problems
@@ -99,17 +107,74 @@ def check_settings() -> list[str]:
     return settings_doc.problems()
 
 
-def main() -> int:
+class _Page(HTMLParser):
+    """The ids of one rendered page and the links (href, src) it makes."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for key, value in attrs:
+            if value is None:
+                continue
+            if key in ("id", "name"):
+                self.ids.add(value)
+            elif key in ("href", "src"):
+                self.links.append(value)
+
+
+def check_book(out: Path) -> list[str]:
+    """Every relative link of the rendered book under `out` names a file of the book, and its
+    fragment an id of that file."""
+    out = out.resolve()
+    html = sorted(out.rglob("*.html"))
+    if not html:
+        return [f"{out} holds no rendered page: build the book first (make docs)"]
+    parsed: dict[Path, _Page] = {}
+    for page in html:
+        parser = _Page()
+        parser.feed(page.read_text())
+        parsed[page] = parser
+    problems = []
+    for page, parser in parsed.items():
+        name = page.relative_to(out).as_posix()
+        for link in parser.links:
+            # Other sites, and the site root (404.html's way home, which a server maps).
+            if re.match(r"[a-z][\w+.-]*:|/", link, flags=re.I):
+                continue
+            path, _, fragment = unquote(link).partition("#")
+            path = path.split("?", 1)[0]
+            dest = (page.parent / path).resolve() if path else page
+            if dest.is_dir():
+                dest = dest / "index.html"
+            if not dest.is_relative_to(out) or not dest.exists():
+                problems.append(f"book {name} links to {link}: not a file of the book")
+            elif fragment and dest.suffix == ".html" and fragment not in parsed[dest].ids:
+                problems.append(f"book {name} links to {link}: no id #{fragment} in {dest.relative_to(out)}")
+    return problems
+
+
+def main(argv: list[str]) -> int:
     problems = check_summary()
     for page in pages():
         problems += check_links(page)
     problems += check_settings()
+    book = None
+    if argv[:1] == ["--book"] and len(argv) == 2:
+        book = Path(argv[1])
+        problems += check_book(book)
+    elif argv:
+        print("usage: check_docs.py [--book DIR]", file=sys.stderr)
+        return 2
     for p in problems:
         print(p, file=sys.stderr)
     if not problems:
-        print(f"docs: {len(summary_pages())} pages in SUMMARY, {len(pages())} files' links and anchors checked")
+        rendered = f", the rendered book in {book} too" if book else ""
+        print(f"docs: {len(summary_pages())} pages in SUMMARY, {len(pages())} files' links and anchors checked{rendered}")
     return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

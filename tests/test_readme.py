@@ -1,12 +1,14 @@
 """The READMEs and the docs book stay true: every measured number the top-level README quotes
 (a number with a unit of time, size, rate or ratio) is one that docs/ records; the book's
 table of contents (docs/SUMMARY.md) and its pages agree; every relative link and #anchor of
-the book and the READMEs resolves; the settings reference lists the keys of the code. The
-checks are those of scripts/check_docs.py (`make docs`)."""
+the book and the READMEs resolves, in the Markdown and in the book mdBook renders; the settings
+reference lists the keys of the code. The checks are those of scripts/check_docs.py
+(`make docs`)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 
 import pytest
@@ -71,3 +73,32 @@ def test_the_readmes_first_jobs_are_the_books_tested_examples(lang, page):
     shape of WarrenSpark.train in docs/spark.md: the README shows them unchanged."""
     readme = block((ROOT / "README.md").read_text(), lang)
     assert readme in (ROOT / "docs" / page).read_text(), f"README.md's {lang} example differs from docs/{page}'s"
+
+
+def test_the_book_renders_and_its_links_resolve_in_the_html(tmp_path):
+    mdbook = ROOT / ".venv" / "bin" / "mdbook"
+    assert mdbook.exists(), "mdBook is missing: scripts/setup.sh docs installs it"
+    subprocess.run([str(mdbook), "build", "--dest-dir", str(tmp_path), str(ROOT / "docs")],
+                   check=True, capture_output=True, timeout=120)
+    assert (tmp_path / "index.html").exists() and (tmp_path / "benchmarks.html").exists()
+    assert not check_docs.check_book(tmp_path)
+
+
+def test_the_rendered_book_check_finds_a_link_out_of_the_book_and_a_missing_id(tmp_path):
+    (tmp_path / "a.html").write_text('<h2 id="here">H</h2><a href="#here">ok</a> <a href="b.html#gone">x</a>'
+                                     ' <a href="../README.html">out</a> <a href="https://example.org/">web</a>')
+    (tmp_path / "b.html").write_text('<p id="there">B</p>')
+    assert check_docs.check_book(tmp_path) == [
+        "book a.html links to b.html#gone: no id #gone in b.html",
+        "book a.html links to ../README.html: not a file of the book"]
+
+
+def test_a_page_of_the_book_may_not_link_out_of_it(tmp_path, monkeypatch):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (tmp_path / "TESTING.md").write_text("# T\n")
+    (docs / "a.md").write_text("# A\n\n[t](../TESTING.md)\n")
+    monkeypatch.setattr(check_docs, "DOCS", docs)
+    monkeypatch.setattr(check_docs, "ROOT", tmp_path)
+    assert check_docs.check_links(docs / "a.md") == [
+        "docs/a.md links to ../TESTING.md, outside the book: name the file as `code` instead"]
