@@ -6,6 +6,11 @@
   `#anchor` (in the same page or another Markdown page) names a heading of that page;
 - the settings reference (docs/settings.md) lists exactly the keys of
   native/warren/src/config.rs, as scripts/settings_doc.py renders them;
+- the book and the READMEs say what Warren does now: no dates, result-file time stamps,
+  issue numbers or work rounds in their prose (the sections a benchmark script generates,
+  between `<!-- name:begin -->` and `<!-- name:end -->`, may carry their run's date);
+- bench/results keeps one current baseline per benchmark (one file per name once its time
+  stamp is dropped), and every results data file a page names is there;
 - with --book DIR, the book mdBook rendered into DIR: every relative link and `#fragment` of
   its pages (the theme's as well as the content's) names a file of the book and an id in it,
   so a link that resolves in the repository but leaves the book (../README.md) fails too.
@@ -107,6 +112,56 @@ def check_settings() -> list[str]:
     return settings_doc.problems()
 
 
+GENERATED = re.compile(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", re.S)
+DIARY = [
+    (re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b"), "a date"),
+    (re.compile(r"\b20\d\d[01]\d[0-3]\dT\d{4}"), "a time stamp"),
+    (re.compile(r"\bissues?\s+#?\d|\bthe issue\b", re.I), "an issue"),
+    (re.compile(r"\b(?:this|last|next|previous|first|second|third|fourth|fifth|an earlier|a later) round\b(?! of\b| trip)", re.I),
+     "a work round"),
+]
+RESULTS = ROOT / "bench" / "results"
+# A results file's time stamp: 2026-11-26T195102Z, 20261126T011118Z, 20261127T072621.
+STAMP = re.compile(r"[-_]?(?:\d{4}-\d\d-\d\dT\d{6}Z|\d{8}T\d{4,6}Z?)$")
+
+
+def check_diary(page: Path) -> list[str]:
+    """Dates, time stamps, issue numbers and work rounds in a page's prose, outside generated
+    sections."""
+    name = page.relative_to(ROOT).as_posix()
+    problems = []
+    text = GENERATED.sub("", page.read_text())
+    for n, line in enumerate(text.splitlines(), 1):
+        for pattern, what in DIARY:
+            m = pattern.search(line)
+            if m:
+                problems.append(f"{name}: {what} ({m.group(0)!r}) in {line.strip()[:80]!r}: say what Warren does now")
+    return problems
+
+
+def benchmark_of(results_file: str) -> str:
+    """The benchmark a results file is of: its name without extension and time stamp."""
+    return STAMP.sub("", results_file.split(".", 1)[0])
+
+
+def check_results() -> list[str]:
+    problems = []
+    files = sorted(p.name for p in RESULTS.iterdir() if p.is_file()) if RESULTS.is_dir() else []
+    by: dict[str, list[str]] = {}
+    for f in files:
+        by.setdefault(benchmark_of(f), []).append(f)
+    for bench, fs in sorted(by.items()):
+        if len(fs) > 1:
+            problems.append(f"bench/results holds {len(fs)} files of {bench} ({', '.join(fs)}): keep the current baseline only")
+    for page in pages():
+        text = GENERATED.sub("", page.read_text())
+        # The data files (.jsonl, .json, .txt); a .md there is a table a make target prints.
+        for cited in sorted(set(re.findall(r"bench/results/([\w.-]+\.(?:jsonl|json|txt))\b", text))):
+            if cited not in files:
+                problems.append(f"{page.relative_to(ROOT).as_posix()} names bench/results/{cited}, which is not there")
+    return problems
+
+
 class _Page(HTMLParser):
     """The ids of one rendered page and the links (href, src) it makes."""
 
@@ -161,6 +216,9 @@ def main(argv: list[str]) -> int:
     for page in pages():
         problems += check_links(page)
     problems += check_settings()
+    for page in pages():
+        problems += check_diary(page)
+    problems += check_results()
     book = None
     if argv[:1] == ["--book"] and len(argv) == 2:
         book = Path(argv[1])

@@ -102,3 +102,37 @@ def test_a_page_of_the_book_may_not_link_out_of_it(tmp_path, monkeypatch):
     monkeypatch.setattr(check_docs, "ROOT", tmp_path)
     assert check_docs.check_links(docs / "a.md") == [
         "docs/a.md links to ../TESTING.md, outside the book: name the file as `code` instead"]
+
+
+@pytest.mark.parametrize("page", check_docs.pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_pages_say_what_warren_does_now_without_dates_or_issue_numbers(page):
+    assert not check_docs.check_diary(page)
+
+
+def test_bench_results_keeps_one_baseline_per_benchmark_and_the_files_the_pages_name():
+    assert not check_docs.check_results()
+
+
+def test_the_checkers_find_a_diary_line_and_a_second_baseline(tmp_path, monkeypatch):
+    docs = tmp_path / "docs"
+    results = tmp_path / "bench" / "results"
+    docs.mkdir()
+    results.mkdir(parents=True)
+    (docs / "a.md").write_text(
+        "# A\n\nMeasured 2026-11-25, as issue 12 asked; in this round it got faster.\n"
+        "The re-link round completes; a round trip.\n"
+        "<!-- x:begin -->\n- **Date:** 2026-11-26\n<!-- x:end -->\n"
+        "Results: `bench/results/ps_dense.jsonl`, `bench/results/gone.jsonl`.\n")
+    for name in ("ps_dense-20261127T045010.jsonl", "ps_dense-20261127T072621.jsonl", "recovery.jsonl"):
+        (results / name).write_text("{}\n")
+    monkeypatch.setattr(check_docs, "ROOT", tmp_path)
+    monkeypatch.setattr(check_docs, "DOCS", docs)
+    monkeypatch.setattr(check_docs, "RESULTS", results)
+    monkeypatch.setattr(check_docs, "READMES", [])
+    found = check_docs.check_diary(docs / "a.md")
+    assert [p.split(": ")[1].split(" (")[0] for p in found] == ["a date", "an issue", "a work round"]
+    assert check_docs.check_results() == [
+        "bench/results holds 2 files of ps_dense (ps_dense-20261127T045010.jsonl, "
+        "ps_dense-20261127T072621.jsonl): keep the current baseline only",
+        "docs/a.md names bench/results/gone.jsonl, which is not there",
+        "docs/a.md names bench/results/ps_dense.jsonl, which is not there"]
