@@ -119,7 +119,7 @@ def recovery_section(r):
         "",
         f"Warren stage time as the driver sees it, {r['long_iters']} iterations, median of {r['recovery_repeats']} runs each "
         "(failure-free and failure runs alternate). Two failures at iteration "
-        f"{r['kill_iter']} of task 1: **halted executor**, its executor JVM halts (`Runtime.halt`, the issue's case); "
+        f"{r['kill_iter']} of task 1: **halted executor**, its executor JVM halts (`Runtime.halt`); "
         "**thrown task**, the task throws and its executor lives on. **Retry-one** (the default): Spark re-runs the one "
         "task, which recovers from its peers. **Fail-all**: Spark re-runs the whole barrier stage, every task resuming "
         f"from the durable checkpoint (written every {r['durable_every']} iteration(s), `spark.warren.durableEvery`). "

@@ -1,21 +1,32 @@
 #!/usr/bin/env python3
-"""Checks the docs book (docs/, mdBook layout) and the READMEs without building the book:
+"""Checks the docs book (docs/, built by mdBook) and the READMEs:
 
 - every page docs/SUMMARY.md lists exists, and every page under docs/ is listed there;
 - every relative link of the book and of the READMEs points at a file that exists, and every
   `#anchor` (in the same page or another Markdown page) names a heading of that page;
 - the settings reference (docs/settings.md) lists exactly the keys of
-  native/warren/src/config.rs, as scripts/settings_doc.py renders them.
+  native/warren/src/config.rs, as scripts/settings_doc.py renders them;
+- the book and the READMEs say what Warren does now: no dates, result-file time stamps,
+  issue numbers or work rounds in their prose (the sections a benchmark script generates,
+  between `<!-- name:begin -->` and `<!-- name:end -->`, may carry their run's date);
+- bench/results keeps one current baseline per benchmark (one file per name once its time
+  stamp is dropped), and every results data file a page names is there;
+- with --book DIR, the book mdBook rendered into DIR: every relative link and `#fragment` of
+  its pages (the theme's as well as the content's) names a file of the book and an id in it,
+  so a link that resolves in the repository but leaves the book (../README.md) fails too.
 
-Usage: python3 scripts/check_docs.py (exit 1 with one line per problem). `make docs` runs it;
-tests/test_readme.py runs the same checks under pytest.
+Usage: python3 scripts/check_docs.py [--book target/book] (exit 1 with one line per problem).
+`make docs` builds the book and runs it with --book; tests/test_readme.py runs the same
+checks under pytest.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -83,6 +94,8 @@ def check_links(page: Path) -> list[str]:
         dest = (page.parent / path).resolve() if path else page
         if not dest.exists():
             problems.append(f"{name} links to {target}: {path} does not exist")
+        elif page.is_relative_to(DOCS) and not dest.is_relative_to(DOCS):
+            problems.append(f"{name} links to {target}, outside the book: name the file as `code` instead")
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             problems.append(f"{name} links to {target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
     return problems
@@ -99,17 +112,127 @@ def check_settings() -> list[str]:
     return settings_doc.problems()
 
 
-def main() -> int:
+GENERATED = re.compile(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", re.S)
+DIARY = [
+    (re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b"), "a date"),
+    (re.compile(r"\b20\d\d[01]\d[0-3]\dT\d{4}"), "a time stamp"),
+    (re.compile(r"\bissues?\s+#?\d|\bthe issue\b", re.I), "an issue"),
+    (re.compile(r"\b(?:this|last|next|previous|first|second|third|fourth|fifth|an earlier|a later) round\b(?! of\b| trip)", re.I),
+     "a work round"),
+]
+RESULTS = ROOT / "bench" / "results"
+# A results file's time stamp: 2026-11-26T195102Z, 20261126T011118Z, 20261127T072621.
+STAMP = re.compile(r"[-_]?(?:\d{4}-\d\d-\d\dT\d{6}Z|\d{8}T\d{4,6}Z?)$")
+
+
+def check_diary(page: Path) -> list[str]:
+    """Dates, time stamps, issue numbers and work rounds in a page's prose, outside generated
+    sections."""
+    name = page.relative_to(ROOT).as_posix()
+    problems = []
+    text = GENERATED.sub("", page.read_text())
+    for n, line in enumerate(text.splitlines(), 1):
+        for pattern, what in DIARY:
+            m = pattern.search(line)
+            if m:
+                problems.append(f"{name}: {what} ({m.group(0)!r}) in {line.strip()[:80]!r}: say what Warren does now")
+    return problems
+
+
+def benchmark_of(results_file: str) -> str:
+    """The benchmark a results file is of: its name without extension and time stamp."""
+    return STAMP.sub("", results_file.split(".", 1)[0])
+
+
+def check_results() -> list[str]:
+    problems = []
+    files = sorted(p.name for p in RESULTS.iterdir() if p.is_file()) if RESULTS.is_dir() else []
+    by: dict[str, list[str]] = {}
+    for f in files:
+        by.setdefault(benchmark_of(f), []).append(f)
+    for bench, fs in sorted(by.items()):
+        if len(fs) > 1:
+            problems.append(f"bench/results holds {len(fs)} files of {bench} ({', '.join(fs)}): keep the current baseline only")
+    for page in pages():
+        text = GENERATED.sub("", page.read_text())
+        # The data files (.jsonl, .json, .txt); a .md there is a table a make target prints.
+        for cited in sorted(set(re.findall(r"bench/results/([\w.-]+\.(?:jsonl|json|txt))\b", text))):
+            if cited not in files:
+                problems.append(f"{page.relative_to(ROOT).as_posix()} names bench/results/{cited}, which is not there")
+    return problems
+
+
+class _Page(HTMLParser):
+    """The ids of one rendered page and the links (href, src) it makes."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for key, value in attrs:
+            if value is None:
+                continue
+            if key in ("id", "name"):
+                self.ids.add(value)
+            elif key in ("href", "src"):
+                self.links.append(value)
+
+
+def check_book(out: Path) -> list[str]:
+    """Every relative link of the rendered book under `out` names a file of the book, and its
+    fragment an id of that file."""
+    out = out.resolve()
+    html = sorted(out.rglob("*.html"))
+    if not html:
+        return [f"{out} holds no rendered page: build the book first (make docs)"]
+    parsed: dict[Path, _Page] = {}
+    for page in html:
+        parser = _Page()
+        parser.feed(page.read_text())
+        parsed[page] = parser
+    problems = []
+    for page, parser in parsed.items():
+        name = page.relative_to(out).as_posix()
+        for link in parser.links:
+            # Other sites, and the site root (404.html's way home, which a server maps).
+            if re.match(r"[a-z][\w+.-]*:|/", link, flags=re.I):
+                continue
+            path, _, fragment = unquote(link).partition("#")
+            path = path.split("?", 1)[0]
+            dest = (page.parent / path).resolve() if path else page
+            if dest.is_dir():
+                dest = dest / "index.html"
+            if not dest.is_relative_to(out) or not dest.exists():
+                problems.append(f"book {name} links to {link}: not a file of the book")
+            elif fragment and dest.suffix == ".html" and fragment not in parsed[dest].ids:
+                problems.append(f"book {name} links to {link}: no id #{fragment} in {dest.relative_to(out)}")
+    return problems
+
+
+def main(argv: list[str]) -> int:
     problems = check_summary()
     for page in pages():
         problems += check_links(page)
     problems += check_settings()
+    for page in pages():
+        problems += check_diary(page)
+    problems += check_results()
+    book = None
+    if argv[:1] == ["--book"] and len(argv) == 2:
+        book = Path(argv[1])
+        problems += check_book(book)
+    elif argv:
+        print("usage: check_docs.py [--book DIR]", file=sys.stderr)
+        return 2
     for p in problems:
         print(p, file=sys.stderr)
     if not problems:
-        print(f"docs: {len(summary_pages())} pages in SUMMARY, {len(pages())} files' links and anchors checked")
+        rendered = f", the rendered book in {book} too" if book else ""
+        print(f"docs: {len(summary_pages())} pages in SUMMARY, {len(pages())} files' links and anchors checked{rendered}")
     return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -6,7 +6,9 @@ transitively) from a repository and runs the example on the standalone cluster.
 The artifacts go to a temporary repository (`mvn deploy` to a file: URL, which attaches what
 `mvn install` does, with ~/.m2 left alone), and Spark resolves through an ivy settings file
 naming only that repository and Maven Central, with its own ivy cache: nothing comes from
-~/.m2 or an earlier run."""
+~/.m2 or an earlier run. The POMs carry what Maven Central asks for, nothing is signed without
+`-Prelease`, and that profile refuses to run before the repository's URL and a release version
+are set."""
 
 from __future__ import annotations
 
@@ -84,6 +86,17 @@ def test_libraries_are_published_with_sources_and_javadoc(repo):
     assert not (repo / "io" / "warren" / "warren-spark-examples_2.13").exists(), "the examples are not a library"
 
 
+def test_the_published_poms_carry_what_maven_central_asks_and_nothing_is_signed_by_default(repo):
+    parent = published(repo, "warren-parent", ext="pom").read_text()
+    for element in ("<licenses>", "<name>Apache-2.0</name>", "<developers>", "<scm", "<url>",
+                    "<description>"):
+        assert element in parent, f"warren-parent's POM lacks {element}"
+    assert "<id>release</id>" in parent and "maven-gpg-plugin" in parent
+    core = published(repo, "warren-core", ext="pom").read_text()
+    assert "<artifactId>warren-parent</artifactId>" in core and "<description>" in core
+    assert not list(repo.rglob("*.asc")), "a build without -Prelease signed something"
+
+
 def test_spark_submit_packages_resolves_warren_from_the_repository(repo, full_cluster, spark, tmp_path):
     settings = tmp_path / "ivysettings.xml"
     settings.write_text(IVY_SETTINGS.format(repo=repo.as_uri() + "/"))
@@ -101,3 +114,11 @@ def test_spark_submit_packages_resolves_warren_from_the_repository(repo, full_cl
     assert f"found io.warren#warren-runner;{VERSION} in warren-test" in log
     assert f"found io.warren#warren-scala_2.13;{VERSION} in warren-test" in log
     assert r.model_hash == recorded
+
+
+def test_a_release_is_refused_until_the_repository_url_and_a_release_version_are_set():
+    r = subprocess.run(["mvn", "-B", "-Dstyle.color=never", "-f", str(ROOT / "jvm" / "pom.xml"), "-Prelease",
+                        "validate"], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0, r.stdout[-2000:]
+    assert "set warren.repository.url in jvm/pom.xml" in r.stdout, r.stdout[-2000:]
+    assert "a release to Maven Central needs a release version" in r.stdout

@@ -1,12 +1,14 @@
 """The READMEs and the docs book stay true: every measured number the top-level README quotes
 (a number with a unit of time, size, rate or ratio) is one that docs/ records; the book's
 table of contents (docs/SUMMARY.md) and its pages agree; every relative link and #anchor of
-the book and the READMEs resolves; the settings reference lists the keys of the code. The
-checks are those of scripts/check_docs.py (`make docs`)."""
+the book and the READMEs resolves, in the Markdown and in the book mdBook renders; the settings
+reference lists the keys of the code. The checks are those of scripts/check_docs.py
+(`make docs`)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 
 import pytest
@@ -71,3 +73,66 @@ def test_the_readmes_first_jobs_are_the_books_tested_examples(lang, page):
     shape of WarrenSpark.train in docs/spark.md: the README shows them unchanged."""
     readme = block((ROOT / "README.md").read_text(), lang)
     assert readme in (ROOT / "docs" / page).read_text(), f"README.md's {lang} example differs from docs/{page}'s"
+
+
+def test_the_book_renders_and_its_links_resolve_in_the_html(tmp_path):
+    mdbook = ROOT / ".venv" / "bin" / "mdbook"
+    assert mdbook.exists(), "mdBook is missing: scripts/setup.sh docs installs it"
+    subprocess.run([str(mdbook), "build", "--dest-dir", str(tmp_path), str(ROOT / "docs")],
+                   check=True, capture_output=True, timeout=120)
+    assert (tmp_path / "index.html").exists() and (tmp_path / "benchmarks.html").exists()
+    assert not check_docs.check_book(tmp_path)
+
+
+def test_the_rendered_book_check_finds_a_link_out_of_the_book_and_a_missing_id(tmp_path):
+    (tmp_path / "a.html").write_text('<h2 id="here">H</h2><a href="#here">ok</a> <a href="b.html#gone">x</a>'
+                                     ' <a href="../README.html">out</a> <a href="https://example.org/">web</a>')
+    (tmp_path / "b.html").write_text('<p id="there">B</p>')
+    assert check_docs.check_book(tmp_path) == [
+        "book a.html links to b.html#gone: no id #gone in b.html",
+        "book a.html links to ../README.html: not a file of the book"]
+
+
+def test_a_page_of_the_book_may_not_link_out_of_it(tmp_path, monkeypatch):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (tmp_path / "TESTING.md").write_text("# T\n")
+    (docs / "a.md").write_text("# A\n\n[t](../TESTING.md)\n")
+    monkeypatch.setattr(check_docs, "DOCS", docs)
+    monkeypatch.setattr(check_docs, "ROOT", tmp_path)
+    assert check_docs.check_links(docs / "a.md") == [
+        "docs/a.md links to ../TESTING.md, outside the book: name the file as `code` instead"]
+
+
+@pytest.mark.parametrize("page", check_docs.pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_pages_say_what_warren_does_now_without_dates_or_issue_numbers(page):
+    assert not check_docs.check_diary(page)
+
+
+def test_bench_results_keeps_one_baseline_per_benchmark_and_the_files_the_pages_name():
+    assert not check_docs.check_results()
+
+
+def test_the_checkers_find_a_diary_line_and_a_second_baseline(tmp_path, monkeypatch):
+    docs = tmp_path / "docs"
+    results = tmp_path / "bench" / "results"
+    docs.mkdir()
+    results.mkdir(parents=True)
+    (docs / "a.md").write_text(
+        "# A\n\nMeasured 2026-11-25, as issue 12 asked; in this round it got faster.\n"
+        "The re-link round completes; a round trip.\n"
+        "<!-- x:begin -->\n- **Date:** 2026-11-26\n<!-- x:end -->\n"
+        "Results: `bench/results/ps_dense.jsonl`, `bench/results/gone.jsonl`.\n")
+    for name in ("ps_dense-20261127T045010.jsonl", "ps_dense-20261127T072621.jsonl", "recovery.jsonl"):
+        (results / name).write_text("{}\n")
+    monkeypatch.setattr(check_docs, "ROOT", tmp_path)
+    monkeypatch.setattr(check_docs, "DOCS", docs)
+    monkeypatch.setattr(check_docs, "RESULTS", results)
+    monkeypatch.setattr(check_docs, "READMES", [])
+    found = check_docs.check_diary(docs / "a.md")
+    assert [p.split(": ")[1].split(" (")[0] for p in found] == ["a date", "an issue", "a work round"]
+    assert check_docs.check_results() == [
+        "bench/results holds 2 files of ps_dense (ps_dense-20261127T045010.jsonl, "
+        "ps_dense-20261127T072621.jsonl): keep the current baseline only",
+        "docs/a.md names bench/results/gone.jsonl, which is not there",
+        "docs/a.md names bench/results/ps_dense.jsonl, which is not there"]
