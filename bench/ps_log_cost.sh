@@ -17,6 +17,7 @@
 #
 #   WARREN_REF=/path/to/warren-before-the-log bench/ps_log_cost.sh
 #       PAIRS=3 STEPS=80 WARMUP=20 MODES="async sync" EVERY=10 KEYS=1048576 WIDTH=16 BATCH=4096 FEATURES=8
+#       VARIANTS="none write" (a subset, in this order)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PAIRS=${PAIRS:-3} STEPS=${STEPS:-80} WARMUP=${WARMUP:-20} MODES=${MODES:-"async sync"} EVERY=${EVERY:-10}
@@ -81,8 +82,9 @@ PY
   PIDS=()
   echo "${line%\}},\"variant\":\"$1\",\"server_cpu_step_s\":$cpu,\"load1\":$load}" | tee -a "$OUT"
 }
-VARIANTS="none write fsync"
-[ -n "$REF" ] && VARIANTS="none ref write fsync"
+DEFAULT_VARIANTS="none write fsync"
+[ -n "$REF" ] && DEFAULT_VARIANTS="none ref write fsync"
+VARIANTS=${VARIANTS:-$DEFAULT_VARIANTS}
 for _ in $(seq "$PAIRS"); do
   for mode in $MODES; do
     for v in $VARIANTS; do one "$v" "$mode"; done

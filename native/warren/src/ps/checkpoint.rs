@@ -87,7 +87,12 @@ impl Codec for CheckpointCodec {
         Ok(super::proto::decode(&mut bytes.to_vec())?)
     }
     fn encode_snapshot(snapshot: &Checkpoint, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-        out.write_all(&super::proto::encode(snapshot))
+        // The frame (a shard's size) goes back to the pool: the next checkpoint encodes into
+        // memory already mapped instead of faulting in as many fresh pages.
+        let frame = super::proto::encode(snapshot);
+        let written = out.write_all(&frame);
+        crate::wire::pool::BYTES.give(frame);
+        written
     }
     fn decode_snapshot(bytes: &[u8]) -> std::result::Result<Checkpoint, crate::store::DecodeError> {
         Ok(super::proto::decode(&mut bytes.to_vec())?)

@@ -180,6 +180,12 @@ impl Rows {
         self.keys.len()
     }
 
+    /// About the bytes these rows take in a checkpoint: each row's key, floats and update
+    /// count.
+    pub fn checkpoint_bytes(&self) -> u64 {
+        self.len() as u64 * (16 + 4 * self.stride as u64)
+    }
+
     /// The rows of `keys` (in order) into `out`, created by `init` (parameters) and `opt`
     /// (state) if new.
     fn locate(&mut self, keys: &[u64], init: Init, opt: &Optimizer, out: &mut Vec<u32>) {

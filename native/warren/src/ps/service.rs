@@ -231,7 +231,8 @@ impl State {
         let progress = self.progress();
         let job = self.job.as_ref()?;
         let c = self.checkpoints.as_mut()?;
-        let due = c.policy.due(progress, c.last_steps, c.last_at.elapsed()) || c.store.wants_compaction();
+        let due = c.policy.due(progress, c.last_steps, c.last_at.elapsed())
+            || c.store.wants_compaction_for(job.shard.checkpoint_bytes());
         if c.writing || !(forced || due) {
             return None;
         }

@@ -115,6 +115,18 @@ enum Sum<'g> {
 }
 
 impl Shard {
+    /// About the bytes of this shard in a checkpoint: its parameters, optimizer state, keys
+    /// and update counts (not the small JSON parts).
+    pub fn checkpoint_bytes(&self) -> u64 {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Dense { params, state, .. } => 4 * (params.len() + state.len()) as u64,
+                Part::Sparse { rows } => rows.checkpoint_bytes(),
+            })
+            .sum()
+    }
+
     /// The shard of server `index` of `servers` for `tables`: dense ranges initialized,
     /// no sparse row yet.
     pub fn new(index: usize, servers: usize, tables: &[TableSpec]) -> Result<Shard> {

@@ -52,9 +52,11 @@ pub struct FileStoreOptions {
     /// gzip level of snapshots, 0 (none) to 9 (best). Default 1: snapshots are written
     /// while the master serves, so speed matters more than size.
     pub snapshot_level: u32,
-    /// Log segments are extended with zeros this many bytes ahead of the write position,
-    /// so that appending does not change the file size and an fsync needs no file-system
-    /// journal commit (several times faster on ext4). 0 disables it. Default 16 MiB.
+    /// With [`LogSync::Fsync`], log segments are extended with zeros this many bytes ahead
+    /// of the write position, so that appending does not change the file size and an fsync
+    /// needs no file-system journal commit (several times faster on ext4). 0 disables it.
+    /// Not done with [`LogSync::Write`]: nobody waits for its syncs, and the zeros would
+    /// double the bytes written. Default 16 MiB.
     pub preallocate_bytes: u64,
     /// When a log write counts as durable. Default [`LogSync::Fsync`].
     pub sync: LogSync,
@@ -397,7 +399,10 @@ impl<C: Codec> FileStore<C> {
         let mut guard = lock(&self.segment);
         let seg = &mut *guard;
         let end = seg.len + buf.len() as u64;
-        let prealloc = self.options.preallocate_bytes;
+        let prealloc = match self.options.sync {
+            LogSync::Fsync => self.options.preallocate_bytes,
+            LogSync::Write { .. } => 0,
+        };
         let result = (|| {
             if end > seg.allocated && prealloc > 0 {
                 // One slow fsync (the file size changes) per `prealloc` bytes of log.
@@ -439,6 +444,18 @@ impl<C: Codec> FileStore<C> {
         if let Some(why) = lock(&self.sync_failed).take() {
             c.failed.get_or_insert(why);
         }
+    }
+
+    /// [`wants_compaction`](Store::wants_compaction) for a service that knows its next
+    /// snapshot will be about `snapshot_bytes`: with
+    /// [`compact_after_snapshots`](FileStoreOptions::compact_after_snapshots), the log is
+    /// measured against the larger of that and the snapshot on disk, so that the first
+    /// compaction (no snapshot on disk yet) and those of a growing state wait for a log in
+    /// proportion to what they will write.
+    pub fn wants_compaction_for(&self, snapshot_bytes: u64) -> bool {
+        let c = lock(&self.commit);
+        let by_snapshot = c.snapshot_bytes.max(snapshot_bytes).saturating_mul(self.options.compact_after_snapshots);
+        c.bytes_since_compaction >= self.options.compact_after_bytes.max(by_snapshot)
     }
 
     /// Whether [`wait_durable`](Store::wait_durable) waits for the disk ([`LogSync::Fsync`]),
@@ -599,9 +616,7 @@ impl<C: Codec> Store<C> for FileStore<C> {
     }
 
     fn wants_compaction(&self) -> bool {
-        let c = lock(&self.commit);
-        let by_snapshot = c.snapshot_bytes.saturating_mul(self.options.compact_after_snapshots);
-        c.bytes_since_compaction >= self.options.compact_after_bytes.max(by_snapshot)
+        self.wants_compaction_for(0)
     }
 }
 
@@ -1005,6 +1020,23 @@ mod tests {
         }
         // ~45 bytes per log record: one compaction per ~44 records.
         assert!((2..=3).contains(&compacted), "compacted {compacted} times");
+    }
+
+    #[test]
+    fn an_expected_snapshot_larger_than_the_one_on_disk_defers_compaction() {
+        let dir = TestDir::new("wants-expected");
+        let options = FileStoreOptions { compact_after_bytes: 100, compact_after_snapshots: 2, ..opts() };
+        let store = FileStore::<Kv>::open_with(dir.path(), options).unwrap();
+        let all = puts(1, 200);
+        let mut appended = 0;
+        while !store.wants_compaction() {
+            store.append(std::slice::from_ref(&all[appended])).unwrap();
+            appended += 1;
+        }
+        let logged = lock(&store.commit).bytes_since_compaction;
+        assert!(!store.wants_compaction_for(logged), "a snapshot as large as the log wants twice the log");
+        assert!(store.wants_compaction_for(logged / 2), "a snapshot of half the log is due");
+        assert!(store.wants_compaction_for(0), "none expected: by the configured bytes alone");
     }
 
     #[test]
