@@ -23,6 +23,7 @@ checks under pytest.
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
@@ -144,9 +145,24 @@ def benchmark_of(results_file: str) -> str:
     return STAMP.sub("", results_file.split(".", 1)[0])
 
 
+def results_files() -> list[str]:
+    """The results files a clone gets: those git tracks under bench/results. Local runs write
+    there too (git ignores them), so the directory itself says nothing about the baselines.
+    Outside a git checkout, the files in the directory."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--", "."], cwd=RESULTS, capture_output=True,
+                             check=True).stdout.decode()
+        tracked = [Path(f).name for f in out.split("\0") if f and "/" not in f]
+        if tracked or (ROOT / ".git").exists():
+            return sorted(tracked)
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return sorted(p.name for p in RESULTS.iterdir() if p.is_file()) if RESULTS.is_dir() else []
+
+
 def check_results() -> list[str]:
     problems = []
-    files = sorted(p.name for p in RESULTS.iterdir() if p.is_file()) if RESULTS.is_dir() else []
+    files = results_files()
     by: dict[str, list[str]] = {}
     for f in files:
         by.setdefault(benchmark_of(f), []).append(f)

@@ -136,3 +136,21 @@ def test_the_checkers_find_a_diary_line_and_a_second_baseline(tmp_path, monkeypa
         "ps_dense-20261127T072621.jsonl): keep the current baseline only",
         "docs/a.md names bench/results/gone.jsonl, which is not there",
         "docs/a.md names bench/results/ps_dense.jsonl, which is not there"]
+
+
+def test_a_local_benchmark_run_is_not_a_second_baseline(tmp_path, monkeypatch):
+    """bench/results is git-ignored: a local run's files are not what a clone gets, so only the
+    tracked files count."""
+    results = tmp_path / "bench" / "results"
+    results.mkdir(parents=True)
+    (results / "ps_dense.jsonl").write_text("{}\n")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "bench/results/ps_dense.jsonl"], check=True)
+    (results / "ps_dense-20261127T072621.jsonl").write_text("{}\n")
+    monkeypatch.setattr(check_docs, "ROOT", tmp_path)
+    monkeypatch.setattr(check_docs, "DOCS", tmp_path / "docs")
+    monkeypatch.setattr(check_docs, "RESULTS", results)
+    monkeypatch.setattr(check_docs, "READMES", [])
+    monkeypatch.setattr(check_docs, "pages", lambda: [])
+    assert check_docs.results_files() == ["ps_dense.jsonl"]
+    assert check_docs.check_results() == []
