@@ -354,3 +354,64 @@ fn a_sync_job_ends_with_the_failure_free_model_when_a_server_and_a_trainer_fail_
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("\"restarts\":1,"), "one restart (the trainer's):\n{stdout}");
 }
+
+/// Whether process `pid` has exited (it is gone, or a zombie its parent has not reaped).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_or(true, |s| s.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')))
+}
+
+/// Sends `signal` (e.g. "-STOP") to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    assert!(Command::new("kill").args([signal, &pid.to_string()]).status().unwrap().success());
+}
+
+/// The sync re-commit path across a server's restart: trainer 0 dies having committed step
+/// 20 at server 0 only (`half-committed`); before its replacement starts (the launcher is
+/// held with SIGSTOP), server 0 is SIGKILLed and restarted, so the commit it acknowledged
+/// lives only in its log (checkpoints every 50 steps). The replacement finds step 20
+/// committed at server 0 and staged at server 1, commits it there, and the job ends with the
+/// failure-free model.
+#[test]
+fn a_step_committed_at_one_server_is_completed_after_that_server_restarts_from_its_log() {
+    let want = serial();
+    let dir = TempDir::new("recommit");
+    let ports = [free_port(), free_port()];
+    let start = |i: usize| {
+        let (port, d) = (ports[i].to_string(), dir.0.to_str().unwrap().to_string());
+        let args =
+            ["--port", &port, "--checkpoint-dir", &d, "--checkpoint-every-steps", "50", "--pull-timeout-s", "60"];
+        Server::start(i, 2, SECRET, &args)
+    };
+    let mut servers = [start(0), start(1)];
+    let uris = format!("127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1]);
+    let job = Command::new(WARREN)
+        .args(["run", "-n", "4", "--max-restarts", "1", "--", WARREN, "example", "ps-train", "--mode", "sync"])
+        .args(JOB)
+        .env("WARREN_JOB_SECRET", SECRET)
+        .env("WARREN_PS_URIS", &uris)
+        .env("WARREN_PS_MOCK", "0,20,half-committed,0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn warren run");
+    wait_for_steps(&uris, 1, 10);
+    let trainer = worker_of(job.id(), "0").expect("trainer 0 runs");
+    signal(job.id(), "-STOP");
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while !exited(trainer) {
+        assert!(std::time::Instant::now() < until, "trainer 0 did not die at step 20");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(clocks_of(&uris, 0).map(|c| c[0]), Some(21), "step 20 committed at server 0");
+    assert_eq!(clocks_of(&uris, 1).map(|c| c[0]), Some(20), "step 20 only staged at server 1");
+    servers[0].kill();
+    servers[0] = start(0);
+    assert_eq!(clocks_of(&uris, 0).map(|c| c[0]), Some(21), "server 0 replayed the commit from its log");
+    signal(job.id(), "-CONT");
+    let out = finish(job, Duration::from_secs(120));
+    assert_eq!(model_hash(&out), want);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("trainer 0: completing its step 20"), "the replacement re-commits step 20:\n{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"restarts\":1,"), "one restart (the trainer's)");
+}

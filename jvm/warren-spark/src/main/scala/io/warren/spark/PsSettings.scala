@@ -72,11 +72,11 @@ object PsSettings extends SettingGroup {
   /** `ps.checkpointEvery`. */
   val CheckpointEvery: Setting[Integer] = new Setting[Integer](
     "ps.checkpointEvery",
-    SettingType.intIn(1, 1000000),
-    Integer.valueOf(10),
-    "10",
+    SettingType.intIn(0, 1000000),
+    Integer.valueOf(0),
+    "0",
     null,
-    "trainPS: steps between a server's checkpoints"
+    "trainPS: steps between a server's checkpoints (0: every 60 s, and when its log holds twice its shard)"
   )
 
   /** `ps.host`. */

@@ -107,7 +107,7 @@ class WarrenSettingsTest {
   def parameterServerSettingsAreTypedAndChecked(): Unit = {
     val defaults = WarrenSettings.parse(Map.empty).ps
     assertEquals(None, defaults.checkpointDir)
-    assertEquals(10, defaults.checkpointEvery)
+    assertEquals(0, defaults.checkpointEvery)
     assertEquals(java.time.Duration.ofSeconds(600), defaults.callTimeout)
     assertEquals("driver", defaults.servers)
     assertEquals(2, defaults.threads)
@@ -119,7 +119,7 @@ class WarrenSettingsTest {
     assertEquals(Some("/tmp/ps"), s.checkpointDir)
     assertEquals(5, s.checkpointEvery)
     assertEquals(java.time.Duration.ofMillis(1500), s.pullTimeout)
-    assertEquals("""spark.warren.ps.checkpointEvery = "0": expected an integer in 1..1000000""", refused("ps.checkpointEvery" -> "0"))
+    assertEquals("""spark.warren.ps.checkpointEvery = "-1": expected an integer in 0..1000000""", refused("ps.checkpointEvery" -> "-1"))
     val typo = refused("ps.chekpointDir" -> "/x")
     assertTrue(typo.contains("did you mean spark.warren.ps.checkpointDir?"), typo)
   }
