@@ -100,6 +100,49 @@ class WarrenConfTest {
     assertEquals(Map("spark.warren.ps.threads" -> "3"), takesAMap(conf = PsConf(threads = 3)))
   }
 
+  /** The mean gradient of the logistic loss over `data` (rows of features, the label last). */
+  private def gradient(data: Array[Array[Double]], w: Array[Double]): Array[Double] = {
+    val g = new Array[Double](w.length)
+    for (row <- data) {
+      val z = w.indices.map(j => w(j) * row(j)).sum
+      val err = 1.0 / (1.0 + math.exp(-z)) - row.last
+      for (j <- w.indices) g(j) += err * row(j) / data.length
+    }
+    g
+  }
+
+  /** The example of docs/spark.md, compiled here (running it needs a cluster: spark-examples). */
+  private def trainExample(rdd: org.apache.spark.rdd.RDD[Array[Double]], iters: Int, dim: Int): Seq[Array[Double]] = {
+    // SPARK-DOC-BEGIN
+    import io.warren.spark._
+    import scala.concurrent.duration._
+
+    WarrenSpark.train(rdd, numWorkers = 3, conf = WarrenConf(timeout = 10.minutes)) { (comm, rows) =>
+      val data = rows.toArray
+      // A re-run task goes on from the last checkpoint its peers committed.
+      var (it, w) = comm.loadCheckpointAs[(Int, Array[Double])].fold((0, new Array[Double](dim)))(_._2)
+      while (it < iters) {
+        val g = comm.allreduceInPlace(gradient(data, w))  // summed over the workers
+        for (j <- w.indices) w(j) -= 0.5 * g(j) / comm.worldSize()
+        it += 1
+        comm.checkpoint((it, w))
+      }
+      w
+    }
+    // SPARK-DOC-END
+  }
+
+  @Test
+  def docsSparkShowsTheCompiledExample(): Unit = {
+    val dir = java.nio.file.Path.of(System.getProperty("user.dir"))
+    def block(lines: Seq[String], begin: String => Boolean, end: String): String =
+      lines.dropWhile(l => !begin(l.trim)).drop(1).takeWhile(_.trim != end).map(_.strip).mkString("\n")
+    val source = java.nio.file.Files.readAllLines(dir.resolve("src/test/scala/io/warren/spark/WarrenConfTest.scala")).asScala.toSeq
+    val page = java.nio.file.Files.readAllLines(dir.resolve("../../docs/spark.md")).asScala.toSeq
+    val section = page.dropWhile(_ != "## `WarrenSpark.train` in detail")
+    assertEquals(block(source, _ == "// SPARK-DOC-BEGIN", "// SPARK-DOC-END"), block(section, _ == "```scala", "```"))
+  }
+
   @Test
   def fromMapChecksAsTrainDoes(): Unit = {
     val bad = assertThrows(classOf[WarrenSparkException], () => WarrenConf.fromMap(Map("timeout" -> "ten")))
