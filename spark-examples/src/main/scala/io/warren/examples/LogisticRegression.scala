@@ -5,7 +5,7 @@ import java.security.MessageDigest
 import java.util.SplittableRandom
 
 import io.warren.{CallOptions, Communicator, Op, RolledBackException, Tracker}
-import io.warren.spark.WarrenSpark
+import io.warren.spark._
 import org.apache.spark.{SparkConf, SparkContext, TaskContext}
 
 /** Distributed logistic regression on an RDD with Warren: full-batch gradient descent (or
@@ -171,16 +171,14 @@ object LogisticRegression {
     (x, y)
   }
 
-  private def toBytes(state: Array[Double], losses: Array[Double]): Array[Byte] = {
-    val b = ByteBuffer.allocate(8 * (state.length + losses.length)).order(ByteOrder.LITTLE_ENDIAN)
-    state.foreach(b.putDouble)
-    losses.foreach(b.putDouble)
-    b.array()
-  }
+  /** What each checkpoint holds: the optimizer's state ([[Optimizer.state]]) and the loss of
+    * every iteration so far (the rest zero), from which a restored worker decides to stop as
+    * the others did.
+    */
+  private final case class Checkpointed(state: Array[Double], losses: Array[Double])
 
-  private def fromBytes(bytes: Array[Byte]): Array[Double] = {
-    val b = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN)
-    Array.fill(bytes.length / 8)(b.getDouble)
+  private object Checkpointed {
+    implicit val codec: Codec[Checkpointed] = Codec.caseClass2(Checkpointed.apply _, Checkpointed.unapply _)
   }
 
   /** The optimizer's state between iterations: gradient descent's weights or L-BFGS's state. */
@@ -221,18 +219,14 @@ object LogisticRegression {
     def state: Array[Double] = o.toDoubles
   }
 
-  /** The optimizer at checkpoint `version` (`global` its bytes), and the losses so far. */
-  private def restore(p: Params, d: Int, initSeed: Long, version: Int, global: Array[Byte]): (Optimizer, Array[Double]) = {
-    val losses = new Array[Double](p.iters)
-    val stateLen = if (p.optimizer == "gd") d else Lbfgs.doubles(d, p.lbfgsMemory)
-    val state = if (version == 0) {
-      val r = new SplittableRandom(initSeed ^ 0x5deece66dL)
-      val w = Array.fill(d)(r.nextDouble(-0.01, 0.01))
-      if (p.optimizer == "gd") w else Lbfgs.start(w, p.lbfgsMemory).toDoubles
-    } else {
-      val v = fromBytes(global)
-      System.arraycopy(v, stateLen, losses, 0, p.iters)
-      v.take(stateLen)
+  /** The optimizer at the loaded checkpoint (`None`: a fresh start), and the losses so far. */
+  private def restore(p: Params, d: Int, initSeed: Long, loaded: Option[Checkpointed]): (Optimizer, Array[Double]) = {
+    val (state, losses) = loaded match {
+      case Some(c) => (c.state, c.losses)
+      case None =>
+        val r = new SplittableRandom(initSeed ^ 0x5deece66dL)
+        val w = Array.fill(d)(r.nextDouble(-0.01, 0.01))
+        (if (p.optimizer == "gd") w else Lbfgs.start(w, p.lbfgsMemory).toDoubles, new Array[Double](p.iters))
     }
     val opt = if (p.optimizer == "gd") new GradientDescent(state, p.stepSize) else new Quasinewton(Lbfgs.fromDoubles(state))
     (opt, losses)
@@ -279,18 +273,19 @@ object LogisticRegression {
     val d = dims(0)
     val seedBytes = comm.broadcast(ByteBuffer.allocate(8).putLong(p.seed).array(), 0, CallOptions.bootstrap())
     val initSeed = ByteBuffer.wrap(seedBytes).getLong
-    val ckpt = comm.loadCheckpoint()
-    var (opt, losses) = restore(p, d, initSeed, ckpt.version, ckpt.global)
+    val loaded = comm.loadCheckpointAs[Checkpointed]
+    val startVersion = loaded.fold(0)(_._1)
+    var (opt, losses) = restore(p, d, initSeed, loaded.map(_._2))
     val n = y.length
     val buf = new Array[Double](d + 2)
     // Stop after the first iteration whose loss reached the target: decided from the losses,
     // which the checkpoint holds, so a restored worker decides as the others did.
     def reached(it: Int): Boolean = it > 0 && losses(it - 1) <= p.targetLoss
-    var it = ckpt.version
+    var it = startVersion
     var (rollbacks, rolledBackTo) = (0, -1)
     val views = Seq.newBuilder[(Int, Int, Int)]
     // Whether this worker is in a view of all `workers` that it joined late or grew back to.
-    var grown = ckpt.version > 0 && comm.worldSize() == p.workers
+    var grown = startVersion > 0 && comm.worldSize() == p.workers
     // Elastic jobs: the view changed (a worker joined, left, or was given up on). The gradient
     // is already the mean over the members' rows (the row count is allreduced), so nothing
     // rescales; log it and keep it for the result.
@@ -314,7 +309,7 @@ object LogisticRegression {
           val total = buf(d + 1)
           losses(it) = buf(d) / total
           opt.step(losses(it), buf, total, last = losses(it) <= p.targetLoss)
-          comm.checkpoint(toBytes(opt.state, losses), null)
+          comm.checkpoint(Checkpointed(opt.state, losses))
           viewChanged()
           if (p.pauseMs > 0 && !(p.pauseUntilGrown && grown)) Thread.sleep(p.pauseMs.toLong)
           it += 1
@@ -323,7 +318,7 @@ object LogisticRegression {
         if (left) {
           // Removed from the job: no more collective calls; the model so far is its result.
           for (fl <- p.failures if fl.partition == pid && fl.afterLeaving && attempt < fl.attempts) inject(fl, pid, it, attempt)
-          return Result(opt.weights.clone(), losses.take(it), Double.NaN, comm.recoveries(), 0.0, ckpt.version, 0.0,
+          return Result(opt.weights.clone(), losses.take(it), Double.NaN, comm.recoveries(), 0.0, startVersion, 0.0,
             pid, rollbacks, rolledBackTo, 0, views.result())
         }
         val w = opt.weights
@@ -334,9 +329,9 @@ object LogisticRegression {
           if ((z > 0) == (y(i) > 0.5)) acc(0) += 1
         }
         comm.allreduce(acc, Op.SUM)
-        val iterMs = if (it > ckpt.version) loopMs / (it - ckpt.version) else 0.0
+        val iterMs = if (it > startVersion) loopMs / (it - startVersion) else 0.0
         result = Some(
-          Result(w.clone(), losses.take(it), acc(0) / acc(1), comm.recoveries(), 0.0, ckpt.version, iterMs, pid,
+          Result(w.clone(), losses.take(it), acc(0) / acc(1), comm.recoveries(), 0.0, startVersion, iterMs, pid,
             rollbacks, rolledBackTo, comm.worldSize(), views.result())
         )
       } catch {
@@ -344,15 +339,16 @@ object LogisticRegression {
         // checkpoint did not count. Go on from it with the workers left (this partition's rows
         // are the same; the lost one's are skipped until it rejoins).
         case e: RolledBackException =>
-          val c = comm.loadCheckpoint()
-          System.err.println(s"task $pid: ${e.getMessage}; going on from checkpoint ${c.version} with ${comm.worldSize()} workers")
+          val c = comm.loadCheckpointAs[Checkpointed]
+          val version = c.fold(0)(_._1)
+          System.err.println(s"task $pid: ${e.getMessage}; going on from checkpoint $version with ${comm.worldSize()} workers")
           viewChanged()
-          val (o, l) = restore(p, d, initSeed, c.version, c.global)
+          val (o, l) = restore(p, d, initSeed, c.map(_._2))
           opt = o
           losses = l
-          it = c.version
+          it = version
           rollbacks += 1
-          rolledBackTo = c.version
+          rolledBackTo = version
       }
     }
     result.get

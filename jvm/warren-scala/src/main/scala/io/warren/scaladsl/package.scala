@@ -19,6 +19,24 @@ import scala.jdk.CollectionConverters._
   * }
   * }}}
   *
+  * Checkpoints are typed: a [[Codec]] turns the model into framed bytes and back, so that a
+  * checkpoint of another type, or damaged bytes, fail with a [[CheckpointFormatException]]
+  * that names both types instead of decoding into a wrong model:
+  *
+  * {{{
+  * case class Model(weights: Array[Double], step: Int)
+  * implicit val modelCodec: Codec[Model] = Codec.caseClass2(Model.apply _, Model.unapply _)
+  *
+  * var model = comm.loadCheckpointAs[Model] match {
+  *   case Some((version, m)) => m                   // restarted: the last committed model
+  *   case None               => Model(Array.fill(10)(0.0), 0) // a fresh start (version 0)
+  * }
+  * while (model.step < 100) {
+  *   model = Model(comm.allreduceInPlace(gradient(model.weights)), model.step + 1)
+  *   comm.checkpoint(model)                         // one collective call on every worker
+  * }
+  * }}}
+  *
   * `Communicator` and `Tracker` are `AutoCloseable`, so `scala.util.Using` manages them as
   * they are. Scala's `Array[Float]`, `Array[Double]`, `Array[Int]` and `Array[Long]` are Java
   * arrays and go to the native library unchanged; [[Reducible]] lets generic code call one
@@ -118,6 +136,63 @@ package object scaladsl {
       */
     def broadcastFrom(data: Option[Array[Byte]], root: Int, options: CallOptions = CallOptions.defaults()): Array[Byte] =
       comm.broadcast(data.orNull, root, options)
+
+    /** Commits a checkpoint of the global model `model` (the same on every worker), encoded
+      * by its [[Codec]]; a collective call every worker makes at the same point (see
+      * `Communicator.checkpoint`). No local state: [[loadCheckpointWithLocal]] gives `None`
+      * for it.
+      *
+      * @param model the global model
+      * @param codec its codec
+      * @tparam G its type
+      */
+    def checkpoint[G](model: G)(implicit codec: Codec[G]): Unit =
+      comm.checkpoint(codec.encode(model), null)
+
+    /** Commits a checkpoint of the global model `model` and of this worker's own state
+      * `local` (kept by other workers too, so that a restarted worker gets it back), each
+      * encoded by its [[Codec]]. Two `Array[Byte]`s go to `Communicator.checkpoint` itself,
+      * unframed: wrap raw bytes in a type of your own to frame them.
+      *
+      * @param model the global model
+      * @param local this worker's state
+      * @param g the model's codec
+      * @param l the local state's codec
+      * @tparam G the model's type
+      * @tparam L the local state's type
+      */
+    def checkpoint[G, L](model: G, local: L)(implicit g: Codec[G], l: Codec[L]): Unit =
+      comm.checkpoint(g.encode(model), l.encode(local))
+
+    /** Loads the latest checkpoint (see `Communicator.loadCheckpoint`: once, after the
+      * bootstrap calls) and decodes its global model.
+      *
+      * @param codec the model's codec
+      * @tparam G the model's type
+      * @return `None` on a fresh start (version 0), else the version and the model
+      * @throws CheckpointFormatException if the checkpoint holds another type, raw bytes, or
+      *   damaged bytes (the message names what was expected and found, and the fix)
+      */
+    def loadCheckpointAs[G](implicit codec: Codec[G]): Option[(Int, G)] = {
+      val c = comm.loadCheckpoint()
+      if (c.version == 0) None else Some((c.version, codec.decode(c.global)))
+    }
+
+    /** Loads the latest checkpoint as [[loadCheckpointAs]] does, with this worker's local
+      * state.
+      *
+      * @param g the model's codec
+      * @param l the local state's codec
+      * @tparam G the model's type
+      * @tparam L the local state's type
+      * @return `None` on a fresh start (version 0), else the version, the model and the local
+      *   state (`None` if the checkpoint has none for this worker)
+      * @throws CheckpointFormatException as [[loadCheckpointAs]]
+      */
+    def loadCheckpointWithLocal[G, L](implicit g: Codec[G], l: Codec[L]): Option[(Int, G, Option[L])] = {
+      val c = comm.loadCheckpoint()
+      if (c.version == 0) None else Some((c.version, g.decode(c.global), Option(c.local).map(l.decode)))
+    }
 
     /** Reduces a direct buffer of `dtype` elements in place (see `Communicator.allreduce`).
       *

@@ -4,7 +4,7 @@ import scala.language.implicitConversions
 
 /** The Scala conveniences of [[io.warren.scaladsl]] (module `warren-scala_2.13`), re-exported
   * under their former names, so that `import io.warren.spark._` keeps bringing `Warren`,
-  * `Reducible` and the methods on `Communicator` and `Tracker`:
+  * `Reducible`, `Codec` (typed checkpoints) and the methods on `Communicator` and `Tracker`:
   *
   * {{{
   * import io.warren.Op
@@ -39,6 +39,18 @@ package object spark {
     * @return its Scala methods
     */
   implicit def RichCommunicator(comm: Communicator): scaladsl.RichCommunicator = new scaladsl.RichCommunicator(comm)
+
+  /** How a value becomes the bytes of a typed checkpoint and back ([[io.warren.scaladsl.Codec]]).
+    *
+    * @tparam T the type of the values
+    */
+  type Codec[T] = scaladsl.Codec[T]
+
+  /** The codecs Warren provides and the helpers for case classes ([[io.warren.scaladsl.Codec$]]). */
+  val Codec: scaladsl.Codec.type = scaladsl.Codec
+
+  /** Checkpoint bytes a codec cannot decode ([[io.warren.scaladsl.CheckpointFormatException]]). */
+  type CheckpointFormatException = scaladsl.CheckpointFormatException
 
   /** Scala methods on a `Tracker` ([[io.warren.scaladsl.RichTracker]]). */
   type RichTracker = scaladsl.RichTracker

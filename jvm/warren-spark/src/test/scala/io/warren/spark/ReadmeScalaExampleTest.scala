@@ -7,7 +7,7 @@ import org.junit.jupiter.api.{Test, Timeout}
 
 import scala.jdk.CollectionConverters._
 
-/** The Scala example of docs/jvm-api.md, as written, and the package object's helpers. */
+/** The Scala examples of docs/jvm-api.md, as written, and the package object's helpers. */
 class ReadmeScalaExampleTest {
 
   @Test
@@ -29,6 +29,35 @@ class ReadmeScalaExampleTest {
     // README-END
     }
     assertEquals("11.0, 22.0 / 11.0, 22.0", out.toString("UTF-8").trim)
+  }
+
+  @Test
+  @Timeout(60)
+  def typedCheckpointExample(): Unit = {
+    val out = new java.io.ByteArrayOutputStream()
+    Console.withOut(out) {
+    // TYPED-BEGIN
+    import io.warren.spark._
+    import scala.util.Using
+
+    case class Model(weights: Array[Double], step: Int)
+    implicit val modelCodec: Codec[Model] = Codec.caseClass2(Model.apply _, Model.unapply _)
+
+    Using.resource(Warren.communicator(Map.empty)) { comm =>  // a world of one
+      // A restarted worker gets the last committed model; a fresh start, None.
+      var model = comm.loadCheckpointAs[Model].fold(Model(Array(0.0, 0.0), 0))(_._2)
+      while (model.step < 3) {
+        val grad = comm.allreduceInPlace(Array(1.0, -1.0))
+        model = Model(model.weights.zip(grad).map { case (w, g) => w - 0.5 * g }, model.step + 1)
+        comm.checkpoint(model)  // a collective call: every worker at the same point
+      }
+      for ((version, m) <- comm.loadCheckpointAs[Model]) println(s"v$version ${m.weights.mkString(" ")}")  // v3 -1.5 1.5
+      try comm.loadCheckpointAs[Array[Double]]
+      catch { case e: CheckpointFormatException => println(e.found) }  // Model(Array[Double],Int)
+    }
+    // TYPED-END
+    }
+    assertEquals("v3 -1.5 1.5\nModel(Array[Double],Int)", out.toString("UTF-8").trim)
   }
 
   @Test
@@ -57,9 +86,11 @@ class ReadmeScalaExampleTest {
     val dir = Path.of(System.getProperty("user.dir"))
     val self = dir.resolve("src/test/scala/io/warren/spark/ReadmeScalaExampleTest.scala")
     val readme = dir.resolve("../../docs/jvm-api.md")
-    assertEquals(
-      block(Files.readAllLines(self).asScala.toSeq, "// README-BEGIN", "// README-END"),
-      block(Files.readAllLines(readme).asScala.toSeq, "```scala", "```"))
+    val page = Files.readAllLines(readme).asScala.toSeq
+    val source = Files.readAllLines(self).asScala.toSeq
+    assertEquals(block(source, "// README-BEGIN", "// README-END"), block(page, "```scala", "```"))
+    val typed = page.drop(page.indexOf("## Typed checkpoints in Scala"))
+    assertEquals(block(source, "// TYPED-BEGIN", "// TYPED-END"), block(typed, "```scala", "```"))
   }
 
   private def block(lines: Seq[String], begin: String, end: String): String = {
