@@ -201,7 +201,7 @@ object WarrenConf {
 final case class PsConf(
     servers: String = PsSettings.DriverMode,
     checkpointDir: Option[String] = None,
-    checkpointEvery: Int = 10,
+    checkpointEvery: Int = 0,
     host: Option[String] = None,
     pullTimeout: FiniteDuration = 5.minutes,
     connectTimeout: FiniteDuration = 1.minute,
