@@ -45,7 +45,6 @@ pub mod hosts;
 pub mod liveness;
 pub mod master;
 pub mod membership;
-pub mod mock;
 pub mod ps;
 pub mod recordio;
 pub mod reduce;
@@ -57,7 +56,7 @@ pub mod transport;
 pub mod wire;
 
 pub use cancel::CancelHandle;
-pub use config::Config;
+pub use config::{Config, mock};
 pub use engine::{BroadcastBuf, CallOptions, CallStats, Checkpoint, Communicator, Lent, ViewChange};
 pub use error::{CallArgs, CallMismatch, Declaration, Error, Result};
 pub use reduce::{DataType, Element, Op};
