@@ -59,9 +59,10 @@ pub use crate::store::LogSync;
 pub use checkpoint::{
     Checkpoint, CheckpointCodec, CheckpointPolicy, DEFAULT_LOG_SYNC, LOG_SYNC_EVERY, LogRecord, parse_log_sync,
 };
-pub use client::{PsClient, PsClientOptions, Pull, Resolver};
+pub use client::{PsClient, PsClientOptions, Pull};
 pub use consistency::{Batch, Clocks, Mode};
 pub use failpoint::{FailPoint, PsMock};
+pub use link::Resolver;
 pub use optim::Optimizer;
 pub use proto::{JobSpec, PullPiece, ServerStatus};
 pub use registry::{DEFAULT_PS_PREFIX, RegistryKeys};
