@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use super::consistency::Mode;
-use super::proto::{self, JobSpec, MAX_PS_FRAME, ReceivedFloats, Reply, Request, reply_error};
-use super::shard::Grad;
+use super::proto::{self, Grad, JobSpec, MAX_PS_FRAME, ReceivedFloats, Reply, Request, reply_error};
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 use crate::wire::auth::Purpose;

@@ -64,12 +64,13 @@ pub use consistency::{Batch, Clocks, Mode};
 pub use failpoint::{FailPoint, PsMock};
 pub use link::Resolver;
 pub use optim::Optimizer;
+pub use proto::Grad;
 pub use proto::{JobSpec, PullPiece, ServerStatus};
 pub use registry::{DEFAULT_PS_PREFIX, RegistryKeys};
 #[cfg(feature = "etcd")]
 pub use registry_etcd::EtcdRegistry;
 pub use service::{DEFAULT_THREADS, PsConfig, PsServer};
-pub use shard::{Grad, Shard};
+pub use shard::Shard;
 pub use table::{
     Init, KeySpread, MAX_EXPECTED_SHARE, TableKind, TableSpec, dense_range, dense_server, expected_share, initial, mix,
     sparse_server,

@@ -26,8 +26,9 @@ use tokio::sync::{mpsc, watch};
 
 use super::checkpoint::{self, Checkpoint, CheckpointCodec, CheckpointPolicy, LogRecord};
 use super::consistency::{Clocks, Mode};
+use super::proto::Grad;
 use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
-use super::shard::{Grad, Shard};
+use super::shard::Shard;
 use crate::error::{Error, Result};
 use crate::pause::overslept;
 use crate::store::{FileStore, Store, Ticket};
