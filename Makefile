@@ -41,8 +41,11 @@ check: setup-test lint
 	$(MVN) $(MVN_FLAGS) -f jvm/pom.xml -pl warren-core,warren-runner -DskipCheckJni \
 		-Dwarren.native.dir=$(abspath target/release) verify
 
-## lint: formatting, clippy, and the docs book (`make docs`, about two seconds)
+## lint: the docs book (`make docs`, about two seconds), the module graph of warren and
+## warren-cli (scripts/module_cycles.py: no cycle outside scripts/module_cycles.known),
+## formatting and clippy
 lint: docs
+	python3 scripts/module_cycles.py
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 

@@ -24,8 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
-/// The rank of a communicator that has not joined yet (see [`Error::Aborted`]).
-pub const NO_RANK: usize = usize::MAX;
+pub use crate::error::NO_RANK;
 
 /// A thread-safe handle that cancels one communicator's running and future calls.
 #[derive(Clone)]

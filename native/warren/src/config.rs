@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-pub use crate::wire::tls::TlsSettings;
+pub mod mock;
+mod tls;
+
+pub use tls::TlsSettings;
 
 /// Environment variable / map key names. These are a contract shared with the CLI and the JVM.
 pub mod keys {
@@ -256,6 +259,11 @@ pub const DEFAULT_RING_SLICE: usize = 128 << 10;
 /// with the reduction order).
 pub const MAX_RING_SLICE: usize = (1 << 31) - 1;
 
+/// Smallest accepted shared-memory ring (`WARREN_SHM_RING`), in bytes.
+pub const MIN_SHM_RING: usize = 4 << 10;
+/// Largest accepted shared-memory ring (`WARREN_SHM_RING`), in bytes.
+pub const MAX_SHM_RING: usize = 1 << 30;
+
 /// Smallest accepted socket buffer: below this, loopback TCP (whose MSS is 64 KiB) waits in
 /// its zero-window persist timer and a large transfer crawls.
 pub const MIN_SOCKET_BUFFER: usize = 16 << 10;
@@ -360,8 +368,8 @@ pub struct Config {
     /// Bootstrap cache. Default: on (the results of calls marked bootstrap are kept for the
     /// whole job, so a restarted worker can replay them).
     pub bootstrap_cache: bool,
-    /// Failure-injection points ([`crate::mock`]). Default: none.
-    pub mock: Vec<crate::mock::Mock>,
+    /// Failure-injection points ([`mock`]). Default: none.
+    pub mock: Vec<mock::Mock>,
     /// Ring successors holding a replica of each local model. Default: 2 (survives the loss
     /// of a worker and its successor together).
     pub local_replicas: usize,
@@ -508,7 +516,7 @@ impl Config {
             robust: flag(&get, keys::ROBUST)?.unwrap_or(d.robust),
             bootstrap_cache: flag(&get, keys::BOOTSTRAP_CACHE)?.unwrap_or(d.bootstrap_cache),
             mock: match get(keys::MOCK) {
-                Some(m) => crate::mock::parse(&m)?,
+                Some(m) => mock::parse(&m)?,
                 None => Vec::new(),
             },
             local_replicas: parse(&get, keys::LOCAL_REPLICAS)?.unwrap_or(d.local_replicas),
@@ -556,7 +564,7 @@ impl Config {
                 )));
             }
         }
-        let (lo, hi) = (crate::transport::MIN_SHM_RING, crate::transport::MAX_SHM_RING);
+        let (lo, hi) = (MIN_SHM_RING, MAX_SHM_RING);
         if !self.shm_ring.is_power_of_two() || !(lo..=hi).contains(&self.shm_ring) {
             return Err(Error::Config(format!(
                 "{}={} must be a power of two from {lo} to {hi}",

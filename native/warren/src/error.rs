@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The rank of a communicator that has not joined yet (see [`Error::Aborted`]).
+pub const NO_RANK: usize = usize::MAX;
+
 /// Result type of the `warren` crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -69,7 +72,7 @@ pub enum Error {
     /// cancelled ([`crate::CancelHandle`]); carries that rank's reason.
     #[error("collective aborted by {}: {reason}", aborter(*rank))]
     Aborted {
-        /// The rank that aborted first ([`crate::cancel::NO_RANK`] for a worker cancelled
+        /// The rank that aborted first ([`NO_RANK`] for a worker cancelled
         /// before it had a rank).
         rank: usize,
         /// Its reason.
@@ -214,7 +217,7 @@ fn task_suffix(task: &Option<String>) -> String {
 }
 
 fn aborter(rank: usize) -> String {
-    if rank == crate::cancel::NO_RANK { "a worker that had not joined yet".into() } else { format!("rank {rank}") }
+    if rank == NO_RANK { "a worker that had not joined yet".into() } else { format!("rank {rank}") }
 }
 
 fn lost_suffix(lost: &[String]) -> String {

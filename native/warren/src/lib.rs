@@ -11,7 +11,8 @@
 //! - [`cancel`]: [`CancelHandle`], which cancels a communicator's calls from another thread
 //!   (wakes its waits, shuts its tracker socket).
 //! - [`liveness`]: beyond crashes: stall reports, and the heartbeats by which the tracker
-//!   fences a paused, frozen or cut-off worker.
+//!   fences a paused, frozen or cut-off worker; [`pause`]: the time a process did not run
+//!   itself, which every liveness watch (worker, tracker, master, parameter server) discounts.
 //! - [`transport`]: the peer links between workers: set-up, non-blocking TCP links, and the
 //!   readiness loop that drives them.
 //! - [`tracker`]: rendezvous, membership views, topology brokering, job log (async, tokio);
@@ -45,7 +46,7 @@ pub mod hosts;
 pub mod liveness;
 pub mod master;
 pub mod membership;
-pub mod mock;
+pub mod pause;
 pub mod ps;
 pub mod recordio;
 pub mod reduce;
@@ -57,7 +58,7 @@ pub mod transport;
 pub mod wire;
 
 pub use cancel::CancelHandle;
-pub use config::Config;
+pub use config::{Config, mock};
 pub use engine::{BroadcastBuf, CallOptions, CallStats, Checkpoint, Communicator, Lent, ViewChange};
 pub use error::{CallArgs, CallMismatch, Declaration, Error, Result};
 pub use reduce::{DataType, Element, Op};

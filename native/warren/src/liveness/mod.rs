@@ -11,20 +11,19 @@
 //!   every sixth of the tracker's peer timeout (carrying the stall report) and fences its own worker (through its
 //!   [`crate::CancelHandle`]) when the tracker says so or stops answering;
 //! - `stall` (pure): the ranks a wait's description names, and the report's wording;
-//! - `pause` (pure): time a process did not run itself ([`overslept`]), which every liveness
-//!   watch (this one, the tracker's, the master's, a parameter server's) discounts from the
-//!   silence it blames on others.
+//! - [`crate::pause`] (pure, its own module): time a process did not run itself
+//!   ([`overslept`]), which every liveness watch (this one, the tracker's, the master's, a
+//!   parameter server's) discounts from the silence it blames on others.
 
 mod heartbeat;
-mod pause;
 mod stall;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+pub use crate::pause::{excused, overslept};
 pub(crate) use heartbeat::{Heartbeat, Pulse};
-pub use pause::{excused, overslept};
 pub use stall::ranks_named;
 
 use crate::error::{Error, Result};

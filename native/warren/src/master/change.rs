@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::queue::{ChunkRef, Millis, TaskId};
+use super::task::{ChunkRef, Millis, TaskId};
 
 /// One state change of the task queue, numbered.
 ///

@@ -27,6 +27,7 @@ pub mod queue;
 mod reader;
 mod service;
 mod shuffle;
+mod task;
 
 #[cfg(test)]
 mod queue_props;

@@ -49,7 +49,6 @@
 //!   is [`initial_timeout_ms`](QueueSettings::initial_timeout_ms) (clamped the same way).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -57,34 +56,7 @@ use super::change::{Change, ChangeKind, FailReason};
 use super::shuffle::shuffle;
 use crate::error::{Error, Result};
 
-/// Milliseconds on the caller's clock.
-pub type Millis = u64;
-
-/// One chunk of a RecordIO file: the unit a dataset is made of.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ChunkRef {
-    /// Path (or URI) of the file holding the chunk.
-    pub path: String,
-    /// Index of the chunk within its file, from 0.
-    pub index: u64,
-    /// Byte offset of the chunk in the file.
-    pub offset: u64,
-    /// Length of the chunk in bytes.
-    pub len: u64,
-    /// Number of records in the chunk.
-    pub records: u64,
-}
-
-/// Identifies a task: its position in dataset order, from 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct TaskId(pub u64);
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
+pub use super::task::{ChunkRef, Millis, TaskId};
 
 /// A task handed out to a trainer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -24,7 +24,7 @@ use super::durable::{DurableQueue, QueueCodec};
 use super::proto::{MasterStatus, Reply, Request, error_reply};
 use super::queue::{Millis, Output, Queue, QueueSettings};
 use crate::error::{Error, Result};
-use crate::liveness::overslept;
+use crate::pause::overslept;
 use crate::store::{Store, Ticket};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, FrameReader};

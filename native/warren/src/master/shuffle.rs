@@ -9,7 +9,7 @@
 //!
 //! Replaying a log never calls this: the order chosen is recorded in the change itself.
 
-use super::queue::TaskId;
+use super::task::TaskId;
 
 /// SplitMix64: one 64-bit word of state, a Weyl sequence passed through a mixer.
 struct SplitMix64(u64);

@@ -28,8 +28,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::consistency::Clocks;
+use super::proto::Grad;
 use super::proto::{JobSpec, Request};
-use super::shard::{Grad, Shard};
+use super::shard::Shard;
 use crate::error::{Error, Result};
 use crate::store::{Codec, FileStore, FileStoreOptions, LogSync, Store};
 

@@ -32,9 +32,8 @@ use log::info;
 use super::bags;
 use super::consistency::Mode;
 use super::failpoint::{self, FailPoint};
-use super::link::{Link, Session};
-use super::proto::{JobSpec, PullPiece, ReceivedFloats, Reply, Request, ServerStatus, reply_error};
-use super::shard::Grad;
+use super::link::{Link, Resolver, Session};
+use super::proto::{Grad, JobSpec, PullPiece, ReceivedFloats, Reply, Request, ServerStatus, reply_error};
 use super::table::{KeySpread, TableKind, TableSpec, dense_range};
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
@@ -58,19 +57,6 @@ pub struct PsClientOptions {
 impl Default for PsClientOptions {
     fn default() -> Self {
         PsClientOptions { connect_timeout: Duration::from_secs(60), call_timeout: Duration::from_secs(600), tls: None }
-    }
-}
-
-/// Where server `index` is now (`Ok(None)`: not registered at the moment), asked again each
-/// time its link is recovered, so that a server restarted on another address is found (e.g.
-/// through [`EtcdRegistry::resolve`](super::EtcdRegistry::resolve)). Without one, a link
-/// reconnects to the address it was given.
-#[derive(Clone)]
-pub struct Resolver(pub Arc<dyn Fn(usize) -> Result<Option<String>> + Send + Sync>);
-
-impl std::fmt::Debug for Resolver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Resolver")
     }
 }
 

@@ -72,7 +72,7 @@ impl KeyIndex {
     /// Asks the CPU to fetch `key`'s slot (a hint: it changes no result).
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
-        super::rows::prefetch(&self.slots[self.home(key)]);
+        prefetch(&self.slots[self.home(key)]);
     }
 
     /// The slot holding `key`, or the free slot where it would go.
@@ -128,6 +128,19 @@ impl KeyIndex {
             self.slots[i] = s;
         }
     }
+}
+
+/// Asks the CPU to bring the cache line holding `x` closer (a hint: it changes no result).
+#[inline(always)]
+pub(crate) fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: prefetching only hints at the cache; the pointer is of a live reference.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 #[cfg(test)]

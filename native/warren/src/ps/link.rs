@@ -14,10 +14,8 @@ use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
-use super::client::Resolver;
 use super::consistency::Mode;
-use super::proto::{self, JobSpec, MAX_PS_FRAME, ReceivedFloats, Reply, Request, reply_error};
-use super::shard::Grad;
+use super::proto::{self, Grad, JobSpec, MAX_PS_FRAME, ReceivedFloats, Reply, Request, reply_error};
 use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 use crate::wire::auth::Purpose;
@@ -38,6 +36,19 @@ pub(crate) struct Session<'a> {
     pub cancel: &'a CancelHandle,
     /// Finds the server's address again, if set.
     pub resolve: Option<&'a Resolver>,
+}
+
+/// Where server `index` is now (`Ok(None)`: not registered at the moment), asked again each
+/// time its link is recovered, so that a server restarted on another address is found (e.g.
+/// through [`EtcdRegistry::resolve`](super::EtcdRegistry::resolve)). Without one, a link
+/// reconnects to the address it was given.
+#[derive(Clone)]
+pub struct Resolver(pub Arc<dyn Fn(usize) -> Result<Option<String>> + Send + Sync>);
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Resolver")
+    }
 }
 
 /// How long a link with a [`Resolver`] tries an address before it asks for the server's

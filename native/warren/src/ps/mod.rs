@@ -59,16 +59,18 @@ pub use crate::store::LogSync;
 pub use checkpoint::{
     Checkpoint, CheckpointCodec, CheckpointPolicy, DEFAULT_LOG_SYNC, LOG_SYNC_EVERY, LogRecord, parse_log_sync,
 };
-pub use client::{PsClient, PsClientOptions, Pull, Resolver};
+pub use client::{PsClient, PsClientOptions, Pull};
 pub use consistency::{Batch, Clocks, Mode};
 pub use failpoint::{FailPoint, PsMock};
+pub use link::Resolver;
 pub use optim::Optimizer;
+pub use proto::Grad;
 pub use proto::{JobSpec, PullPiece, ServerStatus};
 pub use registry::{DEFAULT_PS_PREFIX, RegistryKeys};
 #[cfg(feature = "etcd")]
 pub use registry_etcd::EtcdRegistry;
 pub use service::{DEFAULT_THREADS, PsConfig, PsServer};
-pub use shard::{Grad, Shard};
+pub use shard::Shard;
 pub use table::{
     Init, KeySpread, MAX_EXPECTED_SHARE, TableKind, TableSpec, dense_range, dense_server, expected_share, initial, mix,
     sparse_server,

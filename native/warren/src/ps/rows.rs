@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::arena::AlignedFloats;
 use super::huge;
-use super::key_index::KeyIndex;
+use super::key_index::{KeyIndex, prefetch};
 use super::optim::Optimizer;
 use super::table::{Init, initial};
 use crate::wire::pool;
@@ -382,19 +382,6 @@ impl RowSums<'_> {
     pub fn recycle(self) {
         pool::FLOATS.give(self.sums);
     }
-}
-
-/// Asks the CPU to bring the cache line holding `x` closer (a hint: it changes no result).
-#[inline(always)]
-pub(crate) fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: prefetching only hints at the cache; the pointer is of a live reference.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 impl PartialEq for Rows {

@@ -26,16 +26,17 @@ use tokio::sync::{mpsc, watch};
 
 use super::checkpoint::{self, Checkpoint, CheckpointCodec, CheckpointPolicy, LogRecord};
 use super::consistency::{Clocks, Mode};
+use super::proto::Grad;
 use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
-use super::shard::{Grad, Shard};
+use super::shard::Shard;
 use crate::error::{Error, Result};
-use crate::liveness::overslept;
+use crate::pause::overslept;
 use crate::store::{FileStore, Store, Ticket};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, FrameReader, pool};
 
 /// A wait that wakes this much later than asked counts the lateness as time the server did
-/// not run itself (see [`crate::liveness::overslept`]).
+/// not run itself (see [`crate::pause::overslept`]).
 const PAUSE_SLACK: Duration = Duration::from_secs(1);
 
 /// Settings of a [`PsServer`].

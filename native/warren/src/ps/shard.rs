@@ -7,73 +7,11 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 
 use super::bags;
-use super::proto::PullPiece;
+use super::proto::{Grad, PullPiece};
 use super::rows::{RowSums, Rows};
 use super::table::{KeySpread, TableKind, TableSpec, dense_range, expected_share, initial, sparse_server};
 use crate::error::{Error, Result};
 use crate::wire::pool;
-
-/// Gradients for one table, as a trainer pushes them to one server.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Grad {
-    /// Gradients of elements `offset..offset + values.len()` of a dense table.
-    Dense {
-        /// The table.
-        table: String,
-        /// First element.
-        offset: u64,
-        /// One per element.
-        #[serde(with = "super::floats")]
-        values: Vec<f32>,
-    },
-    /// Gradients of rows of a sparse table: `values` holds `keys.len()` rows of the table's
-    /// width, in the order of `keys`; a key given twice has its rows summed.
-    Sparse {
-        /// The table.
-        table: String,
-        /// Row keys.
-        #[serde(with = "super::floats::u64s")]
-        keys: Vec<u64>,
-        /// The rows, concatenated.
-        #[serde(with = "super::floats")]
-        values: Vec<f32>,
-    },
-    /// A gradient of sums of rows of a sparse table (see [`bags`](super::bags)): `values`
-    /// holds one row of the table's width per bag of `keys` (cut by `ends`), which counts for
-    /// every key of the bag; a key given twice has its rows summed.
-    SparseBags {
-        /// The table.
-        table: String,
-        /// Row keys, bag by bag.
-        #[serde(with = "super::floats::u64s")]
-        keys: Vec<u64>,
-        /// Where each bag ends in `keys`.
-        #[serde(with = "super::floats::u64s")]
-        ends: Vec<u64>,
-        /// A row per bag, concatenated.
-        #[serde(with = "super::floats")]
-        values: Vec<f32>,
-    },
-}
-
-impl Grad {
-    /// Gives its buffer back to the [pool](crate::wire::pool), once it is not needed.
-    pub fn recycle(self) {
-        match self {
-            Grad::Dense { values, .. } | Grad::Sparse { values, .. } | Grad::SparseBags { values, .. } => {
-                pool::FLOATS.give(values)
-            }
-        }
-    }
-
-    /// The table it is for.
-    pub fn table(&self) -> &str {
-        match self {
-            Grad::Dense { table, .. } | Grad::Sparse { table, .. } | Grad::SparseBags { table, .. } => table,
-        }
-    }
-}
 
 /// The part of one table a shard holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -23,7 +23,7 @@ use super::liveness::BeatOutcome;
 use super::proto::{FromTracker, Stall};
 use super::registry::WorkerState;
 use super::server::{Shared, SharedState, refuse};
-use crate::liveness::overslept;
+use crate::pause::overslept;
 
 /// A heartbeat from `task_id`'s incarnation `incarnation`: noted and acknowledged, its new
 /// stall report logged; refused (ending the connection) if fenced or unknown.

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::proto::Stall;
-use crate::liveness::excused;
+use crate::pause::excused;
 
 /// What a heartbeat leads to.
 #[derive(Debug, Clone, PartialEq, Eq)]

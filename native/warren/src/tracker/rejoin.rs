@@ -12,7 +12,7 @@ use log::{info, warn};
 
 use super::proto::FromTracker;
 use super::server::{SharedState, assign, set_outcome};
-use crate::liveness::{excused, overslept};
+use crate::pause::{excused, overslept};
 
 /// Watches lost members until the job has an outcome, giving up on those lost for `timeout`.
 pub(crate) async fn watchdog(state: SharedState, timeout: Duration) {

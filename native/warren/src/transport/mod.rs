@@ -14,7 +14,4 @@ pub use link::{LEND_MIN, Link, Transport};
 pub use setup::{LinkSetup, PeerListener, ShmSetup, connect_peers};
 pub use waiter::Waiter;
 
-/// Smallest accepted shared-memory ring (`WARREN_SHM_RING`), in bytes.
-pub const MIN_SHM_RING: usize = shm::MIN_RING;
-/// Largest accepted shared-memory ring (`WARREN_SHM_RING`), in bytes.
-pub const MAX_SHM_RING: usize = shm::MAX_RING;
+pub use crate::config::{MAX_SHM_RING, MIN_SHM_RING};

@@ -45,7 +45,7 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -63,70 +63,9 @@ use crate::error::{Error, Result};
 /// The label of the exporter that binds the proofs of the job secret to one TLS session.
 const BINDING_LABEL: &[u8] = b"EXPORTER-warren-channel-binding";
 
-/// Where TLS comes from: the settings `WARREN_TLS`, `WARREN_TLS_CA`, `WARREN_TLS_CERT` and
-/// `WARREN_TLS_KEY` (see [`crate::config::keys`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsSettings {
-    /// TLS on every connection that can leave a host. Default: off.
-    pub enabled: bool,
-    /// PEM bundle of the authorities that sign every end's certificate; with `cert` and `key`.
-    pub ca: Option<PathBuf>,
-    /// PEM certificate chain this process presents.
-    pub cert: Option<PathBuf>,
-    /// PEM private key of `cert`.
-    pub key: Option<PathBuf>,
-}
+pub use crate::config::TlsSettings;
 
 impl TlsSettings {
-    /// TLS keyed from the job secret (ephemeral certificates), as `WARREN_TLS=1` alone.
-    pub fn on() -> TlsSettings {
-        TlsSettings { enabled: true, ..TlsSettings::default() }
-    }
-
-    /// Reads the settings through `get` (the environment's keys). Certificates without
-    /// `WARREN_TLS=1`, or only some of the three paths, are a configuration error.
-    pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<TlsSettings> {
-        let path = |k: &str| get(k).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).map(PathBuf::from);
-        let s = TlsSettings {
-            enabled: crate::config::flag(get, keys::TLS)?.unwrap_or(false),
-            ca: path(keys::TLS_CA),
-            cert: path(keys::TLS_CERT),
-            key: path(keys::TLS_KEY),
-        };
-        s.validate()?;
-        Ok(s)
-    }
-
-    /// Reads the settings from the process environment.
-    pub fn from_env() -> Result<TlsSettings> {
-        TlsSettings::from_lookup(&|k| std::env::var(k).ok())
-    }
-
-    /// Checks that the settings make sense together.
-    pub fn validate(&self) -> Result<()> {
-        let given = [(keys::TLS_CA, &self.ca), (keys::TLS_CERT, &self.cert), (keys::TLS_KEY, &self.key)];
-        let set: Vec<&str> = given.iter().filter(|(_, p)| p.is_some()).map(|(k, _)| *k).collect();
-        if !set.is_empty() && !self.enabled {
-            return Err(Error::Config(format!(
-                "{} set but {} is not 1: set {}=1 to encrypt with these certificates (or unset them)",
-                set.join(", "),
-                keys::TLS,
-                keys::TLS
-            )));
-        }
-        if !set.is_empty() && set.len() < given.len() {
-            let missing: Vec<&str> = given.iter().filter(|(_, p)| p.is_none()).map(|(k, _)| *k).collect();
-            return Err(Error::Config(format!(
-                "TLS with user certificates needs {}, {} and {}: {} missing",
-                keys::TLS_CA,
-                keys::TLS_CERT,
-                keys::TLS_KEY,
-                missing.join(" and ")
-            )));
-        }
-        Ok(())
-    }
-
     /// The TLS context these settings describe: `None` when TLS is off; certificates read
     /// from the files given, or an ephemeral one keyed from the job secret.
     pub fn context(&self) -> Result<Option<Tls>> {

@@ -24,7 +24,9 @@ mod cma;
 mod segment;
 
 use segment::MAGIC;
-pub(crate) use segment::{MAX_RING, MIN_RING, Segment};
+#[cfg(test)]
+use segment::MIN_RING;
+pub(crate) use segment::Segment;
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::fence;

@@ -32,9 +32,9 @@ const HEADER: usize = 4096;
 const LINE: usize = 128;
 
 /// Smallest and largest ring capacity accepted (a power of two in between).
-pub(crate) const MIN_RING: usize = 4 << 10;
+pub(crate) const MIN_RING: usize = crate::config::MIN_SHM_RING;
 /// See [`MIN_RING`].
-pub(crate) const MAX_RING: usize = 1 << 30;
+pub(crate) const MAX_RING: usize = crate::config::MAX_SHM_RING;
 
 /// A mapped segment. The data areas are only touched through raw pointers (the other process
 /// writes them concurrently); the counters are atomics.
