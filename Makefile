@@ -14,12 +14,13 @@ build:
 	$(CARGO) build --release --workspace
 
 ## test: formatting, lints, every Rust test suite (unit, real sockets, real processes,
-## the JNI mapping in an embedded JVM), the JVM suites (plain and under -Xcheck:jni), the
+## the JNI mapping in an embedded JVM), the JVM suites (warren-core's under -Xcheck:jni, its
+## plain pass being `make check`'s), the
 ## array tests on JDK 25 (where G1 pins arrays region by region: jvm/jvm.mk), then the
 ## end-to-end tests in tests/ (standalone cluster, notebook, docker/, Maven artifacts)
 test: setup-test lint
 	$(CARGO) test --workspace
-	$(MAKE) jvm
+	$(MAKE) jvm JVM_TEST_FLAGS=-Dwarren.checkJniOnly=true
 	$(MAKE) jvm-pinning
 	$(MAKE) e2e
 

@@ -35,12 +35,15 @@ jvm-native:
 # the test classpath (SKIP_SPARK_TESTS=1 skips them).
 SPARK_SETUP := $(WARREN_ROOT)/scripts/setup-spark.sh
 
+# JVM_TEST_FLAGS: more Maven flags for `make jvm` (`make test` runs warren-core's suite once,
+# under -Xcheck:jni: -Dwarren.checkJniOnly=true).
+JVM_TEST_FLAGS ?=
 jvm: jvm-native
 ifeq ($(SKIP_SPARK_TESTS),1)
-	$(MVN) $(MVN_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -Dwarren.native.dir=$(WARREN_NATIVE_DIR) verify
+	$(MVN) $(MVN_FLAGS) $(JVM_TEST_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -Dwarren.native.dir=$(WARREN_NATIVE_DIR) verify
 else
 	export SPARK_HOME="$$($(SPARK_SETUP) | sed -n 's/^SPARK_HOME=//p')" && \
-	$(MVN) $(MVN_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -Dwarren.native.dir=$(WARREN_NATIVE_DIR) \
+	$(MVN) $(MVN_FLAGS) $(JVM_TEST_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -Dwarren.native.dir=$(WARREN_NATIVE_DIR) \
 		-Dmaven.test.additionalClasspath="$(WARREN_ROOT)/jvm/warren-core/target/classes,$(WARREN_ROOT)/jvm/warren-runner/target/classes,$(WARREN_ROOT)/jvm/warren-scala/target/classes,$(WARREN_ROOT)/jvm/warren-spark/target/classes,$$(ls "$$SPARK_HOME"/jars/*.jar | paste -sd, -)" verify
 endif
 

@@ -54,13 +54,13 @@ def built_jars() -> list[Path]:
 
 def core_jar_with_etcd(out_dir: Path) -> Path:
     """warren-core's jar with the JNI library built with its etcd feature (by default it has
-    none; docker/Dockerfile builds it so): `cargo build -p warren-jni --features etcd`, its
-    library swapped into a copy of the jar, then the default library built back."""
-    lib = ROOT / "target" / "release" / "libwarren_jni.so"
-    cargo = ["cargo", "build", "--release", "-p", "warren-jni"]
-    subprocess.run([*cargo, "--features", "etcd"], cwd=ROOT, check=True, timeout=3600)
+    none; docker/Dockerfile builds it so), its library swapped into a copy of the jar. The
+    library is the unoptimized build (`cargo build -p warren-jni --features etcd`, into
+    target/debug): it shares the test build's compiled crates, where a release build would
+    compile the etcd stack again, and the release library in target/release stays as it is."""
+    lib = ROOT / "target" / "debug" / "libwarren_jni.so"
+    subprocess.run(["cargo", "build", "-p", "warren-jni", "--features", "etcd"], cwd=ROOT, check=True, timeout=3600)
     with_etcd = lib.read_bytes()
-    subprocess.run(cargo, cwd=ROOT, check=True, timeout=1800)
     entry = f"io/warren/native/{pom_properties()['warren.native.platform']}/libwarren_jni.so"
     jar = out_dir / CORE_JAR.name
     with zipfile.ZipFile(CORE_JAR) as src, zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as dst:
