@@ -67,7 +67,7 @@ for want in (first, last):
 print((samples[1] - samples[0]) / os.sysconf("SC_CLK_TCK") / (last - first) * 2)
 PY
   sampler=$!
-  if ! line=$("$NEW" bench ps --uris "127.0.0.1:$p0,127.0.0.1:$p1" --model sparse --bags \
+  if ! line=$("$bin" bench ps --uris "127.0.0.1:$p0,127.0.0.1:$p1" --model sparse --bags \
     --keys "${KEYS:-1048576}" --width "${WIDTH:-16}" --batch "${BATCH:-4096}" --features "${FEATURES:-8}" \
     --trainers 2 --servers 2 --steps "$STEPS" --warmup "$WARMUP" --mode "$2" --step-log "$WORK/steps" \
     2>"$WORK/bench.log" | tail -1); then
