@@ -114,17 +114,24 @@ fn the_default_example_survives_a_sigkill_at_any_moment() {
 /// mode reduces out of place, into the buffer that keeps the result). 10 seeded kill times:
 /// a kill between calls cannot tell an intact input from a clobbered one, so a mutation that
 /// skips restoring the input failed at the third seed in one run and passed six in another.
+/// The kill times are seeded fractions (5 to 70 %) of the failure-free job's run time on this
+/// machine, so that every kill lands while the job runs, however fast the machine is.
 #[test]
 fn sigkills_in_the_middle_of_ring_allreduces() {
     let args = ["--model-bytes", "4000000", "--iters", "24"];
-    let want = {
-        let r = launch(4, &[], &args, &[], |_| {});
+    let mut assigned = None;
+    let (want, run_ms) = {
+        let r = launch(4, &[], &args, &[], |job| {
+            job.wait_assigned();
+            assigned = Some(std::time::Instant::now());
+        });
         assert!(r.ok(), "{}", r.stderr);
-        r.hash().expect("hash")
+        (r.hash().expect("hash"), assigned.expect("the workers joined").elapsed().as_millis() as u64)
     };
+    eprintln!("the failure-free job ran {run_ms} ms after ranks were assigned");
     for seed in 0..10u64 {
         let mut rnd = Rng::new(2000 + seed);
-        let ms = 30 + rnd.below(400);
+        let ms = run_ms * (50 + rnd.below(650)) / 1000;
         let victim = rnd.below(4) as usize;
         let r = launch(4, &[], &args, &[], |job| {
             job.wait_assigned();
