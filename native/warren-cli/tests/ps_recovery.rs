@@ -39,9 +39,14 @@ impl Drop for TempDir {
 
 /// Server `index` of 2 on `port`, checkpointing into `dir` every 3 steps.
 fn server(index: usize, port: u16, dir: &TempDir) -> Server {
+    checkpointed(index, port, dir, "3")
+}
+
+/// Server `index` of 2 on `port`, logging into `dir` and checkpointing every `every` steps.
+fn checkpointed(index: usize, port: u16, dir: &TempDir, every: &str) -> Server {
     let port = port.to_string();
     let dir = dir.0.to_str().unwrap();
-    let args = ["--port", &port, "--checkpoint-dir", dir, "--checkpoint-every-steps", "3", "--pull-timeout-s", "60"];
+    let args = ["--port", &port, "--checkpoint-dir", dir, "--checkpoint-every-steps", every, "--pull-timeout-s", "60"];
     Server::start(index, 2, SECRET, &args)
 }
 
@@ -250,12 +255,7 @@ fn job_with_overlapping_faults(mode: &str, seed: u64, server_first: bool) -> (Ou
     let every = ["3", "50"][rng.below(2) as usize];
     let dir = TempDir::new(&format!("overlap-{mode}-{seed}"));
     let ports = [free_port(), free_port()];
-    let start = |i: usize| {
-        let (port, d) = (ports[i].to_string(), dir.0.to_str().unwrap().to_string());
-        let args =
-            ["--port", &port, "--checkpoint-dir", &d, "--checkpoint-every-steps", every, "--pull-timeout-s", "60"];
-        Server::start(i, 2, SECRET, &args)
-    };
+    let start = |i: usize| checkpointed(i, ports[i], &dir, every);
     let mut servers = [start(0), start(1)];
     let uris = format!("127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1]);
     let job = spawn_trainers(&uris, &["--mode", mode, "--staleness", "2"]);
@@ -332,12 +332,7 @@ fn a_sync_job_ends_with_the_failure_free_model_when_a_server_and_a_trainer_fail_
     let want = serial();
     let dir = TempDir::new("overlap");
     let ports = [free_port(), free_port()];
-    let start = |i: usize| {
-        let (port, d) = (ports[i].to_string(), dir.0.to_str().unwrap().to_string());
-        let args =
-            ["--port", &port, "--checkpoint-dir", &d, "--checkpoint-every-steps", "50", "--pull-timeout-s", "60"];
-        Server::start(i, 2, SECRET, &args)
-    };
+    let start = |i: usize| checkpointed(i, ports[i], &dir, "50");
     let mut servers = [start(0), start(1)];
     let uris = format!("127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1]);
     let job = spawn_trainers(&uris, &["--mode", "sync"]);
@@ -379,12 +374,7 @@ fn a_half_committed_step_is_settled_after_the_committing_server_restarts_from_it
     let want = serial();
     let dir = TempDir::new("recommit");
     let ports = [free_port(), free_port()];
-    let start = |i: usize| {
-        let (port, d) = (ports[i].to_string(), dir.0.to_str().unwrap().to_string());
-        let args =
-            ["--port", &port, "--checkpoint-dir", &d, "--checkpoint-every-steps", "50", "--pull-timeout-s", "60"];
-        Server::start(i, 2, SECRET, &args)
-    };
+    let start = |i: usize| checkpointed(i, ports[i], &dir, "50");
     let mut servers = [start(0), start(1)];
     let uris = format!("127.0.0.1:{},127.0.0.1:{}", ports[0], ports[1]);
     let job = Command::new(WARREN)
