@@ -3,9 +3,9 @@ package io.warren.examples
 import java.util.concurrent.atomic.AtomicInteger
 
 import io.warren.examples.LogisticRegression.Params
-import io.warren.spark.{WarrenSpark, WarrenSparkException}
+import io.warren.spark._
 import org.apache.spark.scheduler.{SparkListener, SparkListenerTaskStart}
-import org.apache.spark.SparkContext
+import org.apache.spark.{SparkContext, TaskContext}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertThrows, assertTrue}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
@@ -13,7 +13,8 @@ import org.junit.jupiter.api._
 /** The runner and the logistic-regression example on `local-cluster[3,1,1024]` (three executor
   * JVMs of one core each), one SparkContext for every case: a killed task and a killed
   * executor end with the failure-free model, bit for bit; too few slots fail before any task;
-  * a collective call that differs between ranks stops the job, naming the broken contract.
+  * a collective call that differs between ranks, or a checkpoint the worker's codec cannot
+  * read, stops the job without retries, naming the broken contract.
   */
 @TestInstance(Lifecycle.PER_CLASS)
 @TestMethodOrder(classOf[MethodOrderer.MethodName])
@@ -25,7 +26,12 @@ class LocalClusterTest {
 
   @BeforeAll
   def start(): Unit = {
-    sc = LocalCluster.start(3, "warren-local-cluster-test")
+    // The UI on, and heartbeats every second: case h reads the Warren tab while a job runs.
+    sc = LocalCluster.start(
+      3,
+      "warren-local-cluster-test",
+      Map("spark.ui.enabled" -> "true", "spark.ui.port" -> "0", "spark.executor.heartbeatInterval" -> "1s")
+    )
     sc.addSparkListener(new SparkListener {
       override def onTaskStart(e: SparkListenerTaskStart): Unit = taskStarts.incrementAndGet()
     })
@@ -94,9 +100,84 @@ class LocalClusterTest {
   }
 
   @Test
+  def g_aCheckpointTheCodecCannotReadStopsTheJobWithoutRetries(): Unit = {
+    WarrenSpark.awaitSlots(sc, 3, 60)
+    val before = taskStarts.get()
+    // Every rank checkpoints an Array[Double]; rank 1's first attempt then fails, and its
+    // re-run loads the checkpoint as another type: no re-run can read it, so Spark must not
+    // retry it again.
+    val e = assertThrows(
+      classOf[WarrenSparkException],
+      () =>
+        WarrenSpark.train(sc.parallelize(0 until 3, 3), 3) { (c, _) =>
+          if (TaskContext.get().attemptNumber() == 0) {
+            c.checkpoint(Array(1.0, 2.0))
+            if (c.rank() == 1) throw new RuntimeException("first attempt of task 1 fails")
+            c.allreduce(new Array[Double](2), _root_.io.warren.Op.SUM)
+          } else c.loadCheckpointAs[String]
+          c.rank()
+        }
+    )
+    println(s"checkpoint format: ${e.getMessage}")
+    assertTrue(e.getMessage.contains("cannot succeed on retry, and the job was stopped"), e.getMessage)
+    assertTrue(e.getMessage.contains("CheckpointFormatException"), e.getMessage)
+    // Three first attempts and one re-run of task 1; no more.
+    assertEquals(4, taskStarts.get() - before, "task attempts started")
+  }
+
+  @Test
+  def h_theWarrenTabFollowsEachJobsCheckpointVersion(): Unit = {
+    WarrenSpark.awaitSlots(sc, 3, 60)
+    val iterations = 16
+    val page = sc.uiWebUrl.getOrElse(throw new AssertionError("the Spark UI is off")) + "/warren/"
+    val job = new Thread(() =>
+      WarrenSpark.train(sc.parallelize(0 until 3, 3), 3) { (c, _) =>
+        for (i <- 1 to iterations) {
+          c.allreduce(Array(i.toDouble), _root_.io.warren.Op.SUM)
+          c.checkpoint(Array(i.toDouble))
+          Thread.sleep(400)
+        }
+        c.rank()
+      }
+    )
+    job.start()
+    // While it runs, the tab shows the job running at a version the heartbeats brought.
+    val running = LocalClusterTest.awaitRow(page, 60) { r => r("state") == "running" && r("version").toInt > 0 }
+    assertTrue(running("version").toInt < iterations, s"the job was over before the page showed it running: $running")
+    job.join(120000)
+    // Once it is over, the tasks' ends carry their last versions: the job's is the last iteration.
+    val done = LocalClusterTest.awaitRow(page, 30)(r => r("job") == running("job") && r("state") == "succeeded")
+    assertEquals(iterations.toString, done("version"), s"row $done")
+    println(s"Warren tab: running $running, then $done")
+  }
+
+  @Test
   def e_theRunnerReturnsEachRanksResultInOrder(): Unit = {
     val ranks = WarrenSpark.train(sc.parallelize(1 to 30, 5), 3)((c, rows) => (c.rank(), rows.sum))
     assertEquals(Seq(0, 1, 2), ranks.map(_._1))
     assertEquals(465, ranks.map(_._2).sum)
+  }
+}
+
+/** Reading the Spark UI's Warren tab. */
+object LocalClusterTest {
+
+  /** A job row of the Warren tab at `page` that satisfies `ok` (the newest first), polling
+    * every 200 ms; fails after `timeoutS` seconds. A row is its `data-*` attributes (`job`,
+    * `state`, `version`). */
+  def awaitRow(page: String, timeoutS: Int)(ok: Map[String, String] => Boolean): Map[String, String] = {
+    val deadline = System.nanoTime() + timeoutS * 1000000000L
+    var last = Seq.empty[Map[String, String]]
+    while (System.nanoTime() < deadline) {
+      val html = scala.util.Using.resource(scala.io.Source.fromURL(page))(_.mkString)
+      last = """<tr class="warren-job"[^>]*>""".r.findAllIn(html).toSeq.map { tag =>
+        """data-(\w+)="([^"]*)"""".r.findAllMatchIn(tag).map(m => m.group(1) -> m.group(2)).toMap
+      }
+      last.find(ok) match {
+        case Some(row) => return row
+        case None      => Thread.sleep(200)
+      }
+    }
+    throw new AssertionError(s"no job row of $page matched within $timeoutS s; the rows: $last")
   }
 }

@@ -80,6 +80,18 @@ private[spark] final class JobWatch(
     }
   }
 
+  /** Waits until every worker task attempt that started has ended, as the listener bus
+    * reports (after a failed job, the tasks Spark kills free their slots only as each ends).
+    *
+    * @param timeoutMs the most milliseconds to wait
+    * @return whether none runs any more
+    */
+  def awaitTasksEnded(timeoutMs: Long): Boolean = {
+    val deadline = System.nanoTime() + timeoutMs * 1000000L
+    while (!running.isEmpty && System.nanoTime() < deadline) Thread.sleep(20)
+    running.isEmpty
+  }
+
   /** A worker's task attempt, if it runs, as the listener bus has reported so far.
     *
     * @param partition the task id (partition id)
@@ -119,15 +131,20 @@ private[spark] object JobWatch {
   /** Key of the local property holding the run id. */
   val RunKey = "warren.run.id"
 
+  /** How long a failed run waits for its killed tasks to end (milliseconds). */
+  val KilledTasksWaitMs = 10000L
+
   /** The exceptions of native errors that cannot succeed on retry (`warren::Error::is_final`):
     * a collective call that differs between ranks, a bad setting, another dataset than the
-    * job's, a job that cannot be recovered.
+    * job's, a job that cannot be recovered; and a typed checkpoint that the worker's codec
+    * cannot read (`io.warren.scaladsl.CheckpointFormatException`: a re-run reads the same bytes).
     */
   val FinalErrors: Set[String] = Set(
     "io.warren.CollectiveMismatchException",
     "io.warren.WarrenConfigException",
     "io.warren.DatasetMismatchException",
-    "io.warren.RecoveryImpossibleException"
+    "io.warren.RecoveryImpossibleException",
+    "io.warren.scaladsl.CheckpointFormatException"
   )
 
   /** The attempt number a worker task registers with (`WARREN_ATTEMPT`): Spark's attempt

@@ -5,7 +5,7 @@ import java.util.concurrent.atomic.AtomicLong
 
 import scala.collection.mutable
 
-import org.apache.spark.{SparkContext, TaskFailedReason}
+import org.apache.spark.{SparkContext, TaskFailedReason, TaskKilled}
 import org.apache.spark.scheduler._
 import org.slf4j.LoggerFactory
 
@@ -23,7 +23,9 @@ final case class WarrenJobSummary(label: String, failedAttempts: Long, recovered
   * to the tasks of Warren jobs: a failed attempt ("Spark re-runs it; the other workers wait"),
   * a re-run attempt starting and finishing ("re-run, recovered from its peers"), and a summary
   * when the stage ends, with the `warren.recoveries` accumulator the Spark UI shows on the
-  * stage page. Stages of other jobs are ignored.
+  * stage page. Stages of other jobs are ignored. It also keeps the [[board]] that the Spark
+  * UI's Warren tab shows: each job's tasks, and their checkpoint versions from the executors'
+  * heartbeats.
   *
   * [[WarrenSpark.train]] installs one per SparkContext ([[WarrenListener.of]]); don't also
   * list it in `spark.extraListeners` (the lines would appear twice).
@@ -35,6 +37,9 @@ class WarrenListener extends SparkListener {
   private val failed = new ConcurrentHashMap[String, AtomicLong]()
   private val recovered = new ConcurrentHashMap[String, AtomicLong]()
   private val done = mutable.ArrayBuffer.empty[WarrenJobSummary]
+
+  /** The jobs of this context, as the Warren tab shows them. */
+  val board: JobBoard = new JobBoard()
 
   private def count(m: ConcurrentHashMap[String, AtomicLong], label: String): AtomicLong =
     m.computeIfAbsent(label, _ => new AtomicLong())
@@ -52,16 +57,24 @@ class WarrenListener extends SparkListener {
 
   override def onTaskStart(e: SparkListenerTaskStart): Unit = warren(e.stageId) { label =>
     val t = e.taskInfo
+    board.taskStarted(label, t.taskId, t.partitionId, t.attemptNumber, e.stageAttemptId, t.executorId, t.host)
     if (t.attemptNumber > 0) {
       log.warn(
         s"warren job $label: task of partition ${t.partitionId} re-run (attempt ${t.attemptNumber}) on " +
-          s"executor ${t.executorId}: it recovers from its peers"
+          s"executor ${t.executorId}: it asks its peers for the last checkpoint"
       )
     }
   }
 
+  override def onExecutorMetricsUpdate(e: SparkListenerExecutorMetricsUpdate): Unit =
+    e.accumUpdates.foreach { case (taskId, _, _, updates) =>
+      if (board.tracks(taskId)) WarrenListener.checkpointVersion(updates, _.update).foreach(board.taskProgress(taskId, _))
+    }
+
   override def onTaskEnd(e: SparkListenerTaskEnd): Unit = warren(e.stageId) { label =>
     val t = e.taskInfo
+    val state = if (t.successful) "finished" else if (e.reason.isInstanceOf[TaskKilled]) "killed" else "failed"
+    board.taskEnded(t.taskId, state, WarrenListener.checkpointVersion(t.accumulables.toSeq, _.update))
     if (t.successful) {
       if (t.attemptNumber > 0) {
         count(recovered, label).incrementAndGet()
@@ -135,6 +148,18 @@ object WarrenListener {
     * attempts of a Warren job that finished, i.e. workers that recovered from their peers. */
   val RecoveriesAccumulator = "warren.recoveries"
 
+  /** The [[CheckpointVersionAccumulator]]'s value among a task's accumulator updates.
+    *
+    * @param updates the task's accumulables (a heartbeat's or its end's)
+    * @param value which value of an entry to read (a heartbeat carries the task's in `update`)
+    * @return the version, if the updates hold one
+    */
+  private[spark] def checkpointVersion(updates: Seq[AccumulableInfo], value: AccumulableInfo => Option[Any]): Option[Long] =
+    updates
+      .find(_.name.contains(CheckpointVersionAccumulator.Name))
+      .flatMap(value)
+      .collect { case n: java.lang.Number => n.longValue() }
+
   /** How many job summaries a listener keeps. */
   val KeptSummaries = 1000
 
@@ -149,6 +174,7 @@ object WarrenListener {
     Option(installed.get(sc)).getOrElse {
       val l = new WarrenListener
       sc.addSparkListener(l)
+      org.apache.spark.warren.WarrenTab.attach(sc, l.board)
       installed.put(sc, l)
       l
     }

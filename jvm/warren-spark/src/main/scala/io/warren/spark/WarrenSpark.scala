@@ -173,9 +173,12 @@ class WarrenSparkException(message: String, cause: Throwable) extends RuntimeExc
   * While the job runs, rank 0 sends a progress line every `progressInterval` seconds (and one
   * when it finishes) to the driver's log (logger `io.warren.native.warren.tracker.server`,
   * INFO): checkpoint version, recoveries, latency percentiles of each collective (see
-  * `Progress`). The Spark UI's stage page shows the `warren.recoveries` accumulator (re-run
-  * tasks that recovered from their peers), and a [[WarrenListener]] logs each failed and
-  * re-run task of the job.
+  * `Progress`). The Spark UI has a Warren tab (`/warren/`: each job's state, checkpoint
+  * version, re-run tasks and task attempts, the versions of running tasks following the
+  * executors' heartbeats), the job's description names it (`warren job 3: 4 workers,
+  * retry-one`), the stage page shows the `warren.recoveries` accumulator (re-run tasks that
+  * recovered from their peers) and `warren.checkpointVersion` (the highest checkpoint version
+  * its tasks reached), and a [[WarrenListener]] logs each failed and re-run task of the job.
   */
 object WarrenSpark {
 
@@ -305,7 +308,8 @@ object WarrenSpark {
       val durable = localCkptDir.map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
         (if (failAll) Map("WARREN_DURABLE_EVERY" -> durableEvery.toString) else Map.empty)
       val bases = trackers.workerSettings((settings.workerSettings ++ durable).asJava).asScala.map(_.asScala.toMap).toArray
-      Observation.around(sc, numWorkers, settings.progressInterval) { probe =>
+      val mode = if (elastic.enabled) s"${recovery.name}, elastic" else recovery.name
+      Observation.around(sc, numWorkers, settings.progressInterval, mode) { probe =>
         val workers = {
           val body = (rows: Iterator[T]) => runWorker(bases, failAll, remote, rows, probe, probe.wrap(f)).iterator
           if (failAll) input.barrier().mapPartitions(body) else input.mapPartitions(body)
@@ -482,14 +486,28 @@ object WarrenSpark {
     sc.setLocalProperty(JobWatch.RunKey, watch.runId)
     try job.sortBy(_._1).map(_._2).toSeq
     catch {
-      case e: SparkException if watch.finalFailure.isDefined =>
-        val (task, why) = watch.finalFailure.get
-        throw new WarrenSparkException(
+      case e: SparkException =>
+        // The tasks Spark kills when a job fails end (and free their slots) a moment later:
+        // wait for them, so that the next job finds the slots free.
+        watch.awaitTasksEnded(JobWatch.KilledTasksWaitMs)
+        throw failure(sc, watch, numWorkers, recovery, e)
+    } finally {
+      sc.setLocalProperty(JobWatch.RunKey, previous)
+      sc.removeSparkListener(watch)
+    }
+  }
+
+  /** The error a failed run ends with: the failure that cannot succeed on retry, if a worker
+    * had one; else the lost task ids and how often each failed, and Spark's root cause. */
+  private def failure(sc: SparkContext, watch: JobWatch, numWorkers: Int, recovery: Recovery, e: SparkException) =
+    watch.finalFailure match {
+      case Some((task, why)) =>
+        new WarrenSparkException(
           s"Warren job of $numWorkers workers (${recovery.name}) failed: task $task failed with an error that " +
             s"cannot succeed on retry, and the job was stopped: $why",
           e
         )
-      case e: SparkException =>
+      case None =>
         WarrenSlots.drainListeners(sc, 2000)
         val failed = watch.failedTasks
         val lost =
@@ -503,15 +521,8 @@ object WarrenSpark {
             }
             s": lost task id(s) ${failed.map(_._1).mkString(", ")} (${counts.mkString(", ")}; $limit)"
           }
-        throw new WarrenSparkException(
-          s"Warren job of $numWorkers workers (${recovery.name}) failed$lost: ${rootMessage(e)}",
-          e
-        )
-    } finally {
-      sc.setLocalProperty(JobWatch.RunKey, previous)
-      sc.removeSparkListener(watch)
+        new WarrenSparkException(s"Warren job of $numWorkers workers (${recovery.name}) failed$lost: ${rootMessage(e)}", e)
     }
-  }
 
   /** Waits until `sc` has at least `n` task slots registered, up to `timeoutS` seconds (local
     * cluster executors register several seconds after the context starts).
@@ -601,11 +612,15 @@ object WarrenSpark {
       val settings = WorkerRun.taskSettings(base.asJava, ctx.partitionId().toString, attempt)
       staging.foreach(s => settings.put("WARREN_CHECKPOINT_DIR", s.local().toString))
       // A kill without an interrupt (cancelJobGroup without interruptOnCancel) aborts the calls.
-      val setup: WorkerRun.Setup = comm =>
-        staging.foreach { s =>
-          s.download(comm)
-          comm.setCheckpointListener(s)
+      // Each commit is recorded for the driver's Warren tab, and a remote directory's durable
+      // checkpoints are copied back.
+      val setup: WorkerRun.Setup = comm => {
+        staging.foreach(_.download(comm))
+        comm.setCheckpointListener { version =>
+          probe.checkpointed(version)
+          staging.foreach(_.checkpointCommitted(version))
         }
+      }
       val options = new WorkerRun.Options(() => ctx.isInterrupted(), probe.label, probe.progressIntervalS, setup)
       Some((ctx.partitionId(), WorkerRun.run[R](settings, options, comm => f(comm, rows))))
     } catch {
