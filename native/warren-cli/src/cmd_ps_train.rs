@@ -28,7 +28,7 @@ use warren::ps::{
 };
 
 use super::cmd_ps::{PS_URIS, RegistryArgs, parse_uris};
-use super::ps_feed::Next;
+use super::ps_feed::{Example, Next};
 
 /// Arguments of `warren example ps-train`.
 #[derive(Args)]
@@ -219,15 +219,6 @@ fn await_joiners(c: &mut PsClient, plan: &Membership, me: u32, n: u64) -> warren
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// One example: its feature keys and its label.
-#[derive(Debug)]
-pub(crate) struct Example {
-    /// Its feature keys, below `--buckets`.
-    pub keys: Vec<u64>,
-    /// 0 or 1.
-    pub label: f32,
 }
 
 fn mix(a: u64, b: u64) -> u64 {

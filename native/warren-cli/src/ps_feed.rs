@@ -19,7 +19,14 @@ use warren::Error;
 use warren::master::{ClientOptions, GetTask, MasterClient, Task, read_task};
 use warren::recordio::{Compressor, Writer, WriterOptions};
 
-use super::cmd_ps_train::Example;
+/// One example: its feature keys and its label.
+#[derive(Debug)]
+pub(crate) struct Example {
+    /// Its feature keys, below `--buckets`.
+    pub keys: Vec<u64>,
+    /// 0 or 1.
+    pub label: f32,
+}
 
 /// How long a trainer without a task waits before it asks again.
 const IDLE_PAUSE: Duration = Duration::from_millis(20);

@@ -6,23 +6,12 @@ use std::time::Instant;
 use log::info;
 
 use super::recovery::Round;
-use super::{Communicator, LOG, durable, recoverable};
+use super::{Checkpoint, Communicator, LOG, durable, recoverable};
 use crate::collective;
 use crate::collective::header::{CallHeader, CallKind};
 use crate::error::{Error, Result};
 use crate::reduce::{self, DataType, Op};
 use crate::robust::{Prepared, Replicas, Want};
-
-/// A checkpoint as returned by [`Communicator::load_checkpoint`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Checkpoint {
-    /// Number of checkpoints committed (0: fresh start, the models are empty).
-    pub version: u32,
-    /// The global model (the same on every worker).
-    pub global: Vec<u8>,
-    /// This worker's local model, if it had one.
-    pub local: Option<Vec<u8>>,
-}
 
 impl Communicator {
     /// Commits a checkpoint: the global model (the same on every worker) and this worker's

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::Checkpoint;
+use super::snapshot::Checkpoint;
 use crate::config::Config;
 use crate::error::{Error, Result};
 

@@ -55,14 +55,15 @@ mod lent;
 mod options;
 mod recovery;
 mod robust_call;
+mod snapshot;
 mod stats;
 
 pub use buffers::BroadcastBuf;
 use buffers::sealed::CallBuf;
-pub use checkpoint::Checkpoint;
 pub use elastic::ViewChange;
 pub use lent::Lent;
 pub use options::{BootstrapSite, CallOptions};
+pub use snapshot::Checkpoint;
 pub use stats::CallStats;
 
 /// The log target of every engine record, whichever file it comes from: the logger

@@ -181,7 +181,7 @@ pub enum PullPiece {
         #[serde(with = "super::floats::u64s")]
         keys: Vec<u64>,
     },
-    /// The sum of each bag's rows of a sparse table (see [`bags`](super::bags)), bag by
+    /// The sum of each bag's rows of a sparse table (see `ps::bags`), bag by
     /// bag; rows created if new.
     SparseBags {
         /// The table.
@@ -383,7 +383,7 @@ pub enum Grad {
         #[serde(with = "super::floats")]
         values: Vec<f32>,
     },
-    /// A gradient of sums of rows of a sparse table (see [`bags`](super::bags)): `values`
+    /// A gradient of sums of rows of a sparse table (see `ps::bags`): `values`
     /// holds one row of the table's width per bag of `keys` (cut by `ends`), which counts for
     /// every key of the bag; a key given twice has its rows summed.
     SparseBags {
@@ -402,7 +402,7 @@ pub enum Grad {
 }
 
 impl Grad {
-    /// Gives its buffer back to the [pool](crate::wire::pool), once it is not needed.
+    /// Gives its buffer back to the [`crate::wire::pool`], once it is not needed.
     pub fn recycle(self) {
         match self {
             Grad::Dense { values, .. } | Grad::Sparse { values, .. } | Grad::SparseBags { values, .. } => {

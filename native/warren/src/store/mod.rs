@@ -84,6 +84,7 @@
 mod codec;
 #[cfg(feature = "etcd")]
 pub(crate) mod etcd;
+mod etcd_limits;
 mod file;
 mod fsutil;
 mod snapshot_every_change;
@@ -100,12 +101,10 @@ use std::sync::Arc;
 pub use codec::{Codec, DecodeError, Replay};
 #[cfg(feature = "etcd")]
 pub use etcd::{COMPRESS_LOG_BYTES, EtcdOptions, EtcdStore};
+pub use etcd_limits::{DEFAULT_ETCD_PREFIX, DEFAULT_FLUSHES_IN_FLIGHT, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S};
 pub use file::{FileStore, FileStoreOptions, FileStoreStats, LogSync};
 pub use snapshot_every_change::SnapshotEveryChangeStore;
-pub use spec::{
-    DEFAULT_ETCD_PREFIX, DEFAULT_FLUSHES_IN_FLIGHT, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S, OpenOptions, open, open_with,
-    parse_etcd_spec,
-};
+pub use spec::{OpenOptions, open, open_with, parse_etcd_spec};
 
 use crate::error::Result;
 

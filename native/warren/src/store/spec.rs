@@ -1,30 +1,17 @@
 //! [`open`]: a store named by a one-line spec, as the CLI's `--store` and the JVM's
 //! `Master` take it.
 
+use super::etcd_limits::{DEFAULT_ETCD_PREFIX, DEFAULT_FLUSHES_IN_FLIGHT, DEFAULT_LEASE_TTL_S};
 #[cfg(feature = "etcd")]
 use super::{EtcdOptions, EtcdStore};
 use super::{FileStore, Replay, SnapshotEveryChangeStore, Store};
 use crate::error::{Error, Result};
 
-/// Key prefix in etcd when a spec `etcd:HOST:PORT` names none.
-pub const DEFAULT_ETCD_PREFIX: &str = "/warren/master/default";
-
-/// Smallest etcd lease time to live, in seconds (etcd counts leases in whole seconds).
-pub const MIN_LEASE_TTL_S: i64 = 1;
-/// Largest etcd lease time to live, in seconds: a successor never waits more than an hour.
-pub const MAX_LEASE_TTL_S: i64 = 3600;
-/// The etcd lease time to live unless set otherwise, in seconds.
-pub(crate) const DEFAULT_LEASE_TTL_S: i64 = 5;
-/// etcd log transactions in flight at once unless set otherwise: one, since on a machine
-/// whose CPU etcd shares, more transactions of fewer records each cost more CPU than the
-/// overlap saves (docs/benchmarks-master.md).
-pub const DEFAULT_FLUSHES_IN_FLIGHT: u16 = 1;
-
 /// Settings of [`open_with`] that a spec does not carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpenOptions {
-    /// Lease time to live of the etcd store's leader lock, in seconds ([`MIN_LEASE_TTL_S`]
-    /// to [`MAX_LEASE_TTL_S`], default 5; see `EtcdOptions::lease_ttl_s`); unused by the
+    /// Lease time to live of the etcd store's leader lock, in seconds ([`MIN_LEASE_TTL_S`](super::MIN_LEASE_TTL_S)
+    /// to [`MAX_LEASE_TTL_S`](super::MAX_LEASE_TTL_S), default 5; see `EtcdOptions::lease_ttl_s`); unused by the
     /// other stores.
     pub etcd_lease_ttl_s: i64,
     /// etcd log transactions in flight at once (see `EtcdOptions::flushes_in_flight`,

@@ -12,19 +12,8 @@ use rustls::{ClientConnection, ServerConnection, StreamOwned};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::auth::PROOF_LEN;
+use super::deadline::Timed;
 use crate::error::Result;
-
-/// A blocking stream whose waits are bound through its TCP socket's timeouts.
-pub trait Timed: Read + Write {
-    /// The TCP socket beneath.
-    fn socket(&self) -> &TcpStream;
-}
-
-impl Timed for TcpStream {
-    fn socket(&self) -> &TcpStream {
-        self
-    }
-}
 
 /// A blocking connection: plain TCP, or TLS as the client or the server.
 #[derive(Debug)]

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::auth::Purpose;
-use super::channel::{Channel, Timed};
+use super::channel::Channel;
+use super::deadline::Timed;
 use super::deadline::{timed_out, write_all_by, write_all_vectored_by};
 use super::frame::{MAX_FRAME, decode_frame_within, encode_frame};
 use super::handshake::{HandshakeFailure, client_channel};

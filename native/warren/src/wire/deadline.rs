@@ -1,11 +1,23 @@
 //! Blocking reads and writes bound by a deadline, for handshakes and blocking clients: a
 //! silent or stalled other end becomes a timeout naming it, never a hang.
 
-use std::io::IoSlice;
+use std::io::{IoSlice, Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use super::channel::Timed;
 use crate::error::{Error, Result};
+
+/// A blocking stream whose waits are bound through its TCP socket's timeouts.
+pub trait Timed: Read + Write {
+    /// The TCP socket beneath.
+    fn socket(&self) -> &TcpStream;
+}
+
+impl Timed for TcpStream {
+    fn socket(&self) -> &TcpStream {
+        self
+    }
+}
 
 /// The timeout of a wait for `what` that began at `started` with `deadline`: it says how long
 /// it waited, or (a zero duration) that the deadline had already passed when the wait began.

@@ -79,8 +79,9 @@ mod preamble;
 pub mod tls;
 
 pub use accept::{Bound, HANDSHAKE_TIMEOUT, accept_authenticated, bind, serve};
-pub use channel::{Channel, ServiceStream, Timed};
+pub use channel::{Channel, ServiceStream};
 pub use client::{Backoff, Connection, connect_by, resolve};
+pub use deadline::Timed;
 pub use deadline::{read_exact_by, write_all_by};
 pub use frame::{MAX_FRAME, decode_frame, decode_frame_within, encode_frame, frame_len_within};
 pub use frame_reader::FrameReader;

@@ -45,7 +45,7 @@ use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, Sor
 use self::flush::{Log, State, failure_text};
 pub use self::value::COMPRESS_LOG_BYTES;
 use self::value::Entry;
-use super::spec::{DEFAULT_FLUSHES_IN_FLIGHT, DEFAULT_LEASE_TTL_S, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S};
+use super::etcd_limits::{DEFAULT_FLUSHES_IN_FLIGHT, DEFAULT_LEASE_TTL_S, MAX_LEASE_TTL_S, MIN_LEASE_TTL_S};
 use super::{Codec, Loaded, Store, Ticket};
 use crate::error::{Error, Result};
 
