@@ -20,9 +20,11 @@ use log::{info, warn};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::liveness::BeatOutcome;
+use super::outcome::FencedWorker;
 use super::proto::{FromTracker, Stall};
 use super::registry::WorkerState;
-use super::server::{Shared, SharedState, refuse};
+use super::replies::refuse;
+use super::state::{Shared, SharedState};
 use crate::pause::overslept;
 
 /// A heartbeat from `task_id`'s incarnation `incarnation`: noted and acknowledged, its new
@@ -188,7 +190,7 @@ fn fence(s: &mut Shared, task: &str, silent: Duration, timeout: Duration) {
         let (task_id, reason) = (task.to_string(), reason.clone());
         let _ = tx.send(FromTracker::PeerFenced { rank, task_id, reason, round });
     }
-    s.fenced_tasks.push(super::FencedWorker { task_id: task.to_string(), attempt });
+    s.fenced_tasks.push(FencedWorker { task_id: task.to_string(), attempt });
     s.last_fence = Some((Instant::now(), task.to_string()));
     info!("tracker: task {task} is to be replaced (it is lost to the job until it registers again)");
 }

@@ -19,14 +19,8 @@ use log::info;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::proto::FromTracker;
-use super::server::{Shared, SharedState, answer_view};
-
-/// A member's request for the view after a checkpoint version, answered later.
-pub(crate) struct Parked {
-    task_id: String,
-    version: u32,
-    tx: UnboundedSender<FromTracker>,
-}
+use super::replies::answer_view;
+use super::state::{Parked, Shared, SharedState};
 
 /// Until when the decision after `version` waits: `None` to decide now, else the end of the
 /// latest hold among the joiners it would admit that have not registered yet.
@@ -103,7 +97,8 @@ mod tests {
 
     use super::*;
     use crate::membership::{Change, Limits};
-    use crate::tracker::server::{control, new_state};
+    use crate::tracker::server::control;
+    use crate::tracker::state::new_state;
 
     /// An elastic job of tasks 0 and 1 under way, with a join hold of `hold`.
     fn running(hold: Duration) -> SharedState {

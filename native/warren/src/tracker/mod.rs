@@ -16,15 +16,19 @@ mod client;
 mod fencing;
 mod join_hold;
 pub mod liveness;
+mod outcome;
 pub mod proto;
 pub mod registry;
 mod rejoin;
+mod replies;
 mod server;
+mod state;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use client::TrackerClient;
+pub use outcome::{FencedWorker, JobOutcome, JobReport};
 pub use registry::Registry;
 
 use crate::config::{DEFAULT_PEER_TIMEOUT, keys};
@@ -35,30 +39,6 @@ use crate::wire;
 /// How long a stopping tracker waits for queued replies to reach workers that are still
 /// connected once the job has an outcome.
 const REPLY_DRAIN_LIMIT: Duration = Duration::from_secs(2);
-
-/// How a finished job went.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobReport {
-    /// Number of workers.
-    pub world: usize,
-    /// Registrations of a task id that already had a rank.
-    pub recoveries: u64,
-    /// Time from tracker start to the last shutdown.
-    pub elapsed: Duration,
-}
-
-/// A worker the tracker fenced ([`Tracker::take_fenced`]): which task, and which attempt of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FencedWorker {
-    /// Its task id.
-    pub task_id: String,
-    /// The attempt number it registered with (`WARREN_ATTEMPT`); only that attempt is to be
-    /// ended.
-    pub attempt: u32,
-}
-
-/// `Ok` when every worker shut down cleanly, `Err` with the reason the job failed.
-pub type JobOutcome = std::result::Result<JobReport, String>;
 
 /// Settings of a tracker.
 #[derive(Debug, Clone)]
@@ -122,7 +102,7 @@ impl TrackerConfig {
 /// A running tracker. Dropping it stops it.
 pub struct Tracker {
     runtime: Option<tokio::runtime::Runtime>,
-    state: server::SharedState,
+    state: state::SharedState,
     uri: String,
     secret: String,
     world: usize,
@@ -156,7 +136,7 @@ impl Tracker {
                 )));
             }
         }
-        let state = server::new_state(cfg.num_workers, cfg.peer_timeout, cfg.elastic, cfg.join_hold);
+        let state = state::new_state(cfg.num_workers, cfg.peer_timeout, cfg.elastic, cfg.join_hold);
         let tls = cfg.tls.is_some();
         runtime.spawn(server::serve(listener, state.clone(), Arc::new(cfg.secret.clone().into_bytes()), cfg.tls));
         runtime.spawn(server::rendezvous_deadline(state.clone(), cfg.rendezvous_timeout));
@@ -223,7 +203,7 @@ impl Tracker {
 
     /// Every task of an elastic job: its id, state and rank in the current view.
     pub fn list(&self) -> Result<Vec<proto::TaskInfo>> {
-        match server::roster_reply(&self.state.0.lock().unwrap().registry) {
+        match replies::roster_reply(&self.state.0.lock().unwrap().registry) {
             proto::FromTracker::Roster { tasks, .. } => Ok(tasks),
             proto::FromTracker::Error { message } => Err(Error::Tracker(message)),
             other => Err(Error::Protocol(format!("unexpected roster reply {other:?}"))),

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use super::proto::FromTracker;
-use super::server::{SharedState, assign, set_outcome};
+use super::replies::assign;
+use super::state::{SharedState, set_outcome};
 use crate::pause::{excused, overslept};
 
 /// Watches lost members until the job has an outcome, giving up on those lost for `timeout`.

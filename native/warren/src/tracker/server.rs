@@ -1,8 +1,7 @@
 //! The tracker's network side (tokio): handshake and authentication of each connection, then
 //! frames in and out. Decisions are the [`Registry`]'s.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
@@ -12,77 +11,15 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use super::fencing;
 use super::join_hold;
-use super::liveness::Liveness;
-use super::proto::{FromTracker, TaskInfo, ToTracker};
-use super::registry::{Registered, Registry, WorkerState};
-use super::{JobOutcome, JobReport};
+use super::outcome::JobReport;
+use super::proto::{FromTracker, ToTracker};
+use super::registry::{Registered, WorkerState};
+use super::replies::{answer_view, assign, refuse, roster_reply};
+use super::state::{Shared, SharedState, set_outcome};
 use crate::error::Error;
-use crate::membership::{Change, Limits, View};
+use crate::membership::{Change, View};
 use crate::wire::auth::Purpose;
 use crate::wire::{self, FrameReader};
-
-/// State shared by the connection tasks and the [`super::Tracker`] handle.
-pub(crate) struct Shared {
-    pub(crate) registry: Registry,
-    pub(crate) conns: HashMap<String, (u64, UnboundedSender<FromTracker>)>,
-    next_conn: u64,
-    pub(crate) outcome: Option<JobOutcome>,
-    started: Instant,
-    /// Task ids that registered again in the current round (restarted, not survivors).
-    pub(crate) restarted: std::collections::HashSet<String>,
-    /// Connections whose writer has not finished yet (replies may still be queued).
-    pub(crate) open_connections: usize,
-    /// Heartbeats and fences (`None`: no peer timeout, no heartbeats).
-    pub(crate) liveness: Option<Liveness>,
-    /// Each worker's heartbeat connection (fence notices are pushed there).
-    pub(crate) beat_conns: HashMap<String, UnboundedSender<FromTracker>>,
-    /// Workers fenced and not yet taken by [`super::Tracker::take_fenced`].
-    pub(crate) fenced_tasks: Vec<super::FencedWorker>,
-    /// The last fence (when, whom), until the link round that replaces it completes.
-    pub(crate) last_fence: Option<(Instant, String)>,
-    /// An elastic job's join hold ([`super::TrackerConfig::join_hold`]; zero: none).
-    pub(crate) join_hold: Duration,
-    /// When each task was last added or restarted by a control request.
-    pub(crate) join_requested: HashMap<String, Instant>,
-    /// Members' view requests waiting for a joiner ([`join_hold`]).
-    pub(crate) parked: Vec<join_hold::Parked>,
-}
-
-pub(crate) type SharedState = Arc<(Mutex<Shared>, Condvar)>;
-
-pub(crate) fn new_state(
-    world: usize,
-    peer_timeout: Option<Duration>,
-    elastic: Option<Limits>,
-    join_hold: Duration,
-) -> SharedState {
-    Arc::new((
-        Mutex::new(Shared {
-            registry: elastic.map_or_else(|| Registry::new(world), |l| Registry::elastic(world, l)),
-            conns: HashMap::new(),
-            next_conn: 0,
-            outcome: None,
-            started: Instant::now(),
-            restarted: Default::default(),
-            open_connections: 0,
-            liveness: peer_timeout.map(Liveness::new),
-            beat_conns: HashMap::new(),
-            fenced_tasks: Vec::new(),
-            last_fence: None,
-            join_hold,
-            join_requested: HashMap::new(),
-            parked: Vec::new(),
-        }),
-        Condvar::new(),
-    ))
-}
-
-pub(crate) fn set_outcome(state: &SharedState, s: &mut Shared, outcome: JobOutcome) {
-    if s.outcome.is_none() {
-        s.outcome = Some(outcome);
-        state.1.notify_all();
-    }
-}
 
 /// Serves authenticated connections until the runtime shuts down.
 pub(crate) async fn serve(listener: TcpListener, state: SharedState, secret: Arc<Vec<u8>>, tls: Option<wire::Tls>) {
@@ -174,38 +111,6 @@ async fn connection(stream: wire::ServiceStream, state: SharedState) {
     let _ = writer.await;
     state.0.lock().unwrap().open_connections -= 1;
     state.1.notify_all();
-}
-
-/// Sends every member of `view` its assignment: the view, everyone's addresses, its
-/// incarnation (the connection's id) and the peer timeout; heartbeats are due from then on.
-pub(crate) fn assign(s: &mut Shared, view: &View) {
-    s.registry.fix_placement();
-    let peers = s.registry.peers();
-    let round = s.registry.rounds();
-    let now = Instant::now();
-    let peer_timeout_ms = s.liveness.as_ref().map_or(0, |l| l.timeout().as_millis().max(1) as u64);
-    let elastic = s.registry.is_elastic();
-    let version = s.registry.round_version();
-    for tid in view.members() {
-        if let Some((incarnation, t)) = s.conns.get(tid) {
-            let recovered = s.restarted.contains(tid);
-            let (view, peers, incarnation) = (view.clone(), peers.clone(), *incarnation);
-            let _ = t.send(FromTracker::Assignment {
-                view,
-                peers,
-                round,
-                recovered,
-                incarnation,
-                peer_timeout_ms,
-                elastic,
-                version,
-            });
-            let attempt = s.registry.attempt_of(tid).unwrap_or_default();
-            if let Some(l) = s.liveness.as_mut() {
-                l.expect(tid, incarnation, attempt, now);
-            }
-        }
-    }
 }
 
 /// Tells the others that a round opened, and everyone the new addresses once it is complete.
@@ -302,12 +207,6 @@ fn handle(
         }
     }
     Ok(())
-}
-
-/// Refuses with `message`: tells the worker, and ends its connection.
-pub(crate) fn refuse(tx: &UnboundedSender<FromTracker>, message: String) -> Result<(), String> {
-    let _ = tx.send(FromTracker::Error { message: message.clone() });
-    Err(message)
 }
 
 /// A registration (task id, listener host and port, process id): returns the id of this
@@ -452,57 +351,4 @@ fn view_at(
         None => return answer_view(s, tx, task_id, version),
     }
     Ok(())
-}
-
-/// Answers a member's view request. A change opens the new view's link round (its joiners
-/// in it, to be told they recover from the others); the answer is the same for every member.
-/// A refusal ends the member's connection (`Err`; its writer stops after the error).
-pub(crate) fn answer_view(
-    s: &mut Shared,
-    tx: &UnboundedSender<FromTracker>,
-    task_id: &str,
-    version: u32,
-) -> Result<(), String> {
-    let decision = match s.registry.decide(version) {
-        Ok(d) => d,
-        Err(message) => return refuse(tx, message),
-    };
-    if decision.changed {
-        let v = &decision.view;
-        info!(
-            "tracker: after checkpoint version {version} (asked by task {task_id}) the view becomes epoch {}: {} workers {:?} (joining: {:?})",
-            v.epoch(),
-            v.world(),
-            v.members(),
-            decision.joiners
-        );
-        s.restarted.extend(decision.joiners.iter().cloned());
-    }
-    for t in &decision.dismissed {
-        let message = format!(
-            "task {t} was removed before it could join (the job had its maximum of {} workers until the removal \
-             came due): it stops without having taken part",
-            s.registry.roster().map_or(0, |r| r.limits().max)
-        );
-        info!("tracker: {message}");
-        if let Some((_, joiner)) = s.conns.remove(t) {
-            let _ = joiner.send(FromTracker::Left { message });
-        }
-    }
-    let _ = tx.send(FromTracker::Decided { view: decision.view });
-    Ok(())
-}
-
-/// The roster of an elastic job as `warren ctl list` shows it.
-pub(crate) fn roster_reply(registry: &Registry) -> FromTracker {
-    let Some(roster) = registry.roster() else {
-        return FromTracker::Error { message: "the job is not elastic, or has not started yet".into() };
-    };
-    let limits = roster.limits();
-    let tasks = roster
-        .list()
-        .into_iter()
-        .map(|(task_id, state, rank)| TaskInfo { task_id, state: state.name().into(), rank })
-        .collect();
-    FromTracker::Roster { epoch: roster.view().epoch(), min: limits.min, max: limits.max, tasks }
 }
