@@ -11,6 +11,7 @@
   between `<!-- name:begin -->` and `<!-- name:end -->`, may carry their run's date);
 - bench/results keeps one current baseline per benchmark (one file per name once its time
   stamp is dropped), and every results data file a page names is there;
+- README.md stays a front door of at most README_MAX_LINES lines (the rest is in the book);
 - with --book DIR, the book mdBook rendered into DIR: every relative link and `#fragment` of
   its pages (the theme's as well as the content's) names a file of the book and an id in it,
   so a link that resolves in the repository but leaves the book (../README.md) fails too.
@@ -34,6 +35,10 @@ DOCS = ROOT / "docs"
 READMES = ["README.md", "TESTING.md", "jvm/README.md", "jvm/warren-flink/README.md",
            "jvm/flink-examples/README.md", "spark-examples/README.md", "notebooks/README.md",
            "docker/README.md", "tests/README.md"]
+
+# The README says what Warren is, the two commands, a quick start per front end and where
+# to read on; everything else belongs in the book.
+README_MAX_LINES = 200
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 SUMMARY_ENTRY = re.compile(r"\[[^\]]*\]\(([^)]+)\)")
@@ -227,8 +232,16 @@ def check_book(out: Path) -> list[str]:
     return problems
 
 
+def check_readme_length(readme: Path = ROOT / "README.md") -> list[str]:
+    lines = len(readme.read_text().splitlines())
+    if lines > README_MAX_LINES:
+        return [f"{readme.name} has {lines} lines, more than {README_MAX_LINES}: move the detail into the book (docs/)"]
+    return []
+
+
 def main(argv: list[str]) -> int:
     problems = check_summary()
+    problems += check_readme_length()
     for page in pages():
         problems += check_links(page)
     problems += check_settings()

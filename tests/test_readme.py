@@ -37,6 +37,14 @@ def test_every_measured_number_in_the_readme_comes_from_docs():
     assert not missing, f"numbers in README.md that docs/ does not record: {missing}"
 
 
+def test_the_readme_is_a_short_front_door(tmp_path):
+    assert check_docs.check_readme_length() == []
+    long = tmp_path / "README.md"
+    long.write_text("line\n" * (check_docs.README_MAX_LINES + 1))
+    [problem] = check_docs.check_readme_length(long)
+    assert f"has {check_docs.README_MAX_LINES + 1} lines" in problem
+
+
 def test_the_summary_lists_every_page_of_the_book_and_only_those():
     assert not check_docs.check_summary()
 
