@@ -8,20 +8,17 @@ import io.warren.examples.data.{LogisticData, ModelHash}
 import io.warren.spark._
 import org.apache.spark.{SparkConf, SparkContext, TaskContext}
 
-/** Distributed logistic regression on an RDD with Warren: full-batch gradient descent (or
-  * L-BFGS, [[Lbfgs]]), one gradient allreduce and one checkpoint per iteration. A lost worker
-  * is replaced and resumes from its peers' checkpoint (retry-one), or the whole stage restarts
-  * from the last durable checkpoint (`--recovery fail-all --checkpoint-dir DIR`); an elastic
-  * job (`--elastic MIN_WORKERS`) goes on without it. Prints the loss per iteration, the
-  * accuracy and `MODEL_HASH` (SHA-256 of the weights), the same with and without a failure.
-  *
+/** Distributed logistic regression on an RDD with Warren: gradient descent (or L-BFGS,
+  * [[Lbfgs]]), one gradient allreduce and one checkpoint per iteration. A lost worker resumes
+  * from its peers' checkpoint (retry-one), the stage restarts from the last durable one
+  * (`--recovery fail-all --checkpoint-dir DIR`), or an elastic job (`--elastic MIN_WORKERS`)
+  * goes on without it. Prints the losses, the accuracy and `MODEL_HASH` (SHA-256 of the
+  * weights), the same with and without a failure. The command line is [[CommandLine]]'s; its
+  * failures (`--kill-task ITER`, `--kill-executor ITER`, `--pause-ms MS`) are [[FaultHarness]]'s.
   * {{{
   * spark-submit --class io.warren.examples.LogisticRegression --jars $WARREN_JARS \
   *   warren-spark-examples_2.13.jar --workers 3 --rows 100000 --features 20 --iters 20
   * }}}
-  *
-  * The command line ([[CommandLine]]) also takes the failures of [[FaultHarness]]
-  * (`--kill-task ITER`, `--kill-executor ITER`, `--pause-ms MS`), for the demos and tests.
   */
 object LogisticRegression {
 
@@ -90,8 +87,7 @@ object LogisticRegression {
     // Bootstrap calls: made once before the first checkpoint, replayed to a restarted worker.
     val d = comm.allreduce(Array(p.features + 1), Op.MAX, CallOptions.bootstrap())(0)
     val n = xy.length / (d + 1)
-    val seedBytes = comm.broadcast(ByteBuffer.allocate(8).putLong(p.seed).array(), 0, CallOptions.bootstrap())
-    val initSeed = ByteBuffer.wrap(seedBytes).getLong
+    val initSeed = ByteBuffer.wrap(comm.broadcast(ByteBuffer.allocate(8).putLong(p.seed).array(), 0, CallOptions.bootstrap())).getLong
     def restore(c: Option[Checkpointed]): (Optimizer, Array[Double]) = {
       val Checkpointed(state, losses) = c.getOrElse { // a fresh start: small random weights
         val r = new SplittableRandom(initSeed ^ 0x5deece66dL)
