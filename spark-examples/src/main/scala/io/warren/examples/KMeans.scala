@@ -4,6 +4,7 @@ import java.nio.{ByteBuffer, ByteOrder}
 import java.util.SplittableRandom
 
 import io.warren.{CallOptions, Communicator, Op}
+import io.warren.examples.data.ModelHash
 import io.warren.spark.WarrenSpark
 import org.apache.spark.{SparkConf, SparkContext, TaskContext}
 
@@ -84,7 +85,7 @@ object KMeans {
   ) {
 
     /** SHA-256 of the centers (little-endian doubles), in hex. */
-    def modelHash: String = LogisticRegression.hash(centers)
+    def modelHash: String = ModelHash.of(centers)
   }
 
   /** The rows of partition `pid`, row-major in the first array, their true clusters in the second. */

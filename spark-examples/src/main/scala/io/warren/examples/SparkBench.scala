@@ -10,6 +10,7 @@ import org.apache.spark.scheduler.{SparkListener, SparkListenerTaskEnd, SparkLis
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.storage.StorageLevel
 
+import io.warren.examples.data.LogisticData
 import io.warren.spark.WarrenSpark
 
 /** The Spark benchmark (`make bench-spark`, `bench/spark.sh`), in one spark-submit run on one
@@ -174,9 +175,10 @@ object SparkBench {
     val spark = SparkSession.builder().getOrCreate()
     val d = p.features + 1
     val points = sc.parallelize(0 until p.workers, p.workers).flatMap { pid =>
-      val (x, y) = LogisticRegression.generate(lr, pid)
+      val xy = LogisticData.generate(lr.rows, lr.workers, lr.features, lr.seed, pid)
+      val n = xy.length / (d + 1)
       // The generator's rows end with a constant 1 (Warren's intercept); MLlib fits its own.
-      Iterator.tabulate(y.length)(i => LabeledPoint(y(i), Vectors.dense(java.util.Arrays.copyOfRange(x, i * d, i * d + p.features))))
+      Iterator.tabulate(n)(i => LabeledPoint(xy(n * d + i), Vectors.dense(java.util.Arrays.copyOfRange(xy, i * d, i * d + p.features))))
     }
     val df = spark.createDataFrame(points).persist(StorageLevel.MEMORY_AND_DISK)
     val (count, cacheS) = timed(df.count())
@@ -281,9 +283,11 @@ object SparkBench {
       clock.reset()
       val run = lr.copy(
         iters = p.longIters,
-        killExecutor = if (failure.contains("executor")) p.killIter else -1,
-        killTask = if (failure.contains("task")) p.killIter else -1,
-        conf = lr.conf ++ conf
+        conf = lr.conf ++ conf,
+        hooks = FaultHarness.Faults(
+          killExecutor = if (failure.contains("executor")) p.killIter else -1,
+          killTask = if (failure.contains("task")) p.killIter else -1
+        )
       )
       val r = LogisticRegression.run(sc, run)
       WarrenSlots.drainListeners(sc, 5000)

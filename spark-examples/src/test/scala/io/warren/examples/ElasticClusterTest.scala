@@ -6,7 +6,8 @@ import java.util.concurrent.atomic.AtomicReference
 import scala.jdk.CollectionConverters._
 
 import io.warren.Tracker
-import io.warren.examples.LogisticRegression.{Failure, Params, Result}
+import io.warren.examples.FaultHarness.{withFaults, Failure, Faults}
+import io.warren.examples.LogisticRegression.{Params, Result}
 import io.warren.spark.WarrenSparkException
 import org.apache.spark.{SparkContext, WarrenSlots}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertFalse, assertThrows, assertTrue, fail}
@@ -52,7 +53,8 @@ class ElasticClusterTest {
   // task again (2-4 s on a quiet machine, 15 s seen under load: the job lasts long enough for
   // it to rejoin); once it is back, the rest runs unpaused.
   private val params =
-    Params(workers = workers, rows = 20000, features = 10, iters = 200, pauseMs = 100, pauseUntilGrown = true, conf = elastic)
+    Params(workers = workers, rows = 20000, features = 10, iters = 200, conf = elastic,
+      hooks = Faults(pauseMs = 100, pauseUntilGrown = true))
   // The halted-executor cases: 400 iterations, since under load (1-minute load average 12 on
   // 2 cores) 200 were over before Spark's new executor ran the re-run task (more than 28 s).
   private val halted = params.copy(iters = 400)
@@ -123,7 +125,7 @@ class ElasticClusterTest {
 
   @Test
   def a_aHaltedExecutorDoesNotStallTheOthers(): Unit = {
-    val p = halted.copy(failures = Seq(Failure(1, haltAt, halt = true)))
+    val p = withFaults(halted)(_.copy(failures = Seq(Failure(1, haltAt, halt = true))))
     val rs = LogisticRegression.runAll(sc, p)
     val back = shrankAndRejoined("halted executor", rs)
     // Task 1 came back only after Spark started a new executor JVM (seconds); meanwhile the
@@ -142,12 +144,12 @@ class ElasticClusterTest {
     // that version.
     val scheduled = new AtomicReference[String]("not yet")
     val schedule = returnAt(back, scheduled)
-    val p = halted.copy(pauseMs = 200, failures = Seq(Failure(1, dropped, halt = true)))
+    val p = withFaults(halted)(_.copy(pauseMs = 200, failures = Seq(Failure(1, dropped, halt = true))))
     val rs = LogisticRegression.runAll(sc, p, schedule)
     assertEquals("scheduled", scheduled.get(), "the driver scheduled task 1's return")
     assertEquals(back, shrankAndRejoined("same schedule", rs), "task 1 rejoined at the scheduled version")
     assertEquals(model, rs.head.modelHash, s"dropped at $dropped and back at $back: the same model as the first run")
-    val clean = LogisticRegression.run(sc, halted.copy(pauseMs = 0))
+    val clean = LogisticRegression.run(sc, withFaults(halted)(_.copy(pauseMs = 0)))
     assertTrue(clean.modelHash != model, "the model records the schedule: without the loss it differs")
   }
 
@@ -205,7 +207,7 @@ class ElasticClusterTest {
   @Test
   def e_aPausedExecutorIsFencedAndTheOthersGoOnWithoutIt(): Unit = {
     // Task 1's executor JVM stops (SIGSTOP) at iteration haltAt: nothing closes, nothing answers.
-    val p = pausedParams.copy(failures = Seq(Failure(1, haltAt, pause = true)))
+    val p = withFaults(pausedParams)(_.copy(failures = Seq(Failure(1, haltAt, pause = true))))
     val rs = LogisticRegression.runAll(sc, p)
     WarrenSlots.drainListeners(sc, 5000)
     val back = shrankAndRejoined("paused executor", rs, p.iters)
@@ -224,7 +226,7 @@ class ElasticClusterTest {
     // The same membership schedule (dropped at haltAt, back at `back`) with a halted executor
     // in place of the paused one: the same model bit for bit.
     val scheduled = new AtomicReference[String]("not yet")
-    val p = pausedParams.copy(failures = Seq(Failure(1, haltAt, halt = true)))
+    val p = withFaults(pausedParams)(_.copy(failures = Seq(Failure(1, haltAt, halt = true))))
     val rs = LogisticRegression.runAll(sc, p, returnAt(back, scheduled))
     assertEquals("scheduled", scheduled.get(), "the driver scheduled task 1's return")
     assertEquals(back, shrankAndRejoined("the paused run's schedule", rs, p.iters), "task 1 rejoined at the scheduled version")
@@ -263,13 +265,13 @@ class ElasticClusterTest {
       assertEquals("removed", removed.get(), "the driver removed task 3")
       rs
     }
-    val clean = removing(base.copy(pauseMs = 20))
+    val clean = removing(withFaults(base)(_.copy(pauseMs = 20)))
     val leaver = clean.find(_.taskId == 3).getOrElse(fail(s"the leaver returns its result: $clean"))
     assertEquals(0, leaver.world, "the leaver says it left")
     val model = clean.find(_.taskId == 0).get.modelHash
     val mock = (m: String) => base.conf + ("setting.WARREN_MOCK" -> m)
     val cases = Seq(
-      ("the leaver's executor halts right after it left", base.copy(failures = Seq(Failure(3, -1, halt = true, afterLeaving = true)))),
+      ("the leaver's executor halts right after it left", withFaults(base)(_.copy(failures = Seq(Failure(3, -1, halt = true, afterLeaving = true))))),
       ("the leaver's executor exits when its removal is decided", base.copy(conf = mock("3,resize,0")))
     )
     for ((what, p) <- cases) {
@@ -304,7 +306,7 @@ class ElasticClusterTest {
     // executor) registers to join and exits before linking to its peers: Spark runs it a
     // third time, and that attempt joins.
     val conf = halted.conf + ("setting.WARREN_MOCK" -> "1,linking,1") + ("slotWaitTimeout" -> "30")
-    val p = halted.copy(failures = Seq(Failure(1, haltAt, halt = true)), conf = conf)
+    val p = withFaults(halted)(_.copy(failures = Seq(Failure(1, haltAt, halt = true)))).copy(conf = conf)
     val rs = LogisticRegression.runAll(sc, p)
     WarrenSlots.drainListeners(sc, 5000)
     rs.foreach(r => println(s"ELASTIC joiner lost before linking: task ${r.taskId} world ${r.world} changes ${r.viewChanges}"))
@@ -329,10 +331,8 @@ class ElasticClusterTest {
     // minWorkers 4 of 4: going on without the paused task would be below the minimum, so the
     // job fails about a second after its worker is fenced, within the kill grace of its
     // attempt; the paused JVM is killed and replaced all the same.
-    val p = pausedParams.copy(
-      failures = Seq(Failure(1, haltAt, pause = true)),
-      conf = pausedParams.conf + ("minWorkers" -> "4")
-    )
+    val p = withFaults(pausedParams)(_.copy(failures = Seq(Failure(1, haltAt, pause = true))))
+      .copy(conf = pausedParams.conf + ("minWorkers" -> "4"))
     val e = assertThrows(classOf[Exception], () => LogisticRegression.runAll(sc, p))
     println(s"ELASTIC paused below the minimum: ${e.getMessage}")
     assertTrue(e.getMessage.contains("below the minimum"), e.getMessage)

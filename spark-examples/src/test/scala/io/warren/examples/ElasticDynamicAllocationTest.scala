@@ -6,6 +6,7 @@ import java.util.concurrent.atomic.AtomicReference
 import scala.jdk.CollectionConverters._
 
 import io.warren.{Tracker, TrackerException}
+import io.warren.examples.FaultHarness.Faults
 import io.warren.examples.LogisticRegression.{Params, Result}
 import io.warren.spark.WarrenSpark
 import org.apache.spark.SparkContext
@@ -35,7 +36,8 @@ class ElasticDynamicAllocationTest {
   // load) while the first two train, pausing after each checkpoint until both have joined: with a
   // 1-minute load average of 12 on 2 cores they joined at versions 226 and 243.
   private val params =
-    Params(workers = workers, rows = 20000, features = 10, iters = 500, pauseMs = 100, pauseUntilGrown = true, conf = elastic)
+    Params(workers = workers, rows = 20000, features = 10, iters = 500, conf = elastic,
+      hooks = Faults(pauseMs = 100, pauseUntilGrown = true))
   /** The first run's joins (task -> version) and model, for the second. */
   private val grown = new AtomicReference[(Map[Int, Int], String)]()
 

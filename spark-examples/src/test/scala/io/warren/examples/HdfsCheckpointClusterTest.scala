@@ -5,7 +5,8 @@ import java.util.concurrent.{ConcurrentHashMap, TimeUnit}
 
 import scala.jdk.CollectionConverters._
 
-import io.warren.examples.LogisticRegression.{Failure, Params, Result}
+import io.warren.examples.FaultHarness.{Failure, Faults}
+import io.warren.examples.LogisticRegression.{Params, Result}
 import io.warren.spark.{WarrenSpark, WarrenSparkException}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.permission.FsPermission
@@ -147,14 +148,14 @@ class HdfsCheckpointClusterTest {
   def a_aHaltedExecutorResumesFromTheDurableCheckpointInHdfs(): Unit = {
     // Rank 1's executor halts at the start of iteration 7, after checkpoint 7 (not durable with
     // durableEvery 2): every rank had uploaded version 6 before any rank could commit 7.
-    val halt = params.copy(failures = Seq(Failure(1, 7, halt = true)))
+    val halt = params.copy(hooks = Faults(failures = Seq(Failure(1, 7, halt = true))))
     failAll("fail-all on HDFS, a halted executor", "/ckpt-a", halt, resumedFrom = 6, durableEvery = 2)
   }
 
   @Test
   def b_aThrownTaskResumesFromTheDurableCheckpointInHdfs(): Unit = {
     // Rank 2 throws at the start of iteration 5 (after checkpoint 5): durable versions 3, 6, 9, 12.
-    val thrown = params.copy(failures = Seq(Failure(2, 5)))
+    val thrown = params.copy(hooks = Faults(failures = Seq(Failure(2, 5))))
     failAll("fail-all on HDFS, a thrown task", "/ckpt-b", thrown, resumedFrom = 3, durableEvery = 3)
   }
 

@@ -2,6 +2,7 @@ package io.warren.examples
 
 import java.util.concurrent.atomic.AtomicInteger
 
+import io.warren.examples.FaultHarness.Faults
 import io.warren.examples.LogisticRegression.Params
 import io.warren.spark._
 import org.apache.spark.scheduler.{SparkListener, SparkListenerTaskStart}
@@ -52,7 +53,7 @@ class LocalClusterTest {
 
   @Test
   def b_aThrownTaskIsRetriedAndEndsWithTheSameModel(): Unit = {
-    val r = LogisticRegression.run(sc, params.copy(killTask = 5))
+    val r = LogisticRegression.run(sc, params.copy(hooks = Faults(killTask = 5)))
     println(f"LR kill-task: ${r.seconds}%.2f s, recoveries ${r.recoveries}")
     assertTrue(r.recoveries >= 1, s"recoveries ${r.recoveries}")
     assertEquals(clean.modelHash, r.modelHash)
@@ -61,7 +62,7 @@ class LocalClusterTest {
 
   @Test
   def c_aHaltedExecutorsTaskIsRetriedElsewhereAndEndsWithTheSameModel(): Unit = {
-    val r = LogisticRegression.run(sc, params.copy(killExecutor = 5))
+    val r = LogisticRegression.run(sc, params.copy(hooks = Faults(killExecutor = 5)))
     println(f"LR kill-executor: ${r.seconds}%.2f s, recoveries ${r.recoveries}")
     assertTrue(r.recoveries >= 1, s"recoveries ${r.recoveries}")
     assertEquals(clean.modelHash, r.modelHash)

@@ -5,7 +5,8 @@ import java.util.concurrent.TimeUnit
 
 import scala.jdk.CollectionConverters._
 
-import io.warren.examples.LogisticRegression.{Failure, Params, Result}
+import io.warren.examples.FaultHarness.{Failure, Faults}
+import io.warren.examples.LogisticRegression.{Params, Result}
 import io.warren.spark.{WarrenSpark, WarrenSparkException}
 import org.apache.spark.{SparkContext, WarrenSlots}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertFalse, assertThrows, assertTrue}
@@ -71,7 +72,7 @@ class RecoveryClusterTest {
   def a_twoLossesAtOnce(): Unit = {
     val r = recovered(
       "two losses (a thrown task, a halted executor)",
-      params.copy(failures = Seq(Failure(1, 5), Failure(2, 5, halt = true))),
+      params.copy(hooks = Faults(failures = Seq(Failure(1, 5), Failure(2, 5, halt = true)))),
       2
     )
     assertTrue(r.recoveries >= 1, s"rank 0 re-linked ${r.recoveries} times")
@@ -81,7 +82,7 @@ class RecoveryClusterTest {
   def b_threeLossesAtOnce(): Unit = {
     val r = recovered(
       "three losses (two thrown tasks, a halted executor)",
-      params.copy(failures = Seq(Failure(1, 5), Failure(2, 5), Failure(3, 5, halt = true))),
+      params.copy(hooks = Faults(failures = Seq(Failure(1, 5), Failure(2, 5), Failure(3, 5, halt = true)))),
       3
     )
     assertTrue(r.recoveries >= 1, s"rank 0 re-linked ${r.recoveries} times")
@@ -127,7 +128,7 @@ class RecoveryClusterTest {
       counts.stageReruns.set(0)
       val t = recovered(
         "fail-all, a thrown task",
-        params.copy(conf = failAll, failures = Seq(Failure(2, 9))),
+        params.copy(conf = failAll, hooks = Faults(failures = Seq(Failure(2, 9)))),
         1,
         exactly = false
       )
@@ -145,7 +146,7 @@ class RecoveryClusterTest {
     val started = System.nanoTime()
     val e = assertThrows(
       classOf[WarrenSparkException],
-      () => LogisticRegression.run(sc, params.copy(failures = Seq(Failure(1, 3, attempts = 1000))))
+      () => LogisticRegression.run(sc, params.copy(hooks = Faults(failures = Seq(Failure(1, 3, attempts = 1000)))))
     )
     val seconds = (System.nanoTime() - started) / 1e9
     println(f"LR attempts exhausted: failed after $seconds%.2f s: ${e.getMessage}")
@@ -168,7 +169,7 @@ class RecoveryClusterTest {
       val started = System.nanoTime()
       val e = assertThrows(
         classOf[WarrenSparkException],
-        () => LogisticRegression.run(sc, params.copy(conf = failAll, failures = Seq(Failure(2, 4, attempts = 1000))))
+        () => LogisticRegression.run(sc, params.copy(conf = failAll, hooks = Faults(failures = Seq(Failure(2, 4, attempts = 1000)))))
       )
       val seconds = (System.nanoTime() - started) / 1e9
       println(f"LR fail-all attempts exhausted: failed after $seconds%.2f s: ${e.getMessage}")
@@ -270,7 +271,7 @@ class RecoveryClusterTest {
       s"L-BFGS took ${free.losses.length} iterations to loss $target, gradient descent ${gd.losses.toSeq}"
     )
     counts.failed.set(0)
-    val r = LogisticRegression.run(sc, lbfgs.copy(failures = Seq(Failure(2, free.losses.length / 2, halt = true))))
+    val r = LogisticRegression.run(sc, lbfgs.copy(hooks = Faults(failures = Seq(Failure(2, free.losses.length / 2, halt = true)))))
     WarrenSlots.drainListeners(sc, 5000)
     println(f"LR lbfgs: ${free.losses.length} iterations to loss ${free.losses.last}%.6f; with a halted executor ${r.seconds}%.2f s")
     assertEquals(free.modelHash, r.modelHash, "L-BFGS with a halted executor: the model differs from the failure-free run's")
@@ -287,7 +288,7 @@ class RecoveryClusterTest {
   @Test
   def k_aPausedExecutorIsFencedKilledAndRerun(): Unit = {
     val want = clean
-    val paused = params.copy(conf = params.conf + ("peerTimeout" -> "10"), failures = Seq(Failure(2, 5, pause = true)))
+    val paused = params.copy(conf = params.conf + ("peerTimeout" -> "10"), hooks = Faults(failures = Seq(Failure(2, 5, pause = true))))
     val r = recovered("a paused executor (SIGSTOP), peerTimeout 10 s", paused, 1)
     val why = counts.reasons.asScala.mkString("; ")
     println(f"LR paused executor: ${r.seconds}%.2f s, ${r.seconds - want.seconds}%.2f s more than the clean run; the lost attempt: $why")

@@ -45,15 +45,15 @@ class LogisticRegressionFlinkTest {
     System.arraycopy(base, 0, args, 0, base.length);
     System.arraycopy(extra, 0, args, base.length, extra.length);
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
-    return LogisticRegression.run(env, LogisticRegression.Params.parse(args));
+    return LogisticRegression.run(env, CommandLine.parse(args));
   }
 
   @Test
   void aNumberArgumentThatIsNotANumberIsNamedWithTheUsage() {
     IllegalArgumentException e =
-        assertThrows(IllegalArgumentException.class, () -> LogisticRegression.Params.parse("--workers", "abc"));
+        assertThrows(IllegalArgumentException.class, () -> CommandLine.parse("--workers", "abc"));
     assertTrue(e.getMessage().startsWith("--workers wants a whole number, got abc; "), e.getMessage());
-    e = assertThrows(IllegalArgumentException.class, () -> LogisticRegression.Params.parse("--step-size", "x"));
+    e = assertThrows(IllegalArgumentException.class, () -> CommandLine.parse("--step-size", "x"));
     assertTrue(e.getMessage().startsWith("--step-size wants a number, got x; "), e.getMessage());
   }
 

@@ -1,0 +1,112 @@
+package io.warren.examples
+
+import io.warren.{Communicator, ViewChange}
+import org.apache.spark.TaskContext
+
+/** Failure injection and pacing for [[LogisticRegression]], for the tests and the demos: the
+  * [[FaultHarness.Faults]] go into the job as its [[Hooks]]
+  * (`Params(hooks = Faults(killExecutor = 8))`, or `--kill-executor 8` on the command line).
+  */
+object FaultHarness {
+
+  /** A failure injected at the start of an iteration, in the attempts of one task numbered
+    * below `attempts` (the attempt number counts Spark's task attempts and, in fail-all mode,
+    * its stage attempts).
+    *
+    * @param partition the task (partition) that fails
+    * @param iter the iteration at whose start it fails
+    * @param halt halt the executor JVM (`Runtime.halt`) instead of throwing
+    * @param attempts how many attempts fail (1: the first only)
+    * @param pause pause the executor JVM with SIGSTOP instead of throwing (as a frozen VM would:
+    *   every thread stops, no socket closes); it goes on only if someone continues it
+    * @param afterLeaving elastic jobs: fail right after this worker left the job (it was
+    *   removed), in place of at `iter` (give -1)
+    */
+  case class Failure(
+      partition: Int,
+      iter: Int,
+      halt: Boolean = false,
+      attempts: Int = 1,
+      pause: Boolean = false,
+      afterLeaving: Boolean = false
+  )
+
+  /** The failures and pacing of one job.
+    *
+    * @param killTask throw in partition 1's first attempt at this iteration (-1: never)
+    * @param killExecutor halt partition 1's executor JVM (first attempt) at this iteration (-1: never)
+    * @param pauseMs milliseconds each worker sleeps after each checkpoint (0: none; gives a test
+    *   time to kill a process from outside mid-run; the model does not change)
+    * @param pauseUntilGrown in an elastic job, stop pausing once this worker is in a view of all
+    *   `workers` it joined late or grew back to (a test that waits for a join pays for the wait
+    *   only; before the join the pace is as with `pauseMs` alone)
+    * @param failures more injected failures
+    */
+  case class Faults(
+      killTask: Int = -1,
+      killExecutor: Int = -1,
+      pauseMs: Int = 0,
+      pauseUntilGrown: Boolean = false,
+      failures: Seq[Failure] = Nil
+  ) extends Hooks {
+
+    /** Every injected failure, `killTask` and `killExecutor` included. */
+    def allFailures: Seq[Failure] =
+      failures ++ Seq(Failure(1, killTask), Failure(1, killExecutor, halt = true)).filter(_.iter >= 0)
+
+    override def worker(p: LogisticRegression.Params, comm: Communicator): WorkerHooks =
+      new FaultyWorker(this, p.workers, comm)
+  }
+
+  /** The faults of `p`'s hooks (none if they are not [[Faults]]). */
+  def faults(p: LogisticRegression.Params): Faults = p.hooks match {
+    case f: Faults => f
+    case _         => Faults()
+  }
+
+  /** `p` with its faults changed by `f`.
+    *
+    * @param p the parameters
+    * @param f from the faults `p` has (see [[faults]]) to the ones it gets
+    */
+  def withFaults(p: LogisticRegression.Params)(f: Faults => Faults): LogisticRegression.Params =
+    p.copy(hooks = f(faults(p)))
+
+  /** One worker attempt under `faults`. */
+  private final class FaultyWorker(faults: Faults, workers: Int, comm: Communicator) extends WorkerHooks {
+    private val pid = TaskContext.getPartitionId()
+    // A re-run barrier stage (fail-all) numbers its task attempts from 0 again.
+    private val attempt = TaskContext.get().attemptNumber() + TaskContext.get().stageAttemptNumber()
+    // Whether this worker is in a view of all `workers` that it joined late or grew back to.
+    private var grown = comm.version() > 0 && comm.worldSize() == workers
+
+    override def beforeIteration(it: Int): Unit =
+      for (fl <- faults.allFailures if fl.partition == pid && fl.iter == it && attempt < fl.attempts) inject(fl, it)
+
+    override def afterCheckpoint(change: Option[ViewChange]): Unit = {
+      change match {
+        case Some(c) => grown = c.newWorldSize() == workers
+        case None    => if (comm.worldSize() != workers) grown = false // rolled back to fewer
+      }
+      if (faults.pauseMs > 0 && !(faults.pauseUntilGrown && grown)) Thread.sleep(faults.pauseMs.toLong)
+    }
+
+    override def afterLeaving(it: Int): Unit =
+      for (fl <- faults.failures if fl.partition == pid && fl.afterLeaving && attempt < fl.attempts) inject(fl, it)
+
+    /** Fails this task as `fl` says: halts or pauses its executor JVM, or throws. */
+    private def inject(fl: Failure, it: Int): Unit = {
+      if (fl.halt) {
+        System.err.println(s"halting this executor at iteration $it (attempt $attempt)")
+        Runtime.getRuntime.halt(1)
+      }
+      if (fl.pause) {
+        System.err.println(s"pausing this executor (SIGSTOP) at iteration $it (attempt $attempt)")
+        val self = ProcessHandle.current().pid().toString
+        new ProcessBuilder("kill", "-STOP", self).inheritIO().start().waitFor()
+        throw new RuntimeException(s"task $pid was paused and continued: it was fenced meanwhile")
+      }
+      throw new RuntimeException(s"injected failure of task $pid at iteration $it (attempt $attempt)")
+    }
+  }
+}
