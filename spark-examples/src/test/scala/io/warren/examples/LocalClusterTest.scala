@@ -6,7 +6,7 @@ import io.warren.examples.FaultHarness.Faults
 import io.warren.examples.LogisticRegression.Params
 import io.warren.spark._
 import org.apache.spark.scheduler.{SparkListener, SparkListenerTaskStart}
-import org.apache.spark.{SparkContext, TaskContext}
+import org.apache.spark.{SparkContext, TaskContext, WarrenSlots}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertThrows, assertTrue}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
@@ -122,8 +122,12 @@ class LocalClusterTest {
     println(s"checkpoint format: ${e.getMessage}")
     assertTrue(e.getMessage.contains("cannot succeed on retry, and the job was stopped"), e.getMessage)
     assertTrue(e.getMessage.contains("CheckpointFormatException"), e.getMessage)
-    // Three first attempts and one re-run of task 1; no more.
-    assertEquals(4, taskStarts.get() - before, "task attempts started")
+    // Three first attempts and the re-run of task 1 that failed; Spark may have started one
+    // more re-run before the driver's cancel reached it (it is killed), not the four that
+    // spark.task.maxFailures allows.
+    WarrenSlots.drainListeners(sc, 5000)
+    val started = taskStarts.get() - before
+    assertTrue(started == 4 || started == 5, s"$started task attempts started")
   }
 
   @Test
