@@ -3,9 +3,7 @@
 //! through its socket (not the call deadline). SIGKILLs of worker processes on shared-memory
 //! links: `warren-cli/tests/recovery.rs`.
 
-mod common;
-
-use common::{Rng, run_world};
+use crate::common::{Rng, run_world};
 use warren::config::{ReductionOrder, TransportChoice};
 use warren::transport::Transport;
 use warren::{Communicator, Error, Op};
