@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Allreduce in a simulated network: one worker per network namespace ("host"), each host's
-# link limited to a configured rate with `tc tbf` (native/warren-cli/tests/support/netns.rs),
+# link limited to a configured rate with `tc tbf` (native/warren-cli/tests/it/support/netns.rs),
 # busbw against that rate (target >= 0.9x at 64 MiB). Needs root (`ip netns`, `tc`).
 #
 #   bash bench/netns_allreduce.sh     # builds the tests in release mode, ~2 min of runs
@@ -17,8 +17,8 @@ OUT=${OUT:-bench/results/netns-$(date -u +%Y%m%dT%H%M%SZ).jsonl}
 mkdir -p "$(dirname "$OUT")"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --profile "${PROFILE:-release}" -p warren-cli --test netns -- --ignored --exact \
-  bench_allreduce_busbw_against_the_link_rate --nocapture --test-threads 1 >"$log" 2>&1 ||
+cargo test --profile "${PROFILE:-release}" -p warren-cli --test it -- --ignored --exact \
+  netns::bench_allreduce_busbw_against_the_link_rate --nocapture --test-threads 1 >"$log" 2>&1 ||
   { tail -40 "$log" >&2; exit 1; }
 grep -o 'NETNS_BENCH {.*}' "$log" | sed 's/^NETNS_BENCH //' | tee "$OUT"
 python3 - "$OUT" <<'PY'

@@ -6,7 +6,7 @@
 #     host, two hosts with ranks 0-1 and 2-3 ("contiguous"), two hosts with ranks 0,2 and
 #     1,3 ("alternating");
 #   - between two simulated hosts (network namespaces, links limited with `tc tbf`, needs
-#     root): the same two placements (native/warren-cli/tests/netns.rs,
+#     root): the same two placements (native/warren-cli/tests/it/netns.rs,
 #     bench_reduction_orders_between_two_hosts).
 #
 #   bash bench/reduction_order.sh     # builds in release mode; ~5 min of runs on a quiet machine
@@ -55,8 +55,8 @@ if [ "${NETNS:-1}" = 1 ]; then
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
   WARREN_NETNS_ROBUST=$ROBUST WARREN_NETNS_REPEAT=$REPEAT WARREN_NETNS_ITERS=$ITERS WARREN_NETNS_BYTES=$BYTES \
-    cargo test --profile release -p warren-cli --test netns -- --ignored --exact \
-    bench_reduction_orders_between_two_hosts --nocapture --test-threads 1 >"$log" 2>&1 ||
+    cargo test --profile release -p warren-cli --test it -- --ignored --exact \
+    netns::bench_reduction_orders_between_two_hosts --nocapture --test-threads 1 >"$log" 2>&1 ||
     { tail -40 "$log" >&2; exit 1; }
   grep -o 'ORDER_BENCH {.*}' "$log" | sed 's/^ORDER_BENCH //' | tee -a "$OUT"
 fi

@@ -1,6 +1,6 @@
 """Simulated hosts for the end-to-end tests: network namespaces, each with its own address on a
 veth pair whose other end is on a bridge, on this machine (needs root and `ip netns`), as
-native/warren-cli/tests/support/netns.rs makes them for the Rust tests. Everything is named
+native/warren-cli/tests/it/support/netns.rs makes them for the Rust tests. Everything is named
 after this process (`wp<pid>...`) and removed by `Net.close()`, also after a failure; only
 addresses in the namespaces made here (10.X.Y.0/24, X from the pid) are used, and traffic
 stays inside them (the bridge has no address: the root namespace is not on it)."""

@@ -2,13 +2,11 @@
 //! model of the failure-free run (the same `MODEL_HASH`), or, when the failures exceed what can
 //! be recovered, fail on every worker with a clear error. Every run has a hard time limit.
 
-mod support;
-
 use std::process::Command;
 use std::time::Duration;
 
-use support::procs::{Proc, wait_for, worker_env};
-use support::training::{Rng, Run, WARREN, assert_recovered, clean, launch, launch_killing, mocked, train};
+use crate::support::procs::{Proc, wait_for, worker_env};
+use crate::support::training::{Rng, Run, WARREN, assert_recovered, clean, launch, launch_killing, mocked, train};
 
 /// The seed's scenario: 10 workers; ranks 0, 4 and 9 die at the same point, then rank 1 right
 /// after; all recover and the model equals the failure-free run's.

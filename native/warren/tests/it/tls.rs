@@ -20,7 +20,7 @@ fn tls() -> Option<Tls> {
 
 /// A master on a free port in a fresh directory, under TLS if `tls` is set.
 fn master(tag: &str, tls: Option<Tls>) -> (MasterService, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("warren-tls-{tag}-{}", std::process::id()));
+    let dir = crate::common::temp_dir(&format!("tls-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut cfg = MasterConfig::new(SECRET);

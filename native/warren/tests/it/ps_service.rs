@@ -416,7 +416,7 @@ fn dense(v: f32) -> Vec<Grad> {
 /// A fresh checkpoint directory (tagged `tag`) and a function starting server 0 of 1 on a
 /// port (0: any) that checkpoints there every `every_steps` steps.
 fn checkpointed(tag: &str, every_steps: u64) -> (std::path::PathBuf, impl Fn(u16) -> PsServer) {
-    let dir = std::env::temp_dir().join(format!("warren-ps-{tag}-{}", std::process::id()));
+    let dir = crate::common::temp_dir(&format!("ps-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     let policy = CheckpointPolicy { dir: dir.clone(), every_steps, every: Duration::ZERO, log_sync: DEFAULT_LOG_SYNC };
     let start = move |port: u16| {

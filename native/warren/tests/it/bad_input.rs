@@ -2,13 +2,11 @@
 //! secret, a worker that never arrives, garbage on the ports, a build of another protocol
 //! version, a peer that goes away.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{run_world, start_tracker, worker_config};
+use crate::common::{run_world, start_tracker, worker_config};
 use warren::robust::BootstrapKey;
 use warren::{CallOptions, Communicator, Error, Op, Tracker, TrackerConfig};
 

@@ -29,7 +29,7 @@ pub struct Dir(pub PathBuf);
 impl Dir {
     /// A fresh directory named after `tag`.
     pub fn new(tag: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("warren-{tag}-{}", std::process::id()));
+        let dir = super::temp_dir(tag);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Dir(dir)

@@ -5,13 +5,11 @@
 //! tracker paused (it blames no worker for its own silence, and the job goes on). Every run
 //! has a hard time limit.
 
-mod support;
-
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use support::procs::{Proc, assert_job_done, one_at_a_time, wait_for, worker_env};
-use support::training::{WARREN, clean, train};
+use crate::support::procs::{Proc, assert_job_done, one_at_a_time, wait_for, worker_env};
+use crate::support::training::{WARREN, clean, train};
 
 /// The training job of these tests: long enough (150 iterations of at least 20 ms) for a
 /// pause to land in the middle of it.

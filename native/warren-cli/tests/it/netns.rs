@@ -10,15 +10,13 @@
 //! `bench/netns_allreduce.sh`: allreduce busbw against the link rate.) Every wait is bounded;
 //! the namespaces are removed when a test ends, failed or not.
 
-mod support;
-
 use std::os::unix::process::ExitStatusExt;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use support::netns::{Host, Net, available};
-use support::procs::{Proc, assert_job_done, exit_within, one_at_a_time, wait_for, worker_env};
-use support::training::{WARREN, clean};
+use crate::support::netns::{Host, Net, available};
+use crate::support::procs::{Proc, assert_job_done, exit_within, one_at_a_time, wait_for, worker_env};
+use crate::support::training::{WARREN, clean};
 
 const SECRET: &str = "netns-test";
 /// 150 iterations of at least 20 ms: long enough for a cut to land in the middle.
@@ -355,15 +353,15 @@ fn a_host_that_dies_with_two_workers_is_recovered_from_the_other_hosts() {
 /// The failure-free model of [`ARGS`] on six workers placed two per host in task order.
 fn clean_on_hosts_of_two(n: usize) -> String {
     let script = "WARREN_HOST_ID=h$(( WARREN_TASK_ID / 2 )) exec \"$0\" example train --iters 150 --model-bytes 40000";
-    let out = support::ps::run_limited(
+    let out = crate::support::ps::run_limited(
         std::process::Command::new(WARREN)
             .args(["run", "-n", &n.to_string(), "--", "sh", "-c", script, WARREN])
             .env("WARREN_LOCAL_REPLICAS", "1"),
-        support::training::LIMIT,
+        crate::support::training::LIMIT,
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    support::procs::model_hash(&stdout).expect("a model")
+    crate::support::procs::model_hash(&stdout).expect("a model")
 }
 
 /// The first host of each task of the schedules' job: two hosts of two workers and one of
@@ -408,7 +406,7 @@ impl Schedule {
     /// hierarchical allreduce) for odd ones; 2 or 3 faults, SIGKILLs of one or two random
     /// tasks, and seeds 1 and 2 modulo 3 have a whole host lost or a host's link cut among them.
     fn new(seed: u64) -> Schedule {
-        let mut rnd = support::training::Rng::new(seed);
+        let mut rnd = crate::support::training::Rng::new(seed);
         let n = SCHEDULE_HOSTS.len() as u64;
         let mut faults: Vec<(u64, Fault)> = (0..2 + rnd.below(2))
             .map(|_| {
@@ -448,7 +446,7 @@ struct Scheduled<'a> {
     doomed: Option<usize>,
     uri: String,
     order: &'static str,
-    rnd: support::training::Rng,
+    rnd: crate::support::training::Rng,
     workers: Vec<Proc>,
     on: Vec<usize>,
     attempts: Vec<u32>,
@@ -612,17 +610,17 @@ fn resumed(p: &mut Proc) -> Result<(), String> {
 /// order groups the ranks by them).
 fn schedule_clean(order: &str) -> String {
     let script = "WARREN_HOST_ID=h$(( WARREN_TASK_ID / 2 )) exec \"$0\" example train \"$@\"";
-    let out = support::ps::run_limited(
+    let out = crate::support::ps::run_limited(
         std::process::Command::new(WARREN)
             .args(["run", "-n", &SCHEDULE_HOSTS.len().to_string(), "--", "sh", "-c", script, WARREN])
             .args(SCHEDULE_ARGS)
             .envs(SCHEDULE_ENV)
             .env("WARREN_REDUCTION_ORDER", order),
-        support::training::LIMIT,
+        crate::support::training::LIMIT,
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    support::procs::model_hash(&stdout).expect("a model")
+    crate::support::procs::model_hash(&stdout).expect("a model")
 }
 
 /// Runs one schedule on three hosts (tasks placed as [`SCHEDULE_HOSTS`]) and the tracker's
@@ -643,7 +641,7 @@ fn run_schedule(s: &Schedule, want: &str) {
         hosts,
         uri,
         order: s.order,
-        rnd: support::training::Rng::new(s.seed ^ 0x5eed),
+        rnd: crate::support::training::Rng::new(s.seed ^ 0x5eed),
         workers: Vec::new(),
         on: vec![0; n],
         attempts: vec![0; n],
@@ -677,7 +675,7 @@ fn run_schedule(s: &Schedule, want: &str) {
     }
     let tracker = tracker.finish(Duration::from_secs(20));
     assert!(tracker.stdout.contains("WARREN_JOB_DONE"), "seed {}: {}\n{}", s.seed, tracker.stdout, tracker.stderr);
-    let hash = support::procs::model_hash(&ended[0].stdout);
+    let hash = crate::support::procs::model_hash(&ended[0].stdout);
     assert_eq!(hash.as_deref(), Some(want), "seed {}: not the failure-free model ({story:?})", s.seed);
     let kind = if s.order == "hosts" { "allreduce(hier): n=" } else { "allreduce(ring): n=" };
     assert!(ended[0].stderr.contains(kind), "seed {}: rank 0 made no {kind}:\n{}", s.seed, ended[0].stderr);

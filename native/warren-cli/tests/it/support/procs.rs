@@ -7,8 +7,9 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Serializes the timing-sensitive tests of one test binary (held for the whole test): jobs
-/// that pause or cut off workers for seconds, on a machine of two shared cores.
+/// Serializes the timing-sensitive tests, those of `faults` and `netns` together (held for the
+/// whole test): jobs that pause or cut off workers for seconds, on a machine of two shared
+/// cores.
 pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     ONE.lock().unwrap_or_else(|p| p.into_inner())

@@ -11,17 +11,13 @@
 //! time, since most of their time is spent waiting for a killed master's lease (2 s, set with
 //! `--etcd-lease-ttl-s`) to expire.
 
-#[path = "../../warren/tests/support/etcd.rs"]
-mod etcd;
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::crash::{CLIENTS, Dir, Master, Progress, check_pass_done, check_store, dataset, free_port, worker};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::crash::{CLIENTS, Dir, Master, Progress, check_pass_done, check_store, dataset, free_port, worker};
 use warren::store::{EtcdOptions, EtcdStore};
 
 const SCHEDULES: u64 = 20;
@@ -81,7 +77,7 @@ fn run_schedule(endpoint: &str, seed: u64) -> Tally {
             }
             standby
         });
-        if !support::crash::wait_kill_point(&mut rng, &progress, &all_done, deadline) {
+        if !crate::support::crash::wait_kill_point(&mut rng, &progress, &all_done, deadline) {
             break;
         }
         master.kill(); // SIGKILL: its lock goes only when its lease expires
@@ -132,7 +128,7 @@ fn run_schedule(endpoint: &str, seed: u64) -> Tally {
 
 #[test]
 fn etcd_master_killed_at_random_points_loses_no_task_with_restarts_and_takeovers() {
-    let etcd = etcd::Etcd::start("crash-sweep");
+    let etcd = crate::support::etcd::Etcd::start("crash-sweep");
     let next = AtomicU64::new(0);
     let tallies: Vec<Tally> = std::thread::scope(|s| {
         let runners: Vec<_> = (0..PARALLEL)

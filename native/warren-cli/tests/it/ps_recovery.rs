@@ -12,10 +12,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-mod support;
-
-use support::crash::free_port;
-use support::ps::{JOB, Server, WARREN, finish, model_hash, run_limited};
+use crate::support::crash::free_port;
+use crate::support::ps::{JOB, Server, WARREN, finish, model_hash, run_limited};
 use warren::ps::FailPoint;
 
 const SECRET: &str = "ps-recovery-test-secret";
@@ -24,7 +22,7 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("warren-ps-{tag}-{}", std::process::id()));
+        let p = crate::support::temp_dir(&format!("ps-{tag}"));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)

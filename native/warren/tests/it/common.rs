@@ -1,6 +1,8 @@
 //! Test harness: a real tracker and N workers as threads on 127.0.0.1, with a hard time limit.
 #![allow(dead_code)]
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
@@ -56,6 +58,15 @@ where
         out[task] = Some(r);
     }
     out.into_iter().map(|r| r.unwrap()).collect()
+}
+
+/// A path under the system's temporary directory named after `tag`, unique in this process:
+/// every suite runs in the one test process, so its id and a tag alone may name the same
+/// directory for two tests.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("warren-{tag}-{}-{n}", std::process::id()))
 }
 
 /// Deterministic pseudo-random numbers (xorshift) so tests need no seed plumbing.

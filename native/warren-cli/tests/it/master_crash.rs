@@ -4,14 +4,12 @@
 //! (at-least-once), the master has moved on to the next pass, `warren master status` says
 //! so, and the store reloads into a consistent queue. Each schedule has a time limit.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::crash::{CLIENTS, Dir, Master, Progress, check_pass_done, check_store, dataset, free_port, worker};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::crash::{CLIENTS, Dir, Master, Progress, check_pass_done, check_store, dataset, free_port, worker};
 use warren::store::FileStore;
 
 const SCHEDULES: u64 = 20;
@@ -40,7 +38,7 @@ fn run_schedule(seed: u64) -> (usize, u64) {
 
     let kills = rng.gen_range(1..=3);
     for _ in 0..kills {
-        if !support::crash::wait_kill_point(&mut rng, &progress, &all_done, started + SCHEDULE_LIMIT) {
+        if !crate::support::crash::wait_kill_point(&mut rng, &progress, &all_done, started + SCHEDULE_LIMIT) {
             break;
         }
         master.kill(); // SIGKILL

@@ -3,9 +3,6 @@
 //! a second master on the same prefix waits while the first serves, and takes over with the
 //! first one's state when the first is killed with SIGKILL.
 
-#[path = "../../warren/tests/support/etcd.rs"]
-mod etcd;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -52,8 +49,8 @@ fn spawn_master(store: &str, pattern: &str, log: &Path) -> Master {
 
 #[test]
 fn a_waiting_master_takes_over_when_the_leader_is_killed() {
-    let etcd = etcd::Etcd::start("takeover");
-    let dir = std::env::temp_dir().join(format!("warren-master-takeover-{}", std::process::id()));
+    let etcd = crate::support::etcd::Etcd::start("takeover");
+    let dir = crate::support::temp_dir("master-takeover");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut w =

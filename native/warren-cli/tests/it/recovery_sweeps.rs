@@ -3,11 +3,9 @@
 //! kills runs (a CI-sized default; the full sweep is run by hand), `WARREN_SWEEP_SEED` the
 //! first seed.
 
-mod support;
-
 use std::time::Duration;
 
-use support::training::{Rng, clean, launch, train};
+use crate::support::training::{Rng, clean, launch, train};
 
 const WORKERS: usize = 8;
 

@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A running etcd.
@@ -64,7 +65,10 @@ impl Etcd {
     /// One start of etcd on free ports; its log if it exits or is not healthy within 30 s.
     fn try_start(tag: &str, bytes: u64) -> Result<Etcd, String> {
         let bin = etcd_binary();
-        let dir = std::env::temp_dir().join(format!("warren-etcd-{tag}-{}", std::process::id()));
+        // Unique in this process: the tests of a crate share one test process (its id).
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("warren-etcd-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let (client, peer) = (free_port(), free_port());
@@ -112,7 +116,7 @@ impl Etcd {
     }
 
     /// The etcd process id (to stop and continue it).
-    #[allow(dead_code)] // not every test file that includes this module pauses etcd
+    #[allow(dead_code)] // warren-cli's tests, which include this module too, do not pause etcd
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -1,11 +1,9 @@
 //! Shared-memory links between workers on one host: chosen by host id, forced off by
 //! `WARREN_TRANSPORT=tcp`, the same result bits as TCP, and a peer that goes away noticed
 //! through its socket (not the call deadline). SIGKILLs of worker processes on shared-memory
-//! links: `warren-cli/tests/recovery.rs`.
+//! links: `warren-cli/tests/it/recovery.rs`.
 
-mod common;
-
-use common::{Rng, run_world};
+use crate::common::{Rng, run_world};
 use warren::config::{ReductionOrder, TransportChoice};
 use warren::transport::Transport;
 use warren::{Communicator, Error, Op};

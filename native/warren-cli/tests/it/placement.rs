@@ -11,11 +11,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-mod support;
-
-use support::procs::{collect, exit_within, wait_for};
-use support::ps::{WARREN, run_limited};
-use support::training::{LIMIT, worker_pid};
+use crate::support::procs::{collect, exit_within, wait_for};
+use crate::support::ps::{WARREN, run_limited};
+use crate::support::training::{LIMIT, worker_pid};
 
 /// `warren run -n N` of the training example (1 MiB model: its gradient allreduce is large
 /// enough for the ring or the hierarchy) in reduction order `order`, each attempt `a` of

@@ -2,13 +2,11 @@
 //! returns `Aborted` within 100 ms, later calls at once, and the peers fail (plain mode) or
 //! wait for a replacement of the cancelled worker (robust mode).
 
-mod common;
-
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{start_tracker, worker_config};
+use crate::common::{start_tracker, worker_config};
 use warren::{CancelHandle, Communicator, Config, Error, Op};
 
 /// How long the cancelled call may take to return after `cancel`.

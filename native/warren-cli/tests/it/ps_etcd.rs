@@ -5,18 +5,14 @@
 //! checkpoint, is found by the trainers through etcd, and the sync job ends with the
 //! failure-free MODEL_HASH. Every wait has a deadline.
 
-#[path = "../../warren/tests/support/etcd.rs"]
-mod etcd;
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use support::crash::Dir;
-use support::ps::{JOB, WARREN, finish, model_hash, run_limited};
+use crate::support::crash::Dir;
+use crate::support::ps::{JOB, WARREN, finish, model_hash, run_limited};
 use warren::ps::EtcdRegistry;
 
 const SECRET: &str = "ps-etcd-test-secret";
@@ -85,7 +81,7 @@ fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 #[test]
 fn servers_racing_for_an_index_end_with_distinct_indices() {
-    let etcd = etcd::Etcd::start("ps-race");
+    let etcd = crate::support::etcd::Etcd::start("ps-race");
     let dir = Dir::new("ps-etcd-race");
     for round in 0..3 {
         let store = format!("etcd:{}/warren/ps/race-{round}", etcd.endpoint);
@@ -122,7 +118,7 @@ fn servers_racing_for_an_index_end_with_distinct_indices() {
 
 #[test]
 fn a_trainers_key_disappears_when_its_lease_expires_after_it_is_killed() {
-    let etcd = etcd::Etcd::start("ps-lease");
+    let etcd = crate::support::etcd::Etcd::start("ps-lease");
     let store = format!("etcd:{}/warren/ps/lease", etcd.endpoint);
     let observer = EtcdRegistry::connect(&store, 2).unwrap();
     // Two trainers of a job whose server never comes: they register and wait.
@@ -167,7 +163,7 @@ fn a_trainers_key_disappears_when_its_lease_expires_after_it_is_killed() {
 
 #[test]
 fn a_killed_server_is_found_again_at_its_index_and_a_sync_job_loses_nothing() {
-    let etcd = etcd::Etcd::start("ps-restart");
+    let etcd = crate::support::etcd::Etcd::start("ps-restart");
     let dir = Dir::new("ps-etcd-restart");
     let store = format!("etcd:{}/warren/ps/restart", etcd.endpoint);
     let ckpt = dir.0.join("ckpt");
@@ -227,7 +223,7 @@ fn status_in_etcd(store: &str) -> (bool, Vec<serde_json::Value>, String) {
 
 #[test]
 fn ps_status_through_etcd_lists_the_servers_and_trainers() {
-    let etcd = etcd::Etcd::start("ps-status");
+    let etcd = crate::support::etcd::Etcd::start("ps-status");
     let dir = Dir::new("ps-etcd-status");
     let store = format!("etcd:{}/warren/ps/status", etcd.endpoint);
     let (ok, _, err) = status_in_etcd(&store);
@@ -285,7 +281,7 @@ fn signal(pid: u32, signal: libc::c_int) {
 
 #[test]
 fn a_server_and_a_trainer_whose_leases_lapsed_in_a_pause_register_again() {
-    let etcd = etcd::Etcd::start("ps-relapse");
+    let etcd = crate::support::etcd::Etcd::start("ps-relapse");
     let dir = Dir::new("ps-etcd-relapse");
     let store = format!("etcd:{}/warren/ps/relapse", etcd.endpoint);
     let observer = EtcdRegistry::connect(&store, 2).unwrap();

@@ -4,14 +4,10 @@
 //! the lock can no longer write; a flush is one transaction however many submits it holds,
 //! cut only between submits when too large; a log that lost a flush ends at the gap; a
 //! prefix of another format is refused.
-#![cfg(feature = "etcd")]
-
-#[path = "support/etcd.rs"]
-mod etcd;
 
 use std::time::{Duration, Instant};
 
-use etcd::Etcd;
+use crate::support::etcd::Etcd;
 use serde::{Deserialize, Serialize};
 use warren::Error;
 use warren::master::{Ack, ChunkRef, DurableQueue, GetTask, QueueCodec, QueueSettings, Task};
@@ -230,7 +226,7 @@ fn a_service_whose_store_fails_stops_answering_and_reports_why() {
         ClientOptions { call_timeout: Duration::from_secs(2), ..Default::default() },
     );
     // The dataset goes through the blocking path, tasks through the syncer.
-    let dir = std::env::temp_dir().join(format!("warren-svcfail-{}", std::process::id()));
+    let dir = crate::common::temp_dir("svcfail");
     std::fs::create_dir_all(&dir).unwrap();
     let mut w = warren::recordio::Writer::create(
         dir.join("d.rio"),

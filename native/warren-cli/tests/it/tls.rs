@@ -4,16 +4,14 @@
 //! certificate does not fit the tracker's fails fast with an error naming why, and the tracker
 //! refuses it. Every run has a hard time limit.
 
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::crash::Dir;
+use crate::support::procs::{Proc, worker_env};
+use crate::support::training::{Run, WARREN, launch, launch_killing};
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, SanType};
-use support::crash::Dir;
-use support::procs::{Proc, worker_env};
-use support::training::{Run, WARREN, launch, launch_killing};
 
 /// A 1 MB model: its gradient allreduces run over the ring, through every link.
 const ARGS: [&str; 6] = ["--model-bytes", "1000000", "--iters", "60", "--compute-ms", "4"];
@@ -115,7 +113,7 @@ fn refused_worker(uri: &str, secret: &str, env: &[(&str, String)]) -> String {
 
 /// The tracker's log says it refused a connection because of `why`, within 5 s.
 fn tracker_refused(t: &Proc, why: &str) {
-    let line = support::procs::wait_for(&t.log, "refused connection", Duration::from_secs(5));
+    let line = crate::support::procs::wait_for(&t.log, "refused connection", Duration::from_secs(5));
     assert!(line.contains(why), "tracker: {line}");
 }
 

@@ -1,9 +1,7 @@
 //! Collectives through real sockets: every dtype and op, tree and ring, sizes that do not
 //! divide evenly, results checked against a serial computation and for bit-identity.
 
-mod common;
-
-use common::{Rng, run_world};
+use crate::common::{Rng, run_world};
 use warren::{CallOptions, Communicator, Element, Op};
 
 /// Input of rank `r` for element `i`: small integers, so that float sums and products are

@@ -7,9 +7,7 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
-mod support;
-
-use support::ps::{Server, WARREN, model_hash, run_limited};
+use crate::support::ps::{Server, WARREN, model_hash, run_limited};
 
 const SECRET: &str = "ps-train-test-secret";
 /// A small job: 4 trainers x 15 steps of 64 examples over 4,096 keys.

@@ -11,10 +11,8 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-mod support;
-
-use support::crash::Dir;
-use support::ps::{WARREN, model_hash, run_limited};
+use crate::support::crash::Dir;
+use crate::support::ps::{WARREN, model_hash, run_limited};
 
 const SECRET: &str = "ps-master-secret";
 const EXAMPLES: u64 = 3000;
