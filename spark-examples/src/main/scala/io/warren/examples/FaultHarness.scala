@@ -3,8 +3,8 @@ package io.warren.examples
 import io.warren.{Communicator, ViewChange}
 import org.apache.spark.TaskContext
 
-/** Failure injection and pacing for [[LogisticRegression]], for the tests and the demos: the
-  * [[FaultHarness.Faults]] go into the job as its [[Hooks]]
+/** Failure injection and pacing for the examples ([[LogisticRegression]], [[KMeans]]), for the
+  * tests and the demos: the [[FaultHarness.Faults]] go into the job as its [[Hooks]]
   * (`Params(hooks = Faults(killExecutor = 8))`, or `--kill-executor 8` on the command line).
   */
 object FaultHarness {
@@ -54,15 +54,17 @@ object FaultHarness {
     def allFailures: Seq[Failure] =
       failures ++ Seq(Failure(1, killTask), Failure(1, killExecutor, halt = true)).filter(_.iter >= 0)
 
-    override def worker(p: LogisticRegression.Params, comm: Communicator): WorkerHooks =
-      new FaultyWorker(this, p.workers, comm)
+    override def worker(workers: Int, comm: Communicator): WorkerHooks = new FaultyWorker(this, workers, comm)
   }
 
-  /** The faults of `p`'s hooks (none if they are not [[Faults]]). */
-  def faults(p: LogisticRegression.Params): Faults = p.hooks match {
+  /** The faults `hooks` are (none if they are not [[Faults]]). */
+  def faults(hooks: Hooks): Faults = hooks match {
     case f: Faults => f
     case _         => Faults()
   }
+
+  /** The faults of `p`'s hooks (none if they are not [[Faults]]). */
+  def faults(p: LogisticRegression.Params): Faults = faults(p.hooks)
 
   /** `p` with its faults changed by `f`.
     *

@@ -100,7 +100,7 @@ object LogisticRegression {
     val startVersion = loaded.fold(0)(_._1)
     var (opt, losses) = restore(loaded.map(_._2))
     var it = startVersion
-    val hooks = p.hooks.worker(p, comm)
+    val hooks = p.hooks.worker(p.workers, comm)
     val buf = new Array[Double](d + 2)
     var (rollbacks, rolledBackTo, left) = (0, -1, false)
     val views = Seq.newBuilder[(Int, Int, Int)]
