@@ -27,11 +27,14 @@ object Hooks {
 /** One worker attempt's calls into a harness; each does nothing by default. */
 trait WorkerHooks {
 
-  /** At the start of iteration `it`, before its pass over the rows. */
+  /** At the start of iteration `it`, before its pass over the rows (or its records). */
   def beforeIteration(it: Int): Unit = ()
 
-  /** After each iteration's checkpoint, with the change of membership it brought (elastic jobs). */
-  def afterCheckpoint(change: Option[ViewChange]): Unit = ()
+  /** After iteration `it`'s allreduce, before its checkpoint. */
+  def afterAllreduce(it: Int): Unit = ()
+
+  /** After iteration `it`'s checkpoint, with the change of membership it brought (elastic jobs). */
+  def afterCheckpoint(it: Int, change: Option[ViewChange]): Unit = ()
 
   /** Elastic jobs: this worker was removed from the job after `it` iterations. */
   def afterLeaving(it: Int): Unit = ()

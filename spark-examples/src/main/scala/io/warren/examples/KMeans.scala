@@ -123,12 +123,13 @@ object KMeans {
         buf(k * d + k) += dist
       }
       comm.allreduce(buf, Op.SUM)
+      hooks.afterAllreduce(it)
       costs(it) = buf(k * d + k)
       // An empty cluster keeps its center.
       for (c <- 0 until k; count = buf(k * d + c) if count > 0; j <- 0 until d)
         centers(c * d + j) = buf(c * d + j) / count
       comm.checkpoint(Checkpointed(centers, costs))
-      hooks.afterCheckpoint(None)
+      hooks.afterCheckpoint(it, None)
     }
     // The final cost and how each true cluster's rows were assigned.
     val report = new Array[Double](k * k + 1)
