@@ -3,9 +3,10 @@ package io.warren.examples
 import io.warren.{Communicator, ViewChange}
 import org.apache.spark.TaskContext
 
-/** Failure injection and pacing for [[LogisticRegression]], for the tests and the demos: the
-  * [[FaultHarness.Faults]] go into the job as its [[Hooks]]
-  * (`Params(hooks = Faults(killExecutor = 8))`, or `--kill-executor 8` on the command line).
+/** Failure injection and pacing for the examples ([[LogisticRegression]], [[KMeans]],
+  * [[RecordIOTraining]]), for the tests and the demos: the [[FaultHarness.Faults]] go into the
+  * job as its [[Hooks]] (`Params(hooks = Faults(killExecutor = 8))`, or `--kill-executor 8` on
+  * the command line).
   */
 object FaultHarness {
 
@@ -21,6 +22,8 @@ object FaultHarness {
     *   every thread stops, no socket closes); it goes on only if someone continues it
     * @param afterLeaving elastic jobs: fail right after this worker left the job (it was
     *   removed), in place of at `iter` (give -1)
+    * @param point where in iteration `iter`: `start` (at its start), `allreduce` (after its
+    *   allreduce, before its checkpoint) or `checkpoint` (right after its checkpoint)
     */
   case class Failure(
       partition: Int,
@@ -28,8 +31,14 @@ object FaultHarness {
       halt: Boolean = false,
       attempts: Int = 1,
       pause: Boolean = false,
-      afterLeaving: Boolean = false
-  )
+      afterLeaving: Boolean = false,
+      point: String = "start"
+  ) {
+    require(points(point), s"point must be start, allreduce or checkpoint, got $point")
+  }
+
+  /** Where in an iteration a [[Failure]] may fail. */
+  val points: Set[String] = Set("start", "allreduce", "checkpoint")
 
   /** The failures and pacing of one job.
     *
@@ -41,28 +50,34 @@ object FaultHarness {
     *   `workers` it joined late or grew back to (a test that waits for a join pays for the wait
     *   only; before the join the pace is as with `pauseMs` alone)
     * @param failures more injected failures
+    * @param killPoint where in their iteration `killTask` and `killExecutor` fail (see [[Failure]])
     */
   case class Faults(
       killTask: Int = -1,
       killExecutor: Int = -1,
       pauseMs: Int = 0,
       pauseUntilGrown: Boolean = false,
-      failures: Seq[Failure] = Nil
+      failures: Seq[Failure] = Nil,
+      killPoint: String = "start"
   ) extends Hooks {
+    require(points(killPoint), s"kill point must be start, allreduce or checkpoint, got $killPoint")
 
     /** Every injected failure, `killTask` and `killExecutor` included. */
     def allFailures: Seq[Failure] =
-      failures ++ Seq(Failure(1, killTask), Failure(1, killExecutor, halt = true)).filter(_.iter >= 0)
+      failures ++ Seq(Failure(1, killTask, point = killPoint), Failure(1, killExecutor, halt = true, point = killPoint))
+        .filter(_.iter >= 0)
 
-    override def worker(p: LogisticRegression.Params, comm: Communicator): WorkerHooks =
-      new FaultyWorker(this, p.workers, comm)
+    override def worker(workers: Int, comm: Communicator): WorkerHooks = new FaultyWorker(this, workers, comm)
   }
 
-  /** The faults of `p`'s hooks (none if they are not [[Faults]]). */
-  def faults(p: LogisticRegression.Params): Faults = p.hooks match {
+  /** The faults `hooks` are (none if they are not [[Faults]]). */
+  def faults(hooks: Hooks): Faults = hooks match {
     case f: Faults => f
     case _         => Faults()
   }
+
+  /** The faults of `p`'s hooks (none if they are not [[Faults]]). */
+  def faults(p: LogisticRegression.Params): Faults = faults(p.hooks)
 
   /** `p` with its faults changed by `f`.
     *
@@ -80,10 +95,12 @@ object FaultHarness {
     // Whether this worker is in a view of all `workers` that it joined late or grew back to.
     private var grown = comm.version() > 0 && comm.worldSize() == workers
 
-    override def beforeIteration(it: Int): Unit =
-      for (fl <- faults.allFailures if fl.partition == pid && fl.iter == it && attempt < fl.attempts) inject(fl, it)
+    override def beforeIteration(it: Int): Unit = injectAt("start", it)
 
-    override def afterCheckpoint(change: Option[ViewChange]): Unit = {
+    override def afterAllreduce(it: Int): Unit = injectAt("allreduce", it)
+
+    override def afterCheckpoint(it: Int, change: Option[ViewChange]): Unit = {
+      injectAt("checkpoint", it)
       change match {
         case Some(c) => grown = c.newWorldSize() == workers
         case None    => if (comm.worldSize() != workers) grown = false // rolled back to fewer
@@ -93,6 +110,11 @@ object FaultHarness {
 
     override def afterLeaving(it: Int): Unit =
       for (fl <- faults.failures if fl.partition == pid && fl.afterLeaving && attempt < fl.attempts) inject(fl, it)
+
+    /** Injects the failures of this task's attempt at `point` of iteration `it`. */
+    private def injectAt(point: String, it: Int): Unit =
+      for (fl <- faults.allFailures if fl.partition == pid && fl.iter == it && fl.point == point && attempt < fl.attempts)
+        inject(fl, it)
 
     /** Fails this task as `fl` says: halts or pauses its executor JVM, or throws. */
     private def inject(fl: Failure, it: Int): Unit = {
@@ -106,7 +128,7 @@ object FaultHarness {
         new ProcessBuilder("kill", "-STOP", self).inheritIO().start().waitFor()
         throw new RuntimeException(s"task $pid was paused and continued: it was fenced meanwhile")
       }
-      throw new RuntimeException(s"injected failure of task $pid at iteration $it (attempt $attempt)")
+      throw new RuntimeException(s"injected failure of task $pid at iteration $it, ${fl.point} (attempt $attempt)")
     }
   }
 }

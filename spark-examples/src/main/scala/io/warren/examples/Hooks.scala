@@ -2,18 +2,19 @@ package io.warren.examples
 
 import io.warren.{Communicator, ViewChange}
 
-/** Where a harness reaches into the worker loop of [[LogisticRegression]]: [[FaultHarness]]
-  * injects failures and paces the loop through it for the tests and demos. The default does
+/** Where a harness reaches into the worker loop of an example ([[LogisticRegression]],
+  * [[KMeans]]): [[FaultHarness]] injects failures and paces the loop through it for the tests
+  * and demos. The default does
   * nothing; a job without a harness never needs one.
   */
 trait Hooks extends Serializable {
 
   /** The hooks of one worker attempt, made once it has loaded its checkpoint.
     *
-    * @param p the job's parameters
+    * @param workers the job's workers
     * @param comm the worker's communicator
     */
-  def worker(p: LogisticRegression.Params, comm: Communicator): WorkerHooks = WorkerHooks.none
+  def worker(workers: Int, comm: Communicator): WorkerHooks = WorkerHooks.none
 }
 
 /** The hooks that do nothing. */
@@ -26,11 +27,14 @@ object Hooks {
 /** One worker attempt's calls into a harness; each does nothing by default. */
 trait WorkerHooks {
 
-  /** At the start of iteration `it`, before its pass over the rows. */
+  /** At the start of iteration `it`, before its pass over the rows (or its records). */
   def beforeIteration(it: Int): Unit = ()
 
-  /** After each iteration's checkpoint, with the change of membership it brought (elastic jobs). */
-  def afterCheckpoint(change: Option[ViewChange]): Unit = ()
+  /** After iteration `it`'s allreduce, before its checkpoint. */
+  def afterAllreduce(it: Int): Unit = ()
+
+  /** After iteration `it`'s checkpoint, with the change of membership it brought (elastic jobs). */
+  def afterCheckpoint(it: Int, change: Option[ViewChange]): Unit = ()
 
   /** Elastic jobs: this worker was removed from the job after `it` iterations. */
   def afterLeaving(it: Int): Unit = ()

@@ -100,7 +100,7 @@ object LogisticRegression {
     val startVersion = loaded.fold(0)(_._1)
     var (opt, losses) = restore(loaded.map(_._2))
     var it = startVersion
-    val hooks = p.hooks.worker(p, comm)
+    val hooks = p.hooks.worker(p.workers, comm)
     val buf = new Array[Double](d + 2)
     var (rollbacks, rolledBackTo, left) = (0, -1, false)
     val views = Seq.newBuilder[(Int, Int, Int)]
@@ -124,10 +124,11 @@ object LogisticRegression {
           accumulate(xy, n, opt.point, buf)
           buf(d + 1) = n.toDouble
           comm.allreduce(buf, Op.SUM)
+          hooks.afterAllreduce(it)
           losses(it) = buf(d) / buf(d + 1)
           opt.step(losses(it), buf, buf(d + 1), last = losses(it) <= p.targetLoss)
           comm.checkpoint(Checkpointed(opt.state, losses))
-          hooks.afterCheckpoint(viewChanged())
+          hooks.afterCheckpoint(it, viewChanged())
           it += 1
         }
         val iterMs = if (it > startVersion) (System.nanoTime() - loopStart) / 1e6 / (it - startVersion) else 0.0

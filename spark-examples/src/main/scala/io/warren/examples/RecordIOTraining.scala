@@ -8,8 +8,8 @@ import scala.jdk.CollectionConverters._
 import scala.util.Using
 
 import io.warren.{Communicator, Master, MasterClient, MasterStatus, MasterTask, Op, RecordIOWriter}
-import io.warren.spark.WarrenSpark
-import org.apache.spark.{SparkConf, SparkContext, TaskContext}
+import io.warren.spark._
+import org.apache.spark.{SparkConf, SparkContext}
 
 /** Logistic regression whose workers pull RecordIO shards (tasks of chunks) from a data
   * [[io.warren.Master]] on the driver instead of reading RDD partitions.
@@ -22,6 +22,9 @@ import org.apache.spark.{SparkConf, SparkContext, TaskContext}
   *   --jars warren-core.jar,warren-runner.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
   *   --workers 3 --records 600 --passes 2 --kill-task 5
   * }}}
+  *
+  * The command line is [[RecordIOCommandLine]]'s; its failures are [[FaultHarness]]'s
+  * (`--kill-task STEP` with `--kill-point get|allreduce|checkpoint`).
   *
   * Each step, every worker asks the master for one task without waiting, reads its records
   * ("id,label,f1,...,fn"), and adds their gradient, loss and a count per record id to one
@@ -54,14 +57,14 @@ object RecordIOTraining {
     * @param taskTimeoutMs the master's task timeout (lower bound and initial value)
     * @param pollMs pause of a step in which no worker had a task and the pass is not over
     * @param maxIdleSteps such steps in a row before the job gives up (a deadline)
-    * @param killTask throw in partition 1's first attempt at this step (-1: never)
-    * @param killPoint where in the step: "get" (holding a task, before the allreduce), "allreduce"
-    *     (after it, before the checkpoint) or "checkpoint" (after it, before reporting the task)
     * @param conf `spark.warren.*` settings for the runner
     * @param store the master's store (`file:DIR` or `etcd:HOST:PORT[/PREFIX]`); None: a file
     *     store beside the dataset
     * @param dataDir directory, readable by every executor, in which the dataset is written (a
     *     new subdirectory); None: a temporary directory of the driver's machine
+    * @param hooks calls into the worker loop ([[FaultHarness]] injects failures through them: at
+    *     the `start` of a step, holding a task; after its `allreduce`; after its `checkpoint`,
+    *     before the task is reported)
     */
   case class Params(
       workers: Int = 3,
@@ -76,14 +79,12 @@ object RecordIOTraining {
       taskTimeoutMs: Long = 3000,
       pollMs: Long = 100,
       maxIdleSteps: Int = 1200,
-      killTask: Int = -1,
-      killPoint: String = "get",
       conf: Map[String, String] = Map.empty,
       store: Option[String] = None,
-      dataDir: Option[String] = None
+      dataDir: Option[String] = None,
+      hooks: Hooks = Hooks.none
   ) {
     require(workers >= 1 && records >= 1 && features >= 1 && files >= 1 && passes >= 1, s"bad parameters $this")
-    require(Set("get", "allreduce", "checkpoint")(killPoint), s"--kill-point $killPoint: get, allreduce or checkpoint")
   }
 
   /** What a run gives back (rank 0's view; every rank has the same).
@@ -134,9 +135,17 @@ object RecordIOTraining {
     dir.resolve("part-*.rio").toString
   }
 
-  /** A worker's view of the job between steps, as kept in the checkpoint. Layout of the
-    * doubles: pass, step, idle steps, weights, reads (passes x records), losses, last slots.
+  /** What each checkpoint holds: the pass, the step and the idle steps; the weights; the reads
+    * (passes x records, row-major); the losses per pass, then the running loss sum and count;
+    * the last step's slots.
     */
+  private final case class Checkpointed(at: Array[Long], w: Array[Double], reads: Array[Int], losses: Array[Double],
+      slots: Array[Double])
+  private object Checkpointed {
+    implicit val codec: Codec[Checkpointed] = Codec.caseClass5(Checkpointed.apply _, Checkpointed.unapply _)
+  }
+
+  /** A worker's view of the job between steps, as kept in the checkpoint ([[Checkpointed]]). */
   private final class State(p: Params) {
     val d: Int = p.features + 1
     var pass: Int = 0
@@ -149,24 +158,20 @@ object RecordIOTraining {
     /** (task id + 1, epoch) per rank, of the last step's allreduce: the tasks in the checkpoint. */
     val slots: Array[Double] = new Array[Double](2 * p.workers)
 
-    def encode(): Array[Byte] = {
-      val all = Array(pass.toDouble, step.toDouble, idle.toDouble) ++ w ++ reads.flatten.map(_.toDouble) ++
-        losses ++ lossSum ++ slots
-      val b = java.nio.ByteBuffer.allocate(8 * all.length)
-      all.foreach(b.putDouble)
-      b.array()
-    }
+    /** This state as a checkpoint. */
+    def checkpointed: Checkpointed =
+      Checkpointed(Array(pass.toLong, step, idle.toLong), w, reads.flatten, losses ++ lossSum, slots)
 
-    def decode(bytes: Array[Byte]): Unit = {
-      val b = java.nio.ByteBuffer.wrap(bytes)
-      pass = b.getDouble.toInt
-      step = b.getDouble.toLong
-      idle = b.getDouble.toInt
-      for (j <- 0 until d) w(j) = b.getDouble
-      for (q <- reads; i <- q.indices) q(i) = b.getDouble.toInt
-      for (i <- losses.indices) losses(i) = b.getDouble
-      for (i <- lossSum.indices) lossSum(i) = b.getDouble
-      for (i <- slots.indices) slots(i) = b.getDouble
+    /** Takes on the state of checkpoint `c`. */
+    def restore(c: Checkpointed): Unit = {
+      pass = c.at(0).toInt
+      step = c.at(1)
+      idle = c.at(2).toInt
+      System.arraycopy(c.w, 0, w, 0, d)
+      for ((q, k) <- reads.zipWithIndex) System.arraycopy(c.reads, k * p.records, q, 0, p.records)
+      System.arraycopy(c.losses, 0, losses, 0, losses.length)
+      System.arraycopy(c.losses, losses.length, lossSum, 0, lossSum.length)
+      System.arraycopy(c.slots, 0, slots, 0, slots.length)
     }
   }
 
@@ -178,29 +183,24 @@ object RecordIOTraining {
 
   /** One worker: a step per task, until every pass is over. */
   private def worker(p: Params, master: Map[String, String])(comm: Communicator, unused: Iterator[Int]): Result = {
-    val pid = TaskContext.getPartitionId()
-    val attempt = TaskContext.get().attemptNumber()
     val rank = comm.rank()
     val s = new State(p)
     val d = s.d
     Using.resource(MasterClient.connect(master.asJava)) { client =>
-      val ckpt = comm.loadCheckpoint()
-      if (ckpt.version > 0) {
-        s.decode(ckpt.global)
+      for ((_, c) <- comm.loadCheckpointAs[Checkpointed]) {
+        s.restore(c)
         // The predecessor may have died between the checkpoint and reporting its task.
         slotTask(s.slots, rank, s.pass).foreach(client.finish)
       }
+      val hooks = p.hooks.worker(p.workers, comm)
       // Per step: gradient (d), loss, records, has a task, pass over, slots (2 x workers), reads per id.
       val base = d + 4
       val buf = new Array[Double](base + 2 * p.workers + p.records)
       while (s.pass < p.passes) {
         java.util.Arrays.fill(buf, 0.0)
         val t = client.getTask(s.pass)
-        val step = s.step
-        def kill(point: String): Unit = if (pid == 1 && attempt == 0 && step == p.killTask && p.killPoint == point) {
-          throw new RuntimeException(s"injected task failure at step $step after $point, holding $t (--kill-task)")
-        }
-        kill("get")
+        val step = s.step.toInt
+        hooks.beforeIteration(step) // holding a task
         t.kind match {
           case MasterTask.Kind.TASK =>
             for (bytes <- t.records.asScala) {
@@ -226,7 +226,7 @@ object RecordIOTraining {
           case MasterTask.Kind.NONE_NOW      =>
         }
         comm.allreduce(buf, Op.SUM)
-        kill("allreduce")
+        hooks.afterAllreduce(step)
         System.arraycopy(buf, base, s.slots, 0, s.slots.length)
         val mine = slotTask(s.slots, rank, s.pass)
         if (t.isTask && !mine.exists(m => m.id == t.id && m.epoch == t.epoch)) {
@@ -246,8 +246,8 @@ object RecordIOTraining {
         }
         s.idle = if (anyTask || buf(d + 3) > 0) 0 else s.idle + 1
         s.step += 1
-        comm.checkpoint(s.encode(), null)
-        kill("checkpoint")
+        comm.checkpoint(s.checkpointed)
+        hooks.afterCheckpoint(step, None) // before the task is reported
         // The contribution is in a checkpoint: now the task may be reported finished.
         mine.foreach(client.finish)
         if (s.idle >= p.maxIdleSteps) {
@@ -293,31 +293,12 @@ object RecordIOTraining {
   private def deleteTree(dir: Path): Unit =
     Using.resource(Files.walk(dir))(_.sorted(java.util.Comparator.reverseOrder[Path]()).forEach(p => Files.delete(p)))
 
-  private def parse(args: List[String], p: Params): Params = args match {
-    case Nil                          => p
-    case "--workers" :: v :: rest     => parse(rest, p.copy(workers = v.toInt))
-    case "--records" :: v :: rest     => parse(rest, p.copy(records = v.toInt))
-    case "--features" :: v :: rest    => parse(rest, p.copy(features = v.toInt))
-    case "--passes" :: v :: rest      => parse(rest, p.copy(passes = v.toInt))
-    case "--task-timeout" :: v :: rest => parse(rest, p.copy(taskTimeoutMs = v.toLong))
-    case "--kill-task" :: v :: rest   => parse(rest, p.copy(killTask = v.toInt))
-    case "--kill-point" :: v :: rest  => parse(rest, p.copy(killPoint = v))
-    case "--store" :: v :: rest       => parse(rest, p.copy(store = Some(v)))
-    case "--data-dir" :: v :: rest    => parse(rest, p.copy(dataDir = Some(v)))
-    case other :: _ =>
-      throw new IllegalArgumentException(
-        s"unknown argument $other; usage: [--workers N] [--records N] [--features N] [--passes N] " +
-          "[--task-timeout MS] [--kill-task STEP] [--kill-point get|allreduce|checkpoint] " +
-          "[--store file:DIR|etcd:HOST:PORT[/PREFIX]] [--data-dir SHARED_DIR]"
-      )
-  }
-
   /** Entry point for spark-submit (the master comes from spark-submit).
     *
-    * @param args see the usage in the error message of an unknown argument
+    * @param args the arguments of [[RecordIOCommandLine]]
     */
   def main(args: Array[String]): Unit = {
-    val p = parse(args.toList, Params())
+    val p = RecordIOCommandLine.parse(args.toList)
     val dir = p.dataDir match {
       case Some(shared) => Files.createTempDirectory(Path.of(shared), "warren-recordio-training")
       case None         => Files.createTempDirectory("warren-recordio-training")

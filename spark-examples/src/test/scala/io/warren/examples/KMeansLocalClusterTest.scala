@@ -5,6 +5,7 @@ import java.util.concurrent.ConcurrentLinkedQueue
 import scala.jdk.CollectionConverters._
 
 import io.warren.NativeLog
+import io.warren.examples.FaultHarness.Faults
 import io.warren.examples.KMeans.Params
 import io.warren.spark.{WarrenJobSummary, WarrenListener, WarrenSpark, WarrenSparkException}
 import org.apache.logging.log4j.{Level, LogManager}
@@ -93,7 +94,7 @@ class KMeansLocalClusterTest {
   @Test
   def b_aThrownTaskIsRetriedAndEndsWithTheSameModelAndShowsInTheAccumulator(): Unit = {
     val before = WarrenListener.of(sc).summaries.size
-    val r = KMeans.run(sc, params.copy(killTask = 4))
+    val r = KMeans.run(sc, params.copy(hooks = Faults(killTask = 4)))
     println(f"k-means kill-task: ${r.seconds}%.2f s, recoveries ${r.recoveries}")
     assertTrue(r.recoveries >= 1, s"recoveries ${r.recoveries}")
     assertEquals(clean.modelHash, r.modelHash)
@@ -112,7 +113,7 @@ class KMeansLocalClusterTest {
   @Test
   def c_aHaltedExecutorsTaskIsRetriedElsewhereAndProgressReachesTheDriverLog(): Unit = {
     val before = WarrenListener.of(sc).summaries.size
-    val p = params.copy(killExecutor = 4, conf = params.conf + ("progressInterval" -> "0.5"))
+    val p = params.copy(hooks = Faults(killExecutor = 4), conf = params.conf + ("progressInterval" -> "0.5"))
     val r = KMeans.run(sc, p)
     println(f"k-means kill-executor: ${r.seconds}%.2f s, recoveries ${r.recoveries}")
     assertTrue(r.recoveries >= 1, s"recoveries ${r.recoveries}")

@@ -2,6 +2,7 @@ package io.warren.examples
 
 import java.nio.file.Path
 
+import io.warren.examples.FaultHarness.Faults
 import io.warren.examples.RecordIOTraining.Params
 import io.warren.spark.WarrenSpark
 import org.apache.spark.SparkContext
@@ -65,7 +66,7 @@ class RecordIOTrainingTest {
   def b_aTaskKilledHoldingATaskLosesNoRecordOfThePass(@TempDir dir: Path): Unit = {
     // Killed at step 4 of pass 0 after taking a task: the task stays pending, times out at the
     // master after 3 s and is handed out again; the retried attempt recovers from its peers.
-    val p = params.copy(killTask = 4, taskTimeoutMs = 3000)
+    val p = params.copy(hooks = Faults(killTask = 4), taskTimeoutMs = 3000)
     val r = RecordIOTraining.run(sc, p, dir)
     val twice = r.reads.map(_.count(_ > 1))
     println(s"RecordIO kill-task: ${r.steps} steps, recoveries ${r.recoveries}, read twice ${twice.mkString(", ")}")
@@ -80,7 +81,7 @@ class RecordIOTrainingTest {
     * record is read exactly once per pass, or the run stalls and reads a task twice.
     */
   private def killedAfter(point: String, dir: Path): Unit = {
-    val p = params.copy(killTask = 4, killPoint = point, taskTimeoutMs = 120000)
+    val p = params.copy(hooks = Faults(killTask = 4, killPoint = point), taskTimeoutMs = 120000)
     val r = RecordIOTraining.run(sc, p, dir)
     println(s"RecordIO kill after $point: ${r.steps} steps, recoveries ${r.recoveries}")
     assertTrue(r.recoveries >= 1, s"recoveries ${r.recoveries}")
