@@ -110,7 +110,7 @@ class LocalClusterTest {
     val e = assertThrows(
       classOf[WarrenSparkException],
       () =>
-        WarrenSpark.train(sc.parallelize(0 until 3, 3), 3) { (c, _) =>
+        WarrenSpark.train(sc.parallelize(0 until 3, 3), 3, LocalClusterTest.WaitForSlots) { (c, _) =>
           if (TaskContext.get().attemptNumber() == 0) {
             c.checkpoint(Array(1.0, 2.0))
             if (c.rank() == 1) throw new RuntimeException("first attempt of task 1 fails")
@@ -136,7 +136,7 @@ class LocalClusterTest {
     val iterations = 16
     val page = sc.uiWebUrl.getOrElse(throw new AssertionError("the Spark UI is off")) + "/warren/"
     val job = new Thread(() =>
-      WarrenSpark.train(sc.parallelize(0 until 3, 3), 3) { (c, _) =>
+      WarrenSpark.train(sc.parallelize(0 until 3, 3), 3, LocalClusterTest.WaitForSlots) { (c, _) =>
         for (i <- 1 to iterations) {
           c.allreduce(Array(i.toDouble), _root_.io.warren.Op.SUM)
           c.checkpoint(Array(i.toDouble))
@@ -164,8 +164,12 @@ class LocalClusterTest {
   }
 }
 
-/** Reading the Spark UI's Warren tab. */
+/** Reading the Spark UI's Warren tab, and the settings of the cases that follow a failed job. */
 object LocalClusterTest {
+
+  /** After a failed job, Spark kills its remaining tasks asynchronously: a case that follows
+    * one waits for their slots (`spark.warren.slotWaitTimeout`) rather than failing its check. */
+  val WaitForSlots: Map[String, String] = Map("slotWaitTimeout" -> "30")
 
   /** A job row of the Warren tab at `page` that satisfies `ok` (the newest first), polling
     * every 200 ms; fails after `timeoutS` seconds. A row is its `data-*` attributes (`job`,

@@ -83,11 +83,14 @@ private[spark] final class JobWatch(
   /** Waits until every worker task attempt that started has ended, as the listener bus
     * reports (after a failed job, the tasks Spark kills free their slots only as each ends).
     *
+    * @param sc the context (whose listener bus is drained first)
     * @param timeoutMs the most milliseconds to wait
     * @return whether none runs any more
     */
-  def awaitTasksEnded(timeoutMs: Long): Boolean = {
+  def awaitTasksEnded(sc: org.apache.spark.SparkContext, timeoutMs: Long): Boolean = {
     val deadline = System.nanoTime() + timeoutMs * 1000000L
+    // The listener bus may not have delivered the tasks' starts yet: let it catch up first.
+    org.apache.spark.WarrenSlots.drainListeners(sc, timeoutMs)
     while (!running.isEmpty && System.nanoTime() < deadline) Thread.sleep(20)
     running.isEmpty
   }

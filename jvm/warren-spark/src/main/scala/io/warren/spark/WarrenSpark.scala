@@ -489,7 +489,7 @@ object WarrenSpark {
       case e: SparkException =>
         // The tasks Spark kills when a job fails end (and free their slots) a moment later:
         // wait for them, so that the next job finds the slots free.
-        watch.awaitTasksEnded(JobWatch.KilledTasksWaitMs)
+        watch.awaitTasksEnded(sc, JobWatch.KilledTasksWaitMs)
         throw failure(sc, watch, numWorkers, recovery, e)
     } finally {
       sc.setLocalProperty(JobWatch.RunKey, previous)
