@@ -618,6 +618,25 @@ pub extern "system" fn Java_io_warren_Native_commPrint<'l>(
     })
 }
 
+/// Fails the job with an error that no re-run can mend (`Communicator::fail_job`).
+#[unsafe(no_mangle)]
+pub extern "system" fn Java_io_warren_Native_commFailJob<'l>(
+    mut env: EnvUnowned<'l>,
+    _class: JClass<'l>,
+    h: jlong,
+    reason: JString<'l>,
+) {
+    run(&mut env, |env| {
+        let handle = comm(h)?;
+        if reason.is_null() {
+            return Err(JniError::Argument("reason is null".into()));
+        }
+        let reason = reason.try_to_string(env)?;
+        handle.comm.fail_job(&reason);
+        Ok(())
+    })
+}
+
 /// One line of latency statistics per collective (`CallStats::summary`).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_commStats<'l>(

@@ -345,7 +345,13 @@ impl Communicator {
         loop {
             let deadline = Instant::now() + Duration::from_secs(30);
             let t = self.tracker.as_mut().expect("a tracker");
-            t.request(&ToTracker::Shutdown, deadline).map_err(|e| self.cancel.explain(e))?;
+            let said = t.request(&ToTracker::Shutdown, deadline);
+            if self.failed.is_some() {
+                // A failed worker only says it is gone; the tracker may have ended the job
+                // (and the connection) already, after an error that cannot succeed on retry.
+                return Ok(());
+            }
+            said.map_err(|e| self.cancel.explain(e))?;
             if !member {
                 return Ok(());
             }

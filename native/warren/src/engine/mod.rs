@@ -28,6 +28,7 @@
 //! - `elastic`: a change of view after a checkpoint (elastic membership);
 //! - `stats`: latency histograms.
 
+use log::debug;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,6 +44,7 @@ use crate::reduce::{DataType, Op};
 use crate::robust::{BootstrapKey, RecoveryState};
 use crate::topology::Topology;
 use crate::tracker::TrackerClient;
+use crate::tracker::proto::ToTracker;
 use crate::transport::{Link, PeerListener, Transport, Waiter};
 
 mod buffers;
@@ -69,6 +71,9 @@ pub use stats::CallStats;
 /// The log target of every engine record, whichever file it comes from: the logger
 /// `io.warren.native.warren.engine` on the JVM, `WARREN_LOG=warren::engine=debug` natively.
 const LOG: &str = "warren::engine";
+
+/// How long a worker tries to tell the tracker of its final error before it gives up.
+const FINAL_REPORT_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A robust communicator's recovery state ([`RecoveryState`], pure) and the engine's
 /// bookkeeping around it.
@@ -251,11 +256,40 @@ impl Communicator {
         }
         let cancelled = self.cancel.is_cancelled();
         let e = self.named(self.cancel.explain(e));
+        if e.is_final() && self.failed.is_none() {
+            self.report_final(&e.to_string());
+        }
         self.failed = Some(e.to_string());
         if cancelled || !matches!(e, Error::Mismatch(_) | Error::Aborted { .. }) {
             self.close_links();
         }
         e
+    }
+
+    /// Tells the tracker that this worker failed with an error that cannot succeed on retry,
+    /// before the error reaches the runner: the tracker then holds the re-runs that register,
+    /// instead of letting each fail the same way (best effort: a tracker that cannot be told
+    /// in [`FINAL_REPORT_LIMIT`] is logged and passed over).
+    fn report_final(&mut self, message: &str) {
+        let Some(t) = self.tracker.as_mut() else { return };
+        let deadline = Instant::now() + FINAL_REPORT_LIMIT;
+        if let Err(e) = t.request(&ToTracker::Failed { message: message.to_string() }, deadline) {
+            debug!(target: LOG, "rank {}: could not tell the tracker of the final error: {e}", self.topo.rank);
+        }
+    }
+
+    /// Fails the job with an error that no re-run can mend, found outside Warren's calls (a
+    /// checkpoint the caller cannot decode, say): tells the tracker, which holds the re-runs
+    /// that register from then on until the runner stops the job, and makes every later call
+    /// of this communicator fail; its links are closed, so that its peers' calls fail at once.
+    /// The caller then raises its own error.
+    pub fn fail_job(&mut self, reason: &str) {
+        if self.failed.is_none() {
+            self.report_final(reason);
+            self.failed = Some(reason.to_string());
+            // The peers learn at once, as after any failure of this worker.
+            self.close_links();
+        }
     }
 
     /// Names the task of a lost peer from the membership view (the links know only ranks).

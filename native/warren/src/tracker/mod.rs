@@ -267,7 +267,8 @@ impl Tracker {
         let until = Instant::now() + limit;
         let (lock, cv) = &*self.state;
         let mut s = lock.lock().unwrap();
-        while s.outcome.is_some() && s.open_connections > 0 {
+        // Held registrations (after a final failure) never end on their own.
+        while s.outcome.is_some() && s.open_connections > s.held.len() {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return;

@@ -90,6 +90,15 @@ pub enum ToTracker {
         /// The message.
         msg: String,
     },
+    /// This worker failed with an error that cannot succeed on retry
+    /// ([`crate::Error::is_final`]): the job has failed. Answered with [`FromTracker::Ack`].
+    /// From then on the tracker answers no registration (it holds them until the job is
+    /// stopped), so that a runner that re-runs failed tasks on its own (Spark's task retries)
+    /// cannot use up its attempts on re-runs that would fail the same way.
+    Failed {
+        /// The error, as the worker reports it.
+        message: String,
+    },
     /// This worker finished cleanly (a robust member: it passed the final barrier of
     /// `finalize`). Answered with [`FromTracker::Ack`]; a robust member then waits for
     /// [`FromTracker::JobDone`], or re-links if a round opens before that (a member lost

@@ -106,7 +106,11 @@ async fn connection(stream: wire::ServiceStream, state: SharedState) {
     }
     // A heartbeat connection's sender is also held by `beat_conns` (to tell it about fenced
     // peers): drop that too, else the writer never ends and the connection stays open.
-    state.0.lock().unwrap().beat_conns.retain(|_, beats| !beats.same_channel(&tx));
+    {
+        let mut s = state.0.lock().unwrap();
+        s.beat_conns.retain(|_, beats| !beats.same_channel(&tx));
+        s.held.retain(|held| !held.same_channel(&tx));
+    }
     drop(tx);
     let _ = writer.await;
     state.0.lock().unwrap().open_connections -= 1;
@@ -162,6 +166,9 @@ fn handle(
             let Some((task_id, _)) = me.as_ref() else {
                 return Err("rejoin before registering".into());
             };
+            if let Some(Err(failure)) = &s.outcome {
+                return refuse(tx, format!("the job has already failed: {failure}"));
+            }
             s.registry.set_version(task_id, version);
             rejoin(s, tx, task_id, &host, port)?;
         }
@@ -171,6 +178,34 @@ fn handle(
                 None => format!("task {t}"),
             });
             info!("[{}] {msg}", who.unwrap_or_else(|| "unregistered".into()));
+            let _ = tx.send(FromTracker::Ack);
+        }
+        ToTracker::Failed { message } => {
+            let who = match me.as_ref() {
+                Some((t, _)) => match s.registry.rank_of(t) {
+                    Some(r) => format!("rank {r} (task {t})"),
+                    None => format!("task {t}"),
+                },
+                None => "an unregistered worker".to_string(),
+            };
+            let failure = format!("{who} failed with an error that cannot succeed on retry: {message}");
+            if s.failed_finally {
+                // Every rank of a mismatch reports it: the first report is the job's failure.
+                info!("tracker: {failure}");
+            } else {
+                warn!(
+                    "tracker: {failure}; the job has failed, and tasks that register from now on are held until it is stopped"
+                );
+                // The others stop too, rather than wait for a replacement that cannot come.
+                let me_task = me.as_ref().map(|(t, _)| t.as_str());
+                for (tid, (_, t)) in s.conns.iter() {
+                    if Some(tid.as_str()) != me_task {
+                        let _ = t.send(FromTracker::Error { message: format!("the job has failed: {failure}") });
+                    }
+                }
+            }
+            s.failed_finally = true;
+            set_outcome(state, s, Err(failure));
             let _ = tx.send(FromTracker::Ack);
         }
         ToTracker::Shutdown => {
@@ -220,6 +255,15 @@ fn register(
     attempt: u32,
 ) -> Result<Option<u64>, String> {
     if let Some(Err(failure)) = &s.outcome {
+        if s.failed_finally {
+            // Refused, a re-run would fail at once and its runner try again, as often as it
+            // may; held, it waits until the runner stops the job.
+            info!(
+                "tracker: task {task_id} (attempt {attempt}) registered after the job failed; held until the job is stopped"
+            );
+            s.held.push(tx.clone());
+            return Ok(None);
+        }
         return refuse(tx, format!("the job has already failed: {failure}")).map(|_| None);
     }
     let outcome = s.registry.register(task_id, host, port);

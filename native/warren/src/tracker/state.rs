@@ -45,6 +45,11 @@ pub(crate) struct Shared {
     pub(crate) join_requested: HashMap<String, Instant>,
     /// Members' view requests waiting for a joiner ([`join_hold`]).
     pub(crate) parked: Vec<Parked>,
+    /// A worker reported an error that cannot succeed on retry ([`super::proto::ToTracker::Failed`]):
+    /// the job failed, and registrations are held, not answered.
+    pub(crate) failed_finally: bool,
+    /// The connections of the registrations held since (they end when the runner stops them).
+    pub(crate) held: Vec<UnboundedSender<FromTracker>>,
 }
 
 pub(crate) type SharedState = Arc<(Mutex<Shared>, Condvar)>;
@@ -71,6 +76,8 @@ pub(crate) fn new_state(
             join_hold,
             join_requested: HashMap::new(),
             parked: Vec::new(),
+            failed_finally: false,
+            held: Vec::new(),
         }),
         Condvar::new(),
     ))

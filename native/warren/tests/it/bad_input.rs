@@ -260,6 +260,50 @@ fn wrong_secret_is_refused_and_the_job_goes_on() {
     assert_eq!(tracker.wait(Some(Duration::from_secs(10))).unwrap().world, 2);
 }
 
+/// A worker whose call fails with an error that cannot succeed on retry tells the tracker
+/// before the error reaches its runner: the job has failed, and a re-run that registers
+/// afterwards is held, not answered, so that a runner that retries failed tasks on its own
+/// (Spark) cannot use up its attempts on re-runs that would fail the same way. The held
+/// re-run ends as soon as the tracker stops.
+#[test]
+fn after_a_final_error_a_re_run_is_held_until_the_tracker_stops() {
+    let tracker = start_tracker(2);
+    let handles: Vec<_> = (0..2usize)
+        .map(|t| {
+            let mut cfg = worker_config(&tracker, t);
+            cfg.robust = true;
+            std::thread::spawn(move || {
+                let mut c = Communicator::init(cfg)?;
+                let mut v = vec![1.0f32; 10 + t];
+                c.allreduce(&mut v, Op::Sum)
+            })
+        })
+        .collect();
+    for h in handles {
+        assert!(matches!(h.join().unwrap(), Err(Error::Mismatch(_))));
+    }
+    let e = tracker.wait(Some(Duration::from_secs(5))).unwrap_err().to_string();
+    assert!(e.contains("failed with an error that cannot succeed on retry"), "{e}");
+    assert!(e.contains("collective call mismatch"), "{e}");
+
+    let mut cfg = worker_config(&tracker, 1);
+    cfg.robust = true;
+    cfg.attempt = 1;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Communicator::init(cfg).map(|_| ()));
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(1500)).is_err(),
+        "a re-run after the final error must be held, not answered"
+    );
+    let stopped = Instant::now();
+    tracker.stop();
+    let r = rx.recv_timeout(Duration::from_secs(10)).expect("the held re-run ends once the tracker stops");
+    assert!(r.is_err(), "{r:?}");
+    assert!(stopped.elapsed() < Duration::from_secs(5), "stopping took {:?}", stopped.elapsed());
+}
+
 #[test]
 fn a_worker_that_never_arrives_is_named_by_the_deadline() {
     let mut cfg = TrackerConfig::new(3, "s");

@@ -611,6 +611,23 @@ public final class Communicator implements AutoCloseable {
   }
 
   /**
+   * Fails the whole job with an error that no re-run of this worker can mend, found outside
+   * Warren's calls (a checkpoint this worker cannot decode, say), before the caller raises its
+   * own exception. The tracker then holds the re-runs that register, instead of letting each
+   * fail the same way until the engine's retries are used up; the engine's runner stops the job
+   * (on Spark, once the task fails with an exception the runner knows as final). Every later
+   * call of this communicator fails, and its links are closed, so that the peers' calls fail at
+   * once. Not a collective; best effort: a tracker that cannot be
+   * reached within two seconds is passed over.
+   *
+   * @param reason why the job cannot go on, for the tracker's log and the job's error
+   */
+  public synchronized void failJob(String reason) {
+    Objects.requireNonNull(reason, "reason");
+    Native.commFailJob(live(), reason);
+  }
+
+  /**
    * Latency statistics of the calls made so far: one entry per collective with count, median,
    * 99th percentile and maximum in microseconds. A call is timed on this worker from its start
    * to its return, so it includes waiting for slower workers (the last to arrive sees little

@@ -59,6 +59,8 @@ final class Native {
 
   static native void commPrint(long handle, String message);
 
+  static native void commFailJob(long handle, String reason);
+
   static native String commStats(long handle);
 
   /** Benchmark diagnostic: nanoseconds for {@code iters} f32 sum allreduces run in Rust. */

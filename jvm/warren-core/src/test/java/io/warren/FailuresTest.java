@@ -1,6 +1,7 @@
 package io.warren;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -215,6 +216,31 @@ class FailuresTest {
               WarrenTimeoutException.class,
               () -> tracker.awaitCompletion(Duration.ofMillis(200)));
       assertNotNull(e.getMessage());
+    }
+  }
+
+  /**
+   * A worker that finds an error no re-run can mend outside Warren's calls fails the whole job:
+   * the tracker's outcome names it, and the communicator refuses every later call.
+   */
+  @Test
+  @Timeout(30)
+  void failJobFailsTheJobAtTheTracker() throws Exception {
+    try (Tracker tracker = Tracker.start(2, TestSupport.SECRET)) {
+      List<TestSupport.Outcome<Void>> out =
+          TestSupport.threads(tracker, 2, Map.of(), Duration.ofSeconds(20), comm -> {
+            comm.barrier();
+            if (comm.rank() == 1) {
+              comm.failJob("the model cannot be decoded");
+              assertThrows(WarrenException.class, comm::barrier);
+            }
+            return null;
+          });
+      // (closing the failed communicator may throw; the body's own assertion must hold)
+      assertFalse(out.get(1).error instanceof AssertionError, String.valueOf(out.get(1).error));
+      TrackerException e =
+          assertThrows(TrackerException.class, () -> tracker.awaitCompletion(Duration.ofSeconds(10)));
+      assertTrue(e.getMessage().contains("cannot succeed on retry: the model cannot be decoded"), e.getMessage());
     }
   }
 

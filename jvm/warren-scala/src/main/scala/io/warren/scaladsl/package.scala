@@ -175,7 +175,7 @@ package object scaladsl {
       */
     def loadCheckpointAs[G](implicit codec: Codec[G]): Option[(Int, G)] = {
       val c = comm.loadCheckpoint()
-      if (c.version == 0) None else Some((c.version, codec.decode(c.global)))
+      if (c.version == 0) None else Some((c.version, decoded(codec, c.global)))
     }
 
     /** Loads the latest checkpoint as [[loadCheckpointAs]] does, with this worker's local
@@ -191,8 +191,21 @@ package object scaladsl {
       */
     def loadCheckpointWithLocal[G, L](implicit g: Codec[G], l: Codec[L]): Option[(Int, G, Option[L])] = {
       val c = comm.loadCheckpoint()
-      if (c.version == 0) None else Some((c.version, g.decode(c.global), Option(c.local).map(l.decode)))
+      if (c.version == 0) None
+      else Some((c.version, decoded(g, c.global), Option(c.local).map(decoded(l, _))))
     }
+
+    /** Decodes checkpoint bytes; bytes the codec cannot take fail the whole job
+      * (`Communicator.failJob`: every re-run would read the same bytes) before the
+      * [[CheckpointFormatException]] is thrown.
+      */
+    private def decoded[T](codec: Codec[T], bytes: Array[Byte]): T =
+      try codec.decode(bytes)
+      catch {
+        case e: CheckpointFormatException =>
+          comm.failJob(s"CheckpointFormatException: ${e.getMessage}")
+          throw e
+      }
 
     /** Reduces a direct buffer of `dtype` elements in place (see `Communicator.allreduce`).
       *
