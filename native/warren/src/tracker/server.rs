@@ -356,7 +356,9 @@ fn shutdown(state: &SharedState, s: &mut Shared, tx: &UnboundedSender<FromTracke
     let rank = s.registry.rank_of(task_id).map(|r| r.to_string()).unwrap_or_default();
     info!("tracker: worker rank {rank} (task {task_id}) finished");
     let _ = tx.send(FromTracker::Ack);
-    if all {
+    if all && s.failed_finally {
+        info!("tracker: every worker has left the job, which failed");
+    } else if all {
         for (_, c) in s.conns.values() {
             let _ = c.send(FromTracker::JobDone);
         }

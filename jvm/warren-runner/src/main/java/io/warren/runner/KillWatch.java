@@ -19,6 +19,11 @@ import org.slf4j.LoggerFactory;
  * With an interrupt, {@code Communicator}'s own interrupt watcher is faster; both may fire, {@code
  * abort()} is idempotent.
  *
+ * <p>While a task joins, there is no communicator to abort yet: {@link #whileJoining} watches the
+ * kill mark for the join and interrupts the joining thread, which cancels the join ({@code
+ * Communicator.create} is interruptible). A re-run that the tracker holds, or one retrying a
+ * tracker that has stopped, would otherwise keep its slot until {@code WARREN_CONNECT_TIMEOUT_S}.
+ *
  * <p>A fenced worker (see {@link Communicator#fenced()}) has been replaced in the job: its calls
  * fail with {@code WorkerFencedException}, but a thread busy outside Warren's calls (its own
  * computation, a hung read) would only find out at its next call. The same thread polls {@code
@@ -34,14 +39,17 @@ public final class KillWatch {
   private final BooleanSupplier killed;
   private final Consumer<String> onFenced;
   private final Communicator comm;
+  private final Thread joiner;
   private final String task;
   private volatile boolean stopped;
   private final Thread thread;
 
-  private KillWatch(BooleanSupplier killed, Consumer<String> onFenced, Communicator comm, String task) {
+  private KillWatch(
+      BooleanSupplier killed, Consumer<String> onFenced, Communicator comm, Thread joiner, String task) {
     this.killed = killed;
     this.onFenced = onFenced;
     this.comm = comm;
+    this.joiner = joiner;
     this.task = task;
     this.thread = new Thread(this::loop, "warren-kill-watch-" + task);
     thread.setDaemon(true);
@@ -72,7 +80,23 @@ public final class KillWatch {
    */
   public static KillWatch start(
       BooleanSupplier killed, Consumer<String> onFenced, Communicator comm, String task) {
-    KillWatch w = new KillWatch(killed, onFenced, comm, task);
+    KillWatch w = new KillWatch(killed, onFenced, comm, null, task);
+    w.thread.start();
+    return w;
+  }
+
+  /**
+   * Watches {@code killed} while the calling thread joins the job: interrupts the thread when
+   * the engine kills the task, so that {@code Communicator.create} throws {@code
+   * CollectiveInterruptedException} within about a {@link #POLL_MS} instead of waiting for the
+   * tracker. Stop it once the join returned.
+   *
+   * @param killed whether the engine has killed the task
+   * @param task the task, for the thread's name and the log
+   * @return the running watch
+   */
+  public static KillWatch whileJoining(BooleanSupplier killed, String task) {
+    KillWatch w = new KillWatch(killed, null, null, Thread.currentThread(), task);
     w.thread.start();
     return w;
   }
@@ -81,11 +105,16 @@ public final class KillWatch {
     try {
       while (!stopped) {
         if (killed != null && killed.getAsBoolean()) {
-          LOG.info("task {} was killed: aborting its Warren calls", task);
-          comm.abort();
+          if (comm != null) {
+            LOG.info("task {} was killed: aborting its Warren calls", task);
+            comm.abort();
+          } else if (!stopped) {
+            LOG.info("task {} was killed while joining the job: interrupting the join", task);
+            joiner.interrupt();
+          }
           return;
         }
-        Optional<String> fence = onFenced == null ? Optional.empty() : comm.fenced();
+        Optional<String> fence = onFenced == null || comm == null ? Optional.empty() : comm.fenced();
         if (fence.isPresent()) {
           if (!stopped) {
             LOG.warn("task {} was fenced: failing it so that it runs again ({})", task, fence.get());

@@ -110,8 +110,18 @@ public final class WorkerRun {
    * @throws Exception what joining, the setup, the work or leaving threw (after aborting)
    */
   public static <R> R run(Map<String, String> settings, Options options, Body<R> body) throws Exception {
-    Communicator comm = Communicator.create(settings);
     String task = settings.getOrDefault("WARREN_TASK_ID", "?");
+    Communicator comm;
+    if (options.killed() == null) {
+      comm = Communicator.create(settings);
+    } else {
+      KillWatch joining = KillWatch.whileJoining(options.killed(), task);
+      try {
+        comm = Communicator.create(settings);
+      } finally {
+        joining.stop();
+      }
+    }
     KillWatch watch =
         options.killed() == null && options.onFenced() == null
             ? null

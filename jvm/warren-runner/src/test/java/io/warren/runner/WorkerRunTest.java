@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.warren.Checkpoint;
+import io.warren.CollectiveInterruptedException;
 import io.warren.Communicator;
 import io.warren.Op;
 import io.warren.WarrenException;
@@ -18,6 +19,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.Test;
 
 /** The worker body on real trackers and sockets, workers as threads of this JVM. */
@@ -104,6 +106,30 @@ class WorkerRunTest {
       assertTrue(took < 10, "the kill took " + took + " s to abort the call");
       release.countDown();
       assertThrows(Exception.class, () -> idle.get(30, TimeUnit.SECONDS));
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void aKillMarkEndsAWorkerStillJoiningATrackerThatHasStopped() throws Exception {
+    ExecutorService pool = Executors.newCachedThreadPool();
+    try {
+      Map<String, String> base;
+      try (Trackers trackers = Trackers.start(2, "127.0.0.1", 1, Duration.ofSeconds(60))) {
+        base = trackers.workerSettings(Map.of()).get(0);
+      }
+      // Nothing listens at the tracker's address any more: the join retries it until
+      // WARREN_CONNECT_TIMEOUT_S (300 s by default) unless the kill mark ends it.
+      long start = System.nanoTime();
+      BooleanSupplier killed = () -> System.nanoTime() - start > TimeUnit.MILLISECONDS.toNanos(500);
+      WorkerRun.Options watched = new WorkerRun.Options(killed, "t", 0, null);
+      Future<Object> joining =
+          pool.submit(() -> WorkerRun.run(WorkerRun.taskSettings(base, "0", 1), watched, c -> "joined"));
+      Exception e = assertThrows(Exception.class, () -> joining.get(30, TimeUnit.SECONDS));
+      double took = (System.nanoTime() - start) / 1e9;
+      assertTrue(e.getCause() instanceof CollectiveInterruptedException, e.toString());
+      assertTrue(took < 10, "the kill took " + took + " s to end the join");
     } finally {
       pool.shutdownNow();
     }

@@ -324,7 +324,7 @@ object WarrenSpark {
         // A worker the tracker fenced (paused, frozen, cut off): its attempt is killed and re-run.
         val fences = new FenceWatch(sc, trackers, watch)
         try {
-          run(sc, watch, numWorkers, recovery, () => if (lingering.isEmpty) trackers.close()) {
+          run(sc, watch, numWorkers, recovery) {
             // A failed barrier stage is re-run only if it feeds a shuffle (a failed barrier
             // ResultStage aborts the job): hand the results over through one.
             if (failAll) workers.partitionBy(new HashPartitioner(1)).collect()
@@ -477,19 +477,11 @@ object WarrenSpark {
       durableEvery: Int
   )
 
-  /** Runs the workers' job with `watch` listening, and turns a failure into one clear error.
-    *
-    * @param release called once the job failed, before waiting for its killed tasks to end:
-    *   closes the trackers, which end the re-runs they hold after an error that cannot succeed
-    *   on retry (a killed task blocked in joining the job does not see the kill)
+  /** Runs the workers' job with `watch` listening, and turns a failure into one clear error. A
+    * killed task still joining the job (a re-run the tracker holds after an error that cannot
+    * succeed on retry) sees the kill through [[io.warren.runner.KillWatch.whileJoining]].
     */
-  private[spark] def run[R: ClassTag](
-      sc: SparkContext,
-      watch: JobWatch,
-      numWorkers: Int,
-      recovery: Recovery,
-      release: () => Unit = () => ()
-  )(
+  private[spark] def run[R: ClassTag](sc: SparkContext, watch: JobWatch, numWorkers: Int, recovery: Recovery)(
       job: => Array[(Int, R)]
   ): Seq[R] = {
     sc.addSparkListener(watch)
@@ -500,7 +492,6 @@ object WarrenSpark {
       case e: SparkException =>
         // The tasks Spark kills when a job fails end (and free their slots) a moment later:
         // wait for them, so that the next job finds the slots free.
-        release()
         watch.awaitTasksEnded(sc, JobWatch.KilledTasksWaitMs)
         throw failure(sc, watch, numWorkers, recovery, e)
     } finally {
