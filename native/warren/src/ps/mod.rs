@@ -26,7 +26,7 @@
 //! I/O:
 //! - [`PsServer`] (in `service.rs`): one server as a tokio service (threads of a host
 //!   process, or a process of its own: `warren ps`).
-//! - [`PsClient`] (in `client.rs`): the trainer's blocking client, one connection per server,
+//! - [`PsClient`] (in `client/`): the trainer's blocking client, one connection per server,
 //!   requests split per server and pipelined; `link.rs`: its link to one server, which pauses
 //!   a call while the server is down and resynchronizes with it once it is back.
 //! - [`EtcdRegistry`] (in `registry_etcd.rs`, Cargo feature `etcd`): registration in a real
