@@ -1,12 +1,16 @@
 package io.warren.examples
 
+import java.nio.file.{Files, Path}
+
 import io.warren.{Communicator, ViewChange}
+import io.warren.spark.PsServers
 import org.apache.spark.TaskContext
 
 /** Failure injection and pacing for the examples ([[LogisticRegression]], [[KMeans]],
-  * [[RecordIOTraining]]), for the tests and the demos: the [[FaultHarness.Faults]] go into the
-  * job as its [[Hooks]] (`Params(hooks = Faults(killExecutor = 8))`, or `--kill-executor 8` on
-  * the command line).
+  * [[RecordIOTraining]], [[SparseLogisticRegressionPS]]), for the tests and the demos: the
+  * [[FaultHarness.Faults]] go into the job as its [[Hooks]] (`Params(hooks =
+  * Faults(killExecutor = 8))`, or `--kill-executor 8` on the command line), the
+  * [[FaultHarness.PsFaults]] as its [[PsHooks]].
   */
 object FaultHarness {
 
@@ -130,5 +134,60 @@ object FaultHarness {
       }
       throw new RuntimeException(s"injected failure of task $pid at iteration $it, ${fl.point} (attempt $attempt)")
     }
+  }
+
+  /** The failures and pacing of a parameter-server job.
+    *
+    * @param killTask throw in trainer 1's first attempt at the start of this step (-1: never)
+    * @param killServer restart server 0 from its checkpoint once it applied this many steps
+    *   (-1: never; with `ps.servers=process`: SIGKILL its process, which the driver restarts).
+    *   Without `ps.checkpointDir`, the run gets a temporary one (a checkpoint every 3 steps),
+    *   removed when it ends.
+    * @param pauseMs milliseconds each trainer sleeps after each push (0: none; gives a restart
+    *   time to happen mid-run; the model does not change)
+    */
+  case class PsFaults(killTask: Int = -1, killServer: Int = -1, pauseMs: Int = 0) extends PsHooks {
+
+    override def around[A](conf: Map[String, String])(body: Map[String, String] => A): A = {
+      val own =
+        if (killServer >= 0 && !conf.contains("ps.checkpointDir")) Some(Files.createTempDirectory("warren-ps-")) else None
+      val settings = conf ++ own.map(d => Map("ps.checkpointDir" -> d.toString, "ps.checkpointEvery" -> "3")).getOrElse(Map.empty)
+      try body(settings)
+      finally own.foreach(removeTree)
+    }
+
+    override def onServers(servers: PsServers): Unit = if (killServer >= 0) {
+      val t = new Thread(() => {
+        val deadline = System.nanoTime() + 600L * 1000000000L
+        while (servers.status(0).applied() < killServer && System.nanoTime() < deadline) Thread.sleep(5)
+        val how = servers.pid(0).fold("restarting")(pid => s"killing (SIGKILL, pid $pid)")
+        println(s"$how parameter server 0 at step ${servers.status(0).applied()}")
+        servers.restart(0)
+      }, "kill-server")
+      t.setDaemon(true)
+      t.start()
+    }
+
+    override def beforeStep(step: Int): Unit = {
+      val pid = TaskContext.getPartitionId()
+      if (step == killTask && pid == 1 && TaskContext.get().attemptNumber() == 0) {
+        throw new IllegalStateException(s"injected failure of trainer $pid at step $step")
+      }
+    }
+
+    override def afterPush(step: Int): Unit = if (pauseMs > 0) Thread.sleep(pauseMs.toLong)
+  }
+
+  /** The parameter-server faults `hooks` are (none if they are not [[PsFaults]]). */
+  def psFaults(hooks: PsHooks): PsFaults = hooks match {
+    case f: PsFaults => f
+    case _           => PsFaults()
+  }
+
+  /** Deletes `dir` and everything under it (what is already gone is skipped). */
+  private def removeTree(dir: Path): Unit = {
+    val walk = Files.walk(dir)
+    try walk.sorted(java.util.Comparator.reverseOrder[Path]()).forEach(f => Files.deleteIfExists(f))
+    finally walk.close()
   }
 }

@@ -46,3 +46,34 @@ object WorkerHooks {
   /** Hooks that do nothing. */
   val none: WorkerHooks = new WorkerHooks {}
 }
+
+/** Where a harness reaches into the parameter-server example ([[SparseLogisticRegressionPS]]):
+  * [[FaultHarness.PsFaults]] fails a trainer, restarts a server and paces the steps through it.
+  * Each call does nothing by default.
+  */
+trait PsHooks extends Serializable {
+
+  /** On the driver: runs the job (`body`) with the settings it needs added to `conf` (a
+    * checkpoint directory for a server to restart from, say), and cleans up after it.
+    *
+    * @param conf the job's `spark.warren.*` settings
+    * @param body runs the job with the settings given
+    */
+  def around[A](conf: Map[String, String])(body: Map[String, String] => A): A = body(conf)
+
+  /** On the driver, once the job's servers run, before any trainer starts. */
+  def onServers(servers: io.warren.spark.PsServers): Unit = ()
+
+  /** In a trainer, at the start of step `step`. */
+  def beforeStep(step: Int): Unit = ()
+
+  /** In a trainer, after step `step`'s push. */
+  def afterPush(step: Int): Unit = ()
+}
+
+/** The parameter-server hooks that do nothing. */
+object PsHooks {
+
+  /** Hooks that do nothing. */
+  val none: PsHooks = new PsHooks {}
+}

@@ -1,7 +1,6 @@
 package io.warren.examples
 
 import java.nio.{ByteBuffer, ByteOrder}
-import java.nio.file.Files
 import java.security.MessageDigest
 import java.util.SplittableRandom
 
@@ -15,16 +14,14 @@ import org.apache.spark.{SparkConf, SparkContext, TaskContext}
   * trainer, at each step, pulls the rows of its mini-batch's keys, pushes their gradients, and
   * the servers apply them with SGD. `--mode sync` (the default) gives the same model on every
   * run, failures or not; `async` and `ssp` (with `--staleness K`) do not wait for each other.
+  * The command line is [[PsCommandLine]]'s; its failures (`--kill-task STEP`, `--kill-server
+  * STEP`, `--pause-ms MS`) are [[FaultHarness.PsFaults]]'s.
   *
   * {{{
   * spark-submit --master 'local-cluster[2,1,1024]' --class io.warren.examples.SparseLogisticRegressionPS \
   *   --jars warren-core.jar,warren-runner.jar,warren-spark_2.13.jar warren-spark-examples_2.13.jar \
   *   --workers 2 --servers 2 --iters 30 --kill-task 10 --kill-server 20
   * }}}
-  *
-  * With `--ps-servers process` (`spark.warren.ps.servers=process`) each server is a child JVM
-  * of the driver, and `--kill-server` SIGKILLs server 0's process; the driver starts it again
-  * with the same index, port and checkpoint directory.
   *
   * Prints the mean log loss of the last steps, `LOST_UPDATES` (async/SSP server restarts) and
   * `MODEL_HASH <hex>` (SHA-256 of the final `w` rows of every key and `b`, little-endian floats).
@@ -45,12 +42,9 @@ object SparseLogisticRegressionPS {
     * @param mode `sync`, `async` or `ssp`
     * @param staleness the SSP bound
     * @param seed seed of the data
-    * @param killTask throw in trainer 1's first attempt at the start of this step (-1: never)
-    * @param killServer restart server 0 from its checkpoint once it applied this many steps
-    *   (-1: never; with `ps.servers=process`: SIGKILL its process, which the driver restarts)
-    * @param pauseMs milliseconds each trainer sleeps after each push (0: none; gives a restart
-    *   time to happen mid-run; the model does not change)
     * @param conf `spark.warren.*` settings
+    * @param hooks calls into the trainer loop and the driver ([[FaultHarness.PsFaults]]
+    *   injects failures through them)
     */
   case class Params(
       workers: Int = 2,
@@ -65,10 +59,8 @@ object SparseLogisticRegressionPS {
       mode: String = "sync",
       staleness: Long = 2,
       seed: Long = 20251125L,
-      killTask: Int = -1,
-      killServer: Int = -1,
-      pauseMs: Int = 0,
-      conf: Map[String, String] = Map.empty
+      conf: Map[String, String] = Map.empty,
+      hooks: PsHooks = PsHooks.none
   ) {
     require(Set("sync", "async", "ssp").contains(mode), s"mode must be sync, async or ssp, got $mode")
 
@@ -125,15 +117,12 @@ object SparseLogisticRegressionPS {
   /** One trainer: from the servers' step on, a mini-batch per step. */
   private def trainer(p: Params)(ps: PsClient, parts: Iterator[Int]): Result = {
     val pid = TaskContext.getPartitionId()
-    val attempt = TaskContext.get().attemptNumber()
     parts.foreach(_ => ())
     val (rows, labels) = generate(p, pid)
     ps.define(p.job)
     var loss = 0.0
     for (step <- ps.step().toInt until p.iters) {
-      if (step == p.killTask && pid == 1 && attempt == 0) {
-        throw new IllegalStateException(s"injected failure of trainer $pid at step $step")
-      }
+      p.hooks.beforeStep(step)
       val first = (step * p.batch) % rows.length
       val batch = (first until first + p.batch).map(_ % rows.length)
       val keys = batch.flatMap(i => rows(i)).distinct.sorted.toArray
@@ -155,25 +144,12 @@ object SparseLogisticRegressionPS {
         gb += err
       }
       ps.push(new PsGradients().sparse("w", keys, gw).dense("b", 0, Array(gb)))
-      if (p.pauseMs > 0) Thread.sleep(p.pauseMs.toLong)
+      p.hooks.afterPush(step)
       loss /= p.batch
     }
     // Trainer 0's pull after its last push waits (sync) for every trainer's last push.
     val model = if (pid == 0) ps.pullSparse("w", Array.tabulate(1 << p.bits)(_.toLong)) :+ ps.pullDense("b", 0, 1)(0) else Array.empty[Float]
     Result(model, loss, ps.lostUpdates(), 0)
-  }
-
-  /** Restarts server 0 from its checkpoint once it applied `step` steps (a driver thread). */
-  private def restartAt(step: Int)(servers: PsServers): Unit = {
-    val t = new Thread(() => {
-      val deadline = System.nanoTime() + 600L * 1000000000L
-      while (servers.status(0).applied() < step && System.nanoTime() < deadline) Thread.sleep(5)
-      val how = servers.pid(0).fold("restarting")(pid => s"killing (SIGKILL, pid $pid)")
-      println(s"$how parameter server 0 at step ${servers.status(0).applied()}")
-      servers.restart(0)
-    }, "kill-server")
-    t.setDaemon(true)
-    t.start()
   }
 
   /** Trains on `sc`.
@@ -185,61 +161,17 @@ object SparseLogisticRegressionPS {
     */
   def run(sc: SparkContext, p: Params, watch: PsServers => Unit = _ => ()): Result = {
     val rdd = sc.parallelize(0 until p.workers, p.workers)
-    // A server to kill needs checkpoints to restart from: in a directory of this run's own
-    // if none is given, removed when the run ends.
-    val ownCheckpoints =
-      if (p.killServer >= 0 && !p.conf.contains("ps.checkpointDir")) Some(Files.createTempDirectory("warren-ps-"))
-      else None
-    val conf = p.conf ++ ownCheckpoints.map(d => Map("ps.checkpointDir" -> d.toString, "ps.checkpointEvery" -> "3")).getOrElse(Map.empty)
     val started = System.nanoTime()
-    val onServers: PsServers => Unit = { s =>
-      watch(s)
-      if (p.killServer >= 0) restartAt(p.killServer)(s)
-    }
-    try {
+    val onServers: PsServers => Unit = { s => watch(s); p.hooks.onServers(s) }
+    p.hooks.around(p.conf) { conf =>
       val results = WarrenSpark.trainPS(rdd, p.workers, p.servers, conf, onServers)(trainer(p))
       results.head.copy(lostUpdates = results.map(_.lostUpdates).sum, seconds = (System.nanoTime() - started) / 1e9)
-    } finally ownCheckpoints.foreach(removeTree)
+    }
   }
 
-  /** Deletes `dir` and everything under it (what is already gone is skipped). */
-  private def removeTree(dir: java.nio.file.Path): Unit = {
-    val walk = Files.walk(dir)
-    try walk.sorted(java.util.Comparator.reverseOrder[java.nio.file.Path]()).forEach(f => Files.deleteIfExists(f))
-    finally walk.close()
-  }
-
-  private def parse(args: List[String], p: Params): Params = args match {
-    case Nil                            => p
-    case "--workers" :: v :: rest       => parse(rest, p.copy(workers = v.toInt))
-    case "--servers" :: v :: rest       => parse(rest, p.copy(servers = v.toInt))
-    case "--rows" :: v :: rest          => parse(rest, p.copy(rowsPerWorker = v.toInt))
-    case "--bits" :: v :: rest          => parse(rest, p.copy(bits = v.toInt))
-    case "--batch" :: v :: rest         => parse(rest, p.copy(batch = v.toInt))
-    case "--iters" :: v :: rest         => parse(rest, p.copy(iters = v.toInt))
-    case "--lr" :: v :: rest            => parse(rest, p.copy(lr = v.toFloat))
-    case "--mode" :: v :: rest          => parse(rest, p.copy(mode = v))
-    case "--staleness" :: v :: rest     => parse(rest, p.copy(staleness = v.toLong))
-    case "--seed" :: v :: rest          => parse(rest, p.copy(seed = v.toLong))
-    case "--kill-task" :: v :: rest     => parse(rest, p.copy(killTask = v.toInt))
-    case "--kill-server" :: v :: rest   => parse(rest, p.copy(killServer = v.toInt))
-    case "--pause-ms" :: v :: rest      => parse(rest, p.copy(pauseMs = v.toInt))
-    case "--checkpoint-dir" :: v :: rest => parse(rest, p.copy(conf = p.conf + ("ps.checkpointDir" -> v)))
-    case "--ps-servers" :: v :: rest    => parse(rest, p.copy(conf = p.conf + ("ps.servers" -> v)))
-    case other :: _ =>
-      throw new IllegalArgumentException(
-        s"unknown argument $other; usage: [--workers N] [--servers N] [--rows N] [--bits B] [--batch N] " +
-          "[--iters N] [--lr X] [--mode sync|async|ssp] [--staleness K] [--seed N] [--kill-task ITER] " +
-          "[--kill-server ITER] [--pause-ms MS] [--checkpoint-dir DIR] [--ps-servers driver|process]"
-      )
-  }
-
-  /** Entry point for spark-submit (the master comes from spark-submit).
-    *
-    * @param args see the usage in the error message of an unknown argument
-    */
+  /** Entry point for spark-submit: the arguments are [[PsCommandLine]]'s. */
   def main(args: Array[String]): Unit = {
-    val p = parse(args.toList, Params())
+    val p = PsCommandLine.parse(args.toList)
     val sc = new SparkContext(new SparkConf().setAppName("warren-sparse-lr-ps"))
     try {
       WarrenSpark.awaitSlots(sc, p.workers, 120)

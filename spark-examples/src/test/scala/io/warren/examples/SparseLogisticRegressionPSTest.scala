@@ -1,5 +1,6 @@
 package io.warren.examples
 
+import io.warren.examples.FaultHarness.PsFaults
 import io.warren.examples.SparseLogisticRegressionPS.Params
 import io.warren.spark.{PsServers, WarrenSpark}
 import org.apache.spark.SparkContext
@@ -39,7 +40,7 @@ class SparseLogisticRegressionPSTest {
     assertEquals((1 << params.bits) + 1, clean.model.length)
     assertTrue(clean.model.exists(_ != 0f), "the model learnt nothing")
     assertTrue(clean.loss > 0 && clean.loss < math.log(2), s"loss ${clean.loss} is not below chance")
-    val again = SparseLogisticRegressionPS.run(sc, params.copy(pauseMs = 3))
+    val again = SparseLogisticRegressionPS.run(sc, params.copy(hooks = PsFaults(pauseMs = 3)))
     assertEquals(clean.modelHash, again.modelHash)
     assertEquals(0L, again.lostUpdates)
   }
@@ -48,7 +49,7 @@ class SparseLogisticRegressionPSTest {
   def b_aTrainerTaskThatThrowsIsReRunAndEndsWithTheSameModel(): Unit = {
     val h = clean.modelHash
     counts.reset(sc, 2)
-    val r = SparseLogisticRegressionPS.run(sc, params.copy(killTask = 6))
+    val r = SparseLogisticRegressionPS.run(sc, params.copy(hooks = PsFaults(killTask = 6)))
     println(f"PS sync kill-task: ${r.seconds}%.2f s, failed tasks ${counts.failed.get}")
     assertEquals(1, counts.failed.get, "the injected failure")
     assertEquals(h, r.modelHash)
@@ -58,7 +59,7 @@ class SparseLogisticRegressionPSTest {
   def c_aServerRestartedFromItsCheckpointMidRunLosesNothing(): Unit = {
     val h = clean.modelHash
     counts.reset(sc, 2)
-    val r = SparseLogisticRegressionPS.run(sc, params.copy(killServer = 7, pauseMs = 20))
+    val r = SparseLogisticRegressionPS.run(sc, params.copy(hooks = PsFaults(killServer = 7, pauseMs = 20)))
     println(f"PS sync kill-server: ${r.seconds}%.2f s, lost ${r.lostUpdates}")
     assertEquals(0, counts.failed.get, "no task failed: the trainers waited for the server")
     assertEquals(0L, r.lostUpdates)
@@ -69,7 +70,7 @@ class SparseLogisticRegressionPSTest {
   def d_asyncAndSspFinish(): Unit = {
     for (mode <- Seq("async", "ssp")) {
       counts.reset(sc, 2)
-      val r = SparseLogisticRegressionPS.run(sc, params.copy(mode = mode, killServer = 7, pauseMs = 10))
+      val r = SparseLogisticRegressionPS.run(sc, params.copy(mode = mode, hooks = PsFaults(killServer = 7, pauseMs = 10)))
       println(f"PS $mode kill-server: ${r.seconds}%.2f s, lost ${r.lostUpdates}, loss ${r.loss}%.6f")
       assertEquals((1 << params.bits) + 1, r.model.length)
       assertTrue(r.model.exists(_ != 0f))
@@ -82,7 +83,7 @@ class SparseLogisticRegressionPSTest {
     counts.reset(sc, 2)
     var servers: PsServers = null
     var firstPid = -1L
-    val p = params.copy(killServer = 7, pauseMs = 20, conf = Map("ps.servers" -> "process"))
+    val p = params.copy(hooks = PsFaults(killServer = 7, pauseMs = 20), conf = Map("ps.servers" -> "process"))
     val r = SparseLogisticRegressionPS.run(sc, p, s => { servers = s; firstPid = s.pid(0).get })
     println(f"PS sync kill-server-process: ${r.seconds}%.2f s, lost ${r.lostUpdates}, restarts ${servers.restarts(0)}")
     assertTrue(servers.separateProcesses)
