@@ -2,12 +2,11 @@ package io.warren.examples
 
 import java.nio.charset.StandardCharsets
 import java.nio.file.{Files, Path}
-import java.util.SplittableRandom
 
 import scala.jdk.CollectionConverters._
 import scala.util.Using
 
-import io.warren.{Communicator, Master, MasterClient, MasterStatus, MasterTask, Op, RecordIOWriter}
+import io.warren.{Communicator, Master, MasterClient, MasterStatus, MasterTask, Op}
 import io.warren.spark._
 import org.apache.spark.{SparkConf, SparkContext}
 
@@ -27,19 +26,12 @@ import org.apache.spark.{SparkConf, SparkContext}
   * (`--kill-task STEP` with `--kill-point get|allreduce|checkpoint`).
   *
   * Each step, every worker asks the master for one task without waiting, reads its records
-  * ("id,label,f1,...,fn"), and adds their gradient, loss and a count per record id to one
-  * allreduce; the weights move by the mean gradient and the step ends with a checkpoint. Only
-  * then does a worker report its task finished, so a task whose contribution could still be
-  * lost is pending at the master, and comes back after the task timeout if its worker dies.
-  *
-  * Semantics: every record is read at least once per pass. Exactly once unless a task times
-  * out (its worker died before its contribution was in a checkpoint, or a step took longer
-  * than the task timeout). Under retry-one, a restarted worker replays a step from its peers'
-  * allreduce result, which holds its dead predecessor's task and not the one it just took: it
-  * reports its own task failed (handed out again at once) and finishes the predecessor's, whose
-  * id and epoch are in the result (each rank writes its task into its own slot). A task
-  * contributed to a checkpoint whose worker died before reporting it is finished by the
-  * replacement from the checkpoint; if it timed out first, it is read again in the pass.
+  * ("id,label,f1,...,fn", written by [[RecordIOData]]), and adds their gradient, loss and a
+  * count per record id to one allreduce; the weights move by the mean gradient and the step
+  * ends with a checkpoint. Only then does a worker report its task finished, so every record is
+  * read at least once per pass, exactly once unless a task times out. The docs' Spark guide
+  * ("RecordIO training: tasks pulled from a master on the driver") says why, and how a
+  * restarted worker replays a step from its peers.
   */
 object RecordIOTraining {
 
@@ -105,36 +97,6 @@ object RecordIOTraining {
       status: MasterStatus
   )
 
-  /** The features of record `id`, deterministic in the seed. */
-  private def features(p: Params, id: Int): Array[Double] = {
-    val r = new SplittableRandom(p.seed * 1000003L + id)
-    Array.fill(p.features)(r.nextGaussian())
-  }
-
-  /** Record `id` as text: "id,label,f1,...,fn". */
-  private def record(p: Params, id: Int): String = {
-    val x = features(p, id)
-    val wt = new SplittableRandom(p.seed).doubles(p.features.toLong + 1, -1.0, 1.0).toArray
-    val z = x.indices.map(j => x(j) * wt(j)).sum + wt(p.features)
-    val label = if (new SplittableRandom(p.seed ^ id).nextDouble() < 1.0 / (1.0 + math.exp(-3.0 * z))) 1 else 0
-    (Seq(id.toString, label.toString) ++ x.map(v => java.lang.Double.toString(v))).mkString(",")
-  }
-
-  /** Writes the dataset as `p.files` RecordIO files in `dir` (record i in file i % files).
-    *
-    * @param p the parameters
-    * @param dir an existing directory
-    * @return the files' glob
-    */
-  def writeDataset(p: Params, dir: Path): String = {
-    for (f <- 0 until p.files) {
-      Using.resource(RecordIOWriter.create(dir.resolve(s"part-$f.rio"), RecordIOWriter.Compressor.NONE, p.chunkBytes)) {
-        w => (f until p.records by p.files).foreach(i => w.write(record(p, i).getBytes(StandardCharsets.UTF_8)))
-      }
-    }
-    dir.resolve("part-*.rio").toString
-  }
-
   /** What each checkpoint holds: the pass, the step and the idle steps; the weights; the reads
     * (passes x records, row-major); the losses per pass, then the running loss sum and count;
     * the last step's slots.
@@ -181,6 +143,27 @@ object RecordIOTraining {
       Some(new MasterTask(MasterTask.Kind.TASK, slots(2 * rank).toLong - 1, slots(2 * rank + 1).toLong, pass, java.util.List.of[Array[Byte]]()))
     else None
 
+  /** Adds the record `bytes` (of task `task`) to `buf`: its gradient at `w` to `buf(0 until d)`,
+    * its log loss to `buf(d)`, one to the record count `buf(d + 1)` and to `buf(ids + id)`.
+    */
+  private def accumulate(p: Params, w: Array[Double], task: Long, bytes: Array[Byte], buf: Array[Double], ids: Int): Unit = {
+    val f = new String(bytes, StandardCharsets.UTF_8).split(',')
+    if (f.length != p.features + 2) {
+      throw new IllegalArgumentException(s"record of task $task has ${f.length} fields: ${f.mkString(",")}")
+    }
+    val id = f(0).toInt
+    require(id >= 0 && id < p.records, s"record id $id out of range")
+    val d = w.length
+    val y = f(1).toDouble
+    val x = Array.tabulate(d)(j => if (j == p.features) 1.0 else f(j + 2).toDouble)
+    val z = x.indices.map(j => x(j) * w(j)).sum
+    val g = 1.0 / (1.0 + math.exp(-z)) - y
+    for (j <- 0 until d) buf(j) += g * x(j)
+    buf(d) += (if (z > 0) math.log1p(math.exp(-z)) + (1 - y) * z else math.log1p(math.exp(z)) - y * z)
+    buf(d + 1) += 1
+    buf(ids + id) += 1
+  }
+
   /** One worker: a step per task, until every pass is over. */
   private def worker(p: Params, master: Map[String, String])(comm: Communicator, unused: Iterator[Int]): Result = {
     val rank = comm.rank()
@@ -203,22 +186,7 @@ object RecordIOTraining {
         hooks.beforeIteration(step) // holding a task
         t.kind match {
           case MasterTask.Kind.TASK =>
-            for (bytes <- t.records.asScala) {
-              val f = new String(bytes, StandardCharsets.UTF_8).split(',')
-              if (f.length != p.features + 2) {
-                throw new IllegalArgumentException(s"record of task ${t.id} has ${f.length} fields: ${f.mkString(",")}")
-              }
-              val id = f(0).toInt
-              require(id >= 0 && id < p.records, s"record id $id out of range")
-              val y = f(1).toDouble
-              val x = Array.tabulate(d)(j => if (j == p.features) 1.0 else f(j + 2).toDouble)
-              val z = x.indices.map(j => x(j) * s.w(j)).sum
-              val g = 1.0 / (1.0 + math.exp(-z)) - y
-              for (j <- 0 until d) buf(j) += g * x(j)
-              buf(d) += (if (z > 0) math.log1p(math.exp(-z)) + (1 - y) * z else math.log1p(math.exp(z)) - y * z)
-              buf(d + 1) += 1
-              buf(base + 2 * p.workers + id) += 1
-            }
+            t.records.asScala.foreach(accumulate(p, s.w, t.id, _, buf, base + 2 * p.workers))
             buf(d + 2) = 1
             buf(base + 2 * rank) = t.id + 1.0
             buf(base + 2 * rank + 1) = t.epoch.toDouble
@@ -270,7 +238,7 @@ object RecordIOTraining {
     * @return rank 0's result with the master's final status
     */
   def run(sc: SparkContext, p: Params, dir: Path): Result = {
-    val glob = writeDataset(p, dir)
+    val glob = RecordIOData.writeDataset(p, dir)
     Using.resource(
       Master
         .builder()
