@@ -174,16 +174,19 @@ pub extern "system" fn Java_io_warren_Native_version<'l>(mut env: EnvUnowned<'l>
     run(&mut env, |env| Ok(env.new_string(env!("CARGO_PKG_VERSION"))?))
 }
 
-/// A new cancel handle ([`warren::CancelHandle`]), released by `cancelFree`. The Java
-/// `Communicator` makes one before joining, so that joining and every call can be cancelled.
+/// A new cancel handle ([`warren::CancelHandle`]), released by `cancelFree`: the one cancel of
+/// every Java class whose calls block (`io.warren.CallCanceller`). A `Communicator` makes one
+/// before joining and a `PsClient` before connecting, so that this and every later call can be
+/// cancelled.
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_cancelCreate<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>) -> jlong {
     run(&mut env, |_| Ok(handle::into_handle(warren::CancelHandle::new())))
 }
 
-/// Cancels the communicator of cancel handle `ch` with `reason`: its running call (on another
-/// thread) fails with `CollectiveAbortedException` within milliseconds, and so does every later
-/// call. Never blocks (takes the cancel handle shared, not the communicator).
+/// Cancels the communicator or client of cancel handle `ch` with `reason` (null:
+/// "cancelled"): its running call (on another thread) fails with `CollectiveAbortedException`
+/// within milliseconds, and so does every later call. Never blocks (takes the cancel handle
+/// shared, not the object).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_cancel<'l>(
     mut env: EnvUnowned<'l>,
@@ -191,16 +194,12 @@ pub extern "system" fn Java_io_warren_Native_cancel<'l>(
     ch: jlong,
     reason: JString<'l>,
 ) {
-    run(&mut env, |env| cancel_handle(env, ch, &reason, "Communicator"))
-}
-
-/// Cancels through cancel handle `ch` (of a `what`, for errors) with `reason` (null:
-/// "cancelled"); shared by every JVM class whose calls are cancellable.
-pub(crate) fn cancel_handle(env: &mut Env<'_>, ch: jlong, reason: &JString<'_>, what: &'static str) -> JniResult<()> {
-    let cancel = handle::shared::<warren::CancelHandle>(ch, what)?;
-    let reason = if reason.is_null() { "cancelled".to_string() } else { reason.try_to_string(env)? };
-    cancel.cancel(&reason);
-    Ok(())
+    run(&mut env, |env| {
+        let cancel = handle::shared::<warren::CancelHandle>(ch, "CallCanceller")?;
+        let reason = if reason.is_null() { "cancelled".to_string() } else { reason.try_to_string(env)? };
+        cancel.cancel(&reason);
+        Ok(())
+    })
 }
 
 /// Why the communicator of cancel handle `ch` was fenced (the tracker fenced it, or it took
@@ -211,13 +210,13 @@ pub extern "system" fn Java_io_warren_Native_cancelFenced<'l>(
     _class: JClass<'l>,
     ch: jlong,
 ) -> JString<'l> {
-    run(&mut env, |env| match handle::shared::<warren::CancelHandle>(ch, "Communicator")?.fenced() {
+    run(&mut env, |env| match handle::shared::<warren::CancelHandle>(ch, "CallCanceller")?.fenced() {
         Some(why) => Ok(env.new_string(why)?),
         None => Ok(JString::null()),
     })
 }
 
-/// Releases a cancel handle (the communicator keeps its own clone).
+/// Releases a cancel handle (the communicator or client keeps its own clone).
 #[unsafe(no_mangle)]
 pub extern "system" fn Java_io_warren_Native_cancelFree<'l>(mut env: EnvUnowned<'l>, _class: JClass<'l>, ch: jlong) {
     run(&mut env, |_| {
@@ -401,76 +400,35 @@ fn scratch<T: Element>(words: &mut Vec<u64>, len: usize) -> &mut [T] {
     &mut bytemuck::cast_slice_mut(&mut words[..n])[..len]
 }
 
-/// Allreduce of a `float[]` in place, with the call options `key` (null: not a bootstrap call)
-/// and `tag`.
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_Native_commAllreduceF32<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-    array: JFloatArray<'l>,
-    op: jint,
-    key: JString<'l>,
-    tag: jint,
-) {
-    run(&mut env, |env| {
-        let opts = options_from(env, &key, tag)?;
-        allreduce_array(env, h, &array, op, &opts)
-    })
+/// The `Native.commAllreduce<T>` exports, one per Java array type: each reduces the array in
+/// place ([`allreduce_array`]), with the call options `key` (null: not a bootstrap call) and
+/// `tag`.
+macro_rules! allreduce_exports {
+    ($($export:ident: $array:ident of $java:literal;)*) => {$(
+        #[doc = concat!("Allreduce of a `", $java, "` in place, with the call options `key` (null: not a bootstrap call) and `tag`.")]
+        #[unsafe(no_mangle)]
+        pub extern "system" fn $export<'l>(
+            mut env: EnvUnowned<'l>,
+            _class: JClass<'l>,
+            h: jlong,
+            array: $array<'l>,
+            op: jint,
+            key: JString<'l>,
+            tag: jint,
+        ) {
+            run(&mut env, |env| {
+                let opts = options_from(env, &key, tag)?;
+                allreduce_array(env, h, &array, op, &opts)
+            })
+        }
+    )*};
 }
 
-/// Allreduce of a `double[]` in place, with the call options `key` (null: not a bootstrap call)
-/// and `tag`.
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_Native_commAllreduceF64<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-    array: JDoubleArray<'l>,
-    op: jint,
-    key: JString<'l>,
-    tag: jint,
-) {
-    run(&mut env, |env| {
-        let opts = options_from(env, &key, tag)?;
-        allreduce_array(env, h, &array, op, &opts)
-    })
-}
-
-/// Allreduce of an `int[]` in place, with the call options `key` (null: not a bootstrap call)
-/// and `tag`.
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_Native_commAllreduceI32<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-    array: JIntArray<'l>,
-    op: jint,
-    key: JString<'l>,
-    tag: jint,
-) {
-    run(&mut env, |env| {
-        let opts = options_from(env, &key, tag)?;
-        allreduce_array(env, h, &array, op, &opts)
-    })
-}
-
-/// Allreduce of a `long[]` in place, with the call options `key` (null: not a bootstrap call)
-/// and `tag`.
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_Native_commAllreduceI64<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    h: jlong,
-    array: JLongArray<'l>,
-    op: jint,
-    key: JString<'l>,
-    tag: jint,
-) {
-    run(&mut env, |env| {
-        let opts = options_from(env, &key, tag)?;
-        allreduce_array(env, h, &array, op, &opts)
-    })
+allreduce_exports! {
+    Java_io_warren_Native_commAllreduceF32: JFloatArray of "float[]";
+    Java_io_warren_Native_commAllreduceF64: JDoubleArray of "double[]";
+    Java_io_warren_Native_commAllreduceI32: JIntArray of "int[]";
+    Java_io_warren_Native_commAllreduceI64: JLongArray of "long[]";
 }
 
 /// Allreduce of `len` bytes of a direct buffer from `offset`, holding elements of `dtype`, with

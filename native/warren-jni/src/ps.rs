@@ -3,7 +3,8 @@
 //! Handles as for the communicator (see [`crate::handle`]): `Box` pointers released once by
 //! the Java side; a server's handle is shared (its native type is thread-safe), a client's
 //! is exclusive (the Java object serialises its calls), and a client is cancelled from
-//! another thread through its own cancel handle, never through the client's handle.
+//! another thread through its own cancel handle (`Native.cancelCreate`, the one cancel export
+//! of every blocking class), never through the client's handle.
 //!
 //! Floats reach a pull or a push either as Java arrays, copied with `Get/SetFloatArrayRegion`
 //! (no critical region: a sync pull can wait for the slowest trainer), or as direct
@@ -153,41 +154,6 @@ fn long_array<'l>(env: &mut Env<'l>, values: &[i64]) -> JniResult<JLongArray<'l>
     let out = env.new_long_array(values.len())?;
     out.set_region(env, 0, values)?;
     Ok(out)
-}
-
-/// A new cancel handle for `clientConnect`, released by `cancelFree`.
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_ps_PsNative_cancelCreate<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-) -> jlong {
-    run(&mut env, |_| Ok(handle::into_handle(CancelHandle::new())))
-}
-
-/// Cancels the client of cancel handle `ch`: its running call fails with
-/// `CollectiveAbortedException` within about 200 ms, and so does every later call. Never
-/// blocks.
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_ps_PsNative_cancel<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    ch: jlong,
-    reason: JString<'l>,
-) {
-    run(&mut env, |env| crate::cancel_handle(env, ch, &reason, "PsClient"))
-}
-
-/// Releases a cancel handle (the client keeps its own clone).
-#[unsafe(no_mangle)]
-pub extern "system" fn Java_io_warren_ps_PsNative_cancelFree<'l>(
-    mut env: EnvUnowned<'l>,
-    _class: JClass<'l>,
-    ch: jlong,
-) {
-    run(&mut env, |_| {
-        drop(handle::release::<CancelHandle>(ch));
-        Ok(())
-    })
 }
 
 /// Connects to the servers `uris` (server `i` at `uris[i]`) as trainer `trainer` (-1: an

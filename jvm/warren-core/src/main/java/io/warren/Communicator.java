@@ -53,34 +53,9 @@ import java.util.Optional;
  * no copy.
  */
 public final class Communicator implements AutoCloseable {
-  /** The reason a call interrupted through {@link Thread#interrupt()} gives. */
-  private static final String INTERRUPTED = "the calling thread was interrupted";
-
   private long handle;
-  /**
-   * The native cancel handle: cancels the running call without the object's lock. Guarded by
-   * {@link #cancelLock} (taken by {@link #cancel} and by its release), not by {@code this}.
-   */
-  private long cancelHandle;
-
-  private final Object cancelLock = new Object();
-  /** The thread inside a native call, for the {@link InterruptWatcher}; null between calls. */
-  private volatile Thread caller;
-  /** Set once a call was cancelled because its thread was interrupted. */
-  private volatile boolean interruptCancelled;
-  /** What the {@link InterruptWatcher} watches while this communicator is open. */
-  private final InterruptWatcher.Target watched =
-      new InterruptWatcher.Target() {
-        @Override
-        public Thread caller() {
-          return caller;
-        }
-
-        @Override
-        public void interrupted(Thread thread) {
-          cancelForInterrupt();
-        }
-      };
+  /** Cancels the running call without the object's lock; watches the calls for interrupts. */
+  private final CallCanceller canceller;
   /** Set by {@link #close()}; read without the lock by rank(), worldSize(), isClosed(). */
   private volatile boolean closed;
   /** Re-read after a checkpoint and a roll-back (elastic jobs change the view then). */
@@ -90,12 +65,11 @@ public final class Communicator implements AutoCloseable {
   /** Told of each committed checkpoint; null for none. */
   private volatile CheckpointListener checkpointListener;
 
-  private Communicator(long handle, long cancelHandle) {
+  private Communicator(long handle, CallCanceller canceller) {
     this.handle = handle;
-    this.cancelHandle = cancelHandle;
+    this.canceller = canceller;
     this.rank = Native.commRank(handle);
     this.worldSize = Native.commWorldSize(handle);
-    InterruptWatcher.add(watched);
   }
 
   /**
@@ -129,31 +103,24 @@ public final class Communicator implements AutoCloseable {
       values[i] = Objects.requireNonNull(e.getValue(), () -> "the value of " + e.getKey());
       i++;
     }
-    long cancel = Native.cancelCreate();
-    long h;
-    try {
-      h =
-          InterruptWatcher.openInterruptibly(
-              () -> Native.cancel(cancel, INTERRUPTED),
-              () -> Native.commCreate(keys, values, cancel),
-              joined -> {
-                // Leave the job as failed (abort, not close, which would tell the tracker this
-                // worker finished and make it refuse the task's next attempt).
-                CollectiveAbortedException cause =
-                    new CollectiveAbortedException(
-                        "the job was joined, then the calling thread was interrupted",
-                        Native.commRank(joined),
-                        INTERRUPTED);
-                Native.commAbort(joined);
-                return cause;
-              },
-              cause -> interrupted("joining the job", cause),
-              joinedHook);
-    } catch (RuntimeException | Error e) {
-      Native.cancelFree(cancel); // no watch uses it any more
-      throw e;
-    }
-    return new Communicator(h, cancel);
+    CallCanceller canceller = CallCanceller.create();
+    long h =
+        canceller.open(
+            () -> Native.commCreate(keys, values, canceller.handle()),
+            joined -> {
+              // Leave the job as failed (abort, not close, which would tell the tracker this
+              // worker finished and make it refuse the task's next attempt).
+              CollectiveAbortedException cause =
+                  new CollectiveAbortedException(
+                      "the job was joined, then the calling thread was interrupted",
+                      Native.commRank(joined),
+                      CallCanceller.INTERRUPTED);
+              Native.commAbort(joined);
+              return cause;
+            },
+            cause -> interrupted("joining the job", cause),
+            joinedHook);
+    return new Communicator(h, canceller);
   }
 
   /**
@@ -190,23 +157,11 @@ public final class Communicator implements AutoCloseable {
    */
   private <T> T call(NativeCall<T> body) {
     long h = live();
-    Thread me = Thread.currentThread();
-    caller = me;
     try {
-      if (me.isInterrupted()) {
-        cancelForInterrupt();
-      }
-      return body.apply(h);
-    } catch (CollectiveAbortedException e) {
-      if (interruptCancelled) {
-        throw interrupted("the collective call", e);
-      }
-      throw e;
+      return canceller.call(() -> body.apply(h), e -> interrupted("the collective call", e));
     } catch (RolledBackException e) {
       readView(h);
       throw e;
-    } finally {
-      caller = null;
     }
   }
 
@@ -222,33 +177,6 @@ public final class Communicator implements AutoCloseable {
     Thread.currentThread().interrupt();
     return new CollectiveInterruptedException(
         what + " was aborted because the calling thread was interrupted", cause);
-  }
-
-  /** Cancels the running call, whose thread was interrupted (never blocks). */
-  private void cancelForInterrupt() {
-    interruptCancelled = true;
-    cancel(INTERRUPTED);
-  }
-
-  /** Cancels the running and later calls; never waits for the object's lock. */
-  private void cancel(String reason) {
-    synchronized (cancelLock) {
-      if (cancelHandle != 0) {
-        Native.cancel(cancelHandle, reason);
-      }
-    }
-  }
-
-  /** Frees the native cancel handle (once the communicator is released). */
-  private void freeCancel() {
-    InterruptWatcher.remove(watched);
-    synchronized (cancelLock) {
-      long ch = cancelHandle;
-      cancelHandle = 0;
-      if (ch != 0) {
-        Native.cancelFree(ch);
-      }
-    }
   }
 
   /**
@@ -760,7 +688,7 @@ public final class Communicator implements AutoCloseable {
    * frees the native resources once the call has returned.
    */
   public void abort() {
-    cancel("Communicator.abort() was called");
+    canceller.cancel("Communicator.abort() was called");
     synchronized (this) {
       long h = handle;
       if (h == 0) {
@@ -768,7 +696,7 @@ public final class Communicator implements AutoCloseable {
       }
       handle = 0;
       closed = true;
-      freeCancel();
+      canceller.close();
       Native.commAbort(h);
     }
   }
@@ -785,9 +713,7 @@ public final class Communicator implements AutoCloseable {
    *     #abort()})
    */
   public Optional<String> fenced() {
-    synchronized (cancelLock) {
-      return cancelHandle == 0 ? Optional.empty() : Optional.ofNullable(Native.cancelFenced(cancelHandle));
-    }
+    return Optional.ofNullable(canceller.fenced());
   }
 
   /**
@@ -821,7 +747,7 @@ public final class Communicator implements AutoCloseable {
     try {
       Native.commClose(h);
     } finally {
-      freeCancel();
+      canceller.close();
     }
   }
 

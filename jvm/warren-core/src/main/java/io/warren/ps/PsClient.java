@@ -1,8 +1,7 @@
 package io.warren.ps;
 
+import io.warren.CallCanceller;
 import io.warren.CollectiveAbortedException;
-import io.warren.InterruptWatcher;
-import io.warren.NativeLoader;
 import io.warren.TlsSettings;
 import java.nio.FloatBuffer;
 import java.time.Duration;
@@ -45,36 +44,17 @@ public final class PsClient implements AutoCloseable {
   /** Default deadline of one call, a pull waiting for slower trainers or a server restart included. */
   public static final Duration DEFAULT_CALL_TIMEOUT = Duration.ofSeconds(600);
 
-  private static final String INTERRUPTED = "the calling thread was interrupted";
-
   private final List<String> uris;
   private final int trainer;
   private long handle; // guarded by this
-  /** The native cancel handle: guarded by cancelLock, not by this. */
-  private long cancelHandle;
-  private final Object cancelLock = new Object();
-  private volatile Thread caller;
-  private volatile boolean interruptCancelled;
-  private final InterruptWatcher.Target watched =
-      new InterruptWatcher.Target() {
-        @Override
-        public Thread caller() {
-          return caller;
-        }
+  /** Cancels the running call without the object's lock; watches the calls for interrupts. */
+  private final CallCanceller canceller;
 
-        @Override
-        public void interrupted(Thread thread) {
-          interruptCancelled = true;
-          cancel(INTERRUPTED);
-        }
-      };
-
-  private PsClient(List<String> uris, int trainer, long handle, long cancelHandle) {
+  private PsClient(List<String> uris, int trainer, long handle, CallCanceller canceller) {
     this.uris = uris;
     this.trainer = trainer;
     this.handle = handle;
-    this.cancelHandle = cancelHandle;
-    InterruptWatcher.add(watched);
+    this.canceller = canceller;
   }
 
   /**
@@ -177,29 +157,21 @@ public final class PsClient implements AutoCloseable {
     positive(connectTimeout, "connectTimeout");
     positive(callTimeout, "callTimeout");
     List<String> list = List.copyOf(uris);
-    NativeLoader.ensureLoaded();
-    long cancel = PsNative.cancelCreate();
-    long h;
-    try {
-      h =
-          InterruptWatcher.openInterruptibly(
-              () -> PsNative.cancel(cancel, INTERRUPTED),
-              () ->
-                  PsNative.clientConnect(
-                      list.toArray(new String[0]), secret, trainer, connectTimeout.toMillis(),
-                      callTimeout.toMillis(), cancel, tls.flat()),
-              connected -> {
-                PsNative.clientClose(connected);
-                return new CollectiveAbortedException(
-                    "connected, then the calling thread was interrupted", -1, INTERRUPTED);
-              },
-              cause -> interrupted("connecting to the parameter servers", cause),
-              null);
-    } catch (RuntimeException | Error e) {
-      PsNative.cancelFree(cancel);
-      throw e;
-    }
-    return new PsClient(list, trainer, h, cancel);
+    CallCanceller canceller = CallCanceller.create();
+    long h =
+        canceller.open(
+            () ->
+                PsNative.clientConnect(
+                    list.toArray(new String[0]), secret, trainer, connectTimeout.toMillis(),
+                    callTimeout.toMillis(), canceller.handle(), tls.flat()),
+            connected -> {
+              PsNative.clientClose(connected);
+              return new CollectiveAbortedException(
+                  "connected, then the calling thread was interrupted", -1, CallCanceller.INTERRUPTED);
+            },
+            cause -> interrupted("connecting to the parameter servers", cause),
+            null);
+    return new PsClient(list, trainer, h, canceller);
   }
 
   static void positive(Duration d, String what) {
@@ -220,22 +192,7 @@ public final class PsClient implements AutoCloseable {
     if (h == 0) {
       throw new IllegalStateException("PsClient is closed");
     }
-    Thread me = Thread.currentThread();
-    caller = me;
-    try {
-      if (me.isInterrupted()) {
-        interruptCancelled = true;
-        cancel(INTERRUPTED);
-      }
-      return body.apply(h);
-    } catch (CollectiveAbortedException e) {
-      if (interruptCancelled) {
-        throw interrupted(what, e);
-      }
-      throw e;
-    } finally {
-      caller = null;
-    }
+    return canceller.call(() -> body.apply(h), e -> interrupted(what, e));
   }
 
   private void run(String what, java.util.function.LongConsumer body) {
@@ -245,14 +202,6 @@ public final class PsClient implements AutoCloseable {
           body.accept(h);
           return null;
         });
-  }
-
-  private void cancel(String reason) {
-    synchronized (cancelLock) {
-      if (cancelHandle != 0) {
-        PsNative.cancel(cancelHandle, reason);
-      }
-    }
   }
 
   /**
@@ -482,7 +431,7 @@ public final class PsClient implements AutoCloseable {
    * cancels it.
    */
   public void abort() {
-    cancel("aborted");
+    canceller.cancel("aborted");
     close();
   }
 
@@ -506,14 +455,7 @@ public final class PsClient implements AutoCloseable {
       handle = 0;
       PsNative.clientClose(h);
     }
-    InterruptWatcher.remove(watched);
-    synchronized (cancelLock) {
-      long ch = cancelHandle;
-      cancelHandle = 0;
-      if (ch != 0) {
-        PsNative.cancelFree(ch);
-      }
-    }
+    canceller.close();
   }
 
   @Override

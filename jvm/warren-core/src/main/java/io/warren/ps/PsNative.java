@@ -30,12 +30,6 @@ final class PsNative {
 
   static native void serverClose(long handle);
 
-  static native long cancelCreate();
-
-  static native void cancel(long cancelHandle, String reason);
-
-  static native void cancelFree(long cancelHandle);
-
   static native long clientConnect(
       String[] uris,
       String secret,
