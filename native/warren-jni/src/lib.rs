@@ -7,7 +7,8 @@
 //! - [`logging`]: the `log` crate routed to SLF4J, filtered natively.
 //! - [`recordio`]: the exports of `RecordIOWriter` / `RecordIOReader`.
 //! - [`master`]: the exports of `Master`, `MasterClient` and `TaskReader`.
-//! - [`ps`]: the exports of `io.warren.ps` (`PsServer`, `PsClient`): parameter servers.
+//! - [`ps`]: the exports of `io.warren.ps` (`PsServer`, `PsClient`): parameter servers;
+//!   `pull_plan`: a multi-table pull assembled apart from the JNI, with its tests.
 //! - [`view`]: the export of `Communicator.takeViewChange()` (elastic jobs).
 //! - [`tls`]: the TLS settings the exports that open a connection or a listener take.
 //! - [`handle`]: native objects cross as `long` handles (`Box` pointers) that the Java side
@@ -45,6 +46,7 @@ mod handle;
 pub mod logging;
 pub mod master;
 pub mod ps;
+mod pull_plan;
 pub mod recordio;
 mod strings;
 mod tls;

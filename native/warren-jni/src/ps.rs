@@ -22,12 +22,13 @@ use jni::{Env, EnvUnowned};
 use warren::CancelHandle;
 use warren::ps::{
     CheckpointPolicy, DEFAULT_LOG_SYNC, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig,
-    PsServer, Pull, ServerStatus, TableKind, TableSpec,
+    PsServer, ServerStatus, TableKind, TableSpec,
 };
 
 use crate::errors::{JniError, JniResult, run};
 use crate::handle;
 use crate::master::{millis, string};
+use crate::pull_plan::{PullEntry, PullOut, SparseEntry, pull_all};
 use crate::strings::strings;
 
 fn server<'a>(h: jlong) -> JniResult<&'a PsServer> {
@@ -523,9 +524,6 @@ fn entry_keys(env: &mut Env<'_>, keys: &JObjectArray<'_, JLongArray<'_>>, i: usi
     Ok(out)
 }
 
-/// A sparse entry's keys and, if it is bagged, its bags' ends.
-type SparseEntry = (Vec<u64>, Option<Vec<u64>>);
-
 /// Entry `i`'s keys and, if it is bagged, its bags' ends (`None`: a dense entry).
 fn entry_sparse(
     env: &mut Env<'_>,
@@ -539,14 +537,6 @@ fn entry_sparse(
         (None, None) => Ok(None),
         (None, Some(_)) => Err(argument("bags' ends without keys".into())),
     }
-}
-
-/// Where one pull of [`clientPull`](Java_io_warren_ps_PsNative_clientPull) goes: straight
-/// into a direct buffer, or into a buffer of its own, written to the Java array (or the
-/// misaligned direct buffer) once the pull is done.
-enum PullOut<'b> {
-    Direct(&'b mut [f32]),
-    Copied(Vec<f32>),
 }
 
 /// Pulls several tables in one round trip, entry `i` of the parallel arrays being one
@@ -573,51 +563,30 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
     run(&mut env, |env| {
         let c = client(h)?;
         let e = Entries::read(env, &tables, (&starts, "starts"), &positions, &counts)?;
-        let names = &e.names;
-        let mut sparse_keys: Vec<Option<SparseEntry>> = Vec::with_capacity(names.len());
-        let mut outs: Vec<PullOut<'_>> = Vec::with_capacity(names.len());
+        let mut entries = Vec::with_capacity(e.names.len());
         // The bytes of direct buffers pulled into, aligned or not.
         let mut direct: Vec<Range<usize>> = Vec::new();
-        for i in 0..names.len() {
+        for (i, table) in e.names.iter().enumerate() {
             let (position, count) = (e.position(i)?, e.count(i)?);
-            sparse_keys.push(entry_sparse(env, &keys, &ends, i)?);
+            let sparse = entry_sparse(env, &keys, &ends, i)?;
             let a = arrays.get_element(env, i)?;
             let b = buffers.get_element(env, i)?;
-            outs.push(if a.is_null() {
+            let out = if a.is_null() {
                 // The buffer's address and size asked of the JVM once.
                 let (at, n) = buffer_floats(env, &b, position, count)?;
                 direct.push(at as usize..at as usize + 4 * n);
                 aligned_floats(at, n).map_or_else(|| PullOut::Copied(vec![0f32; n]), PullOut::Direct)
             } else {
                 PullOut::Copied(vec![0f32; array_range(env, &a, position, count)?.len()])
-            });
+            };
             env.delete_local_ref(a);
             env.delete_local_ref(b);
+            let start = if sparse.is_none() { e.first(i)? } else { 0 };
+            entries.push(PullEntry { table: table.clone(), start, sparse, out });
         }
-        refuse_overlaps(direct)?;
-        let mut pulls = Vec::with_capacity(names.len());
-        for (i, (out, keys)) in outs.iter_mut().zip(&sparse_keys).enumerate() {
-            let out = match out {
-                PullOut::Direct(dst) => &mut **dst,
-                PullOut::Copied(v) => v.as_mut_slice(),
-            };
-            let table = names[i].as_str();
-            pulls.push(match keys {
-                Some((keys, None)) => Pull::Sparse { table, keys, out },
-                Some((keys, Some(ends))) => Pull::SparseBags { table, keys, ends, out },
-                None => {
-                    let start = unsigned(e.first(i)?, "start")?;
-                    let end = start
-                        .checked_add(out.len() as u64)
-                        .ok_or_else(|| argument("start + count overflows".into()))?;
-                    Pull::Dense { table, range: start..end, out }
-                }
-            });
-        }
-        c.pull(&mut pulls)?;
-        drop(pulls);
-        for (i, out) in outs.iter().enumerate() {
-            if let PullOut::Copied(values) = out {
+        pull_all(&mut entries, direct, |pulls| c.pull(pulls))?;
+        for (i, entry) in entries.iter().enumerate() {
+            if let PullOut::Copied(values) = &entry.out {
                 let a = arrays.get_element(env, i)?;
                 let b = buffers.get_element(env, i)?;
                 write_out(env, values, &a, &b, e.position(i)?, e.count(i)?)?;
@@ -627,17 +596,6 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
         }
         Ok(())
     })
-}
-
-/// Refuses direct buffers pulled into where they overlap (`spans`: their bytes), as two
-/// pulls would then write the same floats.
-fn refuse_overlaps(mut spans: Vec<Range<usize>>) -> JniResult<()> {
-    spans.retain(|r| !r.is_empty());
-    spans.sort_by_key(|r| r.start);
-    if spans.windows(2).any(|w| w[1].start < w[0].end) {
-        return Err(argument("two pulls write to overlapping parts of one direct buffer".into()));
-    }
-    Ok(())
 }
 
 /// Pushes this step's gradients, entry `i` of the parallel arrays being one table's: dense
@@ -788,14 +746,5 @@ mod tests {
             status_values(&[s(0, vec![7]), s(1, vec![8, 9])]),
             vec![0, 2, 0, 3, 4, 5, 6, 1, 7, 1, 2, 0, 3, 4, 5, 6, 2, 8, 9]
         );
-    }
-
-    #[test]
-    fn pulls_into_parts_of_one_buffer_that_touch_pass_and_overlapping_ones_are_refused() {
-        assert!(refuse_overlaps(vec![100..164, 0..64, 64..100]).is_ok(), "side by side, in any order");
-        assert!(refuse_overlaps(vec![0..64, 50..50, 64..64]).is_ok(), "empty parts overlap nothing");
-        let e = refuse_overlaps(vec![0..64, 200..264, 60..68]).unwrap_err().to_string();
-        assert!(e.contains("overlapping parts of one direct buffer"), "{e}");
-        assert!(refuse_overlaps(vec![0..64, 0..64]).is_err(), "the same part twice");
     }
 }
