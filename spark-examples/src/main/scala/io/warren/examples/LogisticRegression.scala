@@ -62,24 +62,6 @@ object LogisticRegression {
     implicit val codec: Codec[Checkpointed] = Codec.caseClass2(Checkpointed.apply _, Checkpointed.unapply _)
   }
 
-  /** Adds the gradient sums at `w` of the `n` rows in `xy` to `buf(0 until d)`, their log loss to `buf(d)`. */
-  private def accumulate(xy: Array[Double], n: Int, w: Array[Double], buf: Array[Double]): Unit = {
-    val d = w.length
-    var i = 0 // plain while loops: this is the hot loop
-    while (i < n) {
-      val o = i * d
-      var z = 0.0
-      var j = 0
-      while (j < d) { z += xy(o + j) * w(j); j += 1 }
-      val y = xy(n * d + i)
-      val g = 1.0 / (1.0 + math.exp(-z)) - y
-      j = 0
-      while (j < d) { buf(j) += g * xy(o + j); j += 1 }
-      buf(d) += (if (z > 0) math.log1p(math.exp(-z)) + (1 - y) * z else math.log1p(math.exp(z)) - y * z)
-      i += 1
-    }
-  }
-
   /** One worker: bootstrap calls, then a checkpointed gradient loop from the last checkpoint. */
   private def worker(p: Params)(comm: Communicator, parts: Iterator[Int]): Result = {
     val pid = TaskContext.getPartitionId()
@@ -121,7 +103,7 @@ object LogisticRegression {
         while (it < p.iters && !reached(it) && !left) {
           hooks.beforeIteration(it)
           java.util.Arrays.fill(buf, 0.0)
-          accumulate(xy, n, opt.point, buf)
+          LogisticData.accumulate(xy, n, d, opt.point, buf)
           buf(d + 1) = n.toDouble
           comm.allreduce(buf, Op.SUM)
           hooks.afterAllreduce(it)
@@ -138,9 +120,7 @@ object LogisticRegression {
           hooks.afterLeaving(it)
           done = result(Double.NaN, 0).copy(iterMs = 0.0)
         } else {
-          val w = opt.weights
-          val right = (0 until n).count(i => ((0 until d).map(j => xy(i * d + j) * w(j)).sum > 0) == (xy(n * d + i) > 0.5))
-          val acc = comm.allreduce(Array(right.toDouble, n.toDouble), Op.SUM)
+          val acc = comm.allreduce(Array(LogisticData.correct(xy, n, d, opt.weights).toDouble, n.toDouble), Op.SUM)
           done = result(acc(0) / acc(1), comm.worldSize())
         }
       } catch {

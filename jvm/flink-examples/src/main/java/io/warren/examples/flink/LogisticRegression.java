@@ -108,18 +108,7 @@ public final class LogisticRegression {
     for (int it = ckpt.version(); it < p.iters; it++) {
       p.hooks.beforeIteration(ctx, it);
       java.util.Arrays.fill(buf, 0.0);
-      for (int i = 0; i < n; i++) { // the gradient and log loss of this partition's rows
-        double z = 0.0;
-        for (int j = 0; j < d; j++) {
-          z += xy[i * d + j] * wl[j];
-        }
-        double y = xy[n * d + i];
-        double g = 1.0 / (1.0 + Math.exp(-z)) - y;
-        for (int j = 0; j < d; j++) {
-          buf[j] += g * xy[i * d + j];
-        }
-        buf[d] += z > 0 ? Math.log1p(Math.exp(-z)) + (1 - y) * z : Math.log1p(Math.exp(z)) - y * z;
-      }
+      LogisticData.accumulate(xy, n, d, wl, buf); // this partition's gradient and log loss
       buf[d + 1] = n;
       comm.allreduce(buf, Op.SUM);
       wl[d + it] = buf[d] / buf[d + 1];
@@ -132,14 +121,7 @@ public final class LogisticRegression {
       p.hooks.afterCheckpoint(ctx, it);
     }
     double loopMs = (System.nanoTime() - loopStart) / 1e6;
-    double[] acc = {0.0, n};
-    for (int i = 0; i < n; i++) {
-      double z = 0.0;
-      for (int j = 0; j < d; j++) {
-        z += xy[i * d + j] * wl[j];
-      }
-      acc[0] += (z > 0) == (xy[n * d + i] > 0.5) ? 1 : 0;
-    }
+    double[] acc = {LogisticData.correct(xy, n, d, wl), n};
     comm.allreduce(acc, Op.SUM);
     Result res = new Result();
     res.task = ctx.taskId();

@@ -32,4 +32,15 @@ class LogisticDataTest {
     }
     assertEquals(1000, total);
   }
+
+  @Test
+  void theGradientAndTheLossAreTheRecordedOnes() {
+    double[] xy = LogisticData.generate(1000, 3, 5, 20240601L, 1);
+    int n = LogisticData.rowCount(1000, 3, 1);
+    double[] w = {0.1, -0.2, 0.3, -0.4, 0.5, 0.05};
+    double[] buf = new double[7];
+    LogisticData.accumulate(xy, n, 6, w, buf);
+    assertEquals("23cddccebb8c14cc63a5cb903127f96318241c1f7ed201893ad4aa1c552dd77e", ModelHash.of(buf));
+    assertEquals(70, LogisticData.correct(xy, n, 6, w));
+  }
 }
