@@ -45,7 +45,7 @@ pub struct PsArgs {
     checkpoint_dir: Option<std::path::PathBuf>,
     /// Steps between checkpoints (with --checkpoint-dir; 0, the default: by time only). Every
     /// push is in the log, so a checkpoint only bounds what a restart replays; the log also
-    /// asks for one once it holds twice the shard's size.
+    /// asks for one once it holds four times the shard's size.
     #[arg(long, default_value_t = 0)]
     checkpoint_every_steps: u64,
     /// Seconds between checkpoints (with --checkpoint-dir; 0: by steps only).

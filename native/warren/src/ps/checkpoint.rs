@@ -16,9 +16,9 @@
 //!
 //! The format is binary: the parameter server's message encoding (`floats.rs`: the arrays as
 //! little-endian bytes, a JSON header pointing into them), in the store's gzip container at
-//! level 0 (stored, CRC-checked; floats hardly compress). The server takes the snapshot (a
-//! copy of the shard) under its lock and encodes, writes, fsyncs and renames it on another
-//! thread, without the lock. Format 3 writes a sparse table's rows as whole arrays (keys,
+//! level 0 (stored, CRC-checked; floats hardly compress). The server encodes the snapshot
+//! under its lock (one copy of the shard, into a buffer it reuses) and writes, fsyncs and
+//! renames it on another thread, without the lock. Format 3 writes a sparse table's rows as whole arrays (keys,
 //! parameters and state, update counts: see `rows.rs`), where format 2 had a JSON map entry
 //! per row; a directory of an older format is refused, naming both formats.
 
@@ -53,6 +53,69 @@ pub struct Checkpoint {
     pub lost: u64,
     /// The last [`LogRecord`] this checkpoint includes (0: none).
     pub seq: u64,
+}
+
+/// A [`Checkpoint`] borrowing the server's state, for encoding it while the server holds the
+/// state still: the same fields in the same order, so the same encoding.
+#[derive(Serialize)]
+pub(crate) struct CheckpointRef<'a> {
+    /// [`Checkpoint::index`].
+    pub index: usize,
+    /// [`Checkpoint::servers`].
+    pub servers: usize,
+    /// [`Checkpoint::job`].
+    pub job: &'a JobSpec,
+    /// [`Checkpoint::shard`].
+    pub shard: &'a Shard,
+    /// [`Checkpoint::clocks`].
+    pub clocks: &'a Clocks<Vec<Grad>>,
+    /// [`Checkpoint::pushes`].
+    pub pushes: u64,
+    /// [`Checkpoint::lost`].
+    pub lost: u64,
+    /// [`Checkpoint::seq`].
+    pub seq: u64,
+}
+
+impl CheckpointRef<'_> {
+    /// The checkpoint's encoding: one copy of the shard, into a buffer of the pool.
+    pub fn encode(&self) -> EncodedCheckpoint {
+        let started = std::time::Instant::now();
+        let frame = super::proto::encode(self);
+        EncodedCheckpoint {
+            encoding: started.elapsed(),
+            seq: self.seq,
+            clocks: (0..self.clocks.trainers()).map(|t| self.clocks.clock(t)).collect(),
+            rows: self.shard.rows(),
+            frame,
+        }
+    }
+}
+
+/// A checkpoint encoded as [`CheckpointCodec`] stores it, to be written without the server's
+/// lock.
+pub(crate) struct EncodedCheckpoint {
+    /// The last log record it includes.
+    pub seq: u64,
+    /// The trainers' clocks it holds (for the server's log).
+    pub clocks: Vec<u64>,
+    /// The shard's rows (for the server's log).
+    pub rows: usize,
+    /// The encoding.
+    pub frame: Vec<u8>,
+    /// How long encoding it took (the server's lock held).
+    pub encoding: Duration,
+}
+
+impl EncodedCheckpoint {
+    /// Stores it in `store` as its checkpoint, then gives its buffer back to the pool: the
+    /// next checkpoint encodes into memory already mapped instead of faulting in as many
+    /// fresh pages.
+    pub fn write(self, store: &FileStore<CheckpointCodec>) -> Result<()> {
+        let written = store.compact_encoded(self.seq, &self.frame);
+        crate::wire::pool::BYTES.give(self.frame);
+        written
+    }
 }
 
 /// One logged request that changed a server's state, replayed after a restart.
@@ -147,11 +210,21 @@ impl CheckpointPolicy {
     }
 }
 
+/// How many times its shard's checkpoint a server's log may hold before the log asks for a
+/// checkpoint. A checkpoint writes the whole shard while the log holds only what changed, so
+/// checkpointing less often costs less a step (each one costs a copy of the shard under the
+/// lock and writing it), at the price of a longer replay after a restart and as much more
+/// disk.
+pub const LOG_TO_SHARD: u64 = 4;
+
 /// Server `index`'s checkpoint store under `dir`, its log synced as `sync` says.
 pub fn open(dir: &Path, index: usize, sync: LogSync) -> Result<FileStore<CheckpointCodec>> {
-    // A checkpoint is the whole shard: the log asks for one only once it holds twice that.
-    let options =
-        FileStoreOptions { snapshot_level: 0, sync, compact_after_snapshots: 2, ..FileStoreOptions::default() };
+    let options = FileStoreOptions {
+        snapshot_level: 0,
+        sync,
+        compact_after_snapshots: LOG_TO_SHARD,
+        ..FileStoreOptions::default()
+    };
     FileStore::open_with(dir.join(format!("server-{index}")), options)
 }
 

@@ -24,7 +24,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
-use super::checkpoint::{self, Checkpoint, CheckpointCodec, CheckpointPolicy, LogRecord};
+use super::checkpoint::{
+    self, Checkpoint, CheckpointCodec, CheckpointPolicy, CheckpointRef, EncodedCheckpoint, LogRecord,
+};
 use super::consistency::{Clocks, Mode};
 use super::proto::Grad;
 use super::proto::{self, JobSpec, MAX_PS_FRAME, Reply, Request, ServerStatus, error_reply};
@@ -227,8 +229,9 @@ impl State {
         }
     }
 
-    /// A checkpoint to write now, if one is due (or `forced`) and none is being written.
-    fn checkpoint_due(&mut self, forced: bool) -> Option<(Checkpoint, Arc<FileStore<CheckpointCodec>>)> {
+    /// A checkpoint to write now, if one is due (or `forced`) and none is being written,
+    /// encoded now (the caller holds the lock: the state stands still).
+    fn checkpoint_due(&mut self, forced: bool) -> Option<(EncodedCheckpoint, Arc<FileStore<CheckpointCodec>>)> {
         let progress = self.progress();
         let job = self.job.as_ref()?;
         let c = self.checkpoints.as_mut()?;
@@ -239,17 +242,17 @@ impl State {
         }
         c.writing = true;
         c.last_steps = progress;
-        let snapshot = Checkpoint {
+        let snapshot = CheckpointRef {
             index: self.index,
             servers: self.servers,
-            job: job.spec.clone(),
-            shard: job.shard.clone(),
-            clocks: job.clocks.clone(),
+            job: &job.spec,
+            shard: &job.shard,
+            clocks: &job.clocks,
             pushes: self.pushes,
             lost: self.lost,
             seq: self.logged,
         };
-        Some((snapshot, c.store.clone()))
+        Some((snapshot.encode(), c.store.clone()))
     }
 
     /// Records that the checkpoint being written was written (or failed).
@@ -624,16 +627,15 @@ impl Shared {
 impl Shared {
     /// Writes `snapshot` (blocking); the trainers learn it is durable from the replies to
     /// their next pushes.
-    fn write_checkpoint(&self, snapshot: Checkpoint, store: &FileStore<CheckpointCodec>) -> Result<()> {
+    fn write_checkpoint(&self, snapshot: EncodedCheckpoint, store: &FileStore<CheckpointCodec>) -> Result<()> {
         let started = Instant::now();
-        let clocks: Vec<u64> = (0..snapshot.clocks.trainers()).map(|t| snapshot.clocks.clock(t)).collect();
-        let written = store.compact(&snapshot);
+        let (seq, clocks, rows, encoding) = (snapshot.seq, snapshot.clocks.clone(), snapshot.rows, snapshot.encoding);
+        let written = snapshot.write(store);
         match &written {
             Ok(()) => info!(
-                "ps server {}: checkpoint at clocks {clocks:?} (log record {}, {} rows) written in {:.0?}",
+                "ps server {}: checkpoint at clocks {clocks:?} (log record {seq}, {rows} rows) encoded in {encoding:.0?} \
+                 (requests wait meanwhile), written in {:.0?}",
                 self.index,
-                snapshot.seq,
-                snapshot.shard.rows(),
                 started.elapsed()
             ),
             Err(e) => error!("ps server {}: writing a checkpoint failed: {e}", self.index),
@@ -921,6 +923,37 @@ mod tests {
         Ok(reply)
     }
 
+    /// The checkpoint a server encodes under its lock is byte for byte what the store's
+    /// codec writes for the same state, so a restart decodes it as a [`Checkpoint`].
+    #[test]
+    fn a_checkpoint_encoded_under_the_lock_is_the_codecs_encoding_of_the_state() {
+        let dir = crate::store::testdir::TestDir::new("ps-encode");
+        let mut s = logging(dir.path());
+        let (mut a, mut b) = (Conn::default(), Conn::default());
+        durably(&mut s, Request::Hello { trainer: Some(0) }, &mut a).unwrap();
+        durably(&mut s, Request::Hello { trainer: Some(1) }, &mut b).unwrap();
+        durably(&mut s, Request::Define { job: job(Mode::Async) }, &mut a).unwrap();
+        durably(&mut s, push(0, 1.5), &mut a).unwrap();
+        durably(&mut s, push(0, 0.5), &mut b).unwrap();
+        durably(&mut s, push(1, 2.5), &mut a).unwrap();
+        let (encoded, _) = s.checkpoint_due(true).unwrap();
+        let job = s.job.as_ref().unwrap();
+        let owned = Checkpoint {
+            index: 0,
+            servers: 1,
+            job: job.spec.clone(),
+            shard: job.shard.clone(),
+            clocks: job.clocks.clone(),
+            pushes: s.pushes,
+            lost: s.lost,
+            seq: s.logged,
+        };
+        let mut codec = Vec::new();
+        <CheckpointCodec as crate::store::Codec>::encode_snapshot(&owned, &mut codec).unwrap();
+        assert!(encoded.frame == codec, "the encodings differ");
+        assert_eq!((encoded.seq, encoded.clocks, encoded.rows), (s.logged, vec![2, 1], job.shard.rows()));
+    }
+
     /// A server that logs every request before answering it comes back from a restart at
     /// the state it acknowledged, whether a checkpoint cut its log or not: the same
     /// parameters, clocks, staged and held-back pushes, counts; a push or commit sent again
@@ -943,7 +976,7 @@ mod tests {
                 }
                 if checkpoint_at == Some(step) {
                     let (snapshot, store) = s.checkpoint_due(true).unwrap();
-                    store.compact(&snapshot).unwrap();
+                    snapshot.write(&store).unwrap();
                     s.checkpoint_written();
                 }
             }

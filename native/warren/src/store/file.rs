@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use super::codec::check_numbering;
 use super::fsutil::{
-    LOCK_FILE, SNAPSHOT_FILE, claim_format, fsync_dir, lock, read_snapshot, remove_stale_tmp, write_snapshot,
+    LOCK_FILE, SNAPSHOT_FILE, claim_format, fsync_dir, lock, read_snapshot, remove_stale_tmp, write_snapshot_with,
 };
 use super::wal::{self, encode_record, list_segments, segment_name};
 use super::{Codec, Loaded, Store, Ticket};
@@ -463,6 +463,81 @@ impl<C: Codec> FileStore<C> {
     pub fn waits_for_disk(&self) -> bool {
         self.options.sync == LogSync::Fsync
     }
+
+    /// [`compact`](Store::compact) with a snapshot already encoded: `encoded` is what
+    /// [`Codec::encode_snapshot`] writes for a snapshot covering every record up to `seq`.
+    /// A service encodes it while it holds its state still (one copy of the state, into a
+    /// buffer it can reuse) and has it written without holding anything.
+    pub fn compact_encoded(&self, seq: u64, encoded: &[u8]) -> Result<()> {
+        self.compact_with(seq, |out| out.write_all(encoded))
+    }
+
+    /// Stores the snapshot covering every record up to `seq` that `encode` writes, and drops
+    /// the log records it covers.
+    fn compact_with(
+        &self,
+        seq: u64,
+        encode: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<()> {
+        let mut on_disk = lock(&self.snapshot_seq);
+        {
+            let c = lock(&self.commit);
+            if let Some(why) = &c.failed {
+                return Err(Error::StoreFailed(why.clone()));
+            }
+            if seq > c.submitted {
+                return Err(Error::InvalidArgument(format!(
+                    "snapshot at record {seq} is ahead of the log (last record submitted: {})",
+                    c.submitted
+                )));
+            }
+        }
+        if seq < *on_disk {
+            return Err(Error::InvalidArgument(format!(
+                "snapshot at record {seq} is older than the stored one (record {})",
+                *on_disk
+            )));
+        }
+        lock(&self.opened).take();
+        // Stop asking for compactions while this one runs.
+        lock(&self.commit).bytes_since_compaction = 0;
+        write_snapshot_with(&self.dir, self.options.snapshot_level, encode)?;
+        *on_disk = seq;
+        lock(&self.commit).snapshot_bytes = snapshot_size(&self.dir);
+
+        let mut seg = lock(&self.segment);
+        // The segment left behind, if written to without a sync since: its records after the
+        // snapshot must reach the disk, as only the current segment is synced from then on.
+        let mut left_unsynced = None;
+        if seg.len > 0 {
+            // Every record written so far is at most `seg.written`; newer ones go to the
+            // new segment, so its name bounds both.
+            let (file, path) = create_segment(&self.dir, seg.written + 1)?;
+            let written = seg.written;
+            let old = std::mem::replace(&mut *seg, Segment::new(file, path, 0, 0, written));
+            left_unsynced = old.unsynced.then_some(old);
+        }
+        let segments = list_segments(&self.dir)?;
+        let mut removed = 0;
+        for pair in segments.windows(2) {
+            let ((_, older), (next_first, _)) = (&pair[0], &pair[1]);
+            if *older != seg.path && next_first - 1 <= seq {
+                fs::remove_file(older).map_err(|e| Error::io(format!("removing {}", older.display()), e))?;
+                removed += 1;
+            }
+        }
+        drop(seg);
+        if let Some(mut old) = left_unsynced {
+            // Without the lock: writers go on meanwhile.
+            old.sync()?;
+        }
+        if removed > 0 {
+            fsync_dir(&self.dir)?;
+        }
+        self.compactions.fetch_add(1, Ordering::Relaxed);
+        log::info!("store {}: compacted at record {seq}, removed {removed} log segments", self.dir.display());
+        Ok(())
+    }
 }
 
 impl<C: Codec> Drop for FileStore<C> {
@@ -554,65 +629,7 @@ impl<C: Codec> Store<C> for FileStore<C> {
     }
 
     fn compact(&self, snapshot: &C::Snapshot) -> Result<()> {
-        let mut on_disk = lock(&self.snapshot_seq);
-        let seq = C::snapshot_seq(snapshot);
-        {
-            let c = lock(&self.commit);
-            if let Some(why) = &c.failed {
-                return Err(Error::StoreFailed(why.clone()));
-            }
-            if seq > c.submitted {
-                return Err(Error::InvalidArgument(format!(
-                    "snapshot at record {seq} is ahead of the log (last record submitted: {})",
-                    c.submitted
-                )));
-            }
-        }
-        if seq < *on_disk {
-            return Err(Error::InvalidArgument(format!(
-                "snapshot at record {seq} is older than the stored one (record {})",
-                *on_disk
-            )));
-        }
-        lock(&self.opened).take();
-        // Stop asking for compactions while this one runs.
-        lock(&self.commit).bytes_since_compaction = 0;
-        write_snapshot::<C>(&self.dir, snapshot, self.options.snapshot_level)?;
-        *on_disk = seq;
-        lock(&self.commit).snapshot_bytes = snapshot_size(&self.dir);
-
-        let mut seg = lock(&self.segment);
-        // The segment left behind, if written to without a sync since: its records after the
-        // snapshot must reach the disk, as only the current segment is synced from then on.
-        let mut left_unsynced = None;
-        if seg.len > 0 {
-            // Every record written so far is at most `seg.written`; newer ones go to the
-            // new segment, so its name bounds both.
-            let (file, path) = create_segment(&self.dir, seg.written + 1)?;
-            let written = seg.written;
-            let old = std::mem::replace(&mut *seg, Segment::new(file, path, 0, 0, written));
-            left_unsynced = old.unsynced.then_some(old);
-        }
-        let segments = list_segments(&self.dir)?;
-        let mut removed = 0;
-        for pair in segments.windows(2) {
-            let ((_, older), (next_first, _)) = (&pair[0], &pair[1]);
-            if *older != seg.path && next_first - 1 <= seq {
-                fs::remove_file(older).map_err(|e| Error::io(format!("removing {}", older.display()), e))?;
-                removed += 1;
-            }
-        }
-        drop(seg);
-        if let Some(mut old) = left_unsynced {
-            // Without the lock: writers go on meanwhile.
-            old.sync()?;
-        }
-        if removed > 0 {
-            fsync_dir(&self.dir)?;
-        }
-        self.compactions.fetch_add(1, Ordering::Relaxed);
-        log::info!("store {}: compacted at record {seq}, removed {removed} log segments", self.dir.display());
-        Ok(())
+        self.compact_with(C::snapshot_seq(snapshot), |out| C::encode_snapshot(snapshot, out))
     }
 
     fn wants_compaction(&self) -> bool {

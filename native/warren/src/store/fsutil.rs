@@ -2,7 +2,7 @@
 //! files, the format marker.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, ErrorKind, Read};
+use std::io::{BufWriter, ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -41,6 +41,15 @@ pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
 /// fsync, rename over the old one, fsync of the directory. A crash at any point leaves
 /// either the old or the new snapshot in place.
 pub(crate) fn write_snapshot<C: Codec>(dir: &Path, snapshot: &C::Snapshot, level: u32) -> Result<()> {
+    write_snapshot_with(dir, level, |out| C::encode_snapshot(snapshot, out))
+}
+
+/// [`write_snapshot`] of what `encode` writes (a codec's snapshot encoding).
+pub(crate) fn write_snapshot_with(
+    dir: &Path,
+    level: u32,
+    encode: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     let tmp = dir.join(SNAPSHOT_TMP);
     let io = |what: &str, path: &Path| {
         let what = format!("{what} {}", path.display());
@@ -50,7 +59,7 @@ pub(crate) fn write_snapshot<C: Codec>(dir: &Path, snapshot: &C::Snapshot, level
     // Buffer before the compressor: encoders (serde_json) make many tiny writes, and
     // feeding those to the deflate stream one by one is several times slower.
     let mut out = BufWriter::with_capacity(1 << 20, GzEncoder::new(file, Compression::new(level)));
-    C::encode_snapshot(snapshot, &mut out).map_err(io("writing", &tmp))?;
+    encode(&mut out).map_err(io("writing", &tmp))?;
     let file = out.into_inner().map_err(|e| e.into_error()).and_then(GzEncoder::finish).map_err(io("writing", &tmp))?;
     file.sync_all().map_err(io("fsync of", &tmp))?;
     drop(file);

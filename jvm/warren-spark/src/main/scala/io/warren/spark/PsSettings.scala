@@ -76,7 +76,7 @@ object PsSettings extends SettingGroup {
     Integer.valueOf(0),
     "0",
     null,
-    "trainPS: steps between a server's checkpoints (0: every 60 s, and when its log holds twice its shard)"
+    "trainPS: steps between a server's checkpoints (0: every 60 s, and when its log holds four times its shard)"
   )
 
   /** `ps.host`. */
