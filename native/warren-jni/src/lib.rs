@@ -8,7 +8,9 @@
 //! - [`recordio`]: the exports of `RecordIOWriter` / `RecordIOReader`.
 //! - [`master`]: the exports of `Master`, `MasterClient` and `TaskReader`.
 //! - [`ps`]: the exports of `io.warren.ps` (`PsServer`, `PsClient`): parameter servers;
-//!   `pull_plan`: a multi-table pull assembled apart from the JNI, with its tests.
+//!   `ps_request`: the request object each of those exports takes, read into plain values
+//!   and checked apart from the exports; `pull_plan`: a multi-table pull assembled apart
+//!   from the JNI, with its tests.
 //! - [`view`]: the export of `Communicator.takeViewChange()` (elastic jobs).
 //! - [`tls`]: the TLS settings the exports that open a connection or a listener take.
 //! - [`handle`]: native objects cross as `long` handles (`Box` pointers) that the Java side
@@ -46,6 +48,7 @@ mod handle;
 pub mod logging;
 pub mod master;
 pub mod ps;
+mod ps_request;
 mod pull_plan;
 pub mod recordio;
 mod strings;

@@ -6,30 +6,26 @@
 //! another thread through its own cancel handle (`Native.cancelCreate`, the one cancel export
 //! of every blocking class), never through the client's handle.
 //!
+//! An export that takes more than a handle and a name takes one request object, read once
+//! into plain values by [`crate::ps_request`], where its arguments are also checked.
+//!
 //! Floats reach a pull or a push either as Java arrays, copied with `Get/SetFloatArrayRegion`
 //! (no critical region: a sync pull can wait for the slowest trainer), or as direct
 //! `FloatBuffer`s in the platform's byte order, read and written in place.
 
 use std::ops::Range;
-use std::path::PathBuf;
-use std::time::Duration;
 
-use jni::objects::{
-    JByteBuffer, JClass, JFloatArray, JIntArray, JLongArray, JObjectArray, JPrimitiveArray, JString, TypeArray,
-};
+use jni::objects::{JByteBuffer, JClass, JFloatArray, JLongArray, JObject, JObjectArray, JString};
 use jni::sys::{jint, jlong};
 use jni::{Env, EnvUnowned};
 use warren::CancelHandle;
-use warren::ps::{
-    CheckpointPolicy, DEFAULT_LOG_SYNC, Grad, Init, JobSpec, Mode, Optimizer, PsClient, PsClientOptions, PsConfig,
-    PsServer, ServerStatus, TableKind, TableSpec,
-};
+use warren::ps::{Grad, PsClient, PsServer, ServerStatus, TableKind};
 
 use crate::errors::{JniError, JniResult, run};
 use crate::handle;
-use crate::master::{millis, string};
+use crate::master::string;
+use crate::ps_request::{ClientConnect, Connect, Define, Pieces, ServerStart, TablePull, unsigned, whole};
 use crate::pull_plan::{PullEntry, PullOut, SparseEntry, pull_all};
-use crate::strings::strings;
 
 fn server<'a>(h: jlong) -> JniResult<&'a PsServer> {
     handle::shared(h, "PsServer")
@@ -43,51 +39,16 @@ fn argument(m: String) -> JniError {
     JniError::Argument(m)
 }
 
-fn unsigned(v: jlong, what: &str) -> JniResult<u64> {
-    u64::try_from(v).map_err(|_| argument(format!("{what} {v} is negative")))
-}
-
-/// Server `index` of `servers` with `secret`, bound to `host:port` (0: any free port).
-/// `checkpoint_dir` null: no checkpoints; else one every `every_steps` steps or `every_ms`
-/// milliseconds (0: not by that measure), and a checkpoint found there is loaded first.
-/// `tls`: the TLS settings (see [`crate::tls`]; null: plain TCP). `threads`: threads serving
-/// connections (`PsConfig::threads`).
+/// Starts a server with the settings of an `io.warren.ps.ServerStartRequest` (see
+/// [`ServerStart::config`]): a checkpoint found in its directory is loaded first.
 #[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_serverStart<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
-    secret: JString<'l>,
-    index: jint,
-    servers: jint,
-    host: JString<'l>,
-    port: jint,
-    pull_timeout_ms: jlong,
-    checkpoint_dir: JString<'l>,
-    every_steps: jlong,
-    every_ms: jlong,
-    tls: JObjectArray<'l, JString<'l>>,
-    threads: jint,
+    request: JObject<'l>,
 ) -> jlong {
     run(&mut env, |env| {
-        let (Ok(index), Ok(servers)) = (usize::try_from(index), usize::try_from(servers)) else {
-            return Err(argument(format!("server index {index} of {servers}: negative")));
-        };
-        let mut cfg = PsConfig::new(string(env, &secret, "secret")?, index, servers);
-        cfg.host = string(env, &host, "host")?;
-        cfg.port = u16::try_from(port).map_err(|_| argument(format!("port {port} is out of range")))?;
-        cfg.pull_timeout = millis(pull_timeout_ms, "pullTimeout")?;
-        if !checkpoint_dir.is_null() {
-            cfg.checkpoint = Some(CheckpointPolicy {
-                dir: PathBuf::from(string(env, &checkpoint_dir, "checkpoint directory")?),
-                every_steps: unsigned(every_steps, "checkpoint steps")?,
-                every: Duration::from_millis(unsigned(every_ms, "checkpoint interval")?),
-                log_sync: DEFAULT_LOG_SYNC,
-            });
-        }
-        cfg.tls = crate::tls::context(env, &tls)?;
-        // A negative count is refused as 0 is, by `PsServer::start` (the Java builder first).
-        cfg.threads = usize::try_from(threads).unwrap_or(0);
+        let cfg = ServerStart::read(env, &request)?.config()?;
         Ok(handle::into_handle(PsServer::start(cfg)?))
     })
 }
@@ -157,133 +118,37 @@ fn long_array<'l>(env: &mut Env<'l>, values: &[i64]) -> JniResult<JLongArray<'l>
     Ok(out)
 }
 
-/// Connects to the servers `uris` (server `i` at `uris[i]`) as trainer `trainer` (-1: an
-/// observer), waiting up to `connect_timeout_ms` for servers still starting; cancel handle
-/// `ch` cancels this and every later call. `tls`: the TLS settings (see [`crate::tls`];
-/// null: plain TCP).
+/// Connects with the settings of an `io.warren.ps.ClientConnectRequest`: to the servers
+/// `uris` (server `i` at `uris[i]`) as trainer `trainer` (-1: an observer), waiting up to
+/// `connectTimeoutMs` for servers still starting; its cancel handle cancels this and every
+/// later call.
 #[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_clientConnect<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
-    uris: JObjectArray<'l, JString<'l>>,
-    secret: JString<'l>,
-    trainer: jint,
-    connect_timeout_ms: jlong,
-    call_timeout_ms: jlong,
-    ch: jlong,
-    tls: JObjectArray<'l, JString<'l>>,
+    request: JObject<'l>,
 ) -> jlong {
     run(&mut env, |env| {
-        let uris = strings(env, &uris, "server addresses")?;
-        let secret = string(env, &secret, "secret")?;
-        let trainer = match trainer {
-            -1 => None,
-            t => Some(u32::try_from(t).map_err(|_| argument(format!("trainer id {t} is negative")))?),
-        };
-        let opts = PsClientOptions {
-            connect_timeout: millis(connect_timeout_ms, "connectTimeout")?,
-            call_timeout: millis(call_timeout_ms, "callTimeout")?,
-            tls: crate::tls::context(env, &tls)?,
-        };
+        let request = ClientConnect::read(env, &request)?;
+        let ch = request.cancel_handle;
+        let Connect { uris, secret, trainer, options } = request.settings()?;
         let cancel = handle::shared::<CancelHandle>(ch, "PsClient")?.clone();
-        Ok(handle::into_handle(PsClient::connect_cancellable(&uris, secret, trainer, opts, cancel)?))
+        Ok(handle::into_handle(PsClient::connect_cancellable(&uris, secret, trainer, options, cancel)?))
     })
 }
 
-/// The `i`-th element of a Java array read whole, or an error naming it.
-fn at<T: Copy>(values: &[T], i: usize, what: &str) -> JniResult<T> {
-    values.get(i).copied().ok_or_else(|| argument(format!("{what} has fewer elements than the tables")))
-}
-
-/// Reads a whole primitive array (`int[]`, `long[]`, `float[]`...).
-fn whole<T: TypeArray + Default + Clone>(env: &Env<'_>, a: &JPrimitiveArray<'_, T>, what: &str) -> JniResult<Vec<T>> {
-    if a.is_null() {
-        return Err(argument(format!("{what} is null")));
-    }
-    let mut v = vec![T::default(); a.len(env)?];
-    a.get_region(env, 0, &mut v)?;
-    Ok(v)
-}
-
-/// The tables of a job, from parallel arrays: `kinds[i]` 0 dense (`sizes[i]` elements) or 1
-/// sparse (rows of `sizes[i]` floats); initializer zeros if `scales[i]` is NaN, else uniform
-/// in `[-scales[i], scales[i])` seeded by `seeds[i]`; `optimizers[i]` as `sgd:LR`, `adam:LR`...;
-/// `expected[i]`: the rows a sparse table expects (0: not known; ignored for a dense table).
-struct TableArrays {
-    names: Vec<String>,
-    kinds: Vec<i32>,
-    sizes: Vec<i64>,
-    scales: Vec<f32>,
-    seeds: Vec<i64>,
-    optimizers: Vec<String>,
-    expected: Vec<i64>,
-}
-
-impl TableArrays {
-    fn specs(&self) -> JniResult<Vec<TableSpec>> {
-        let mut out = Vec::with_capacity(self.names.len());
-        for (i, name) in self.names.iter().enumerate() {
-            let size = at(&self.sizes, i, "sizes")?;
-            let kind = match at(&self.kinds, i, "kinds")? {
-                0 => TableKind::Dense { len: unsigned(size, "table length")? },
-                1 => TableKind::Sparse {
-                    width: u32::try_from(size).map_err(|_| argument(format!("row width {size} is out of range")))?,
-                    expected_rows: unsigned(at(&self.expected, i, "expected")?, "expected rows")?,
-                },
-                k => return Err(argument(format!("unknown table kind {k}"))),
-            };
-            let scale = at(&self.scales, i, "scales")?;
-            let init = if scale.is_nan() {
-                Init::Zeros
-            } else {
-                Init::Uniform { scale, seed: at(&self.seeds, i, "seeds")? as u64 }
-            };
-            let spec = self.optimizers.get(i).ok_or_else(|| argument("optimizers has fewer elements".into()))?;
-            let optimizer =
-                Optimizer::parse(spec).map_err(|m| warren::Error::InvalidArgument(format!("table {name:?}: {m}")))?;
-            let table = TableSpec { name: name.clone(), kind, init, optimizer };
-            table.validate()?;
-            out.push(table);
-        }
-        Ok(out)
-    }
-}
-
-/// Defines the job on every server (see `TableArrays` for the tables); `mode` is `sync`,
-/// `async` or `ssp` (bounded by `staleness`).
+/// Defines the job of an `io.warren.ps.DefineRequest` on every server (see [`Define::job`]).
 #[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_clientDefine<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     h: jlong,
-    trainers: jint,
-    mode: JString<'l>,
-    staleness: jlong,
-    names: JObjectArray<'l, JString<'l>>,
-    kinds: JIntArray<'l>,
-    sizes: JLongArray<'l>,
-    scales: JFloatArray<'l>,
-    seeds: JLongArray<'l>,
-    optimizers: JObjectArray<'l, JString<'l>>,
-    expected: JLongArray<'l>,
+    request: JObject<'l>,
 ) {
     run(&mut env, |env| {
         let c = client(h)?;
-        let trainers = u32::try_from(trainers).map_err(|_| argument(format!("trainers {trainers} is negative")))?;
-        let mode = Mode::parse(&string(env, &mode, "mode")?, unsigned(staleness, "staleness")?)?;
-        let tables = TableArrays {
-            names: strings(env, &names, "table names")?,
-            kinds: whole(env, &kinds, "kinds")?,
-            sizes: whole(env, &sizes, "sizes")?,
-            scales: whole(env, &scales, "scales")?,
-            seeds: whole(env, &seeds, "seeds")?,
-            optimizers: strings(env, &optimizers, "optimizers")?,
-            expected: whole(env, &expected, "expected rows")?,
-        }
-        .specs()?;
-        Ok(c.define(&JobSpec { trainers, mode, tables, joining: Vec::new() })?)
+        let job = Define::read(env, &request)?.job()?;
+        Ok(c.define(&job)?)
     })
 }
 
@@ -420,100 +285,51 @@ fn read_in(
     Ok(v)
 }
 
-/// Pulls elements `start..start + count` of dense table `table` into `out` (a `float[]` at
-/// `offset`) or `buf` (a direct `FloatBuffer` from element `offset`); one of them is null.
+/// Pulls elements `start..start + count` of the dense table of an `io.warren.ps.TablePull`
+/// into its `array` (at `offset`) or its direct `buffer` (from element `offset`).
 #[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_clientPullDense<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     h: jlong,
-    table: JString<'l>,
-    start: jlong,
-    out: JFloatArray<'l>,
-    buf: JByteBuffer<'l>,
-    offset: jint,
-    count: jint,
+    request: JObject<'l>,
 ) {
     run(&mut env, |env| {
         let c = client(h)?;
-        let table = string(env, &table, "table")?;
-        let start = unsigned(start, "start")?;
+        let p = TablePull::read(env, &request)?;
+        let table = p.table()?;
+        let (count, offset) = (p.count, p.offset);
+        let start = unsigned(p.start, "start")?;
         let n = u64::try_from(count).map_err(|_| argument(format!("count {count} is negative")))?;
         let end = start.checked_add(n).ok_or_else(|| argument("start + count overflows".into()))?;
-        if let Some(dst) = direct_out(env, &out, &buf, offset, count)? {
-            return Ok(c.pull_dense_into(&table, start..end, dst)?);
+        if let Some(dst) = direct_out(env, &p.array, &p.buffer, offset, count)? {
+            return Ok(c.pull_dense_into(table, start..end, dst)?);
         }
-        let values = c.pull_dense(&table, start..end)?;
-        write_out(env, &values, &out, &buf, offset, count)
+        let values = c.pull_dense(table, start..end)?;
+        write_out(env, &values, &p.array, &p.buffer, offset, count)
     })
 }
 
-/// Pulls the rows of `keys` of sparse table `table` into `out` (at `offset`) or `buf` (from
-/// element `offset`): `count` floats, the rows in the order of `keys`.
+/// Pulls the rows of the `keys` of the sparse table of an `io.warren.ps.TablePull` into its
+/// `array` (at `offset`) or its direct `buffer` (from element `offset`): `count` floats, the
+/// rows in the order of `keys`.
 #[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_clientPullSparse<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     h: jlong,
-    table: JString<'l>,
-    keys: JLongArray<'l>,
-    out: JFloatArray<'l>,
-    buf: JByteBuffer<'l>,
-    offset: jint,
-    count: jint,
+    request: JObject<'l>,
 ) {
     run(&mut env, |env| {
         let c = client(h)?;
-        let table = string(env, &table, "table")?;
-        let keys: Vec<u64> = whole(env, &keys, "keys")?.into_iter().map(|k| k as u64).collect();
-        if let Some(dst) = direct_out(env, &out, &buf, offset, count)? {
-            return Ok(c.pull_sparse_into(&table, &keys, dst)?);
+        let p = TablePull::read(env, &request)?;
+        let (table, keys) = (p.table()?, p.keys()?);
+        if let Some(dst) = direct_out(env, &p.array, &p.buffer, p.offset, p.count)? {
+            return Ok(c.pull_sparse_into(table, keys, dst)?);
         }
-        let values = c.pull_sparse(&table, &keys)?;
-        write_out(env, &values, &out, &buf, offset, count)
+        let values = c.pull_sparse(table, keys)?;
+        write_out(env, &values, &p.array, &p.buffer, p.offset, p.count)
     })
-}
-
-/// The parallel arrays of a push or a pull, read whole: entry `i` is table `names[i]`, from
-/// element `firsts[i]` (a dense entry), with `counts[i]` floats from `positions[i]` of its
-/// array or buffer.
-struct Entries {
-    names: Vec<String>,
-    firsts: Vec<i64>,
-    positions: Vec<i32>,
-    counts: Vec<i32>,
-}
-
-impl Entries {
-    /// Reads them; `firsts` is named `.1` in errors.
-    fn read(
-        env: &mut Env<'_>,
-        tables: &JObjectArray<'_, JString<'_>>,
-        firsts: (&JLongArray<'_>, &str),
-        positions: &JIntArray<'_>,
-        counts: &JIntArray<'_>,
-    ) -> JniResult<Entries> {
-        Ok(Entries {
-            names: strings(env, tables, "tables")?,
-            firsts: whole(env, firsts.0, firsts.1)?,
-            positions: whole(env, positions, "positions")?,
-            counts: whole(env, counts, "counts")?,
-        })
-    }
-
-    fn first(&self, i: usize) -> JniResult<i64> {
-        at(&self.firsts, i, "the first elements")
-    }
-
-    fn position(&self, i: usize) -> JniResult<i32> {
-        at(&self.positions, i, "positions")
-    }
-
-    fn count(&self, i: usize) -> JniResult<i32> {
-        at(&self.counts, i, "counts")
-    }
 }
 
 /// Entry `i`'s keys (`None`: a dense entry), or its bags' ends (`None`: not bagged).
@@ -524,14 +340,9 @@ fn entry_keys(env: &mut Env<'_>, keys: &JObjectArray<'_, JLongArray<'_>>, i: usi
     Ok(out)
 }
 
-/// Entry `i`'s keys and, if it is bagged, its bags' ends (`None`: a dense entry).
-fn entry_sparse(
-    env: &mut Env<'_>,
-    keys: &JObjectArray<'_, JLongArray<'_>>,
-    ends: &JObjectArray<'_, JLongArray<'_>>,
-    i: usize,
-) -> JniResult<Option<SparseEntry>> {
-    let (k, e) = (entry_keys(env, keys, i)?, entry_keys(env, ends, i)?);
+/// Piece `i`'s keys and, if it is bagged, its bags' ends (`None`: a dense piece).
+fn entry_sparse(env: &mut Env<'_>, p: &Pieces<'_>, i: usize) -> JniResult<Option<SparseEntry>> {
+    let (k, e) = (entry_keys(env, &p.keys, i)?, entry_keys(env, &p.ends, i)?);
     match (k, e) {
         (Some(k), e) => Ok(Some((k, e))),
         (None, None) => Ok(None),
@@ -539,38 +350,31 @@ fn entry_sparse(
     }
 }
 
-/// Pulls several tables in one round trip, entry `i` of the parallel arrays being one
-/// table's: dense if `keys[i]` is null (elements `starts[i]..starts[i] + counts[i]`), else
-/// sparse (rows of `keys[i]`, `counts[i]` floats; if `ends[i]` is not null, the sum of each
-/// bag's rows, bag `b` ending at key `ends[i][b]`); into `arrays[i]` from `positions[i]`, or
-/// into the direct buffer `buffers[i]` if `arrays[i]` is null. Bad input, direct buffers
-/// pulled into where they overlap included, fails before anything is sent.
+/// Pulls several tables in one round trip, piece `i` of an `io.warren.ps.PiecesRequest`
+/// being one table's: dense if `keys[i]` is null (elements `firsts[i]..firsts[i] +
+/// counts[i]`), else sparse (rows of `keys[i]`, `counts[i]` floats; if `ends[i]` is not
+/// null, the sum of each bag's rows, bag `b` ending at key `ends[i][b]`); into `arrays[i]`
+/// from `positions[i]`, or into the direct buffer `buffers[i]` if `arrays[i]` is null. Bad
+/// input, direct buffers pulled into where they overlap included, fails before anything is
+/// sent.
 #[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     h: jlong,
-    tables: JObjectArray<'l, JString<'l>>,
-    starts: JLongArray<'l>,
-    keys: JObjectArray<'l, JLongArray<'l>>,
-    ends: JObjectArray<'l, JLongArray<'l>>,
-    arrays: JObjectArray<'l, JFloatArray<'l>>,
-    buffers: JObjectArray<'l, JByteBuffer<'l>>,
-    positions: JIntArray<'l>,
-    counts: JIntArray<'l>,
+    request: JObject<'l>,
 ) {
     run(&mut env, |env| {
         let c = client(h)?;
-        let e = Entries::read(env, &tables, (&starts, "starts"), &positions, &counts)?;
+        let e = Pieces::read(env, &request, "starts")?;
         let mut entries = Vec::with_capacity(e.names.len());
         // The bytes of direct buffers pulled into, aligned or not.
         let mut direct: Vec<Range<usize>> = Vec::new();
         for (i, table) in e.names.iter().enumerate() {
             let (position, count) = (e.position(i)?, e.count(i)?);
-            let sparse = entry_sparse(env, &keys, &ends, i)?;
-            let a = arrays.get_element(env, i)?;
-            let b = buffers.get_element(env, i)?;
+            let sparse = entry_sparse(env, &e, i)?;
+            let a = e.arrays.get_element(env, i)?;
+            let b = e.buffers.get_element(env, i)?;
             let out = if a.is_null() {
                 // The buffer's address and size asked of the JVM once.
                 let (at, n) = buffer_floats(env, &b, position, count)?;
@@ -587,8 +391,8 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
         pull_all(&mut entries, direct, |pulls| c.pull(pulls))?;
         for (i, entry) in entries.iter().enumerate() {
             if let PullOut::Copied(values) = &entry.out {
-                let a = arrays.get_element(env, i)?;
-                let b = buffers.get_element(env, i)?;
+                let a = e.arrays.get_element(env, i)?;
+                let b = e.buffers.get_element(env, i)?;
                 write_out(env, values, &a, &b, e.position(i)?, e.count(i)?)?;
                 env.delete_local_ref(a);
                 env.delete_local_ref(b);
@@ -598,36 +402,28 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientPull<'l>(
     })
 }
 
-/// Pushes this step's gradients, entry `i` of the parallel arrays being one table's: dense
-/// if `keys[i]` is null (elements from `offsets[i]`), else sparse (rows of `keys[i]`; if
-/// `ends[i]` is not null, a row per bag of them, bag `b` ending at key `ends[i][b]`); the
-/// values are `counts[i]` floats of `arrays[i]` from `positions[i]`, or of the direct buffer
-/// `buffers[i]` if `arrays[i]` is null.
+/// Pushes this step's gradients, piece `i` of an `io.warren.ps.PiecesRequest` being one
+/// table's: dense if `keys[i]` is null (elements from `firsts[i]`), else sparse (rows of
+/// `keys[i]`; if `ends[i]` is not null, a row per bag of them, bag `b` ending at key
+/// `ends[i][b]`); the values are `counts[i]` floats of `arrays[i]` from `positions[i]`, or of
+/// the direct buffer `buffers[i]` if `arrays[i]` is null.
 #[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_io_warren_ps_PsNative_clientPush<'l>(
     mut env: EnvUnowned<'l>,
     _class: JClass<'l>,
     h: jlong,
-    tables: JObjectArray<'l, JString<'l>>,
-    offsets: JLongArray<'l>,
-    keys: JObjectArray<'l, JLongArray<'l>>,
-    ends: JObjectArray<'l, JLongArray<'l>>,
-    arrays: JObjectArray<'l, JFloatArray<'l>>,
-    buffers: JObjectArray<'l, JByteBuffer<'l>>,
-    positions: JIntArray<'l>,
-    counts: JIntArray<'l>,
+    request: JObject<'l>,
 ) {
     run(&mut env, |env| {
         let c = client(h)?;
-        let e = Entries::read(env, &tables, (&offsets, "offsets"), &positions, &counts)?;
+        let e = Pieces::read(env, &request, "offsets")?;
         let mut grads = Vec::with_capacity(e.names.len());
         for (i, table) in e.names.iter().enumerate() {
-            let a = arrays.get_element(env, i)?;
-            let b = buffers.get_element(env, i)?;
+            let a = e.arrays.get_element(env, i)?;
+            let b = e.buffers.get_element(env, i)?;
             let values = read_in(env, &a, &b, e.position(i)?, e.count(i)?)?;
             let table = table.clone();
-            grads.push(match entry_sparse(env, &keys, &ends, i)? {
+            grads.push(match entry_sparse(env, &e, i)? {
                 None => Grad::Dense { table, offset: unsigned(e.first(i)?, "offset")?, values },
                 Some((keys, None)) => Grad::Sparse { table, keys, values },
                 Some((keys, Some(ends))) => Grad::SparseBags { table, keys, ends, values },
@@ -691,44 +487,6 @@ pub extern "system" fn Java_io_warren_ps_PsNative_clientClose<'l>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tables(kinds: Vec<i32>, sizes: Vec<i64>, optimizers: [&str; 2]) -> TableArrays {
-        TableArrays {
-            names: vec!["w".into(), "emb".into()],
-            kinds,
-            sizes,
-            scales: vec![f32::NAN, 0.1],
-            seeds: vec![0, -1],
-            optimizers: optimizers.iter().map(|s| s.to_string()).collect(),
-            expected: vec![0, 1 << 20],
-        }
-    }
-
-    #[test]
-    fn tables_come_from_the_parallel_arrays() {
-        let specs = tables(vec![0, 1], vec![10, 4], ["sgd:0.5", "adam:0.01"]).specs().unwrap();
-        assert_eq!(specs[0].kind, TableKind::Dense { len: 10 });
-        assert_eq!(specs[0].init, Init::Zeros, "a NaN scale means zeros");
-        assert_eq!(specs[0].optimizer, Optimizer::Sgd { lr: 0.5 });
-        assert_eq!(specs[1].kind, TableKind::Sparse { width: 4, expected_rows: 1 << 20 });
-        // A Java long's bits are the unsigned seed.
-        assert_eq!(specs[1].init, Init::Uniform { scale: 0.1, seed: u64::MAX });
-        assert_eq!(specs[1].optimizer, Optimizer::Adam { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8 });
-    }
-
-    #[test]
-    fn bad_tables_are_clear_errors() {
-        let message = |t: TableArrays| t.specs().unwrap_err().to_string();
-        assert_eq!(message(tables(vec![0, 2], vec![10, 4], ["sgd:1", "sgd:1"])), "unknown table kind 2");
-        assert!(message(tables(vec![0, 1], vec![10, 0], ["sgd:1", "sgd:1"])).contains("width 0"));
-        assert!(message(tables(vec![0, 1], vec![-3, 4], ["sgd:1", "sgd:1"])).contains("table length -3 is negative"));
-        let m = message(tables(vec![0, 1], vec![10, 4], ["sgd:x", "sgd:1"]));
-        assert!(m.contains("table \"w\"") && m.contains("\"x\" is not a number"), "{m}");
-        assert!(message(tables(vec![0], vec![10, 4], ["sgd:1", "sgd:1"])).contains("kinds has fewer elements"));
-        let mut negative = tables(vec![0, 1], vec![10, 4], ["sgd:1", "sgd:1"]);
-        negative.expected[1] = -1;
-        assert!(message(negative).contains("expected rows -1 is negative"));
-    }
 
     #[test]
     fn statuses_flatten_server_after_server() {

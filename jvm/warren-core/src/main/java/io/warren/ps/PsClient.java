@@ -162,8 +162,9 @@ public final class PsClient implements AutoCloseable {
         canceller.open(
             () ->
                 PsNative.clientConnect(
-                    list.toArray(new String[0]), secret, trainer, connectTimeout.toMillis(),
-                    callTimeout.toMillis(), canceller.handle(), tls.flat()),
+                    new ClientConnectRequest(
+                        list.toArray(new String[0]), secret, trainer, connectTimeout.toMillis(),
+                        callTimeout.toMillis(), canceller.handle(), tls.flat())),
             connected -> {
               PsNative.clientClose(connected);
               return new CollectiveAbortedException(
@@ -280,7 +281,9 @@ public final class PsClient implements AutoCloseable {
   public synchronized void pullDense(String table, long start, float[] out, int offset, int count) {
     Objects.requireNonNull(out, "out");
     Objects.checkFromIndexSize(offset, count, out.length);
-    run("pulling " + table, h -> PsNative.clientPullDense(h, table, start, out, null, offset, count));
+    run(
+        "pulling " + table,
+        h -> PsNative.clientPullDense(h, TablePull.dense(table, start, out, null, offset, count)));
   }
 
   /**
@@ -297,7 +300,9 @@ public final class PsClient implements AutoCloseable {
   public synchronized void pullDense(String table, long start, FloatBuffer out) {
     writable(out);
     int n = out.remaining();
-    run("pulling " + table, h -> PsNative.clientPullDense(h, table, start, null, out, out.position(), n));
+    run(
+        "pulling " + table,
+        h -> PsNative.clientPullDense(h, TablePull.dense(table, start, null, out, out.position(), n)));
     out.position(out.position() + n);
   }
 
@@ -331,7 +336,9 @@ public final class PsClient implements AutoCloseable {
     Objects.requireNonNull(out, "out");
     int n = Math.toIntExact(keys.length * table(table, true)[1]);
     Objects.checkFromIndexSize(offset, n, out.length);
-    run("pulling " + table, h -> PsNative.clientPullSparse(h, table, keys, out, null, offset, n));
+    run(
+        "pulling " + table,
+        h -> PsNative.clientPullSparse(h, TablePull.sparse(table, keys, out, null, offset, n)));
   }
 
   /**
@@ -350,7 +357,9 @@ public final class PsClient implements AutoCloseable {
     if (n > out.remaining()) {
       throw new IllegalArgumentException(keys.length + " rows need " + n + " floats; the buffer has " + out.remaining());
     }
-    run("pulling " + table, h -> PsNative.clientPullSparse(h, table, keys, null, out, out.position(), n));
+    run(
+        "pulling " + table,
+        h -> PsNative.clientPullSparse(h, TablePull.sparse(table, keys, null, out, out.position(), n)));
     out.position(out.position() + n);
   }
 

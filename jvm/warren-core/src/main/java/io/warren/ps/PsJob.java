@@ -327,26 +327,15 @@ public final class PsJob {
 
   /** Defines this job through the native client {@code handle}. */
   void defineOn(long handle) {
-    int n = tables.size();
-    String[] names = new String[n];
-    int[] kinds = new int[n];
-    long[] sizes = new long[n];
-    float[] scales = new float[n];
-    long[] seeds = new long[n];
-    String[] optimizers = new String[n];
-    long[] expected = new long[n];
-    for (int i = 0; i < n; i++) {
+    DefineRequest.Table[] defined = new DefineRequest.Table[tables.size()];
+    for (int i = 0; i < defined.length; i++) {
       Table t = tables.get(i);
-      names[i] = t.name;
-      kinds[i] = t.sparse ? 1 : 0;
-      sizes[i] = t.size;
-      scales[i] = t.init.scale;
-      seeds[i] = t.init.seed;
-      optimizers[i] = t.optimizer.spec();
-      expected[i] = t.expectedRows;
+      defined[i] =
+          new DefineRequest.Table(
+              t.name, t.sparse ? 1 : 0, t.size, t.init.scale, t.init.seed, t.optimizer.spec(),
+              t.expectedRows);
     }
     String m = mode.name().toLowerCase(java.util.Locale.ROOT);
-    PsNative.clientDefine(
-        handle, trainers, m, staleness, names, kinds, sizes, scales, seeds, optimizers, expected);
+    PsNative.clientDefine(handle, new DefineRequest(trainers, m, staleness, defined));
   }
 }

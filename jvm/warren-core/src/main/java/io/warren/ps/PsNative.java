@@ -1,28 +1,19 @@
 package io.warren.ps;
 
-import java.nio.FloatBuffer;
-
 /**
  * The native declarations of the parameter server, one per export of {@code
  * native/warren-jni/src/ps.rs}. Handles are {@code Box} pointers owned by {@link PsServer} and
  * {@link PsClient}, which serialise calls on a handle and release it once. Call {@link
- * io.warren.NativeLoader#ensureLoaded()} before any of these.
+ * io.warren.NativeLoader#ensureLoaded()} before any of these. An export with more than a handle
+ * and a name takes one request object ({@link ServerStartRequest}, {@link ClientConnectRequest},
+ * {@link DefineRequest}, {@link TablePull}, {@link PiecesRequest}), whose fields the native side
+ * reads once ({@code native/warren-jni/src/ps_request.rs}).
  */
 final class PsNative {
   private PsNative() {}
 
-  static native long serverStart(
-      String secret,
-      int index,
-      int servers,
-      String host,
-      int port,
-      long pullTimeoutMs,
-      String checkpointDir,
-      long everySteps,
-      long everyMs,
-      String[] tls,
-      int threads);
+  /** Starts a server; see {@link ServerStartRequest}. */
+  static native long serverStart(ServerStartRequest request);
 
   static native String serverUri(long handle);
 
@@ -30,58 +21,26 @@ final class PsNative {
 
   static native void serverClose(long handle);
 
-  static native long clientConnect(
-      String[] uris,
-      String secret,
-      int trainer,
-      long connectTimeoutMs,
-      long callTimeoutMs,
-      long cancelHandle,
-      String[] tls);
+  /** Connects a client; see {@link ClientConnectRequest}. */
+  static native long clientConnect(ClientConnectRequest request);
 
-  static native void clientDefine(
-      long handle,
-      int trainers,
-      String mode,
-      long staleness,
-      String[] names,
-      int[] kinds,
-      long[] sizes,
-      float[] scales,
-      long[] seeds,
-      String[] optimizers,
-      long[] expectedRows);
+  /** Defines the job on every server; see {@link DefineRequest}. */
+  static native void clientDefine(long handle, DefineRequest request);
 
   /** {@code [kind (0 dense, 1 sparse, -1 unknown table), length or width]} of a table. */
   static native long[] clientTable(long handle, String table);
 
-  static native void clientPullDense(
-      long handle, String table, long start, float[] out, FloatBuffer buf, int offset, int count);
+  /** Pulls a range of a dense table; see {@link TablePull#dense}. */
+  static native void clientPullDense(long handle, TablePull request);
 
-  static native void clientPullSparse(
-      long handle, String table, long[] keys, float[] out, FloatBuffer buf, int offset, int count);
+  /** Pulls rows of a sparse table; see {@link TablePull#sparse}. */
+  static native void clientPullSparse(long handle, TablePull request);
 
-  static native void clientPull(
-      long handle,
-      String[] tables,
-      long[] starts,
-      long[][] keys,
-      long[][] ends,
-      float[][] arrays,
-      FloatBuffer[] buffers,
-      int[] positions,
-      int[] counts);
+  /** Pulls several tables in one round trip; see {@link PiecesRequest}. */
+  static native void clientPull(long handle, PiecesRequest request);
 
-  static native void clientPush(
-      long handle,
-      String[] tables,
-      long[] offsets,
-      long[][] keys,
-      long[][] ends,
-      float[][] arrays,
-      FloatBuffer[] buffers,
-      int[] positions,
-      int[] counts);
+  /** Pushes a step's gradients; see {@link PiecesRequest}. */
+  static native void clientPush(long handle, PiecesRequest request);
 
   static native void clientLeave(long handle);
 

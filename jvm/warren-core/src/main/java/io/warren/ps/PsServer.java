@@ -172,8 +172,9 @@ public final class PsServer implements AutoCloseable {
       NativeLoader.ensureLoaded();
       long h =
           PsNative.serverStart(
-              secret, index, servers, host, port, pullTimeout.toMillis(), checkpointDir, everySteps,
-              every.toMillis(), tls.flat(), threads);
+              new ServerStartRequest(
+                  secret, index, servers, host, port, pullTimeout.toMillis(), checkpointDir,
+                  everySteps, every.toMillis(), tls.flat(), threads));
       return new PsServer(h, index, servers);
     }
   }

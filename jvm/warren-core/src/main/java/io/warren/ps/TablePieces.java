@@ -6,10 +6,11 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * Pieces of tables as parallel lists, the way the native push and pull take them: entry {@code
- * i} is a table, its first element (a dense piece), its keys (a sparse piece; else null), where
- * its bags of keys end (a bagged sparse piece; else null), and its floats: {@code count} of them,
- * of a {@code float[]} or else a direct buffer, from a position.
+ * Pieces of tables as parallel lists, sent to the native push and pull as one {@link
+ * PiecesRequest}: entry {@code i} is a table, its first element (a dense piece), its keys (a
+ * sparse piece; else null), where its bags of keys end (a bagged sparse piece; else null), and
+ * its floats: {@code count} of them, of a {@code float[]} or else a direct buffer, from a
+ * position.
  */
 final class TablePieces {
   final List<String> tables = new ArrayList<>();
@@ -40,33 +41,25 @@ final class TablePieces {
     return tables.size();
   }
 
-  /** The native push or pull: the pieces as parallel arrays, after the client's handle. */
+  /** The native push or pull: the pieces as one request, after the client's handle. */
   @FunctionalInterface
   interface Native {
-    void call(
-        long handle,
-        String[] tables,
-        long[] firsts,
-        long[][] keys,
-        long[][] ends,
-        float[][] arrays,
-        FloatBuffer[] buffers,
-        int[] positions,
-        int[] counts);
+    void call(long handle, PiecesRequest request);
   }
 
   /** Calls {@code nat} on the client {@code handle} with these pieces, {@code counts} floats each. */
   void callOn(long handle, Native nat, int[] counts) {
     nat.call(
         handle,
-        tableArray(),
-        firstArray(),
-        keys.toArray(new long[0][]),
-        ends.toArray(new long[0][]),
-        floatArrays(),
-        bufferArray(),
-        positionArray(),
-        counts);
+        new PiecesRequest(
+            tableArray(),
+            firstArray(),
+            keys.toArray(new long[0][]),
+            ends.toArray(new long[0][]),
+            floatArrays(),
+            bufferArray(),
+            positionArray(),
+            counts));
   }
 
   private String[] tableArray() {
