@@ -153,7 +153,7 @@ object FaultHarness {
         if (killServer >= 0 && !conf.contains("ps.checkpointDir")) Some(Files.createTempDirectory("warren-ps-")) else None
       val settings = conf ++ own.map(d => Map("ps.checkpointDir" -> d.toString, "ps.checkpointEvery" -> "3")).getOrElse(Map.empty)
       try body(settings)
-      finally own.foreach(removeTree)
+      finally own.foreach(TempDirs.deleteTree)
     }
 
     override def onServers(servers: PsServers): Unit = if (killServer >= 0) {
@@ -182,12 +182,5 @@ object FaultHarness {
   def psFaults(hooks: PsHooks): PsFaults = hooks match {
     case f: PsFaults => f
     case _           => PsFaults()
-  }
-
-  /** Deletes `dir` and everything under it (what is already gone is skipped). */
-  private def removeTree(dir: Path): Unit = {
-    val walk = Files.walk(dir)
-    try walk.sorted(java.util.Comparator.reverseOrder[Path]()).forEach(f => Files.deleteIfExists(f))
-    finally walk.close()
   }
 }

@@ -258,9 +258,6 @@ object RecordIOTraining {
     }
   }
 
-  private def deleteTree(dir: Path): Unit =
-    Using.resource(Files.walk(dir))(_.sorted(java.util.Comparator.reverseOrder[Path]()).forEach(p => Files.delete(p)))
-
   /** Entry point for spark-submit (the master comes from spark-submit).
     *
     * @param args the arguments of [[RecordIOCommandLine]]
@@ -284,7 +281,7 @@ object RecordIOTraining {
       println(s"MASTER ${r.status}")
     } finally {
       sc.stop()
-      deleteTree(dir)
+      TempDirs.deleteTree(dir)
     }
   }
 }
