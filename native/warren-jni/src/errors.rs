@@ -81,6 +81,7 @@ pub fn exception_class(e: &warren::Error) -> &'static str {
         Aborted { .. } => "io/warren/CollectiveAbortedException",
         InvalidArgument(_) => "io/warren/WarrenArgumentException",
         Tracker(_) => "io/warren/TrackerException",
+        JobFailed(_) => "io/warren/JobFailedException",
         Corrupt { .. } => "io/warren/CorruptDataException",
         RecoveryImpossible { .. } => "io/warren/RecoveryImpossibleException",
         RelinkSuperseded(_) => "io/warren/RelinkSupersededException",

@@ -19,7 +19,7 @@ use warren::Error;
 use warren_jni::errors::{self, JniError, JniResult};
 
 /// Number of variants of `warren::Error`; [`variant_index`] must cover `0..VARIANTS`.
-const VARIANTS: usize = 21;
+const VARIANTS: usize = 22;
 
 /// An index per variant. No wildcard arm: a new variant does not compile until it is listed
 /// here (then bump [`VARIANTS`] and add a sample to [`samples`]).
@@ -46,6 +46,7 @@ fn variant_index(e: &Error) -> usize {
         Error::Fenced(_) => 18,
         Error::RolledBack { .. } => 19,
         Error::Left(_) => 20,
+        Error::JobFailed(_) => 21,
     }
 }
 
@@ -76,6 +77,7 @@ fn samples() -> Vec<Error> {
         Error::Fenced("no heartbeat for 3.0s".into()),
         Error::RolledBack { version: 7, reason: "task 2 was dropped".into() },
         Error::Left("task 2 was removed from the elastic job and has left it".into()),
+        Error::JobFailed("rank 1 (task 1) failed with an error that cannot succeed on retry: bad setting".into()),
     ]
 }
 

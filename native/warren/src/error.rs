@@ -129,6 +129,13 @@ pub enum Error {
     #[error("tracker: {0}")]
     Tracker(String),
 
+    /// Another worker failed with an error that cannot succeed on retry (the message names
+    /// it), and the tracker ended the job: this worker's call fails rather than wait for a
+    /// replacement that cannot come. Final, since a re-run has nothing to do; the error to fix
+    /// is the one named.
+    #[error("the job has failed: {0}")]
+    JobFailed(String),
+
     /// A data file (RecordIO or dmlc `.rec`) is corrupt or truncated: bad magic, checksum
     /// mismatch, a length field that points past the end of the file or over a limit, or a
     /// payload that does not decode. Names the file, the chunk and its byte offset so the
@@ -199,7 +206,11 @@ impl Error {
     pub fn is_final(&self) -> bool {
         matches!(
             self,
-            Error::Mismatch(_) | Error::RecoveryImpossible { .. } | Error::Config(_) | Error::DatasetMismatch(_)
+            Error::Mismatch(_)
+                | Error::RecoveryImpossible { .. }
+                | Error::Config(_)
+                | Error::DatasetMismatch(_)
+                | Error::JobFailed(_)
         )
     }
 }

@@ -256,7 +256,8 @@ impl Communicator {
         }
         let cancelled = self.cancel.is_cancelled();
         let e = self.named(self.cancel.explain(e));
-        if e.is_final() && self.failed.is_none() {
+        // A job the tracker ended was reported by the worker that failed it.
+        if e.is_final() && !matches!(e, Error::JobFailed(_)) && self.failed.is_none() {
             self.report_final(&e.to_string());
         }
         self.failed = Some(e.to_string());

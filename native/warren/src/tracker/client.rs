@@ -84,6 +84,7 @@ impl TrackerClient {
             match msg {
                 FromTracker::RoundStarted { .. } => self.notifications.push_back(msg),
                 FromTracker::Error { message } => return Err(Error::Tracker(message)),
+                FromTracker::JobFailed { message } => return Err(Error::JobFailed(message)),
                 FromTracker::Fenced { message } => return Err(Error::Fenced(message)),
                 other => return Ok(other),
             }
@@ -105,6 +106,7 @@ impl TrackerClient {
         while let Some(msg) = self.conn.next_buffered::<FromTracker>()? {
             match msg {
                 FromTracker::Error { message } => return Err(Error::Tracker(message)),
+                FromTracker::JobFailed { message } => return Err(Error::JobFailed(message)),
                 FromTracker::Fenced { message } => return Err(Error::Fenced(message)),
                 other => self.notifications.push_back(other),
             }
@@ -127,6 +129,7 @@ impl TrackerClient {
             match self.conn.recv(deadline)?.ok_or_else(|| self.closed())? {
                 FromTracker::JobDone => return Ok(true),
                 FromTracker::Error { message } => return Err(Error::Tracker(message)),
+                FromTracker::JobFailed { message } => return Err(Error::JobFailed(message)),
                 FromTracker::Fenced { message } => return Err(Error::Fenced(message)),
                 other => self.notifications.push_back(other),
             }

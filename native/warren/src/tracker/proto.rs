@@ -274,6 +274,13 @@ pub enum FromTracker {
         /// Why.
         message: String,
     },
+    /// Another worker failed with an error that cannot succeed on retry, and the tracker
+    /// ended the job ([`crate::Error::JobFailed`]): this worker stops rather than wait for a
+    /// replacement that cannot come, and a re-run of it has nothing to do.
+    JobFailed {
+        /// The failure: which worker, and its error.
+        message: String,
+    },
 }
 
 #[cfg(test)]

@@ -49,6 +49,13 @@ pub(crate) fn refuse(tx: &UnboundedSender<FromTracker>, message: String) -> Resu
     Err(message)
 }
 
+/// Tells a worker that another worker's final error ended the job ([`FromTracker::JobFailed`]);
+/// its connection ends (`Err`, as for a refusal).
+pub(crate) fn job_failed(tx: &UnboundedSender<FromTracker>, failure: &str) -> Result<(), String> {
+    let _ = tx.send(FromTracker::JobFailed { message: failure.to_string() });
+    Err(format!("the job has failed: {failure}"))
+}
+
 /// Answers a member's view request. A change opens the new view's link round (its joiners
 /// in it, to be told they recover from the others); the answer is the same for every member.
 /// A refusal ends the member's connection (`Err`; its writer stops after the error).

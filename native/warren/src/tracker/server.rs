@@ -14,7 +14,7 @@ use super::join_hold;
 use super::outcome::JobReport;
 use super::proto::{FromTracker, ToTracker};
 use super::registry::{Registered, WorkerState};
-use super::replies::{answer_view, assign, refuse, roster_reply};
+use super::replies::{answer_view, assign, job_failed, refuse, roster_reply};
 use super::state::{Shared, SharedState, set_outcome};
 use crate::error::Error;
 use crate::membership::{Change, View};
@@ -48,7 +48,8 @@ async fn connection(stream: wire::ServiceStream, state: SharedState) {
     let (tx, mut rx) = unbounded_channel::<FromTracker>();
     let writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
-            let fatal = matches!(msg, FromTracker::Error { .. } | FromTracker::Fenced { .. });
+            let fatal =
+                matches!(msg, FromTracker::Error { .. } | FromTracker::JobFailed { .. } | FromTracker::Fenced { .. });
             if wr.write_all(&wire::encode_frame(&msg)).await.is_err() || fatal {
                 break;
             }
@@ -167,6 +168,9 @@ fn handle(
                 return Err("rejoin before registering".into());
             };
             if let Some(Err(failure)) = &s.outcome {
+                if s.failed_finally {
+                    return job_failed(tx, failure);
+                }
                 return refuse(tx, format!("the job has already failed: {failure}"));
             }
             s.registry.set_version(task_id, version);
@@ -200,7 +204,7 @@ fn handle(
                 let me_task = me.as_ref().map(|(t, _)| t.as_str());
                 for (tid, (_, t)) in s.conns.iter() {
                     if Some(tid.as_str()) != me_task {
-                        let _ = t.send(FromTracker::Error { message: format!("the job has failed: {failure}") });
+                        let _ = t.send(FromTracker::JobFailed { message: failure.clone() });
                     }
                 }
             }

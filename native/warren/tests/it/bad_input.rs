@@ -304,6 +304,37 @@ fn after_a_final_error_a_re_run_is_held_until_the_tracker_stops() {
     assert!(stopped.elapsed() < Duration::from_secs(5), "stopping took {:?}", stopped.elapsed());
 }
 
+/// A worker that fails the job with an error no re-run can mend ends the job for the others
+/// too: those waiting for it fail with `Error::JobFailed` naming that error (final, so that
+/// their runners do not re-run them either), not with a tracker error a runner would retry.
+#[test]
+fn the_others_learn_that_a_final_error_failed_the_job() {
+    let results = run_world(
+        3,
+        |_, cfg| cfg.robust = true,
+        |c| {
+            c.checkpoint(&[1u8, 2, 3], None)?;
+            if c.rank() == 1 {
+                c.fail_job("the input of rank 1 cannot be parsed");
+                return Ok(());
+            }
+            let mut v = vec![1.0f32; 4];
+            c.allreduce(&mut v, Op::Sum)
+        },
+    );
+    assert!(results[1].is_ok(), "{:?}", results[1]);
+    for r in [0, 2] {
+        match &results[r] {
+            Err(e @ Error::JobFailed(m)) => {
+                assert!(m.contains("rank 1") && m.contains("cannot be parsed"), "{m}");
+                assert!(e.is_final());
+                assert!(e.to_string().starts_with("the job has failed: "), "{e}");
+            }
+            other => panic!("rank {r}: expected the job's failure, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn a_worker_that_never_arrives_is_named_by_the_deadline() {
     let mut cfg = TrackerConfig::new(3, "s");

@@ -1,6 +1,7 @@
 package io.warren.runner;
 
 import io.warren.Communicator;
+import io.warren.JobFailedException;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.function.BooleanSupplier;
@@ -84,6 +85,12 @@ public final class WorkerRun {
   }
 
   /**
+   * How long a task whose job another worker failed waits for the engine to kill it
+   * (milliseconds).
+   */
+  static final long JOB_FAILED_KILL_WAIT_MS = 15000;
+
+  /**
    * The worker settings of one task: {@code base} (the tracker's and the run's) with the task's
    * identity.
    *
@@ -153,11 +160,37 @@ public final class WorkerRun {
       } catch (RuntimeException e) {
         t.addSuppressed(e);
       }
+      if (t instanceof JobFailedException && options.killed() != null) {
+        awaitKill(options.killed(), JOB_FAILED_KILL_WAIT_MS);
+      }
       throw t;
     } finally {
       if (watch != null) {
         watch.stop();
       }
+    }
+  }
+
+  /**
+   * Waits until {@code killed} says the engine killed the task, for at most {@code limitMs}, or
+   * until the thread is interrupted (an engine's kill may interrupt it).
+   *
+   * <p>Another worker's final error ended the job, and the engine's driver stops the job's tasks
+   * once it hears of that error. A task that failed of it at once would be re-run first (and the
+   * re-run held by the tracker until the stop); one that ends after the engine marked it killed
+   * is reported as killed, and not re-run.
+   *
+   * @param killed whether the engine killed the task
+   * @param limitMs the most milliseconds to wait
+   */
+  static void awaitKill(BooleanSupplier killed, long limitMs) {
+    long deadline = System.nanoTime() + limitMs * 1_000_000L;
+    try {
+      while (!killed.getAsBoolean() && System.nanoTime() < deadline) {
+        Thread.sleep(20);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
   }
 }

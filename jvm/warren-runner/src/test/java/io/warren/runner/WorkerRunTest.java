@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.warren.Checkpoint;
 import io.warren.CollectiveInterruptedException;
+import io.warren.JobFailedException;
 import io.warren.Communicator;
 import io.warren.Op;
 import io.warren.WarrenException;
@@ -106,6 +107,51 @@ class WorkerRunTest {
       assertTrue(took < 10, "the kill took " + took + " s to abort the call");
       release.countDown();
       assertThrows(Exception.class, () -> idle.get(30, TimeUnit.SECONDS));
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void aWorkerWhoseJobAnotherFailedFinallyEndsOnlyOnceTheEngineKillsIt() throws Exception {
+    ExecutorService pool = Executors.newCachedThreadPool();
+    AtomicBoolean killed = new AtomicBoolean();
+    try (Trackers trackers = Trackers.start(2, "127.0.0.1", 1, Duration.ofSeconds(60))) {
+      Map<String, String> base = trackers.workerSettings(Map.of()).get(0);
+      WorkerRun.Options watched = new WorkerRun.Options(killed::get, "t", 0, null);
+      Future<Object> waiting =
+          pool.submit(
+              () ->
+                  WorkerRun.run(
+                      WorkerRun.taskSettings(base, "0", 0),
+                      watched,
+                      c -> {
+                        c.checkpoint(new byte[] {1}, null);
+                        return c.allreduce(new double[] {1}, Op.SUM);
+                      }));
+      Future<Object> failing =
+          pool.submit(
+              () ->
+                  WorkerRun.run(
+                      WorkerRun.taskSettings(base, "1", 0),
+                      WorkerRun.Options.plain(),
+                      c -> {
+                        c.checkpoint(new byte[] {1}, null);
+                        c.failJob("the rows of task 1 cannot be parsed");
+                        throw new IllegalArgumentException("the rows of task 1 cannot be parsed");
+                      }));
+      assertThrows(Exception.class, () -> failing.get(30, TimeUnit.SECONDS));
+      // Task 0 learns of the failure at once, but ends only when the engine marks it killed:
+      // one that failed at once would be re-run by an engine that retries failed tasks.
+      Thread.sleep(1500);
+      assertTrue(!waiting.isDone(), "task 0 ended before the engine killed it");
+      long start = System.nanoTime();
+      killed.set(true);
+      Exception e = assertThrows(Exception.class, () -> waiting.get(10, TimeUnit.SECONDS));
+      double took = (System.nanoTime() - start) / 1e9;
+      assertTrue(e.getCause() instanceof JobFailedException, e.toString());
+      assertTrue(e.getCause().getMessage().contains("cannot be parsed"), e.getCause().getMessage());
+      assertTrue(took < 2, "task 0 took " + took + " s to end after the kill");
     } finally {
       pool.shutdownNow();
     }

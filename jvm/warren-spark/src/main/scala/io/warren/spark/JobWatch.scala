@@ -147,6 +147,7 @@ private[spark] object JobWatch {
     "io.warren.WarrenConfigException",
     "io.warren.DatasetMismatchException",
     "io.warren.RecoveryImpossibleException",
+    "io.warren.JobFailedException",
     "io.warren.scaladsl.CheckpointFormatException"
   )
 
