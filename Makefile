@@ -104,8 +104,9 @@ bench-allreduce: build
 bench-master: build
 	WARREN=$(WARREN) bash bench/master_service.sh
 
-## bench-regression: allreduce of this tree against an earlier build of Warren in the same run
-## (plain and robust mode, N = 2 and 4, 4 B to 64 MiB): REF=<commit> (default HEAD~1) is built
+## bench-regression: this tree against an earlier build of Warren in the same run, allreduce
+## (plain and robust mode, N = 2 and 4, 4 B to 64 MiB) and the sparse parameter-server model
+## with bags (async and sync): REF=<commit> (default HEAD~1) is built
 ## into .bench-ref/; the table of new/ref ratios goes to docs/benchmarks.md
 .PHONY: bench-regression
 REF ?= HEAD~1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Warren against an earlier build of itself, in the same run: has a change made the
-# collectives slower?
+# collectives or the parameter server slower?
 #
 #   bash bench/regression.sh                      # this tree vs the commit before HEAD
 #   REF=main~3 bash bench/regression.sh           # vs any commit (built into .bench-ref/)
@@ -13,10 +13,15 @@
 # Results: bench/results/regression-<UTC date-time>.jsonl; the table goes to stdout and,
 # with DOCS=path, into that Markdown file between `<!-- regression:begin/end -->` markers.
 #
+# Then, alternating the same way, the sparse parameter-server model (`warren bench ps --model
+# sparse --bags`: 2 trainers, 2 servers in the benchmark's process, PS_STEPS timed steps after
+# PS_WARMUP) in each of $PS_MODES; its cells compare the median step time.
+#
 # Knobs: WARREN (new binary, default target/release/warren), REF / WARREN_REF, WORKERS="2 4",
 # SIZES="4 65536 1048576 16777216 67108864", REPEAT=5, MODES="plain robust", TIMEOUT=120,
 # TRANSPORT=tcp (WARREN_TRANSPORT of both sides: builds without shared-memory links ignore it,
-# so `auto` only compares like with like when the reference has them too).
+# so `auto` only compares like with like when the reference has them too), PS_MODES="async sync"
+# ("" for none), PS_STEPS=100, PS_WARMUP=60.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -26,6 +31,9 @@ SIZES="${SIZES:-4 65536 1048576 16777216 67108864}"
 REPEAT="${REPEAT:-5}"
 MODES="${MODES:-plain robust}"
 TIMEOUT="${TIMEOUT:-120}"
+PS_MODES="${PS_MODES-async sync}"
+PS_STEPS="${PS_STEPS:-100}"
+PS_WARMUP="${PS_WARMUP:-60}"
 mkdir -p bench/results
 OUT="${OUT:-bench/results/regression-$(date -u +%Y-%m-%dT%H%M%SZ).jsonl}"
 log() { printf '[regression %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -71,6 +79,18 @@ run() { # run SIDE BINARY MODE N BYTES ITERS
   fi
 }
 
+ps_run() { # ps_run SIDE BINARY MODE
+  local side=$1 bin=$2 mode=$3 line
+  if line="$(WARREN_LOG=warn timeout --kill-after=5 "$TIMEOUT" "$bin" bench ps --model sparse --bags \
+        --trainers 2 --servers 2 --steps "$PS_STEPS" --warmup "$PS_WARMUP" --mode "$mode" 2>/dev/null | tail -1)" \
+     && [ -n "$line" ]; then
+    printf '{"side":"%s","mode":"ps-%s","run":%s}\n' "$side" "$mode" "$line" >>"$OUT"
+  else
+    printf '{"side":"%s","mode":"ps-%s","run":{"bench":"ps_sparse","error":"failed or timed out"}}\n' \
+      "$side" "$mode" >>"$OUT"
+  fi
+}
+
 log "new: $WARREN; ref: $WARREN_REF; results -> $OUT"
 printf '{"meta":{"new":"%s","ref":"%s","date":"%s","load":"%s","nproc":%s}}\n' \
   "$WARREN" "$WARREN_REF" "$(date -u +%FT%TZ)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" >>"$OUT"
@@ -89,6 +109,14 @@ for rep in $(seq 1 "$REPEAT"); do
         flip=$((1 - flip))
       done
     done
+  done
+  for mode in $PS_MODES; do
+    if [ $flip = 0 ]; then
+      ps_run new "$WARREN" "$mode"; ps_run ref "$WARREN_REF" "$mode"
+    else
+      ps_run ref "$WARREN_REF" "$mode"; ps_run new "$WARREN" "$mode"
+    fi
+    flip=$((1 - flip))
   done
 done
 python3 bench/regression_report.py "$OUT" ${DOCS:+--docs "$DOCS"}

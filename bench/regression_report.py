@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Turns a results file of bench/regression.sh into a Markdown table of new vs reference.
+"""Turns a results file of bench/regression.sh into Markdown tables of new vs reference.
 
     python3 bench/regression_report.py RESULTS.jsonl [--docs docs/benchmarks.md]
 
-Each cell is the median, over the repeated runs, of one run's median call time; the ratio
-is new / ref (below 1: the new build is faster). With --docs the table replaces what is
+Each allreduce cell is the median, over the repeated runs, of one run's median call time;
+each parameter-server cell the median of the runs' step times. The ratio is new / ref (below
+1: the new build is faster). With --docs the table replaces what is
 between `<!-- regression:begin -->` and `<!-- regression:end -->` (appended if absent).
 """
 
@@ -33,7 +34,7 @@ def fmt_time(s):
 
 
 def table(path):
-    meta, cells = {}, {}
+    meta, cells, ps = {}, {}, {}
     with open(path) as f:
         for line in f:
             line = line.strip()
@@ -44,6 +45,11 @@ def table(path):
                 meta = rec["meta"]
                 continue
             run = rec["run"]
+            if run.get("bench") == "ps_sparse":
+                side = ps.setdefault(rec["mode"].removeprefix("ps-"), {"new": [], "ref": []})[rec["side"]]
+                if "error" not in run and run.get("step_s") is not None:
+                    side.append(run["step_s"])
+                continue
             key = (rec["mode"], run["workers"], run["bytes"])
             side = cells.setdefault(key, {"new": [], "ref": []})[rec["side"]]
             if "error" not in run and run.get("median_s") is not None:
@@ -73,6 +79,23 @@ def table(path):
                    f"{fmt_time(new)} | {fmt_time(ref)} | "
                    f"{'–' if ratio is None else f'{ratio:.2f}×'} |")
     out.append("")
+    if ps:
+        out.append("The sparse parameter-server model (`warren bench ps --model sparse --bags`: 2 "
+                   "trainers, 2 servers; 1 M keys of 16 floats, batches of 4096 x 8 keys): median "
+                   "step time over the runs.")
+        out.append("")
+        out.append("| mode | runs | new | ref | new/ref |")
+        out.append("|---|---:|---:|---:|---:|")
+        for mode in sorted(ps):
+            c = ps[mode]
+            new = statistics.median(c["new"]) if c["new"] else None
+            ref = statistics.median(c["ref"]) if c["ref"] else None
+            ratio = new / ref if new and ref else None
+            if ratio:
+                worst.append(ratio)
+            out.append(f"| {mode} | {len(c['new'])}/{len(c['ref'])} | {fmt_time(new)} | {fmt_time(ref)} | "
+                       f"{'–' if ratio is None else f'{ratio:.2f}×'} |")
+        out.append("")
     if worst:
         out.append(f"Ratios new/ref: geometric mean {statistics.geometric_mean(worst):.2f}×, "
                    f"range {min(worst):.2f}× to {max(worst):.2f}×.")
