@@ -1,7 +1,7 @@
 package io.warren.flink;
 
 import io.warren.runner.HadoopCheckpoints;
-import io.warren.runner.RunnerException;
+import io.warren.runner.JobPlan;
 import io.warren.runner.WorkerRun;
 import java.io.File;
 import java.io.IOException;
@@ -13,8 +13,9 @@ import org.apache.flink.configuration.ReadableConfig;
 /**
  * Fail-all checkpoints on a Hadoop file system ({@code hdfs:}, {@code s3a:}, {@code viewfs:},
  * ...) on Flink, through warren-runner's {@link HadoopCheckpoints}: the client creates the run's
- * directory before the job is submitted and removes it at the end; each worker stages its
- * checkpoints in a local directory and copies them over. The Hadoop configuration is a new
+ * directory before the job is submitted ({@link #create}, called by warren-runner's {@code
+ * JobPlan}) and removes it at the end; each worker stages its checkpoints in a local directory
+ * and copies them over. The Hadoop configuration is a new
  * {@code Configuration} (Hadoop's defaults and the {@code core-site.xml} on the class path) with
  * the {@code flink.hadoop.*} entries of the client's Flink configuration on top, the same on the
  * client and in every task. The only class of the adapter that touches Hadoop's classes, so that
@@ -60,30 +61,22 @@ final class RemoteCheckpoints {
   }
 
   /**
-   * Creates a run's directory, a new subdirectory of {@code setting}.
+   * Creates a fail-all run's remote directory on the client (for warren-runner's {@code
+   * JobPlan}).
    *
+   * @param engine the Flink engine of the run's plan
    * @param setting {@code warren.checkpointDir} (not local)
-   * @param name the subdirectory
-   * @param hadoop the Hadoop settings
+   * @param dir the run's directory, a subdirectory of {@code setting}
    * @param timeoutS {@code warren.checkpointDirTimeout}
-   * @return the directory's handle: {@code dir()} and {@code close()} (removes it)
-   * @throws WarrenFlinkException naming the directory and the cause if it cannot be created
+   * @param conf the client's configuration, whose {@code flink.hadoop.*} entries go to Hadoop
+   * @return the directory's handle: {@code close()} removes it
+   * @throws io.warren.runner.RunnerException naming the directory and the cause if it cannot be
+   *     created
    */
   static HadoopCheckpoints.RunDirectory create(
-      String setting, String name, Map<String, String> hadoop, double timeoutS) {
-    String dir;
-    try {
-      dir = HadoopCheckpoints.child(setting, name);
-    } catch (IllegalArgumentException e) {
-      throw new WarrenFlinkException(
-          WarrenFlink.PREFIX + "checkpointDir=" + setting + " is not a valid path: " + e.getMessage(), e);
-    }
-    try {
-      return HadoopCheckpoints.create(
-          WarrenFlink.PREFIX, setting, dir, configuration(hadoop), timeoutS, "the client and every TaskManager");
-    } catch (RunnerException e) {
-      throw new WarrenFlinkException(e.getMessage(), e.getCause());
-    }
+      JobPlan.Engine engine, String setting, String dir, double timeoutS, ReadableConfig conf) {
+    return HadoopCheckpoints.create(
+        engine.prefix(), setting, dir, configuration(hadoopSettings(conf)), timeoutS, engine.reachableFrom());
   }
 
   /**

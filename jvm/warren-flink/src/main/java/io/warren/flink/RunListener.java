@@ -2,7 +2,7 @@ package io.warren.flink;
 
 import io.warren.TrackerException;
 import io.warren.WarrenTimeoutException;
-import io.warren.runner.Trackers;
+import io.warren.runner.JobPlan;
 import java.time.Duration;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.flink.api.common.JobExecutionResult;
@@ -22,18 +22,16 @@ import org.slf4j.LoggerFactory;
 final class RunListener implements JobListener {
   private static final Logger LOG = LoggerFactory.getLogger(RunListener.class);
 
-  private final Trackers trackers;
+  private final JobPlan plan;
   private final int numWorkers;
-  private final AutoCloseable runDir;
   private final AtomicBoolean claimed = new AtomicBoolean();
   private final AtomicBoolean done = new AtomicBoolean();
   private volatile String failure;
   private volatile Thread watchdog;
 
-  RunListener(Trackers trackers, int numWorkers, AutoCloseable runDir) {
-    this.trackers = trackers;
+  RunListener(JobPlan plan, int numWorkers) {
+    this.plan = plan;
     this.numWorkers = numWorkers;
-    this.runDir = runDir;
   }
 
   /**
@@ -72,7 +70,7 @@ final class RunListener implements JobListener {
   private void watch(JobClient client) {
     while (!done.get()) {
       try {
-        trackers.tracker(0).awaitCompletion(Duration.ofSeconds(1));
+        plan.trackers().tracker(0).awaitCompletion(Duration.ofSeconds(1));
         return;
       } catch (WarrenTimeoutException e) {
         // not over yet
@@ -113,10 +111,10 @@ final class RunListener implements JobListener {
         Thread.currentThread().interrupt();
       }
     }
-    trackers.close();
+    plan.close();
     try {
-      runDir.close();
-    } catch (Exception e) {
+      plan.closeDirectory();
+    } catch (RuntimeException e) {
       LOG.warn("warren: could not remove the run's checkpoint directory: {}", e.toString());
     }
   }

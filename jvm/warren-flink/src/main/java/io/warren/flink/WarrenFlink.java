@@ -1,19 +1,14 @@
 package io.warren.flink;
 
-import io.warren.runner.CheckpointDirs;
-import io.warren.runner.HadoopCheckpoints;
+import io.warren.runner.JobPlan;
 import io.warren.runner.Recovery;
 import io.warren.runner.RunnerException;
 import io.warren.runner.RunnerSettings;
-import io.warren.runner.Trackers;
-import java.io.File;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
-import java.util.Optional;
-import java.util.UUID;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.flink.api.common.ExecutionConfig;
 import org.apache.flink.api.common.JobExecutionResult;
@@ -271,34 +266,62 @@ public final class WarrenFlink {
         connect == null ? null : Duration.ofMillis((long) (Double.parseDouble(connect) * 1000)));
     boolean failAll = s.recovery() == Recovery.FAIL_ALL;
     int attempts = failAll ? failAllAttempts(conf) : 1;
-    String host = s.trackerHost().orElse("127.0.0.1");
-    Duration rendezvous = Duration.ofMillis((long) (s.rendezvousTimeout() * 1000));
-    Map<String, String> extra = new HashMap<>(s.workerSettings());
-    RunDir dir = failAll ? runDirectory(s, conf) : new RunDir(null, null, Map.of(), () -> {});
-    Trackers trackers;
-    try {
-      trackers = Trackers.start(numWorkers, host, attempts, rendezvous, s.trackerPeerTimeout(), s.tls());
-    } catch (RuntimeException e) {
-      dir.close();
-      throw e;
-    }
-    if (failAll) {
-      if (dir.local() != null) {
-        extra.put("WARREN_CHECKPOINT_DIR", dir.local());
-      }
-      extra.put("WARREN_DURABLE_EVERY", Integer.toString(s.durableEvery()));
-    }
-    env.registerJobListener(new RunListener(trackers, numWorkers, dir.cleanup()));
+    JobPlan plan = plan(s, numWorkers, attempts, engine(conf));
+    env.registerJobListener(new RunListener(plan, numWorkers));
     String label = Long.toString(RUNS.incrementAndGet());
     return new RunConfig(
         numWorkers,
         failAll,
-        trackers.workerSettings(extra),
+        plan.workerSettings(),
         label,
         s.progressInterval(),
-        dir.remote(),
-        s.durableEvery(),
-        dir.hadoop());
+        plan.remoteDir().orElse(null),
+        plan.durableEvery(),
+        // Only a remote directory loads RemoteCheckpoints, the one class that touches Hadoop's.
+        plan.remoteDir().isPresent() ? RemoteCheckpoints.hadoopSettings(conf) : Map.of());
+  }
+
+  /**
+   * What a Flink run's plan needs from Flink: fail-all's run directory, local ones created here
+   * on the client, remote ones with the Hadoop settings of the job's configuration.
+   */
+  private static JobPlan.Engine engine(ReadableConfig conf) {
+    return new JobPlan.Engine(
+        PREFIX,
+        "a directory every TaskManager can read and write (a local path of a shared file system, or"
+            + " a Hadoop file system URI such as hdfs://namenode:8020/dir), where each worker's"
+            + " durable checkpoints go",
+        "the client and every TaskManager",
+        "flink",
+        (setting, dir) -> {
+          if (!dir.mkdirs()) {
+            throw new RunnerException(
+                PREFIX + "checkpointDir=" + setting + ": cannot create the run directory " + dir, null);
+          }
+        },
+        (e, setting, dir, timeoutS) -> RemoteCheckpoints.create(e, setting, dir, timeoutS, conf),
+        "127.0.0.1");
+  }
+
+  /** Checks the run's settings against its shape, then starts its plan. */
+  private static JobPlan plan(RunnerSettings s, int numWorkers, int attempts, JobPlan.Engine engine) {
+    try {
+      JobPlan.check(s, numWorkers, false, 1, engine);
+      return JobPlan.start(s, numWorkers, attempts, null, engine);
+    } catch (RunnerException e) {
+      throw new WarrenFlinkException(e.getMessage(), e.getCause());
+    } catch (NoClassDefFoundError e) {
+      // Only a remote checkpoint directory loads Hadoop's classes.
+      throw new WarrenFlinkException(
+          PREFIX
+              + "checkpointDir="
+              + s.checkpointDir().orElse("")
+              + " is on a Hadoop file system, but Hadoop's classes are not on the class path:"
+              + " put hadoop-client-api and hadoop-client-runtime (or HADOOP_CLASSPATH) on the"
+              + " client's and the TaskManagers' class path, or use a local path of a shared file"
+              + " system",
+          e);
+    }
   }
 
   /** Fail-all's attempts: Flink's fixed-delay restarts + 1 if the job's configuration says. */
@@ -310,66 +333,6 @@ public final class WarrenFlink {
       return Math.min(1000, Math.max(1, restarts + 1));
     }
     return DEFAULT_FAIL_ALL_ATTEMPTS;
-  }
-
-  /**
-   * A fail-all run's checkpoint directory.
-   *
-   * @param local the directory the native library writes, or null
-   * @param remote the directory on a Hadoop file system the workers stage, or null
-   * @param hadoop the Hadoop settings of {@code remote}
-   * @param cleanup removes the directory
-   */
-  private record RunDir(String local, String remote, Map<String, String> hadoop, AutoCloseable cleanup)
-      implements AutoCloseable {
-    @Override
-    public void close() {
-      try {
-        cleanup.close();
-      } catch (Exception e) {
-        // best effort: nothing else to do
-      }
-    }
-  }
-
-  /** A new subdirectory of {@code warren.checkpointDir} for one fail-all run (created now). */
-  private static RunDir runDirectory(RunnerSettings s, ReadableConfig conf) {
-    String raw =
-        s.checkpointDir()
-            .orElseThrow(
-                () ->
-                    new WarrenFlinkException(
-                        "warren.recovery=fail-all needs warren.checkpointDir: a directory every"
-                            + " TaskManager can read and write (a local path of a shared file"
-                            + " system, or a Hadoop file system URI such as"
-                            + " hdfs://namenode:8020/dir), where each worker's durable checkpoints go",
-                        null));
-    String name = "warren-flink-" + UUID.randomUUID();
-    Optional<File> local = CheckpointDirs.localDirectory(raw);
-    if (local.isEmpty()) {
-      Map<String, String> hadoop;
-      HadoopCheckpoints.RunDirectory remote;
-      try {
-        hadoop = RemoteCheckpoints.hadoopSettings(conf);
-        remote = RemoteCheckpoints.create(raw, name, hadoop, s.checkpointDirTimeout());
-      } catch (NoClassDefFoundError e) {
-        throw new WarrenFlinkException(
-            "warren.checkpointDir="
-                + raw
-                + " is on a Hadoop file system, but Hadoop's classes are not on the class path:"
-                + " put hadoop-client-api and hadoop-client-runtime (or HADOOP_CLASSPATH) on the"
-                + " client's and the TaskManagers' class path, or use a local path of a shared file"
-                + " system",
-            e);
-      }
-      return new RunDir(null, remote.dir(), hadoop, remote);
-    }
-    File dir = new File(local.get().getAbsoluteFile(), name);
-    if (!dir.mkdirs()) {
-      throw new WarrenFlinkException(
-          "warren.checkpointDir=" + raw + ": cannot create the run directory " + dir, null);
-    }
-    return new RunDir(dir.getPath(), null, Map.of(), () -> CheckpointDirs.removeLocal(dir));
   }
 
   /** Global job parameters as a map. */

@@ -39,7 +39,24 @@ final case class WarrenSettings(
     ps: PsSettings,
     tls: TlsSettings = TlsSettings.OFF,
     elastic: ElasticSettings = ElasticSettings(enabled = false, 1, java.time.Duration.ofSeconds(1))
-)
+) {
+
+  /** The engine-neutral settings among these (all but `ps` and `elastic`; the trackers' peer
+    * timeout and TLS follow from `workerSettings`), for `io.warren.runner.JobPlan`.
+    */
+  private[spark] def runner: RunnerSettings =
+    new RunnerSettings(
+      io.warren.runner.Recovery.of(recovery.name),
+      checkpointDir.toJava,
+      durableEvery,
+      checkpointDirTimeout,
+      trackerHost.toJava,
+      rendezvousTimeout,
+      slotWaitTimeout,
+      progressInterval,
+      workerSettings.asJava
+    )
+}
 
 /** The `spark.warren.*` settings: a mapping of the engine-neutral settings of
   * `io.warren.runner.RunnerSettings` (which declares each one once: name, type, default, accepted

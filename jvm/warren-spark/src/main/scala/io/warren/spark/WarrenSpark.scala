@@ -1,15 +1,15 @@
 package io.warren.spark
 
-import java.time.Duration
 import java.util.UUID
 
 import scala.jdk.CollectionConverters._
+import scala.jdk.OptionConverters._
 import scala.reflect.ClassTag
 import scala.util.control.NonFatal
 
 import io.warren.{Communicator, NativeLog, TaskLeftException, TlsSettings, Tracker}
 import io.warren.ps.PsClient
-import io.warren.runner.{CheckpointDirs, HadoopCheckpoints, RunnerException, Trackers, WorkerRun}
+import io.warren.runner.{HadoopCheckpoints, JobPlan, RunnerException, WorkerRun}
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.{HashPartitioner, SerializableWritable, SparkContext, SparkException, TaskContext, WarrenSlots}
 import org.apache.spark.broadcast.Broadcast
@@ -232,24 +232,9 @@ object WarrenSpark {
     }
     val failAll = recovery == Recovery.FailAll
     val elastic = settings.elastic
-    if (elastic.enabled && failAll) {
-      throw new WarrenSparkException(
-        "spark.warren.elastic=true needs spark.warren.recovery=retry-one: fail-all re-runs every " +
-          "worker, so nobody goes on without a lost one",
-        null
-      )
-    }
-    if (elastic.enabled && elastic.minWorkers > numWorkers) {
-      throw new WarrenSparkException(
-        s"spark.warren.minWorkers = ${elastic.minWorkers} is more than the job's $numWorkers workers",
-        null
-      )
-    }
-    val ckptDir = if (failAll) Some(Recovery.runDirectory(settings.checkpointDir, sc.applicationId)) else None
-    // Written by the native library itself (a local path), or staged by each task (remote).
-    val localCkptDir = ckptDir.filter(CheckpointDirs.isLocal)
-    val remoteCkptDir = ckptDir.filterNot(CheckpointDirs.isLocal)
-    val durableEvery = if (failAll) settings.durableEvery else 1
+    val runner = settings.runner
+    val engine = jobEngine(sc)
+    asSpark(JobPlan.check(runner, numWorkers, elastic.enabled, elastic.minWorkers, engine))
     val startWith =
       if (elastic.enabled) ElasticRun.startingWorkers(sc, numWorkers, elastic.minWorkers, settings.slotWaitTimeout)
       else {
@@ -262,52 +247,33 @@ object WarrenSpark {
       else if (rdd.getNumPartitions > numWorkers && recovery == Recovery.RetryOne) {
         rdd.coalesce(numWorkers, shuffle = false)
       } else rdd.repartition(numWorkers)
-    val host = settings.trackerHost.getOrElse(sc.getConf.get("spark.driver.host", "127.0.0.1"))
-    val rendezvous = Duration.ofMillis((settings.rendezvousTimeout * 1000).toLong)
     // Fail-all: one tracker per attempt of the barrier stage (a tracker keeps ranks and the
     // finished/lost state of the task ids, so a whole new set of workers cannot join the
     // previous attempt's). They start now because a task can only learn an address from its
     // closure; the later ones' rendezvous is bounded by the workers' connectTimeout instead.
     val attempts =
       if (recovery == Recovery.FailAll) sc.getConf.getInt("spark.stage.maxConsecutiveAttempts", 4).max(1) else 1
-    var trackers: Trackers = null
+    var plan: JobPlan = null
     // Elastic: the cancelled tasks that were not needed, still ending (see ElasticRun.closeAfter).
     var lingering: Option[org.apache.spark.FutureAction[_]] = None
-    var remoteRun: Option[HadoopCheckpoints.RunDirectory] = None
     var hadoopConf: Option[Broadcast[SerializableWritable[Configuration]]] = None
     var echo: AutoCloseable = null
     try {
-      // A remote checkpoint directory: created now through Hadoop's FileSystem (a clear error,
-      // before any task starts, if it cannot be), and the driver's Hadoop configuration
-      // shipped to the tasks, which stage their checkpoints locally and copy them over.
-      val remote = remoteCkptDir.map { dir =>
-        val timeoutS = settings.checkpointDirTimeout
-        remoteRun = Some(
-          try {
-            HadoopCheckpoints.create(
-              ConfPrefix,
-              settings.checkpointDir.get,
-              dir,
-              sc.hadoopConfiguration,
-              timeoutS,
-              "the driver and every executor"
-            )
-          } catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, e.getCause) }
-        )
-        hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
-        RemoteCheckpoints(dir, hadoopConf.get, durableEvery)
-      }
       val limits =
         if (elastic.enabled) new Tracker.Elastic(elastic.minWorkers, numWorkers, elastic.rejoinTimeout, true) else null
       echo = consoleEcho(sc)
-      trackers =
-        Trackers.start(startWith, host, attempts, rendezvous, settings.peerTimeout.orNull, settings.tls, limits)
+      // The run's checkpoint directory (a remote one created now through Hadoop's FileSystem:
+      // a clear error, before any task starts, if it cannot be), then the trackers.
+      plan = asSpark(JobPlan.start(runner, startWith, attempts, limits, engine))
+      val trackers = plan.trackers
+      // A remote checkpoint directory: the driver's Hadoop configuration is shipped to the
+      // tasks, which stage their checkpoints locally and copy them over.
+      val remote = plan.remoteDir.toScala.map { dir =>
+        hadoopConf = Some(sc.broadcast(new SerializableWritable(sc.hadoopConfiguration)))
+        RemoteCheckpoints(dir, hadoopConf.get, plan.durableEvery)
+      }
       onTracker(trackers.tracker(0))
-      // A remote directory's tasks set WARREN_CHECKPOINT_DIR to their staging directory; the
-      // native library and the staging uploads use the same durableEvery.
-      val durable = localCkptDir.map("WARREN_CHECKPOINT_DIR" -> _).toMap ++
-        (if (failAll) Map("WARREN_DURABLE_EVERY" -> durableEvery.toString) else Map.empty)
-      val bases = trackers.workerSettings((settings.workerSettings ++ durable).asJava).asScala.map(_.asScala.toMap).toArray
+      val bases = plan.workerSettings.asScala.map(_.asScala.toMap).toArray
       val mode = if (elastic.enabled) s"${recovery.name}, elastic" else recovery.name
       Observation.around(sc, numWorkers, settings.progressInterval, mode) { probe =>
         val workers = {
@@ -335,12 +301,13 @@ object WarrenSpark {
         } finally fences.stop()
       }
     } finally {
-      if (trackers != null) lingering match {
-        case Some(job) => ElasticRun.closeAfter(job, trackers, scala.concurrent.duration.Duration(60, "s"))
-        case None      => trackers.close()
+      if (plan != null) {
+        lingering match {
+          case Some(job) => ElasticRun.closeAfter(job, plan.trackers, scala.concurrent.duration.Duration(60, "s"))
+          case None      => plan.close()
+        }
+        plan.closeDirectory()
       }
-      localCkptDir.foreach(Recovery.removeRunDirectory)
-      remoteRun.foreach(_.close())
       hadoopConf.foreach(b => try b.destroy() catch { case NonFatal(_) => })
       if (echo != null) echo.close()
     }
@@ -354,6 +321,29 @@ object WarrenSpark {
   private def consoleEcho(sc: SparkContext): AutoCloseable =
     if (sc.getConf.getBoolean("spark.ui.showConsoleProgress", defaultValue = false)) NativeLog.echoTrackerToConsole()
     else null
+
+  /** What a Spark job's run plan needs from Spark: the application id names the fail-all run
+    * directory, which the native library creates on the executors (the driver may not see
+    * their shared file system), and a remote one is created with the driver's Hadoop
+    * configuration.
+    */
+  private def jobEngine(sc: SparkContext): JobPlan.Engine =
+    new JobPlan.Engine(
+      ConfPrefix,
+      "a directory every executor can read and write (a local path of a shared file system, or any " +
+        "Hadoop file system URI such as hdfs://namenode:8020/dir), where each worker's durable checkpoints go",
+      "the driver and every executor",
+      sc.applicationId,
+      (_, _) => (),
+      (e, setting, dir, timeoutS) =>
+        HadoopCheckpoints.create(e.prefix, setting, dir, sc.hadoopConfiguration, timeoutS, e.reachableFrom),
+      sc.getConf.get("spark.driver.host", "127.0.0.1")
+    )
+
+  /** `body`, with the runner's error as a [[WarrenSparkException]] of the same message. */
+  private def asSpark[A](body: => A): A =
+    try body
+    catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, e.getCause) }
 
   /** Trains with parameter servers: starts `numServers` servers in this (the driver's) process,
     * then runs `f` in `numWorkers` Spark tasks, one per partition of `rdd` (coalesced or
