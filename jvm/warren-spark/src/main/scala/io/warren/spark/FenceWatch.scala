@@ -55,7 +55,7 @@ private[spark] final class FenceWatch(sc: SparkContext, trackers: Trackers, watc
 
   private def step(now: Long): Unit = {
     trackers.takeFenced().asScala.foreach { f =>
-      f.taskId.toIntOption match {
+      scala.util.Try(f.taskId.toInt).toOption match {
         case Some(p) => pending.getOrElseUpdate((p, f.attempt), now)
         case None    => log.warn(s"warren: the tracker fenced task ${f.taskId}, which is no partition id")
       }

@@ -53,7 +53,7 @@ final case class WarrenJobStatus(
 
   /** The job's progress: the highest checkpoint version of its tasks' newest attempts (in a
     * job of one checkpoint per iteration, the iterations done). */
-  def checkpointVersion: Long = latestAttempts.map(_.checkpointVersion).maxOption.getOrElse(0L)
+  def checkpointVersion: Long = latestAttempts.map(_.checkpointVersion).reduceOption(_ max _).getOrElse(0L)
 
   /** Task attempts that failed or were killed. */
   def failedAttempts: Int = tasks.count(t => t.state == "failed" || t.state == "killed")
@@ -89,7 +89,7 @@ final class JobBoard(keep: Int = JobBoard.KeptJobs, clock: () => Long = () => Sy
     while (jobs.size > keep) {
       val (oldest, _) = jobs.head
       jobs.remove(oldest)
-      taskIndex.filterInPlace { case (_, (l, _)) => l != oldest }
+      taskIndex.collect { case (t, (l, _)) if l == oldest => t }.toList.foreach(taskIndex.remove)
     }
   }
 

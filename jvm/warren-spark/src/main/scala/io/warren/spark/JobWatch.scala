@@ -63,7 +63,7 @@ private[spark] final class JobWatch(
       case _: TaskKilled =>
         if (workerStages.contains(e.stageId)) onWorkerFailure(e.stageAttemptId)
       case f: ExceptionFailure if workerStages.contains(e.stageId) && JobWatch.FinalErrors(f.className) =>
-        failures.add((e.taskInfo.partitionId, f.toErrorString.linesIterator.nextOption().getOrElse("")))
+        failures.add((e.taskInfo.partitionId, f.toErrorString.linesIterator.take(1).toList.headOption.getOrElse("")))
         if (finalError.isEmpty) {
           finalError = Some((e.taskInfo.partitionId, s"${f.className.split('.').last}: ${f.description}"))
           onFinalFailure(e.stageId, f.description)
@@ -73,7 +73,7 @@ private[spark] final class JobWatch(
         if (workerStages.contains(e.stageId)) {
           val first = failedAttempts.add((e.stageId, e.stageAttemptId))
           if (first || !failAll) {
-            failures.add((e.taskInfo.partitionId, other.toString.linesIterator.nextOption().getOrElse("")))
+            failures.add((e.taskInfo.partitionId, other.toString.linesIterator.take(1).toList.headOption.getOrElse("")))
           }
           onWorkerFailure(e.stageAttemptId)
         }

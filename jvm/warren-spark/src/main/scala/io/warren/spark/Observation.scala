@@ -84,7 +84,7 @@ private[spark] object Observation {
       r
     } catch {
       case e: Throwable =>
-        failure = Some(Option(e.getMessage).flatMap(_.linesIterator.nextOption()).getOrElse(e.toString))
+        failure = Some(Option(e.getMessage).flatMap(_.linesIterator.take(1).toList.headOption).getOrElse(e.toString))
         throw e
     } finally {
       board.jobEnded(label, failure)

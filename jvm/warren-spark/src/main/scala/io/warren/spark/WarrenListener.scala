@@ -86,7 +86,7 @@ class WarrenListener extends SparkListener {
     } else {
       count(failed, label).incrementAndGet()
       val why = e.reason match {
-        case r: TaskFailedReason => r.toErrorString.linesIterator.nextOption().getOrElse("")
+        case r: TaskFailedReason => r.toErrorString.linesIterator.take(1).toList.headOption.getOrElse("")
         case other               => other.toString
       }
       log.warn(

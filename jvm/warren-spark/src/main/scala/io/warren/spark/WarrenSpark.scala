@@ -628,7 +628,7 @@ object WarrenSpark {
   private def rootMessage(e: Throwable): String = {
     var c = e
     while (c.getCause != null && c.getCause != c) c = c.getCause
-    val first = Option(e.getMessage).getOrElse(e.toString).linesIterator.nextOption().getOrElse("")
+    val first = Option(e.getMessage).getOrElse(e.toString).linesIterator.take(1).toList.headOption.getOrElse("")
     if (c eq e) first else s"$first (cause: $c)"
   }
 }

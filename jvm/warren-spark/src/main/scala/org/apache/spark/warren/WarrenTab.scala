@@ -4,7 +4,6 @@ import scala.util.control.NonFatal
 import scala.xml.Node
 
 import io.warren.spark.{JobBoard, WarrenJobStatus}
-import jakarta.servlet.http.HttpServletRequest
 import org.apache.spark.SparkContext
 import org.apache.spark.ui.{SparkUI, SparkUITab, UIUtils, WebUIPage}
 import org.slf4j.LoggerFactory
@@ -26,7 +25,7 @@ private[spark] final class WarrenTab(ui: SparkUI, board: JobBoard) extends Spark
 private[spark] final class WarrenPage(tab: WarrenTab, board: JobBoard) extends WebUIPage("") {
 
   /** Renders the jobs, the newest first. */
-  override def render(request: HttpServletRequest): Seq[Node] = {
+  override def render(request: UiServlet.Request): Seq[Node] = {
     val now = System.currentTimeMillis()
     val jobs = board.all
     val content =
