@@ -6,11 +6,14 @@
 #
 #   scripts/setup-spark.sh          # prints SPARK_HOME=<dir> as its last line
 #
-# WARREN_SPARK_DIR (default <repo>/.spark) holds the venv and the SPARK_HOME.
+# WARREN_SPARK_DIR (default <repo>/.spark) holds the venv and the SPARK_HOME;
+# WARREN_SPARK_VERSION (default 4.3.0) picks another pyspark, e.g. 3.5.9 (Scala 2.12 jars)
+# for the Spark 3.5 build, in a directory of its own:
+#   WARREN_SPARK_DIR=.spark-3.5 WARREN_SPARK_VERSION=3.5.9 scripts/setup-spark.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${WARREN_SPARK_DIR:-$root/.spark}"
-version=4.3.0
+version="${WARREN_SPARK_VERSION:-4.3.0}"
 home="$dir/home"
 venv="$dir/venv"
 if [ ! -x "$home/bin/spark-submit" ] || [ ! -f "$dir/.pyspark-$version" ]; then

@@ -120,7 +120,7 @@ final class Lbfgs private (val dim: Int, val memory: Int) {
   /** The whole state as doubles (for a checkpoint): see [[Lbfgs.fromDoubles]]. */
   def toDoubles: Array[Double] = {
     val head = Array(dim.toDouble, memory.toDouble, fx, alpha, stored.toDouble, pushes.toDouble)
-    head ++ x ++ trial ++ gx ++ dir ++ s.flatten ++ y.flatten
+    Array.concat(head, x, trial, gx, dir, Array.concat(s.toIndexedSeq: _*), Array.concat(y.toIndexedSeq: _*))
   }
 }
 

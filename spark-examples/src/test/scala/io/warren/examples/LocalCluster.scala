@@ -88,7 +88,7 @@ final class TaskCounts extends SparkListener {
   override def onTaskEnd(e: SparkListenerTaskEnd): Unit = e.reason match {
     case Success | _: TaskKilled =>
     case other =>
-      reasons.add(other.toString.linesIterator.nextOption().getOrElse(""))
+      reasons.add(other.toString.linesIterator.take(1).toList.headOption.getOrElse(""))
       failed.incrementAndGet()
   }
 
