@@ -13,18 +13,20 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${WARREN_SPARK_DIR:-$root/.spark}"
-version="${WARREN_SPARK_VERSION:-4.3.0}"
+version=4.3.0
+# WARREN_SPARK_VERSION picks another (scripts/setup.sh reads the default from the line above).
+spark_version="${WARREN_SPARK_VERSION:-$version}"
 home="$dir/home"
 venv="$dir/venv"
-if [ ! -x "$home/bin/spark-submit" ] || [ ! -f "$dir/.pyspark-$version" ]; then
+if [ ! -x "$home/bin/spark-submit" ] || [ ! -f "$dir/.pyspark-$spark_version" ]; then
   mkdir -p "$dir"
   if [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2; then
-    "$venv/bin/pip" install -q --disable-pip-version-check "pyspark==$version" >&2
+    "$venv/bin/pip" install -q --disable-pip-version-check "pyspark==$spark_version" >&2
     pkg="$("$venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
   else
     # No venv module (Debian without python3-venv): a plain target directory.
     rm -rf "$venv"
-    python3 -m pip install -q --disable-pip-version-check --target "$dir/site" "pyspark==$version" >&2
+    python3 -m pip install -q --disable-pip-version-check --target "$dir/site" "pyspark==$spark_version" >&2
     pkg="$dir/site/pyspark"
   fi
   rm -rf "$home"
@@ -33,6 +35,6 @@ if [ ! -x "$home/bin/spark-submit" ] || [ ! -f "$dir/.pyspark-$version" ]; then
     ln -s "$pkg/$d" "$home/$d"
   done
   [ -d "$pkg/python" ] && ln -s "$pkg/python" "$home/python"
-  touch "$dir/.pyspark-$version"
+  touch "$dir/.pyspark-$spark_version"
 fi
 echo "SPARK_HOME=$home"
