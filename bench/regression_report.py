@@ -33,6 +33,18 @@ def fmt_time(s):
     return f"{s * 1e3:.2f} ms"
 
 
+def compare(c, ratios):
+    """The cells `runs | new | ref | new/ref` of one row from its runs' times (`c["new"]`,
+    `c["ref"]`): each side's median and their ratio, which is appended to `ratios`."""
+    new = statistics.median(c["new"]) if c["new"] else None
+    ref = statistics.median(c["ref"]) if c["ref"] else None
+    ratio = new / ref if new and ref else None
+    if ratio:
+        ratios.append(ratio)
+    shown = "–" if ratio is None else f"{ratio:.2f}×"
+    return f"{len(c['new'])}/{len(c['ref'])} | {fmt_time(new)} | {fmt_time(ref)} | {shown}"
+
+
 def table(path):
     meta, cells, ps = {}, {}, {}
     with open(path) as f:
@@ -69,15 +81,7 @@ def table(path):
     out.append("|---|---:|---:|---:|---:|---:|---:|")
     worst = []
     for (mode, n, b) in sorted(cells, key=lambda k: (k[0], k[1], k[2])):
-        c = cells[(mode, n, b)]
-        new = statistics.median(c["new"]) if c["new"] else None
-        ref = statistics.median(c["ref"]) if c["ref"] else None
-        ratio = new / ref if new and ref else None
-        if ratio:
-            worst.append(ratio)
-        out.append(f"| {mode} | {n} | {fmt_size(b)} | {len(c['new'])}/{len(c['ref'])} | "
-                   f"{fmt_time(new)} | {fmt_time(ref)} | "
-                   f"{'–' if ratio is None else f'{ratio:.2f}×'} |")
+        out.append(f"| {mode} | {n} | {fmt_size(b)} | {compare(cells[(mode, n, b)], worst)} |")
     out.append("")
     if ps:
         out.append("The sparse parameter-server model (`warren bench ps --model sparse --bags`: 2 "
@@ -87,14 +91,7 @@ def table(path):
         out.append("| mode | runs | new | ref | new/ref |")
         out.append("|---|---:|---:|---:|---:|")
         for mode in sorted(ps):
-            c = ps[mode]
-            new = statistics.median(c["new"]) if c["new"] else None
-            ref = statistics.median(c["ref"]) if c["ref"] else None
-            ratio = new / ref if new and ref else None
-            if ratio:
-                worst.append(ratio)
-            out.append(f"| {mode} | {len(c['new'])}/{len(c['ref'])} | {fmt_time(new)} | {fmt_time(ref)} | "
-                       f"{'–' if ratio is None else f'{ratio:.2f}×'} |")
+            out.append(f"| {mode} | {compare(ps[mode], worst)} |")
         out.append("")
     if worst:
         out.append(f"Ratios new/ref: geometric mean {statistics.geometric_mean(worst):.2f}×, "
