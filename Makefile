@@ -54,7 +54,7 @@ lint: docs
 ## target/book/index.html), then checked: every page in docs/SUMMARY.md exists and every page
 ## is listed, every relative link and #anchor of the book and the READMEs resolves, in the
 ## Markdown and in the rendered HTML (a link that leaves the book fails), docs/settings.md
-## lists the keys of native/warren/src/config.rs (python3 scripts/settings_doc.py --write
+## lists the keys of native/warren-base/src/config.rs (python3 scripts/settings_doc.py --write
 ## renders it again), the pages carry no dates, issue numbers or work rounds outside generated
 ## sections, and bench/results keeps one file per benchmark. mdBook comes from scripts/setup.sh docs; tests/test_readme.py runs the
 ## same checks.

@@ -5,7 +5,7 @@
 - every relative link of the book and of the READMEs points at a file that exists, and every
   `#anchor` (in the same page or another Markdown page) names a heading of that page;
 - the settings reference (docs/settings.md) lists exactly the keys of
-  native/warren/src/config.rs, as scripts/settings_doc.py renders them;
+  native/warren-base/src/config.rs, as scripts/settings_doc.py renders them;
 - the book and the READMEs say what Warren does now: no dates, result-file time stamps,
   issue numbers or work rounds in their prose (the sections a benchmark script generates,
   between `<!-- name:begin -->` and `<!-- name:end -->`, may carry their run's date);

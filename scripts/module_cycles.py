@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Cycles in the module graph of the crates warren (native/warren/src) and warren-cli
-(native/warren-cli/src).
+"""Cycles in the module graph of each crate of the workspace (native/*/src); between crates,
+Cargo itself refuses a cycle.
 
 Each file is mapped to its module path (`lib.rs` / `main.rs` is the crate root, `a.rs` and
 `a/mod.rs` are `a`, `a/b.rs` is `a::b`; inline `mod x { ... }` blocks are modules too). Every
@@ -38,10 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CRATES = {
-    "warren": ROOT / "native" / "warren" / "src",
-    "warren-cli": ROOT / "native" / "warren-cli" / "src",
-}
+# Every crate of the workspace (between crates, Cargo itself refuses a cycle).
+CRATES = {d.parent.name: d for d in sorted((ROOT / "native").glob("*/src"))}
 KNOWN = ROOT / "scripts" / "module_cycles.known"
 
 Path_ = tuple[str, ...]

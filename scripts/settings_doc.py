@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The table of worker settings in docs/settings.md, rendered from the code: every key of
-`config::keys::KNOWN` (native/warren/src/config.rs), in that order, with the doc comment of
+`config::keys::KNOWN` (native/warren-base/src/config.rs), in that order, with the doc comment of
 its constant (the sentence `Default: ...` at its end goes to the default column).
 
     python3 scripts/settings_doc.py           # prints the table
@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG = ROOT / "native" / "warren" / "src" / "config.rs"
+CONFIG = ROOT / "native" / "warren-base" / "src" / "config.rs"
 PAGE = ROOT / "docs" / "settings.md"
-MARKER = "<!-- settings-table: rendered by scripts/settings_doc.py from config::keys (native/warren/src/config.rs) -->"
+MARKER = "<!-- settings-table: rendered by scripts/settings_doc.py from config::keys (native/warren-base/src/config.rs) -->"
 REGENERATE = "python3 scripts/settings_doc.py --write"
 
 

@@ -68,7 +68,7 @@ pub struct LaunchOutcome {
 /// TLS from the environment (`WARREN_TLS`, and `WARREN_TLS_CA`, `_CERT`, `_KEY` for user
 /// certificates): `None` when off. Child processes inherit the same settings.
 pub fn tls() -> warren::Result<Option<warren::wire::Tls>> {
-    warren::config::TlsSettings::from_env()?.context()
+    warren::wire::Tls::from_settings(&warren::config::TlsSettings::from_env()?)
 }
 
 /// The job secret from the environment, or a fresh one. With `announce`, a fresh secret is

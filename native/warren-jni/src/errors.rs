@@ -168,7 +168,7 @@ pub fn structured<'l>(
             env.new_object(class, sig, &args)?
         }
         RecoveryImpossible { lost, reason } => {
-            let ids = JObject::from(crate::strings::string_array(env, lost)?);
+            let ids = JObject::from(crate::string_array::string_array(env, lost)?);
             let reason = JObject::from(env.new_string(reason)?);
             let sig = jni_sig!("(Ljava/lang/String;[Ljava/lang/String;Ljava/lang/String;)V");
             env.new_object(class, sig, &[JValue::Object(&m), JValue::Object(&ids), JValue::Object(&reason)])?

@@ -51,6 +51,7 @@ pub mod ps;
 mod ps_request;
 mod pull_plan;
 pub mod recordio;
+mod string_array;
 mod strings;
 mod tls;
 pub mod view;
@@ -69,7 +70,7 @@ use warren::membership::Limits;
 use warren::{CallOptions, Communicator, DataType, Element, Op, Tracker, TrackerConfig};
 
 use errors::{JniError, JniResult, run};
-use strings::string_array;
+use string_array::string_array;
 
 /// Map key choosing how Java arrays reach a collective: `copy` or `critical` (the Java side
 /// resolves its default, `auto`, to one of them before it creates the communicator).

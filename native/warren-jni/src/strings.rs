@@ -1,6 +1,6 @@
-//! `String[]` across the boundary, both ways: read one the JVM passed ([`strings`]), make one
-//! to return ([`string_array`]). Local references are deleted as each element is done, so a
-//! long array never fills the JVM's local-reference table.
+//! A `String[]` the JVM passed, read ([`strings`]); `string_array.rs` makes one to return.
+//! Local references are deleted as each element is done, so a long array never fills the
+//! JVM's local-reference table.
 
 use jni::Env;
 use jni::objects::{JObjectArray, JString};
@@ -20,20 +20,6 @@ pub(crate) fn strings(env: &mut Env<'_>, array: &JObjectArray<'_, JString<'_>>, 
             return Err(JniError::Argument(format!("{what} holds null")));
         }
         out.push(s.try_to_string(env)?);
-        env.delete_local_ref(s);
-    }
-    Ok(out)
-}
-
-/// A new `String[]` holding `items`, in order.
-pub(crate) fn string_array<'l, S: AsRef<str>>(
-    env: &mut Env<'l>,
-    items: &[S],
-) -> jni::errors::Result<JObjectArray<'l, JString<'l>>> {
-    let out = JObjectArray::<JString>::new(env, items.len(), JString::null())?;
-    for (i, item) in items.iter().enumerate() {
-        let s = env.new_string(item.as_ref())?;
-        out.set_element(env, i, &s)?;
         env.delete_local_ref(s);
     }
     Ok(out)

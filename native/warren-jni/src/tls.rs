@@ -28,7 +28,7 @@ pub(crate) fn context(env: &mut Env<'_>, flat: &JObjectArray<'_, JString<'_>>) -
 
 /// The TLS context of `kv` (`[key0, value0, ...]`, possibly empty: plain TCP).
 pub(crate) fn from_pairs(kv: &[String]) -> JniResult<Option<Tls>> {
-    settings(kv)?.context().map_err(JniError::Warren)
+    warren::wire::Tls::from_settings(&settings(kv)?).map_err(JniError::Warren)
 }
 
 /// The settings of `kv` (`[key0, value0, ...]`), checked.

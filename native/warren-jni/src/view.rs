@@ -9,7 +9,7 @@ use warren::ViewChange;
 
 use crate::comm;
 use crate::errors::run;
-use crate::strings::string_array;
+use crate::string_array::string_array;
 
 /// The fixed fields before the member lists in [`flatten`]'s layout.
 pub const HEADER: usize = 5;

@@ -66,7 +66,7 @@ impl Communicator {
             return Communicator::assemble(cfg, view, &[], waiter, None, None, watch, cancel);
         };
         let deadline = Instant::now() + cfg.connect_timeout;
-        let tls = cfg.tls.context()?;
+        let tls = crate::wire::Tls::from_settings(&cfg.tls)?;
         let mut tracker = TrackerClient::connect(&uri, cfg.secret.as_bytes(), tls.as_ref(), deadline, Some(cancel))?;
         cancel.watch_tracker(tracker.socket());
         let host = match &cfg.host {

@@ -15,7 +15,7 @@ use warren::wire::{Tls, TlsSettings};
 const SECRET: &str = "tls-test-secret";
 
 fn tls() -> Option<Tls> {
-    TlsSettings::on().context().unwrap()
+    warren::wire::Tls::from_settings(&TlsSettings::on()).unwrap()
 }
 
 /// A master on a free port in a fresh directory, under TLS if `tls` is set.
