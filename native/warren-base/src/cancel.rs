@@ -47,7 +47,7 @@ struct Wake {
     reason: Option<String>,
     /// Cancelled because the tracker fenced this worker (or it lost the tracker).
     fenced: bool,
-    waker: Option<mio::Waker>,
+    waker: Option<std::sync::Arc<mio::Waker>>,
     tracker: Option<TcpStream>,
 }
 
@@ -174,7 +174,7 @@ impl CancelHandle {
     }
 
     /// Wakes `waker`'s poll on cancellation (at once if already cancelled).
-    pub fn attach_waker(&self, waker: mio::Waker) {
+    pub fn attach_waker(&self, waker: std::sync::Arc<mio::Waker>) {
         let mut w = self.lock();
         if self.is_cancelled() {
             let _ = waker.wake();

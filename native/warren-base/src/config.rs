@@ -69,7 +69,9 @@ pub mod keys {
     pub const REDUCTION_ORDER: &str = "WARREN_REDUCTION_ORDER";
     /// `auto`: peers with the same host id exchange data through shared memory (rings in
     /// `/dev/shm`; the TCP link stays, for wake-ups and to notice a dead peer), the others over
-    /// TCP; `tcp`: TCP to every peer. Default: `auto`.
+    /// TCP; `tcp`: TCP to every peer; `mem`: queues in memory, for workers that are threads of
+    /// one process (tests and simulations of many workers; every worker of the job must use
+    /// it). Default: `auto`.
     pub const TRANSPORT: &str = "WARREN_TRANSPORT";
     /// This worker's host id: workers with the same one are offered shared memory (a peer that
     /// cannot open the segment stays on TCP). The default makes workers on distinct addresses
@@ -275,6 +277,8 @@ pub enum TransportChoice {
     Auto,
     /// TCP to every peer.
     Tcp,
+    /// Queues in this process's memory: every worker is a thread of this process.
+    Mem,
 }
 
 /// The order in which a large allreduce adds the workers' values ([`keys::REDUCTION_ORDER`]).
@@ -508,7 +512,8 @@ impl Config {
             transport: match get(keys::TRANSPORT).as_deref().map(str::trim) {
                 None | Some("" | "auto") => TransportChoice::Auto,
                 Some("tcp") => TransportChoice::Tcp,
-                Some(v) => return Err(Error::Config(format!("{}={v:?} must be auto or tcp", keys::TRANSPORT))),
+                Some("mem") => TransportChoice::Mem,
+                Some(v) => return Err(Error::Config(format!("{}={v:?} must be auto, tcp or mem", keys::TRANSPORT))),
             },
             host_id: get(keys::HOST_ID).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
             shm_ring: parse(&get, keys::SHM_RING)?.unwrap_or(d.shm_ring),
@@ -778,7 +783,7 @@ mod tests {
         let e = Config::from_map(&map(&[("WARREN_TIMEOUT_S", "-1")])).unwrap_err();
         assert!(e.to_string().contains("positive"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_TRANSPORT", "rdma")])).unwrap_err();
-        assert!(e.to_string().contains("WARREN_TRANSPORT=\"rdma\" must be auto or tcp"), "{e}");
+        assert!(e.to_string().contains("WARREN_TRANSPORT=\"rdma\" must be auto, tcp or mem"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_SHM_RING", "100000")])).unwrap_err();
         assert!(e.to_string().contains("WARREN_SHM_RING=100000 must be a power of two"), "{e}");
         let e = Config::from_map(&map(&[("WARREN_JOB_SECRET_FILE", "/nonexistent/x")])).unwrap_err();

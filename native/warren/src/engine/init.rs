@@ -73,7 +73,10 @@ impl Communicator {
             Some(h) => h.clone(),
             None => tracker.local_ip()?.to_string(),
         };
-        let listener = PeerListener::bind(&host)?;
+        let listener = match cfg.transport {
+            TransportChoice::Mem => PeerListener::bind_in_memory()?,
+            TransportChoice::Auto | TransportChoice::Tcp => PeerListener::bind(&host)?,
+        };
         let a = register(&mut tracker, &cfg, &listener, deadline)?;
         // Beating from now on: the tracker expects heartbeats from the assignment on.
         let heartbeat = start_heartbeat(&cfg, &uri, tls.as_ref(), &a, &watch, cancel)?;

@@ -1,6 +1,7 @@
 //! One non-blocking link to a peer rank: over TCP (under TLS if on), or over shared memory
 //! with a peer on the same host (the TCP socket then carries only wake-ups and the peer's
-//! liveness). The algorithms see the same byte stream either way.
+//! liveness), or over queues in memory with a peer that is a thread of the same process
+//! (`mem`). The algorithms see the same byte stream either way.
 //!
 //! Under TLS a write hands bytes to the session, which encrypts them into records that the
 //! socket may not take at once: a link with records still to send takes no new bytes until
@@ -9,7 +10,9 @@
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
+use std::sync::Arc;
 
+use super::mem::MemEnd;
 use super::shm::{Fault, ShmEnd};
 use super::tls_link::TlsLink;
 use crate::error::{Error, Result};
@@ -24,10 +27,18 @@ pub const LEND_MIN: usize = 256 << 10;
 pub struct Link {
     /// Rank of the worker at the other end.
     pub peer: usize,
-    stream: mio::net::TcpStream,
-    shm: Option<Shm>,
-    /// The TLS session of a TCP link under TLS.
-    tls: Option<Box<TlsLink>>,
+    medium: Medium,
+}
+
+/// What carries a link's bytes: the one place where the transports differ.
+#[derive(Debug)]
+enum Medium {
+    /// A TCP socket, with the TLS session of a link under TLS.
+    Tcp { stream: mio::net::TcpStream, tls: Option<Box<TlsLink>> },
+    /// Rings in shared memory; the socket carries only wake-ups and the peer's liveness.
+    Shm { stream: mio::net::TcpStream, shm: Shm },
+    /// Queues in this process's memory (workers that are threads of one process).
+    Mem(MemEnd),
 }
 
 /// The shared-memory side of a link.
@@ -46,14 +57,17 @@ pub enum Transport {
     Tcp,
     /// Through rings in memory shared with a peer on the same host.
     Shm,
+    /// Through queues in the memory of the one process both workers run in.
+    Mem,
 }
 
 impl Transport {
-    /// `"tcp"` or `"shm"`.
+    /// `"tcp"`, `"shm"` or `"mem"`.
     pub fn name(self) -> &'static str {
         match self {
             Transport::Tcp => "tcp",
             Transport::Shm => "shm",
+            Transport::Mem => "mem",
         }
     }
 }
@@ -64,23 +78,39 @@ impl Link {
     pub(crate) fn new(peer: usize, channel: Channel, shm: Option<ShmEnd>) -> Result<Link> {
         let (stream, session) = channel.into_parts();
         stream.set_nonblocking(true).map_err(|e| Error::io(format!("configuring link to rank {peer}"), e))?;
-        let tls = if shm.is_some() { None } else { session.map(|s| Box::new(TlsLink::new(s))) };
-        let shm = shm.map(|end| Shm { end, gone: None });
-        Ok(Link { peer, stream: mio::net::TcpStream::from_std(stream), shm, tls })
+        let stream = mio::net::TcpStream::from_std(stream);
+        let medium = match shm {
+            Some(end) => Medium::Shm { stream, shm: Shm { end, gone: None } },
+            None => Medium::Tcp { stream, tls: session.map(|s| Box::new(TlsLink::new(s))) },
+        };
+        Ok(Link { peer, medium })
+    }
+
+    /// A link over the in-memory transport.
+    pub(crate) fn in_memory(peer: usize, end: MemEnd) -> Link {
+        Link { peer, medium: Medium::Mem(end) }
     }
 
     /// Whether the link is encrypted (TLS).
     pub fn is_tls(&self) -> bool {
-        self.tls.is_some()
+        matches!(&self.medium, Medium::Tcp { tls: Some(_), .. })
     }
 
-    pub(crate) fn source(&mut self) -> &mut mio::net::TcpStream {
-        &mut self.stream
+    /// The socket a poll watches; none for an in-memory link (see [`Link::arm`]).
+    pub(crate) fn source(&mut self) -> Option<&mut mio::net::TcpStream> {
+        match &mut self.medium {
+            Medium::Tcp { stream, .. } | Medium::Shm { stream, .. } => Some(stream),
+            Medium::Mem(_) => None,
+        }
     }
 
     /// How this link carries data.
     pub fn transport(&self) -> Transport {
-        if self.shm.is_some() { Transport::Shm } else { Transport::Tcp }
+        match self.medium {
+            Medium::Tcp { .. } => Transport::Tcp,
+            Medium::Shm { .. } => Transport::Shm,
+            Medium::Mem(_) => Transport::Mem,
+        }
     }
 
     /// Reads what is available into `buf`: `Ok(0)` if nothing is (or `buf` is empty); an error
@@ -89,44 +119,47 @@ impl Link {
         if buf.is_empty() {
             return Ok(0);
         }
-        if let Some(shm) = self.shm.as_mut() {
-            let (n, wake) = shm.end.read(buf).map_err(|e| fault(self.peer, e))?;
-            if n == 0 {
-                if let Some(why) = &shm.gone {
-                    return Err(lost(self.peer, why));
+        let peer = self.peer;
+        match &mut self.medium {
+            Medium::Shm { stream, shm } => {
+                let (n, wake) = shm.end.read(buf).map_err(|e| fault(peer, e))?;
+                if n == 0 {
+                    if let Some(why) = &shm.gone {
+                        return Err(lost(peer, why));
+                    }
                 }
+                wake_peer(stream, wake);
+                Ok(n)
             }
-            self.wake(wake);
-            return Ok(n);
-        }
-        if let Some(tls) = self.tls.as_mut() {
-            return tls.read(&mut self.stream, buf, self.peer);
-        }
-        loop {
-            match self.stream.read(buf) {
-                Ok(0) => return Err(lost(self.peer, "closed the connection")),
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(lost(self.peer, &e.to_string())),
-            }
+            Medium::Tcp { stream, tls: Some(tls) } => tls.read(stream, buf, peer),
+            Medium::Tcp { stream, tls: None } => loop {
+                match stream.read(buf) {
+                    Ok(0) => return Err(lost(peer, "closed the connection")),
+                    Ok(n) => return Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(lost(peer, &e.to_string())),
+                }
+            },
+            Medium::Mem(end) => end.read(buf).map_err(|why| lost(peer, why)),
         }
     }
 
     /// Over shared memory, reads in place: hands `f` the next whole `elem`-byte elements (at
     /// most `max` bytes) where they lie, without a copy. Returns the bytes consumed (0: none
-    /// available), or `None` when the link cannot (TCP, or bytes that are not whole aligned
-    /// elements in the ring): then [`Link::read_some`] them.
+    /// available), or `None` when the link cannot (TCP, memory queues, or bytes that are not
+    /// whole aligned elements in the ring): then [`Link::read_some`] them.
     pub fn read_in_place(&mut self, max: usize, elem: usize, f: &mut dyn FnMut(&[u8])) -> Result<Option<usize>> {
-        let Some(shm) = self.shm.as_mut() else { return Ok(None) };
-        match shm.end.read_in_place(max, elem, f).map_err(|e| fault(self.peer, e))? {
+        let peer = self.peer;
+        let Medium::Shm { stream, shm } = &mut self.medium else { return Ok(None) };
+        match shm.end.read_in_place(max, elem, f).map_err(|e| fault(peer, e))? {
             None => Ok(None),
             Some((0, _)) => match &shm.gone {
-                Some(why) => Err(lost(self.peer, why)),
+                Some(why) => Err(lost(peer, why)),
                 None => Ok(Some(0)),
             },
             Some((n, wake)) => {
-                self.wake(wake);
+                wake_peer(stream, wake);
                 Ok(Some(n))
             }
         }
@@ -141,14 +174,16 @@ impl Link {
     /// bytes taken: 0 if none now (also while fewer than [`LEND_MIN`] are offered and `more`
     /// will come: they are lent together; the last few of a transfer go through the ring).
     pub fn send_stable(&mut self, src: &[u8], more: bool) -> Result<usize> {
-        if let Some(shm) = self.shm.as_mut().filter(|s| s.gone.is_none() && s.end.can_lend()) {
-            if src.len() >= LEND_MIN || shm.end.extends(src) {
-                if let Some((n, wake)) = shm.end.lend(src) {
-                    self.wake(wake);
-                    return Ok(n);
+        if let Medium::Shm { stream, shm } = &mut self.medium {
+            if shm.gone.is_none() && shm.end.can_lend() {
+                if src.len() >= LEND_MIN || shm.end.extends(src) {
+                    if let Some((n, wake)) = shm.end.lend(src) {
+                        wake_peer(stream, wake);
+                        return Ok(n);
+                    }
+                } else if more {
+                    return Ok(0);
                 }
-            } else if more {
-                return Ok(0);
             }
         }
         self.write_some(src)
@@ -157,13 +192,13 @@ impl Link {
     /// Whether this end may lend ([`Link::send_stable`]): a shared-memory link whose peer can
     /// read this process's memory, with lending on at both ends (`WARREN_SHM_CMA`).
     pub fn can_lend(&self) -> bool {
-        self.shm.as_ref().is_some_and(|s| s.end.can_lend())
+        matches!(&self.medium, Medium::Shm { shm, .. } if shm.end.can_lend())
     }
 
     /// Whether the peer has yet to copy bytes lent to it ([`Link::send_stable`]); the next
     /// wait wakes when it has. An error if the peer is gone.
     pub fn lending(&mut self) -> Result<bool> {
-        let Some(shm) = self.shm.as_mut() else { return Ok(false) };
+        let Medium::Shm { shm, .. } = &mut self.medium else { return Ok(false) };
         if !shm.end.lending() {
             return Ok(false);
         }
@@ -176,7 +211,7 @@ impl Link {
     /// Takes back bytes lent and not yet copied (before changing or freeing them after a
     /// failure): the peer then fails the link instead of using them.
     pub fn take_back(&mut self) {
-        if let Some(shm) = self.shm.as_mut() {
+        if let Medium::Shm { shm, .. } = &mut self.medium {
             shm.end.revoke();
         }
     }
@@ -189,87 +224,104 @@ impl Link {
     /// Writes `a` then `b` with one `writev` (or one ring update), so a header and the first
     /// data go together.
     pub fn write_vectored_some(&mut self, a: &[u8], b: &[u8]) -> Result<usize> {
-        if let Some(shm) = self.shm.as_mut() {
-            if let Some(why) = &shm.gone {
-                return Err(lost(self.peer, why));
+        let peer = self.peer;
+        match &mut self.medium {
+            Medium::Shm { stream, shm } => {
+                if let Some(why) = &shm.gone {
+                    return Err(lost(peer, why));
+                }
+                let (n, wake) = shm.end.write(a, b).map_err(|e| fault(peer, e))?;
+                wake_peer(stream, wake);
+                Ok(n)
             }
-            let (n, wake) = shm.end.write(a, b).map_err(|e| fault(self.peer, e))?;
-            self.wake(wake);
-            return Ok(n);
-        }
-        if let Some(tls) = self.tls.as_mut() {
-            return tls.write(&mut self.stream, a, b, self.peer);
-        }
-        let bufs = [io::IoSlice::new(a), io::IoSlice::new(b)];
-        let bufs = match (a.is_empty(), b.is_empty()) {
-            (true, true) => return Ok(0),
-            (false, true) => &bufs[..1],
-            (true, false) => &bufs[1..],
-            (false, false) => &bufs[..],
-        };
-        loop {
-            match self.stream.write_vectored(bufs) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(lost(self.peer, &e.to_string())),
+            Medium::Tcp { stream, tls: Some(tls) } => tls.write(stream, a, b, peer),
+            Medium::Tcp { stream, tls: None } => {
+                let bufs = [io::IoSlice::new(a), io::IoSlice::new(b)];
+                let bufs = match (a.is_empty(), b.is_empty()) {
+                    (true, true) => return Ok(0),
+                    (false, true) => &bufs[..1],
+                    (true, false) => &bufs[1..],
+                    (false, false) => &bufs[..],
+                };
+                loop {
+                    match stream.write_vectored(bufs) {
+                        Ok(n) => return Ok(n),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(lost(peer, &e.to_string())),
+                    }
+                }
             }
+            Medium::Mem(end) => end.write(a, b).map_err(|why| lost(peer, why)),
         }
     }
 
     /// Closes both directions so that the peer sees the end of the link at once.
     pub fn close(&self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
+        match &self.medium {
+            Medium::Tcp { stream, .. } | Medium::Shm { stream, .. } => {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+            Medium::Mem(end) => end.close(),
+        }
     }
 
     /// Sends what a TLS link still holds of earlier writes: `Ok(true)` once nothing is
     /// left (at once on a link without TLS), `Ok(false)` while the socket is full.
     pub fn flush(&mut self) -> Result<bool> {
-        match self.tls.as_mut() {
-            Some(tls) => tls.flush(&mut self.stream, self.peer),
-            None => Ok(true),
+        match &mut self.medium {
+            Medium::Tcp { stream, tls: Some(tls) } => tls.flush(stream, self.peer),
+            _ => Ok(true),
         }
     }
 
     /// Before the waiter blocks: a TLS link sends what it holds (the socket's writability
-    /// wakes the waiter if it cannot); a shared-memory link asks its peer for a wake-up and
-    /// says whether what it waited for arrived meanwhile (then the waiter must not block).
-    pub(crate) fn arm(&mut self) -> bool {
-        if self.tls.is_some() {
-            // A broken link shows in its next read or write.
-            let _ = self.flush();
-            return false;
-        }
-        match self.shm.as_mut() {
+    /// wakes the waiter if it cannot); a shared-memory link asks its peer for a wake-up, and
+    /// an in-memory link its queues for one through `waker`; both say whether what they
+    /// waited for arrived meanwhile (then the waiter must not block).
+    pub(crate) fn arm(&mut self, waker: &Arc<mio::Waker>) -> bool {
+        match &mut self.medium {
+            Medium::Tcp { tls: Some(_), .. } => {
+                // A broken link shows in its next read or write.
+                let _ = self.flush();
+                false
+            }
+            Medium::Tcp { tls: None, .. } => false,
             // A gone peer is known already: its link's next read or write fails.
-            Some(shm) => shm.gone.is_none() && shm.end.arm(),
-            None => false,
+            Medium::Shm { shm, .. } => shm.gone.is_none() && shm.end.arm(),
+            Medium::Mem(end) => end.arm(waker),
         }
     }
 
     /// After the waiter blocked: a shared-memory link takes back its wake-up request, drains
-    /// the wake-up bytes from its socket, and learns there whether the peer is gone.
+    /// the wake-up bytes from its socket, and learns there whether the peer is gone; an
+    /// in-memory link takes back its requests.
     pub(crate) fn woke(&mut self) {
-        let Some(shm) = self.shm.as_mut() else { return };
-        shm.end.disarm();
-        let mut sink = [0u8; 64];
-        while shm.gone.is_none() {
-            match self.stream.read(&mut sink) {
-                Ok(0) => shm.gone = Some("closed the connection".into()),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => shm.gone = Some(e.to_string()),
+        match &mut self.medium {
+            Medium::Tcp { .. } => {}
+            Medium::Mem(end) => end.disarm(),
+            Medium::Shm { stream, shm } => {
+                shm.end.disarm();
+                let mut sink = [0u8; 64];
+                while shm.gone.is_none() {
+                    match stream.read(&mut sink) {
+                        Ok(0) => shm.gone = Some("closed the connection".into()),
+                        Ok(_) => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => shm.gone = Some(e.to_string()),
+                    }
+                }
             }
         }
     }
+}
 
-    /// Wakes a peer that sleeps on this shared-memory link: one byte on the socket. A full
-    /// socket already holds wake-ups; a broken one shows on the next wait.
-    fn wake(&self, needed: bool) {
-        if needed {
-            let _ = (&self.stream).write(&[1]);
-        }
+/// Wakes a peer that sleeps on a shared-memory link: one byte on the socket. A full socket
+/// already holds wake-ups; a broken one shows on the next wait.
+fn wake_peer(mut stream: &mio::net::TcpStream, needed: bool) {
+    if needed {
+        let _ = stream.write(&[1]);
     }
 }
 

@@ -12,6 +12,10 @@
 //! Then the connector offers a transport: TCP, or (to a peer with the same host id, unless
 //! shared memory is off) a shared-memory segment it created, by name. The acceptor takes it if
 //! it can open it (it is on the same host after all), else the link stays on TCP.
+//!
+//! On the in-memory transport ([`super::mem`]) the listener is an entry in the process's
+//! switchboard and a link a pair of queues: the connector hands the acceptor its rank and
+//! the job secret it holds, which the acceptor checks as the handshake would.
 
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -20,6 +24,7 @@ use log::{debug, warn};
 use socket2::SockRef;
 
 use super::Link;
+use super::mem::{self, MEM_HOST, MemEnd, MemListener};
 use super::shm::{Segment, ShmEnd};
 use crate::error::{Error, Result};
 use crate::tracker::proto::PeerAddr;
@@ -40,14 +45,24 @@ const HANDSHAKE_SLICE: Duration = Duration::from_secs(2);
 /// Pauses between attempts to reach a peer that is not listening yet.
 const CONNECT_BACKOFF: Backoff = Backoff { first: Duration::from_millis(5), max: Duration::from_millis(500) };
 
-/// The listening socket peers connect to.
+/// Capacity of each direction of an in-memory link, in bytes.
+const MEM_QUEUE: usize = 4 << 20;
+
+/// The listening socket peers connect to, or this worker's entry in the switchboard of the
+/// in-memory transport.
 #[derive(Debug)]
 pub struct PeerListener {
-    listener: TcpListener,
-    /// Host advertised to peers.
+    accepts: Accepts,
+    /// Host advertised to peers ([`MEM_HOST`] on the in-memory transport).
     pub host: String,
-    /// Port bound.
+    /// Port bound (the switchboard's number on the in-memory transport).
     pub port: u16,
+}
+
+#[derive(Debug)]
+enum Accepts {
+    Tcp(TcpListener),
+    Mem(MemListener),
 }
 
 impl PeerListener {
@@ -57,7 +72,54 @@ impl PeerListener {
             TcpListener::bind((host, 0)).map_err(|e| Error::io(format!("binding peer listener on {host}"), e))?;
         let port = listener.local_addr().map_err(|e| Error::io("reading listener address", e))?.port();
         listener.set_nonblocking(true).map_err(|e| Error::io("configuring peer listener", e))?;
-        Ok(PeerListener { listener, host: host.to_string(), port })
+        Ok(PeerListener { accepts: Accepts::Tcp(listener), host: host.to_string(), port })
+    }
+
+    /// Takes a number in the switchboard of the in-memory transport (advertised as host
+    /// [`MEM_HOST`] and that number as the port).
+    pub fn bind_in_memory() -> Result<PeerListener> {
+        let listener = MemListener::bind()?;
+        Ok(PeerListener { port: listener.port, accepts: Accepts::Mem(listener), host: MEM_HOST.to_string() })
+    }
+
+    /// Whether this listener is on the in-memory transport.
+    pub fn is_in_memory(&self) -> bool {
+        matches!(self.accepts, Accepts::Mem(_))
+    }
+
+    /// Accepts one in-memory link from one of `expected` ranks (not yet in `have`) before
+    /// `deadline`: a connector that does not hold the job secret, or is not expected, is
+    /// logged and its link ended.
+    fn accept_in_memory(
+        listener: &MemListener,
+        setup: &LinkSetup,
+        expected: &[usize],
+        have: &[usize],
+        cancel: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<(usize, MemEnd)> {
+        let me = setup.me;
+        loop {
+            cancel()?;
+            let now = Instant::now();
+            if now >= setup.deadline {
+                let missing: Vec<usize> = expected.iter().copied().filter(|r| !have.contains(r)).collect();
+                return Err(Error::Timeout {
+                    what: format!("peer ranks {missing:?} to connect to rank {me}"),
+                    after: Duration::ZERO,
+                });
+            }
+            let Some(c) = listener.accept(setup.deadline.min(now + Duration::from_millis(5))) else { continue };
+            if c.end.is_gone() {
+                // Left by a connector of an earlier link round that gave up.
+                debug!("rank {me}: dropped an in-memory link from rank {} that had ended", c.rank);
+            } else if c.secret != setup.secret {
+                warn!("rank {me}: refused an in-memory link claiming rank {}: it does not hold the job secret", c.rank);
+            } else if !expected.contains(&c.rank) || have.contains(&c.rank) {
+                warn!("rank {me}: refused an in-memory link from rank {}, not an expected neighbour", c.rank);
+            } else {
+                return Ok((c.rank, c.end));
+            }
+        }
     }
 
     /// Accepts one authenticated connection from one of `expected` ranks (not yet in `have`)
@@ -71,8 +133,9 @@ impl PeerListener {
     ) -> Result<(usize, Channel, Option<ShmEnd>)> {
         let LinkSetup { me, deadline, socket_buffer, .. } = *setup;
         let opts = LinkOptions { socket_buffer };
+        let Accepts::Tcp(listener) = &self.accepts else { unreachable!("in-memory links are accepted apart") };
         loop {
-            match self.listener.accept() {
+            match listener.accept() {
                 Ok((stream, addr)) => {
                     stream.set_nonblocking(false).map_err(|e| Error::io("configuring accepted socket", e))?;
                     let hs_deadline = deadline.min(Instant::now() + HANDSHAKE_TIMEOUT);
@@ -279,6 +342,9 @@ pub fn connect_peers(
     neighbours: &[usize],
     cancel: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<Link>> {
+    if let Accepts::Mem(mem) = &listener.accepts {
+        return connect_in_memory(mem, setup, peers, neighbours, cancel);
+    }
     let me = setup.me;
     let mut streams: Vec<(usize, Channel, Option<ShmEnd>)> = Vec::new();
     for &p in neighbours.iter().filter(|&&p| p < me) {
@@ -298,6 +364,45 @@ pub fn connect_peers(
         let i = streams.iter().position(|(r, _, _)| *r == n).expect("every neighbour was linked");
         let (_, s, shm) = streams.swap_remove(i);
         links.push(Link::new(n, s, shm)?);
+    }
+    Ok(links)
+}
+
+/// [`connect_peers`] on the in-memory transport: every peer must be on it too.
+fn connect_in_memory(
+    listener: &MemListener,
+    setup: &LinkSetup,
+    peers: &[PeerAddr],
+    neighbours: &[usize],
+    cancel: &mut dyn FnMut() -> Result<()>,
+) -> Result<Vec<Link>> {
+    let me = setup.me;
+    let mut ends: Vec<(usize, MemEnd)> = Vec::new();
+    for &p in neighbours.iter().filter(|&&p| p < me) {
+        let peer = &peers[p];
+        let elsewhere = peer.pid != 0 && peer.pid != std::process::id();
+        if peer.host != MEM_HOST || elsewhere {
+            return Err(Error::Config(format!(
+                "rank {me} links through memory (WARREN_TRANSPORT=mem) but peer rank {p} listens on {}:{} in \
+                 process {}: every worker of a job on the in-memory transport must be a thread of one process \
+                 with WARREN_TRANSPORT=mem",
+                peer.host, peer.port, peer.pid
+            )));
+        }
+        let end = mem::connect(peer.port, me, setup.secret, MEM_QUEUE).map_err(|e| gone_while_linking(p, e))?;
+        ends.push((p, end));
+    }
+    let higher: Vec<usize> = neighbours.iter().copied().filter(|&p| p > me).collect();
+    let mut have: Vec<usize> = Vec::new();
+    while have.len() < higher.len() {
+        let (rank, end) = PeerListener::accept_in_memory(listener, setup, &higher, &have, cancel)?;
+        have.push(rank);
+        ends.push((rank, end));
+    }
+    let mut links = Vec::with_capacity(neighbours.len());
+    for &n in neighbours {
+        let i = ends.iter().position(|(r, _)| *r == n).expect("every neighbour was linked");
+        links.push(Link::in_memory(n, ends.swap_remove(i).1));
     }
     Ok(links)
 }

@@ -10,6 +10,8 @@
 //! readiness of their own: before blocking, each asks its peer for a wake-up (a byte on its
 //! socket) and says whether its data arrived meanwhile; after, each reads its socket for
 //! wake-ups and for the peer's end (a dead peer's socket closes, which wakes `epoll_wait`).
+//! In-memory links have no socket at all: their queues wake the waiter through its waker
+//! (the one cancellation wakes too), which is all a spurious wake-up costs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,13 +23,15 @@ use crate::cancel::CancelHandle;
 use crate::error::{Error, Result};
 use crate::liveness::Watch;
 
-/// The token of the cancellation waker (link tokens are peer ranks).
-const CANCEL: Token = Token(usize::MAX);
+/// The token of the waker of cancellation and in-memory links (link tokens are peer ranks).
+const WAKER: Token = Token(usize::MAX);
 
 /// Waits for readiness of a set of links with a spin-then-block strategy.
 pub struct Waiter {
     poll: Poll,
     events: Events,
+    /// Wakes the poll: on cancellation, and from in-memory links.
+    waker: Arc<mio::Waker>,
     spin: Duration,
     busy: Duration,
     idle_since: Option<Instant>,
@@ -49,11 +53,13 @@ impl Waiter {
     /// wait in progress is woken; this and every later wait fail with [`Error::Aborted`]).
     pub fn new(spin: Duration, cancel: &CancelHandle) -> Result<Waiter> {
         let poll = Poll::new().map_err(|e| Error::io("creating epoll instance", e))?;
-        let waker = mio::Waker::new(poll.registry(), CANCEL).map_err(|e| Error::io("creating a waker", e))?;
-        cancel.attach_waker(waker);
+        let waker = mio::Waker::new(poll.registry(), WAKER).map_err(|e| Error::io("creating a waker", e))?;
+        let waker = Arc::new(waker);
+        cancel.attach_waker(waker.clone());
         Ok(Waiter {
             poll,
             events: Events::with_capacity(64),
+            waker,
             spin,
             busy: Duration::ZERO,
             idle_since: None,
@@ -76,22 +82,27 @@ impl Waiter {
 
     /// Registers a link (its token is its peer rank). A shared-memory link's socket only
     /// ever brings wake-ups and the peer's end: its writability (after each wake-up byte it
-    /// sent) would only wake this waiter for nothing.
+    /// sent) would only wake this waiter for nothing. An in-memory link has nothing to
+    /// register: it wakes the waiter through its waker.
     pub fn register(&self, link: &mut Link) -> Result<()> {
         let peer = link.peer;
         let interest = match link.transport() {
             super::Transport::Tcp => Interest::READABLE | Interest::WRITABLE,
             super::Transport::Shm => Interest::READABLE,
+            super::Transport::Mem => return Ok(()),
         };
+        let Some(source) = link.source() else { return Ok(()) };
         self.poll
             .registry()
-            .register(link.source(), Token(peer), interest)
+            .register(source, Token(peer), interest)
             .map_err(|e| Error::io(format!("registering link to rank {peer}"), e))
     }
 
     /// Removes a link from the set.
     pub fn deregister(&self, link: &mut Link) {
-        let _ = self.poll.registry().deregister(link.source());
+        if let Some(source) = link.source() {
+            let _ = self.poll.registry().deregister(source);
+        }
     }
 
     /// Tells the waiter that the last round of I/O moved data (resets the spin budget). Fails
@@ -141,7 +152,7 @@ impl Waiter {
         }
         let mut ready = false;
         for l in links.iter_mut().flatten() {
-            ready |= l.arm();
+            ready |= l.arm(&self.waker);
         }
         let polled = if ready { Ok(()) } else { self.poll.poll(&mut self.events, Some(timeout)) };
         links.iter_mut().flatten().for_each(Link::woke);

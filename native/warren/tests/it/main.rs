@@ -19,6 +19,7 @@ mod collectives;
 mod etcd_store;
 mod feature_gate;
 mod master_service;
+mod mem_links;
 mod ps_cancel;
 mod ps_service;
 mod recordio;
