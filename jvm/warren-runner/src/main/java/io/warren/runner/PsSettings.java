@@ -86,9 +86,10 @@ public record PsSettings(
    *
    * @param process the process that runs the servers, as the doc lines name it ({@code driver},
    *     {@code client})
+   * @param hostDefault the servers' address when {@code ps.host} is not set, as the docs show it
    * @return the declarations
    */
-  public static Declarations declarations(String process) {
+  public static Declarations declarations(String process, String hostDefault) {
     return new Declarations(
         new Setting<>(
             "ps.checkpointDir",
@@ -112,7 +113,7 @@ public record PsSettings(
             "ps.host",
             SettingType.text(),
             null,
-            "the " + process + "'s host",
+            hostDefault,
             null,
             "trainPS: address the parameter servers bind and advertise to the trainers"),
         new Setting<>(

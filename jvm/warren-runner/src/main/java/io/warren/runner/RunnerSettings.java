@@ -173,7 +173,7 @@ public record RunnerSettings(
           "false",
           "WARREN_TLS",
           "encryption in transit (TLS 1.3) on every connection that can leave a host: the"
-              + " trackers, the workers' links and (Spark's trainPS) the parameter servers and their"
+              + " trackers, the workers' links and (trainPS) the parameter servers and their"
               + " trainers; keyed from the job secret, or from `tls.ca`, `tls.cert` and `tls.key`"
               + " when given");
 

@@ -38,7 +38,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class PsServersTest {
   private static final String PREFIX = "test.warren.";
-  private static final PsSettings.Declarations DECLARED = PsSettings.declarations("client");
+  private static final PsSettings.Declarations DECLARED = PsSettings.declarations("client", "the client's host");
   private static final int TRAINERS = 2;
   private static final int STEPS = 8;
   private static final int WIDTH = 10;

@@ -71,7 +71,7 @@ object PsSettings extends SettingGroup {
   )
 
   /** The engine-neutral declarations (warren-runner's), with doc lines naming the driver. */
-  private val Declared: RunnerPsSettings.Declarations = RunnerPsSettings.declarations("driver")
+  private val Declared: RunnerPsSettings.Declarations = RunnerPsSettings.declarations("driver", "the driver's host")
 
   /** `ps.checkpointDir`. */
   val CheckpointDir: Setting[String] = Declared.checkpointDir
