@@ -1,5 +1,6 @@
 package io.warren.flink;
 
+import io.warren.runner.ElasticSettings;
 import io.warren.runner.JobPlan;
 import io.warren.runner.PsServers;
 import io.warren.runner.PsSettings;
@@ -75,6 +76,14 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  *       {@code core-site.xml} and the {@code flink.hadoop.*} entries of the job's configuration).
  * </ul>
  *
+ * <h2>Elastic membership</h2>
+ *
+ * With {@code warren.elastic=true} (retry-one) a worker whose restarted subtask has not
+ * registered within {@code warren.rejoinTimeout} is dropped from the view: the others get
+ * {@link io.warren.RolledBackException}, load the last checkpoint and go on without it, never
+ * below {@code warren.minWorkers}; when Flink runs the subtask again it joins at a checkpoint
+ * boundary. A restarted subtask that finds the job over, or that left, ends with no result.
+ *
  * <h2>Parameter servers</h2>
  *
  * {@link #trainPS} starts parameter servers in the client (warren-runner's {@link PsServers}, as
@@ -126,6 +135,23 @@ public final class WarrenFlink {
   public static final PsSettings.Declarations PS_SETTINGS =
       PsSettings.declarations("client", "`warren.trackerHost`, else 127.0.0.1");
 
+  /**
+   * The declarations of the elastic-membership settings of {@link #train} ({@code
+   * warren.elastic}, {@code warren.minWorkers}, {@code warren.rejoinTimeout}; warren-runner's,
+   * as Spark's, with Flink's doc lines).
+   */
+  public static final ElasticSettings.Declarations ELASTIC_SETTINGS =
+      ElasticSettings.declarations(
+          "retry-one: elastic membership. A lost worker whose restarted subtask has not registered"
+              + " within `rejoinTimeout` is dropped: the others roll back to their last checkpoint"
+              + " and go on without it (its rows are skipped) instead of waiting for Flink to"
+              + " redeploy it (a lost TaskManager's subtask waits for a free slot), and the"
+              + " restarted subtask joins again at a checkpoint boundary",
+          "elastic: never fewer workers; going on without a lost one below it fails naming the"
+              + " missing tasks",
+          "elastic: seconds the others wait for a lost worker's restarted subtask (Flink's"
+              + " restart delay included) before going on without it");
+
   private static final AtomicLong RUNS = new AtomicLong();
 
   private WarrenFlink() {}
@@ -172,6 +198,11 @@ public final class WarrenFlink {
     Objects.requireNonNull(worker, "worker");
     StreamExecutionEnvironment env = input.getExecutionEnvironment();
     RunnerSettings s = parse(settings, numWorkers);
+    ElasticSettings elastic = parseElastic(settings);
+    if (elastic.enabled()) {
+      // before the shape's checks, whose advice would not fit an elastic run's conflicts
+      checkPlan(s, numWorkers, elastic, engine(env.getConfiguration()));
+    }
     String bad = Shape.firstShuffle(input.getTransformation(), numWorkers, env.getParallelism());
     if (s.recovery() == Recovery.FAIL_ALL && bad == null) {
       throw new WarrenFlinkException(
@@ -197,7 +228,7 @@ public final class WarrenFlink {
             null);
       }
     }
-    RunConfig run = start(env, numWorkers, s);
+    RunConfig run = start(env, numWorkers, s, elastic);
     return input
         .transform("warren-workers", resultType, new WorkerOperator<>(run, worker))
         .setParallelism(numWorkers);
@@ -307,7 +338,7 @@ public final class WarrenFlink {
 
   /**
    * The settings table of docs/flink.md, rendered from the declarations: warren-runner's
-   * settings, then the parameter-server ones, then {@code warren.setting.WARREN_X}.
+   * settings, then the elastic and parameter-server ones, then {@code warren.setting.WARREN_X}.
    *
    * @return the Markdown table, lines joined by {@code \n}
    */
@@ -315,7 +346,8 @@ public final class WarrenFlink {
     List<String> lines =
         new ArrayList<>(Arrays.asList(RunnerSettings.markdownTable(PREFIX, "Flink setting").split("\n")));
     String last = lines.remove(lines.size() - 1);
-    lines.addAll(PsSettings.markdownRows(PREFIX, PS_SETTINGS.all()));
+    lines.addAll(RunnerSettings.markdownRows(PREFIX, ELASTIC_SETTINGS.all()));
+    lines.addAll(RunnerSettings.markdownRows(PREFIX, PS_SETTINGS.all()));
     lines.add(last);
     return String.join("\n", lines);
   }
@@ -331,7 +363,7 @@ public final class WarrenFlink {
    * @throws WarrenFlinkException for an invalid setting
    */
   public static void prepare(StreamExecutionEnvironment env, int numWorkers, Map<String, String> settings) {
-    RunConfig run = start(env, numWorkers, parse(settings, numWorkers));
+    RunConfig run = start(env, numWorkers, parse(settings, numWorkers), parseElastic(settings));
     ExecutionConfig config = env.getConfig();
     Map<String, String> params = new HashMap<>(config.getGlobalJobParameters().toMap());
     params.putAll(run.toJobParameters());
@@ -369,9 +401,20 @@ public final class WarrenFlink {
     raw.putIfAbsent(RunnerSettings.RENDEZVOUS_TIMEOUT.name(), Double.toString(DEFAULT_RENDEZVOUS_S));
     // The parameter-server settings are checked too (an unknown or bad one fails), then left out.
     parsePs(settings);
-    raw.keySet().removeIf(PsSettings::owns);
+    parseElastic(settings);
+    raw.keySet().removeIf(k -> PsSettings.owns(k) || ELASTIC_SETTINGS.owns(k));
     try {
       return RunnerSettings.parse(raw, PREFIX);
+    } catch (RunnerException e) {
+      throw new WarrenFlinkException(e.getMessage(), null);
+    }
+  }
+
+  private static ElasticSettings parseElastic(Map<String, String> settings) {
+    Map<String, String> raw = RunnerSettings.stripped(settings, PREFIX);
+    raw.keySet().removeIf(k -> !ELASTIC_SETTINGS.owns(k));
+    try {
+      return ElasticSettings.parse(raw, PREFIX, ELASTIC_SETTINGS);
     } catch (RunnerException e) {
       throw new WarrenFlinkException(e.getMessage(), null);
     }
@@ -388,7 +431,8 @@ public final class WarrenFlink {
   }
 
   /** Checks the environment, starts the trackers and registers the run's job listener. */
-  private static RunConfig start(StreamExecutionEnvironment env, int numWorkers, RunnerSettings s) {
+  private static RunConfig start(
+      StreamExecutionEnvironment env, int numWorkers, RunnerSettings s, ElasticSettings elastic) {
     ReadableConfig conf = env.getConfiguration();
     checkEnvironment(conf, numWorkers, s.slotWaitTimeout());
     String connect = s.workerSettings().get(RunnerSettings.CONNECT_TIMEOUT.worker());
@@ -398,7 +442,7 @@ public final class WarrenFlink {
         connect == null ? null : Duration.ofMillis((long) (Double.parseDouble(connect) * 1000)));
     boolean failAll = s.recovery() == Recovery.FAIL_ALL;
     int attempts = failAll ? failAllAttempts(conf) : 1;
-    JobPlan plan = plan(s, numWorkers, attempts, engine(conf));
+    JobPlan plan = plan(s, numWorkers, attempts, elastic, engine(conf));
     env.registerJobListener(new RunListener(plan, numWorkers));
     String label = Long.toString(RUNS.incrementAndGet());
     return new RunConfig(
@@ -458,10 +502,11 @@ public final class WarrenFlink {
   }
 
   /** Checks the run's settings against its shape, then starts its plan. */
-  private static JobPlan plan(RunnerSettings s, int numWorkers, int attempts, JobPlan.Engine engine) {
+  private static JobPlan plan(
+      RunnerSettings s, int numWorkers, int attempts, ElasticSettings elastic, JobPlan.Engine engine) {
     try {
-      JobPlan.check(s, numWorkers, false, 1, engine);
-      return JobPlan.start(s, numWorkers, attempts, null, engine);
+      JobPlan.check(s, numWorkers, elastic.enabled(), elastic.minWorkers(), engine);
+      return JobPlan.start(s, numWorkers, attempts, elastic.limits(numWorkers), engine);
     } catch (RunnerException e) {
       throw new WarrenFlinkException(e.getMessage(), e.getCause());
     } catch (NoClassDefFoundError e) {
@@ -475,6 +520,15 @@ public final class WarrenFlink {
               + " client's and the TaskManagers' class path, or use a local path of a shared file"
               + " system",
           e);
+    }
+  }
+
+  /** An elastic run's limits (retry-one, {@code minWorkers}), before anything starts. */
+  private static void checkPlan(RunnerSettings s, int numWorkers, ElasticSettings elastic, JobPlan.Engine engine) {
+    try {
+      JobPlan.check(s, numWorkers, elastic.enabled(), elastic.minWorkers(), engine);
+    } catch (RunnerException e) {
+      throw new WarrenFlinkException(e.getMessage(), e.getCause());
     }
   }
 

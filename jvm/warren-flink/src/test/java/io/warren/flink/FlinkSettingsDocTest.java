@@ -55,6 +55,20 @@ class FlinkSettingsDocTest {
     assertTrue(
         ps.getMessage().startsWith("warren.ps.treads is not a Warren setting (did you mean warren.ps.threads?"),
         ps.getMessage());
+    WarrenFlinkException elasticFailAll =
+        assertThrows(
+            WarrenFlinkException.class,
+            () ->
+                WarrenFlink.train(
+                    in, 2, Map.of("elastic", "true", "recovery", "fail-all", "checkpointDir", "/tmp/w"), (ctx, rows) -> 0));
+    assertTrue(
+        elasticFailAll.getMessage().startsWith("warren.elastic=true needs warren.recovery=retry-one"),
+        elasticFailAll.getMessage());
+    WarrenFlinkException min =
+        assertThrows(
+            WarrenFlinkException.class,
+            () -> WarrenFlink.train(in, 2, Map.of("warren.elastic", "true", "warren.minWorkers", "3"), (ctx, rows) -> 0));
+    assertTrue(min.getMessage().startsWith("warren.minWorkers = 3 is more than the job's 2 workers"), min.getMessage());
     WarrenFlinkException timeout =
         assertThrows(
             WarrenFlinkException.class,

@@ -217,20 +217,4 @@ public record PsSettings(
   private static Duration duration(Setting<Double> s, Map<String, String> raw, String prefix) {
     return Duration.ofMillis((long) (s.from(raw, prefix).orElseThrow() * 1000));
   }
-
-  /**
-   * The rows of an engine's settings table for {@code settings} (the columns of {@link
-   * RunnerSettings#markdownTable}).
-   *
-   * @param prefix the engine's prefix
-   * @param settings the settings
-   * @return one Markdown row per setting
-   */
-  public static List<String> markdownRows(String prefix, List<Setting<?>> settings) {
-    List<String> rows = new ArrayList<>();
-    for (Setting<?> s : settings) {
-      rows.add("| `" + prefix + s.name() + "` | " + s.kind().expected() + " | " + s.defaultDoc() + " | " + s.doc() + " |");
-    }
-    return rows;
-  }
 }

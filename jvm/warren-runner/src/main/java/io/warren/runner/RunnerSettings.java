@@ -446,6 +446,22 @@ public record RunnerSettings(
   }
 
   /**
+   * The rows of an engine's settings table for {@code settings} (the columns of {@link
+   * #markdownTable}).
+   *
+   * @param prefix the engine's prefix
+   * @param settings the settings
+   * @return one Markdown row per setting
+   */
+  public static List<String> markdownRows(String prefix, List<Setting<?>> settings) {
+    List<String> rows = new ArrayList<>();
+    for (Setting<?> s : settings) {
+      rows.add("| `" + prefix + s.name() + "` | " + s.kind().expected() + " | " + s.defaultDoc() + " | " + s.doc() + " |");
+    }
+    return rows;
+  }
+
+  /**
    * The settings table of an engine's docs, rendered from the declarations.
    *
    * @param prefix the engine's prefix ({@code spark.warren.})
