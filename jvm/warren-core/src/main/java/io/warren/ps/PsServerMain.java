@@ -102,8 +102,10 @@ public final class PsServerMain {
             .pullTimeout(Duration.ofMillis(number(a, "pull-timeout-ms", 300_000)))
             .threads(number(a, "threads", PsServer.DEFAULT_THREADS));
     if (a.containsKey("checkpoint-dir")) {
+      int steps = number(a, "checkpoint-every-steps", 10);
+      // 0 steps: by time (and by the size of the log, which the server watches itself)
       b.checkpoint(
-          Paths.get(a.get("checkpoint-dir")), number(a, "checkpoint-every-steps", 10), Duration.ZERO);
+          Paths.get(a.get("checkpoint-dir")), steps, steps == 0 ? Duration.ofSeconds(60) : Duration.ZERO);
     }
     return b;
   }

@@ -1,15 +1,22 @@
 package io.warren.flink;
 
+import io.warren.runner.ElasticSettings;
 import io.warren.runner.JobPlan;
+import io.warren.runner.PsServers;
+import io.warren.runner.PsSettings;
 import io.warren.runner.Recovery;
 import io.warren.runner.RunnerException;
 import io.warren.runner.RunnerSettings;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 import org.apache.flink.api.common.ExecutionConfig;
 import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.api.common.RuntimeExecutionMode;
@@ -69,6 +76,20 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  *       {@code core-site.xml} and the {@code flink.hadoop.*} entries of the job's configuration).
  * </ul>
  *
+ * <h2>Elastic membership</h2>
+ *
+ * With {@code warren.elastic=true} (retry-one) a worker whose restarted subtask has not
+ * registered within {@code warren.rejoinTimeout} is dropped from the view: the others get
+ * {@link io.warren.RolledBackException}, load the last checkpoint and go on without it, never
+ * below {@code warren.minWorkers}; when Flink runs the subtask again it joins at a checkpoint
+ * boundary. A restarted subtask that finds the job over, or that left, ends with no result.
+ *
+ * <h2>Parameter servers</h2>
+ *
+ * {@link #trainPS} starts parameter servers in the client (warren-runner's {@link PsServers}, as
+ * Spark's driver does) and runs trainers with a {@link io.warren.ps.PsClient} in the subtasks; a
+ * trainer subtask Flink restarts goes on at the servers' step.
+ *
  * <h2>Hung, frozen and cut-off workers</h2>
  *
  * The tracker fences a worker silent for {@code warren.peerTimeout} (default 30 s); the others
@@ -106,6 +127,30 @@ public final class WarrenFlink {
 
   /** How many attempts of a fail-all run get a tracker when Flink's configuration does not say. */
   public static final int DEFAULT_FAIL_ALL_ATTEMPTS = 4;
+
+  /**
+   * The declarations of the parameter-server settings of {@link #trainPS} ({@code warren.ps.*},
+   * warren-runner's, as Spark's {@code spark.warren.ps.*}).
+   */
+  public static final PsSettings.Declarations PS_SETTINGS =
+      PsSettings.declarations("client", "`warren.trackerHost`, else 127.0.0.1");
+
+  /**
+   * The declarations of the elastic-membership settings of {@link #train} ({@code
+   * warren.elastic}, {@code warren.minWorkers}, {@code warren.rejoinTimeout}; warren-runner's,
+   * as Spark's, with Flink's doc lines).
+   */
+  public static final ElasticSettings.Declarations ELASTIC_SETTINGS =
+      ElasticSettings.declarations(
+          "retry-one: elastic membership. A lost worker whose restarted subtask has not registered"
+              + " within `rejoinTimeout` is dropped: the others roll back to their last checkpoint"
+              + " and go on without it (its rows are skipped) instead of waiting for Flink to"
+              + " redeploy it (a lost TaskManager's subtask waits for a free slot), and the"
+              + " restarted subtask joins again at a checkpoint boundary",
+          "elastic: never fewer workers; going on without a lost one below it fails naming the"
+              + " missing tasks",
+          "elastic: seconds the others wait for a lost worker's restarted subtask (Flink's"
+              + " restart delay included) before going on without it");
 
   private static final AtomicLong RUNS = new AtomicLong();
 
@@ -153,6 +198,11 @@ public final class WarrenFlink {
     Objects.requireNonNull(worker, "worker");
     StreamExecutionEnvironment env = input.getExecutionEnvironment();
     RunnerSettings s = parse(settings, numWorkers);
+    ElasticSettings elastic = parseElastic(settings);
+    if (elastic.enabled()) {
+      // before the shape's checks, whose advice would not fit an elastic run's conflicts
+      checkPlan(s, numWorkers, elastic, engine(env.getConfiguration()));
+    }
     String bad = Shape.firstShuffle(input.getTransformation(), numWorkers, env.getParallelism());
     if (s.recovery() == Recovery.FAIL_ALL && bad == null) {
       throw new WarrenFlinkException(
@@ -178,10 +228,128 @@ public final class WarrenFlink {
             null);
       }
     }
-    RunConfig run = start(env, numWorkers, s);
+    RunConfig run = start(env, numWorkers, s, elastic);
     return input
         .transform("warren-workers", resultType, new WorkerOperator<>(run, worker))
         .setParallelism(numWorkers);
+  }
+
+  /**
+   * Trains with parameter servers: starts {@code numServers} servers in this process (the client
+   * that calls {@link #execute}; warren-runner's {@link PsServers}, stopped when the job ends),
+   * then runs {@code worker} in {@code numWorkers} parallel subtasks over {@code input}, subtask
+   * {@code i} as trainer {@code i} with a {@link io.warren.ps.PsClient} connected to every server.
+   * The worker defines the job ({@code ctx.client().define(job)}, the same on every trainer),
+   * then pulls and pushes from {@code ctx.client().step()} on:
+   *
+   * <pre>{@code
+   * WarrenFlink.trainPS(rows, 4, 2, Map.of("warren.ps.checkpointDir", "/tmp/ps"), (ctx, part) -> {
+   *   PsClient ps = ctx.client();
+   *   ps.define(job);
+   *   for (long step = ps.step(); step < steps; step++) {   // a restarted subtask resumes here
+   *     float[] w = ps.pullSparse("w", keys(part, step));
+   *     ps.push(new PsGradients().sparse("w", keys(part, step), grad(part, step, w)));
+   *   }
+   *   return ...;
+   * }, resultType);
+   * }</pre>
+   *
+   * <p>A worker that returns leaves the job (its trainer holds nobody back any more); one that
+   * throws aborts its client without leaving, so that Flink's restart of the subtask (with
+   * forward edges around the trainers, Flink's region failover restarts that subtask alone)
+   * connects as the same trainer and goes on at the step the servers have: in sync mode the
+   * others wait for it and the model is the failure-free one. Settings: {@code warren.ps.*}
+   * ({@link #PS_SETTINGS}), and of the others {@code warren.tls*} (the servers and trainers),
+   * {@code warren.slotWaitTimeout} and {@code warren.trackerHost} (the servers' address when
+   * {@code warren.ps.host} is not set); the collective ones (recovery, checkpoints, timeouts) do
+   * not apply. The same requirements as {@link #train}: STREAMING mode, no speculative
+   * execution, a free slot for every trainer.
+   *
+   * @param input the rows; subtask {@code i} of the trainers gets what Flink sends to it
+   * @param numWorkers the trainers (all must run at once)
+   * @param numServers the parameter servers
+   * @param settings {@code warren.*} settings (the prefix is optional)
+   * @param worker the work of one trainer
+   * @param resultType the type of the results
+   * @param <T> the rows
+   * @param <R> the results
+   * @return the trainers' results, one per subtask, at parallelism {@code numWorkers}
+   * @throws WarrenFlinkException for an invalid setting, or a cluster with fewer free task
+   *     slots than trainers
+   */
+  public static <T, R> SingleOutputStreamOperator<R> trainPS(
+      DataStream<T> input,
+      int numWorkers,
+      int numServers,
+      Map<String, String> settings,
+      PsWorker<T, R> worker,
+      TypeInformation<R> resultType) {
+    return trainPS(input, numWorkers, numServers, settings, worker, resultType, s -> {});
+  }
+
+  /**
+   * {@link #trainPS(DataStream, int, int, Map, PsWorker, TypeInformation)}, calling {@code
+   * onServers} on the client once the servers run (to watch them, or restart one with {@link
+   * PsServers#restart}; they stop when the job ends).
+   *
+   * @param input the rows; subtask {@code i} of the trainers gets what Flink sends to it
+   * @param numWorkers the trainers (all must run at once)
+   * @param numServers the parameter servers
+   * @param settings {@code warren.*} settings (the prefix is optional)
+   * @param worker the work of one trainer
+   * @param resultType the type of the results
+   * @param onServers called with the running servers, before the job is built further
+   * @param <T> the rows
+   * @param <R> the results
+   * @return the trainers' results, one per subtask, at parallelism {@code numWorkers}
+   * @throws WarrenFlinkException for an invalid setting, or a cluster with fewer free task
+   *     slots than trainers
+   */
+  public static <T, R> SingleOutputStreamOperator<R> trainPS(
+      DataStream<T> input,
+      int numWorkers,
+      int numServers,
+      Map<String, String> settings,
+      PsWorker<T, R> worker,
+      TypeInformation<R> resultType,
+      Consumer<PsServers> onServers) {
+    Objects.requireNonNull(worker, "worker");
+    Objects.requireNonNull(onServers, "onServers");
+    if (numServers < 1) {
+      throw new IllegalArgumentException("numServers must be at least 1, got " + numServers);
+    }
+    StreamExecutionEnvironment env = input.getExecutionEnvironment();
+    RunnerSettings s = parse(settings, numWorkers);
+    PsSettings ps = parsePs(settings);
+    checkEnvironment(env.getConfiguration(), numWorkers, s.slotWaitTimeout());
+    String host = ps.host().or(s::trackerHost).orElse("127.0.0.1");
+    PsServers servers = PsServers.start(numServers, host, ps, s.tls());
+    try {
+      onServers.accept(servers);
+      env.registerJobListener(new PsRunListener(servers));
+    } catch (RuntimeException | Error e) {
+      servers.close();
+      throw e;
+    }
+    return input
+        .transform("warren-trainers", resultType, new PsTrainerOperator<>(servers.trainers(), numWorkers, worker))
+        .setParallelism(numWorkers);
+  }
+
+  /**
+   * The settings table of docs/flink.md, rendered from the declarations: warren-runner's
+   * settings, then the elastic and parameter-server ones, then {@code warren.setting.WARREN_X}.
+   *
+   * @return the Markdown table, lines joined by {@code \n}
+   */
+  public static String markdownTable() {
+    List<String> lines =
+        new ArrayList<>(Arrays.asList(RunnerSettings.markdownTable(PREFIX, "Flink setting").split("\n")));
+    String last = lines.remove(lines.size() - 1);
+    lines.addAll(RunnerSettings.markdownRows(PREFIX, ELASTIC_SETTINGS.all()));
+    lines.addAll(RunnerSettings.markdownRows(PREFIX, PS_SETTINGS.all()));
+    lines.add(last);
+    return String.join("\n", lines);
   }
 
   /**
@@ -195,7 +363,7 @@ public final class WarrenFlink {
    * @throws WarrenFlinkException for an invalid setting
    */
   public static void prepare(StreamExecutionEnvironment env, int numWorkers, Map<String, String> settings) {
-    RunConfig run = start(env, numWorkers, parse(settings, numWorkers));
+    RunConfig run = start(env, numWorkers, parse(settings, numWorkers), parseElastic(settings));
     ExecutionConfig config = env.getConfig();
     Map<String, String> params = new HashMap<>(config.getGlobalJobParameters().toMap());
     params.putAll(run.toJobParameters());
@@ -231,6 +399,10 @@ public final class WarrenFlink {
     }
     Map<String, String> raw = RunnerSettings.stripped(settings, PREFIX);
     raw.putIfAbsent(RunnerSettings.RENDEZVOUS_TIMEOUT.name(), Double.toString(DEFAULT_RENDEZVOUS_S));
+    // The parameter-server settings are checked too (an unknown or bad one fails), then left out.
+    parsePs(settings);
+    parseElastic(settings);
+    raw.keySet().removeIf(k -> PsSettings.owns(k) || ELASTIC_SETTINGS.owns(k));
     try {
       return RunnerSettings.parse(raw, PREFIX);
     } catch (RunnerException e) {
@@ -238,9 +410,55 @@ public final class WarrenFlink {
     }
   }
 
+  private static ElasticSettings parseElastic(Map<String, String> settings) {
+    Map<String, String> raw = RunnerSettings.stripped(settings, PREFIX);
+    raw.keySet().removeIf(k -> !ELASTIC_SETTINGS.owns(k));
+    try {
+      return ElasticSettings.parse(raw, PREFIX, ELASTIC_SETTINGS);
+    } catch (RunnerException e) {
+      throw new WarrenFlinkException(e.getMessage(), null);
+    }
+  }
+
+  private static PsSettings parsePs(Map<String, String> settings) {
+    Map<String, String> raw = RunnerSettings.stripped(settings, PREFIX);
+    raw.keySet().removeIf(k -> !PsSettings.owns(k));
+    try {
+      return PsSettings.parse(raw, PREFIX, PS_SETTINGS, List.of());
+    } catch (RunnerException e) {
+      throw new WarrenFlinkException(e.getMessage(), null);
+    }
+  }
+
   /** Checks the environment, starts the trackers and registers the run's job listener. */
-  private static RunConfig start(StreamExecutionEnvironment env, int numWorkers, RunnerSettings s) {
+  private static RunConfig start(
+      StreamExecutionEnvironment env, int numWorkers, RunnerSettings s, ElasticSettings elastic) {
     ReadableConfig conf = env.getConfiguration();
+    checkEnvironment(conf, numWorkers, s.slotWaitTimeout());
+    String connect = s.workerSettings().get(RunnerSettings.CONNECT_TIMEOUT.worker());
+    Heartbeats.log(
+        conf,
+        s.trackerPeerTimeout(),
+        connect == null ? null : Duration.ofMillis((long) (Double.parseDouble(connect) * 1000)));
+    boolean failAll = s.recovery() == Recovery.FAIL_ALL;
+    int attempts = failAll ? failAllAttempts(conf) : 1;
+    JobPlan plan = plan(s, numWorkers, attempts, elastic, engine(conf));
+    env.registerJobListener(new RunListener(plan, numWorkers));
+    String label = Long.toString(RUNS.incrementAndGet());
+    return new RunConfig(
+        numWorkers,
+        failAll,
+        plan.workerSettings(),
+        label,
+        s.progressInterval(),
+        plan.remoteDir().orElse(null),
+        plan.durableEvery(),
+        // Only a remote directory loads RemoteCheckpoints, the one class that touches Hadoop's.
+        plan.remoteDir().isPresent() ? RemoteCheckpoints.hadoopSettings(conf) : Map.of());
+  }
+
+  /** STREAMING mode, no speculative execution, and (where the client can ask) enough free slots. */
+  private static void checkEnvironment(ReadableConfig conf, int numWorkers, double slotWaitTimeout) {
     RuntimeExecutionMode mode = conf.get(ExecutionOptions.RUNTIME_MODE);
     if (mode != RuntimeExecutionMode.STREAMING) {
       throw new WarrenFlinkException(
@@ -258,27 +476,7 @@ public final class WarrenFlink {
               + " would register the same task id and hold a slot while the original runs",
           null);
     }
-    Slots.check(conf, numWorkers, s.slotWaitTimeout());
-    String connect = s.workerSettings().get(RunnerSettings.CONNECT_TIMEOUT.worker());
-    Heartbeats.log(
-        conf,
-        s.trackerPeerTimeout(),
-        connect == null ? null : Duration.ofMillis((long) (Double.parseDouble(connect) * 1000)));
-    boolean failAll = s.recovery() == Recovery.FAIL_ALL;
-    int attempts = failAll ? failAllAttempts(conf) : 1;
-    JobPlan plan = plan(s, numWorkers, attempts, engine(conf));
-    env.registerJobListener(new RunListener(plan, numWorkers));
-    String label = Long.toString(RUNS.incrementAndGet());
-    return new RunConfig(
-        numWorkers,
-        failAll,
-        plan.workerSettings(),
-        label,
-        s.progressInterval(),
-        plan.remoteDir().orElse(null),
-        plan.durableEvery(),
-        // Only a remote directory loads RemoteCheckpoints, the one class that touches Hadoop's.
-        plan.remoteDir().isPresent() ? RemoteCheckpoints.hadoopSettings(conf) : Map.of());
+    Slots.check(conf, numWorkers, slotWaitTimeout);
   }
 
   /**
@@ -304,10 +502,11 @@ public final class WarrenFlink {
   }
 
   /** Checks the run's settings against its shape, then starts its plan. */
-  private static JobPlan plan(RunnerSettings s, int numWorkers, int attempts, JobPlan.Engine engine) {
+  private static JobPlan plan(
+      RunnerSettings s, int numWorkers, int attempts, ElasticSettings elastic, JobPlan.Engine engine) {
     try {
-      JobPlan.check(s, numWorkers, false, 1, engine);
-      return JobPlan.start(s, numWorkers, attempts, null, engine);
+      JobPlan.check(s, numWorkers, elastic.enabled(), elastic.minWorkers(), engine);
+      return JobPlan.start(s, numWorkers, attempts, elastic.limits(numWorkers), engine);
     } catch (RunnerException e) {
       throw new WarrenFlinkException(e.getMessage(), e.getCause());
     } catch (NoClassDefFoundError e) {
@@ -321,6 +520,15 @@ public final class WarrenFlink {
               + " client's and the TaskManagers' class path, or use a local path of a shared file"
               + " system",
           e);
+    }
+  }
+
+  /** An elastic run's limits (retry-one, {@code minWorkers}), before anything starts. */
+  private static void checkPlan(RunnerSettings s, int numWorkers, ElasticSettings elastic, JobPlan.Engine engine) {
+    try {
+      JobPlan.check(s, numWorkers, elastic.enabled(), elastic.minWorkers(), engine);
+    } catch (RunnerException e) {
+      throw new WarrenFlinkException(e.getMessage(), e.getCause());
     }
   }
 

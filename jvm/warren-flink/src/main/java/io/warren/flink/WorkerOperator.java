@@ -1,5 +1,6 @@
 package io.warren.flink;
 
+import io.warren.TaskLeftException;
 import io.warren.WorkerFencedException;
 import io.warren.runner.WorkerRun;
 import java.util.ArrayList;
@@ -17,6 +18,9 @@ import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
  * (bounded) input, runs the worker on them as Warren task {@code subtask index}, attempt {@code
  * Flink's attempt number}, then emits the worker's result.
  *
+ * <p>Elastic runs ({@code warren.elastic=true}): a restarted subtask that the tracker tells is
+ * not a member any more (the job ended without it, or it left) ends at once with no result.
+ *
  * <p>Cancellation: Flink cancels a task by interrupting its thread, which aborts the worker's
  * collective call (the communicator's interrupt watcher); the worker then leaves as lost.
  *
@@ -32,6 +36,7 @@ import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 final class WorkerOperator<T, R> extends AbstractStreamOperator<R>
     implements OneInputStreamOperator<T, R>, BoundedOneInput {
   private static final long serialVersionUID = 1L;
+  private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(WorkerOperator.class);
 
   private final RunConfig run;
   private final WarrenWorker<T, R> worker;
@@ -81,11 +86,19 @@ final class WorkerOperator<T, R> extends AbstractStreamOperator<R>
               reason -> failFenced(index, attempt, reason));
       List<T> mine = rows;
       rows = null;
-      R result =
-          WorkerRun.run(
-              settings,
-              options,
-              comm -> worker.run(new WarrenContext(comm, index, attempt, run.numWorkers()), mine));
+      R result;
+      try {
+        result =
+            WorkerRun.run(
+                settings,
+                options,
+                comm -> worker.run(new WarrenContext(comm, index, attempt, run.numWorkers()), mine));
+      } catch (TaskLeftException e) {
+        // Elastic: a restarted subtask of a worker that was dropped and that the job no longer
+        // needs (it is over, or the worker left): no result, and no failure.
+        LOG.info("Warren task {} (attempt {}) is not a member of the elastic job: {}", index, attempt, e.getMessage());
+        return;
+      }
       output.collect(new StreamRecord<>(result));
     } finally {
       if (stage != null) {

@@ -3,6 +3,8 @@ package io.warren.flink;
 import io.warren.Checkpoint;
 import io.warren.Communicator;
 import io.warren.Op;
+import io.warren.RolledBackException;
+import io.warren.ViewChange;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
@@ -144,6 +146,76 @@ final class Training {
     } finally {
       ENDED.computeIfAbsent(plan.run(), k -> new ConcurrentHashMap<>()).put(task + "/" + attempt, System.nanoTime());
     }
+  }
+
+  /** Per-run view changes the workers saw: {@code "task/attempt"} to "old->new world sizes". */
+  static final Map<String, Map<String, List<String>>> VIEWS = new ConcurrentHashMap<>();
+
+  /**
+   * One worker of an elastic run: {@link #train}'s iterations, going on from the last checkpoint
+   * with the workers left after a {@link RolledBackException} (a lost worker dropped from the
+   * view); the gradient is the mean over the members' rows (the row count is allreduced).
+   */
+  static double[] trainElastic(Communicator comm, int task, int attempt, List<double[]> rows, Plan plan)
+      throws InterruptedException {
+    Checkpoint ckpt = comm.loadCheckpoint();
+    int resumed = ckpt.version();
+    double[] w = new double[DIMS + 1];
+    if (ckpt.version() > 0) {
+      ByteBuffer.wrap(ckpt.global()).asDoubleBuffer().get(w);
+    }
+    int it = ckpt.version();
+    List<String> views =
+        VIEWS.computeIfAbsent(plan.run(), k -> new ConcurrentHashMap<>())
+            .computeIfAbsent(task + "/" + attempt, k -> java.util.Collections.synchronizedList(new ArrayList<>()));
+    while (it < plan.iters()) {
+      try {
+        double[] g = new double[DIMS + 2];
+        for (double[] row : rows) {
+          double z = w[0];
+          for (int d = 0; d < DIMS; d++) {
+            z += w[d + 1] * row[d + 1];
+          }
+          double err = 1 / (1 + Math.exp(-z)) - row[0];
+          g[0] += err;
+          for (int d = 0; d < DIMS; d++) {
+            g[d + 1] += err * row[d + 1];
+          }
+          g[DIMS + 1] += 1;
+        }
+        comm.allreduce(g, Op.SUM);
+        for (int d = 0; d <= DIMS; d++) {
+          w[d] -= 0.5 * g[d] / g[DIMS + 1];
+        }
+        ByteBuffer b = ByteBuffer.allocate(8 * w.length);
+        b.asDoubleBuffer().put(w);
+        comm.checkpoint(b.array(), null);
+        ViewChange c = comm.takeViewChange();
+        if (c != null) {
+          views.add(c.oldWorldSize() + "->" + c.newWorldSize());
+        }
+        ITERATIONS.computeIfAbsent(plan.run(), k -> new AtomicInteger()).incrementAndGet();
+        it++;
+        if (plan.sleepMs() > 0) {
+          Thread.sleep(plan.sleepMs());
+        }
+      } catch (RolledBackException e) {
+        Checkpoint back = comm.loadCheckpoint();
+        it = back.version();
+        java.util.Arrays.fill(w, 0);
+        if (it > 0) {
+          ByteBuffer.wrap(back.global()).asDoubleBuffer().get(w);
+        }
+        ViewChange c = comm.takeViewChange();
+        views.add("rolled back to " + it + (c == null ? "" : ": " + c.oldWorldSize() + "->" + c.newWorldSize()));
+      }
+    }
+    double[] out = new double[3 + w.length];
+    out[0] = task;
+    out[1] = attempt;
+    out[2] = resumed;
+    System.arraycopy(w, 0, out, 3, w.length);
+    return out;
   }
 
   /** The weights of a result row. */

@@ -173,7 +173,7 @@ public record RunnerSettings(
           "false",
           "WARREN_TLS",
           "encryption in transit (TLS 1.3) on every connection that can leave a host: the"
-              + " trackers, the workers' links and (Spark's trainPS) the parameter servers and their"
+              + " trackers, the workers' links and (trainPS) the parameter servers and their"
               + " trainers; keyed from the job secret, or from `tls.ca`, `tls.cert` and `tls.key`"
               + " when given");
 
@@ -443,6 +443,22 @@ public record RunnerSettings(
       prev = cur;
     }
     return prev[b.length()];
+  }
+
+  /**
+   * The rows of an engine's settings table for {@code settings} (the columns of {@link
+   * #markdownTable}).
+   *
+   * @param prefix the engine's prefix
+   * @param settings the settings
+   * @return one Markdown row per setting
+   */
+  public static List<String> markdownRows(String prefix, List<Setting<?>> settings) {
+    List<String> rows = new ArrayList<>();
+    for (Setting<?> s : settings) {
+      rows.add("| `" + prefix + s.name() + "` | " + s.kind().expected() + " | " + s.defaultDoc() + " | " + s.doc() + " |");
+    }
+    return rows;
   }
 
   /**

@@ -1,15 +1,15 @@
 package io.warren.spark
 
-import java.nio.file.Paths
-import java.time.{Duration => JDuration}
-
+import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import io.warren.TlsSettings
-import io.warren.ps.{PsClient, PsServer, PsStatus}
+import io.warren.ps.{PsClient, PsStatus}
+import io.warren.runner.{PsServers => RunnerPsServers}
 
 /** The parameter servers of one [[WarrenSpark.trainPS]] run: server `i` of `count` at
-  * `uris(i)`, in the driver process (`spark.warren.ps.servers=driver`, the default) or each in a
+  * `uris(i)`, in the driver process (`spark.warren.ps.servers=driver`, the default: warren-runner's
+  * engine-neutral `io.warren.runner.PsServers`, which Flink's `trainPS` uses too) or each in a
   * child JVM of the driver (`process`, see [[PsServerProcess]]) that the driver supervises: a
   * child that dies (killed, crashed) is started again with the same index, port and checkpoint
   * directory, while the trainers wait for it. [[restart]] stops a server and starts it again at
@@ -30,21 +30,12 @@ final class PsServers private[spark] (
     tls: TlsSettings = TlsSettings.OFF
 ) {
   private val inProcesses = settings.servers == PsSettings.ProcessMode
-  private val servers = new Array[PsServer](count) // driver mode
+  private var inDriver: RunnerPsServers = null // driver mode
   private val children = new Array[PsServerProcess](count) // process mode
   private val restarted = new Array[Int](count) // process mode: replacements started
   private val ports = new Array[Int](count)
   private var closed = false // guarded by this
   private var observer: PsClient = null // process mode: for status(), guarded by this
-
-  private def start(i: Int, port: Int): PsServer = {
-    val b = PsServer.builder(secret, i, count).bind(host, port).pullTimeout(settings.pullTimeout).tls(tls)
-      .threads(settings.threads)
-    settings.checkpointDir.foreach { d =>
-      b.checkpoint(Paths.get(d), settings.checkpointEvery.toLong, JDuration.ZERO)
-    }
-    b.start()
-  }
 
   private def spawn(i: Int, port: Int): PsServerProcess =
     PsServerProcess.start(secret, i, count, host, port, settings, settings.connectTimeout, tls)
@@ -84,12 +75,13 @@ final class PsServers private[spark] (
   }
 
   try {
-    for (i <- 0 until count) {
-      val uri =
-        if (inProcesses) { children(i) = spawn(i, 0); children(i).uri }
-        else { servers(i) = start(i, 0); servers(i).uri() }
-      ports(i) = uri.substring(uri.lastIndexOf(':') + 1).toInt
-    }
+    if (inProcesses) {
+      for (i <- 0 until count) {
+        children(i) = spawn(i, 0)
+        val uri = children(i).uri
+        ports(i) = uri.substring(uri.lastIndexOf(':') + 1).toInt
+      }
+    } else inDriver = RunnerPsServers.start(count, secret, host, settings.runner, tls)
   } catch {
     case e: Throwable =>
       close()
@@ -105,7 +97,7 @@ final class PsServers private[spark] (
 
   /** The servers' addresses, server `i` at index `i`. */
   val uris: Seq[String] =
-    if (inProcesses) children.toSeq.map(_.uri) else servers.toSeq.map(_.uri())
+    if (inProcesses) children.toSeq.map(_.uri) else inDriver.uris.asScala.toSeq
 
   /** Whether the servers run as child processes (`spark.warren.ps.servers=process`). */
   def separateProcesses: Boolean = inProcesses
@@ -137,10 +129,7 @@ final class PsServers private[spark] (
         observer
       }
       c.status().get(i)
-    } else synchronized {
-      if (closed) throw new IllegalStateException("the parameter servers of this run are stopped")
-      servers(i).status()
-    }
+    } else inDriver.status(i)
   }
 
   /** Stops server `i` and starts it again at the same address, from its last checkpoint if
@@ -160,10 +149,7 @@ final class PsServers private[spark] (
         while (restarted(i) == before && !closed && System.nanoTime() < deadline) {
           wait(math.max(1L, (deadline - System.nanoTime()) / 1000000L))
         }
-      } else {
-        servers(i).close()
-        servers(i) = start(i, ports(i))
-      }
+      } else inDriver.restart(i)
     }
   }
 
@@ -172,7 +158,7 @@ final class PsServers private[spark] (
     closed = true
     notifyAll()
     if (observer != null) observer.close()
-    servers.foreach(s => if (s != null) s.close())
+    if (inDriver != null) inDriver.close()
     children.foreach(c => if (c != null) c.stop())
   }
 }

@@ -5,7 +5,7 @@ import java.time.Duration
 import scala.jdk.CollectionConverters._
 import scala.jdk.OptionConverters._
 
-import io.warren.runner.{RunnerException, RunnerSettings, Setting, SettingType}
+import io.warren.runner.{RunnerException, Setting, SettingType, PsSettings => RunnerPsSettings}
 
 /** The parameter-server settings of [[WarrenSpark.trainPS]] (`spark.warren.ps.*`), parsed.
   *
@@ -28,17 +28,29 @@ final case class PsSettings(
     callTimeout: Duration,
     servers: String = PsSettings.DriverMode,
     threads: Int = io.warren.ps.PsServer.DEFAULT_THREADS
-)
+) {
 
-/** The declarations of the `spark.warren.ps.*` settings (Spark only: the servers run in the
-  * driver), validated like the others and rendered into the same docs table.
+  /** The engine-neutral part of these settings, for warren-runner's [[io.warren.runner.PsServers]]. */
+  def runner: RunnerPsSettings =
+    new RunnerPsSettings(
+      checkpointDir.toJava,
+      checkpointEvery,
+      host.toJava,
+      pullTimeout,
+      connectTimeout,
+      callTimeout,
+      threads
+    )
+}
+
+/** The declarations of the `spark.warren.ps.*` settings: warren-runner's engine-neutral ones
+  * (`io.warren.runner.PsSettings`, also Flink's `warren.ps.*`) and Spark's own `ps.servers`,
+  * validated like the others and rendered into the same docs table.
   */
 object PsSettings extends SettingGroup {
 
   /** The key prefix (after `spark.warren.`) of the parameter-server settings. */
   val KeyPrefix = "ps."
-
-  private val Day = 86400.0
 
   /** `ps.servers=driver`: the servers are threads of the driver process. */
   val DriverMode = "driver"
@@ -58,78 +70,29 @@ object PsSettings extends SettingGroup {
       " and checkpoint directory when it dies)"
   )
 
+  /** The engine-neutral declarations (warren-runner's), with doc lines naming the driver. */
+  private val Declared: RunnerPsSettings.Declarations = RunnerPsSettings.declarations("driver", "the driver's host")
+
   /** `ps.checkpointDir`. */
-  val CheckpointDir: Setting[String] = new Setting[String](
-    "ps.checkpointDir",
-    SettingType.text(),
-    null,
-    "",
-    null,
-    "trainPS: local directory of the driver where each parameter server checkpoints its shard;" +
-      " a server restarted from it loses nothing in sync mode (none: no checkpoints)"
-  )
+  val CheckpointDir: Setting[String] = Declared.checkpointDir
 
   /** `ps.checkpointEvery`. */
-  val CheckpointEvery: Setting[Integer] = new Setting[Integer](
-    "ps.checkpointEvery",
-    SettingType.intIn(0, 1000000),
-    Integer.valueOf(0),
-    "0",
-    null,
-    "trainPS: steps between a server's checkpoints (0: every 60 s, and when its log holds four times its shard)"
-  )
+  val CheckpointEvery: Setting[Integer] = Declared.checkpointEvery
 
   /** `ps.host`. */
-  val Host: Setting[String] = new Setting[String](
-    "ps.host",
-    SettingType.text(),
-    null,
-    "the driver's host",
-    null,
-    "trainPS: address the parameter servers bind and advertise to the trainers"
-  )
+  val Host: Setting[String] = Declared.host
 
   /** `ps.pullTimeout`. */
-  val PullTimeout: Setting[java.lang.Double] = new Setting[java.lang.Double](
-    "ps.pullTimeout",
-    SettingType.seconds(true, Day),
-    java.lang.Double.valueOf(300.0),
-    "300",
-    null,
-    "trainPS: seconds a trainer's pull may wait for slower trainers (sync, SSP) before it fails" +
-      " naming them"
-  )
+  val PullTimeout: Setting[java.lang.Double] = Declared.pullTimeout
 
   /** `ps.connectTimeout`. */
-  val ConnectTimeout: Setting[java.lang.Double] = new Setting[java.lang.Double](
-    "ps.connectTimeout",
-    SettingType.seconds(true, Day),
-    java.lang.Double.valueOf(60.0),
-    "60",
-    null,
-    "trainPS: seconds a trainer may take to connect to all servers"
-  )
+  val ConnectTimeout: Setting[java.lang.Double] = Declared.connectTimeout
 
   /** `ps.callTimeout`. */
-  val CallTimeout: Setting[java.lang.Double] = new Setting[java.lang.Double](
-    "ps.callTimeout",
-    SettingType.seconds(true, Day),
-    java.lang.Double.valueOf(600.0),
-    "600",
-    null,
-    "trainPS: seconds one pull or push may take, waiting for a restarted server included"
-  )
+  val CallTimeout: Setting[java.lang.Double] = Declared.callTimeout
 
   /** `ps.threads`. */
-  val Threads: Setting[Integer] = new Setting[Integer](
-    "ps.threads",
-    SettingType.intIn(1, 1024),
-    Integer.valueOf(io.warren.ps.PsServer.DEFAULT_THREADS),
-    io.warren.ps.PsServer.DEFAULT_THREADS.toString,
-    null,
-    "trainPS: threads of each parameter server; a shard's rows are worked on by one at a time, more" +
-      " read and write several trainers' frames at once (a dense model's large frames gain from two)"
-  )
+  val Threads: Setting[Integer] = Declared.threads
 
   /** Every parameter-server setting, in the order of the docs. */
   val All: Seq[Setting[_]] =
@@ -142,29 +105,19 @@ object PsSettings extends SettingGroup {
     * @throws WarrenSparkException for an invalid value or an unknown `ps.*` key
     */
   def parse(raw: Map[String, String]): PsSettings = {
-    val mine = raw.filter(_._1.startsWith(KeyPrefix))
-    mine.keys.toSeq.sorted.foreach { k =>
-      if (!All.exists(_.name == k)) {
-        val closest = All.map(_.name).minBy(n => RunnerSettings.distance(n.toLowerCase, k.toLowerCase))
-        throw new WarrenSparkException(
-          s"${WarrenSettings.Prefix}$k is not a Warren setting (did you mean ${WarrenSettings.Prefix}$closest?" +
-            s" the parameter-server settings are ${All.map(_.name).mkString(", ")})",
-          null
-        )
-      }
-    }
-    val javaRaw = mine.asJava
-    try
+    val javaRaw = raw.filter(kv => RunnerPsSettings.owns(kv._1)).asJava
+    try {
+      val r = RunnerPsSettings.parse(javaRaw, WarrenSettings.Prefix, Declared, java.util.List.of(Servers))
       PsSettings(
-        checkpointDir = CheckpointDir.from(javaRaw, WarrenSettings.Prefix).toScala,
-        checkpointEvery = value(CheckpointEvery, javaRaw).intValue(),
-        host = Host.from(javaRaw, WarrenSettings.Prefix).toScala,
-        pullTimeout = duration(PullTimeout, javaRaw),
-        connectTimeout = duration(ConnectTimeout, javaRaw),
-        callTimeout = duration(CallTimeout, javaRaw),
+        checkpointDir = r.checkpointDir.toScala,
+        checkpointEvery = r.checkpointEvery,
+        host = r.host.toScala,
+        pullTimeout = r.pullTimeout,
+        connectTimeout = r.connectTimeout,
+        callTimeout = r.callTimeout,
         servers = value(Servers, javaRaw),
-        threads = value(Threads, javaRaw).intValue()
+        threads = r.threads
       )
-    catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, null) }
+    } catch { case e: RunnerException => throw new WarrenSparkException(e.getMessage, null) }
   }
 }

@@ -9,7 +9,7 @@ import scala.util.control.NonFatal
 
 import io.warren.{Communicator, NativeLog, TaskLeftException, TlsSettings, Tracker}
 import io.warren.ps.PsClient
-import io.warren.runner.{HadoopCheckpoints, JobPlan, RunnerException, WorkerRun}
+import io.warren.runner.{HadoopCheckpoints, JobPlan, PsTrainers, RunnerException, WorkerRun}
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.{HashPartitioner, SerializableWritable, SparkContext, SparkException, TaskContext, WarrenSlots}
 import org.apache.spark.broadcast.Broadcast
@@ -413,21 +413,12 @@ object WarrenSpark {
     val servers = new PsServers(numServers, secret, settings, host, tls)
     try {
       onServers(servers)
-      val uris = servers.uris.toList // serializable, into the tasks' closure
-      val (connectTimeout, callTimeout) = (settings.connectTimeout, settings.callTimeout)
+      // serializable, into the tasks' closure: addresses, secret, timeouts, TLS
+      val trainers = new PsTrainers(servers.uris.asJava, secret, settings.connectTimeout, settings.callTimeout, tls)
       val workers = input.mapPartitions { rows =>
         val id = TaskContext.get().partitionId()
-        val ps = PsClient.connect(uris.asJava, secret, id, connectTimeout, callTimeout, tls)
-        val r =
-          try f(ps, rows)
-          catch {
-            case e: Throwable =>
-              ps.abort()
-              throw e
-          }
-        try ps.leave()
-        finally ps.close()
-        Iterator.single((id, r))
+        // ends normally: leaves the job; throws: aborts without leaving, for Spark's re-run
+        Iterator.single((id, trainers.run[R](id, ps => f(ps, rows))))
       }
       val watch = new JobWatch(
         UUID.randomUUID().toString,
