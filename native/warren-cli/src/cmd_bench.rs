@@ -20,6 +20,9 @@ pub enum BenchCmd {
     /// Dense push + pull of a whole model through parameter servers, against the loopback
     /// TCP stream limit measured in the same run.
     Ps(super::cmd_bench_ps::BenchPsArgs),
+    /// Many workers as threads of this process on the in-memory transport: rendezvous,
+    /// allreduce latency, the tracker's CPU for heartbeats, one lost worker's recovery.
+    Scale(super::cmd_bench_scale::BenchScaleArgs),
 }
 
 /// Arguments shared by the benchmarks.
@@ -59,6 +62,7 @@ pub fn run(cmd: BenchCmd) -> warren::Result<u8> {
         BenchCmd::Broadcast(a) => ("broadcast", a),
         BenchCmd::Master(m) => return super::cmd_master::bench(m),
         BenchCmd::Ps(p) => return super::cmd_bench_ps::run(&p),
+        BenchCmd::Scale(s) => return super::cmd_bench_scale::run(&s),
     };
     let dtype = DataType::from_name(&a.dtype).ok_or_else(|| Error::Config(format!("unknown --dtype {:?}", a.dtype)))?;
     let op = Op::from_name(&a.op).ok_or_else(|| Error::Config(format!("unknown --op {:?}", a.op)))?;

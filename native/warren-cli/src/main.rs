@@ -3,6 +3,7 @@
 mod bench_loopback;
 mod cmd_bench;
 mod cmd_bench_ps;
+mod cmd_bench_scale;
 mod cmd_ctl;
 mod cmd_example;
 mod cmd_master;

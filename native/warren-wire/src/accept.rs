@@ -46,10 +46,28 @@ pub fn bind(service: &str, threads: usize, host: &str, port: u16) -> Result<Boun
         .map_err(|e| Error::Config(format!("{service} address {host}:{port}: {e}")))?
         .next()
         .ok_or_else(|| Error::Config(format!("{service} host {host:?} resolves to nothing")))?;
-    let listener =
-        runtime.block_on(TcpListener::bind(addr)).map_err(|e| Error::io(format!("binding {service} on {addr}"), e))?;
+    let listener = {
+        let _in_runtime = runtime.enter();
+        listen(addr).map_err(|e| Error::io(format!("binding {service} on {addr}"), e))?
+    };
     let addr = listener.local_addr().map_err(|e| Error::io(format!("reading {service} address"), e))?;
     Ok(Bound { runtime, listener, addr })
+}
+
+/// Connections a service's listener queues before it accepts them. A whole job's workers
+/// connect at once (registration and heartbeats: two each), and a connection beyond the queue
+/// is dropped by the kernel and retried by the client a second later or more: with 1,024
+/// workers and tokio's default of 1,024, rendezvous took seconds. The kernel caps it at
+/// `net.core.somaxconn`.
+pub const LISTEN_BACKLOG: u32 = 8192;
+
+/// A listener on `addr` (address reuse on, as `TcpListener::bind`) queuing up to
+/// [`LISTEN_BACKLOG`] connections; inside a tokio runtime.
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Authenticates a newly accepted client for `purpose`: checks its preamble, challenges it,

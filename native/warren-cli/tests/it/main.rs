@@ -10,6 +10,7 @@
 
 mod support;
 
+mod bench_scale;
 mod elastic;
 mod faults;
 mod master_crash;

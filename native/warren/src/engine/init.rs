@@ -181,6 +181,11 @@ impl Communicator {
         };
         let dedicated = has_cores(&ids, me);
         self.waiter.set_busy_poll(if dedicated { self.cfg.busy_poll } else { Duration::ZERO });
+        // Workers that are threads of this process and outnumber its cores: the peer a spinning
+        // thread waits for needs that core (1,024 of them spent most of their time spinning).
+        let spin =
+            if self.cfg.transport == TransportChoice::Mem && !dedicated { Duration::ZERO } else { self.cfg.spin };
+        self.waiter.set_spin(spin);
         let mut neighbours = self.topo.neighbours();
         neighbours.extend(self.hosts.iter().flat_map(|h| h.neighbours(me)));
         // The replica ring's neighbours, for a checkpoint's ring shift of the local models.
@@ -317,8 +322,8 @@ fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
     match reply {
         FromTracker::Assignment { view, peers, round, recovered, incarnation, peer_timeout_ms, elastic, version } => {
             Ok(Assigned {
-                view,
-                peers,
+                view: std::sync::Arc::unwrap_or_clone(view),
+                peers: std::sync::Arc::unwrap_or_clone(peers),
                 round,
                 recovered,
                 incarnation,

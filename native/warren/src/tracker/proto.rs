@@ -167,10 +167,10 @@ pub enum FromTracker {
     /// The membership view (the worker's rank is its task id's position in it) and everyone's
     /// addresses.
     Assignment {
-        /// The members of the job.
-        view: crate::membership::View,
-        /// Addresses of every rank, indexed by rank.
-        peers: Vec<PeerAddr>,
+        /// The members of the job (shared by every member's assignment).
+        view: std::sync::Arc<crate::membership::View>,
+        /// Addresses of every rank, indexed by rank (shared by every member's assignment).
+        peers: std::sync::Arc<Vec<PeerAddr>>,
         /// Re-link rounds completed so far (this one included).
         round: u64,
         /// Whether this registration is a recovery (the task id had a rank already).

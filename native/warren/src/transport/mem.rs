@@ -10,7 +10,9 @@
 //! Waiting: a link has no readiness a poll could watch, so before its waiter blocks, each
 //! end hands the waiter's [`mio::Waker`] to its queues ([`MemEnd::arm`]); a write wakes the
 //! reader that armed, a read wakes an armed writer (space freed), and the end of a link wakes
-//! both. Spurious wake-ups only cost one more round of I/O.
+//! both. Like an edge-triggered poll, arming reports only what changed since the end last
+//! looked (bytes written, bytes taken, the end of the link), not bytes that wait unread: the
+//! algorithm may not want them yet. Spurious wake-ups only cost one more round of I/O.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +34,10 @@ struct Queue {
 #[derive(Debug, Default)]
 struct QueueState {
     bytes: VecDeque<u8>,
+    /// Bytes ever written into the queue.
+    written: u64,
+    /// Bytes ever taken out of it.
+    taken: u64,
     /// Why the link ended (an end was dropped or closed), once it has.
     gone: Option<&'static str>,
     /// The waker of the reading end while it is armed.
@@ -63,13 +69,17 @@ impl Queue {
 pub struct MemEnd {
     tx: Arc<Queue>,
     rx: Arc<Queue>,
+    /// What this end saw when it last looked: `rx`'s bytes written, `tx`'s bytes taken, and
+    /// whether the link had ended.
+    seen: (u64, u64, bool),
 }
 
 impl MemEnd {
     /// Two connected ends whose queues hold up to `capacity` bytes each way.
     pub fn pair(capacity: usize) -> (MemEnd, MemEnd) {
         let (a, b) = (Queue::new(capacity), Queue::new(capacity));
-        (MemEnd { tx: a.clone(), rx: b.clone() }, MemEnd { tx: b, rx: a })
+        let seen = (0, 0, false);
+        (MemEnd { tx: a.clone(), rx: b.clone(), seen }, MemEnd { tx: b, rx: a, seen })
     }
 
     /// Reads what is there into `buf`: `Ok(0)` if nothing is; `Err(reason)` once the queue is
@@ -88,6 +98,7 @@ impl MemEnd {
         buf[..from_a].copy_from_slice(&a[..from_a]);
         buf[from_a..n].copy_from_slice(&b[..n - from_a]);
         s.bytes.drain(..n);
+        s.taken += n as u64;
         if let Some(w) = s.writer.take() {
             let _ = w.wake();
         }
@@ -106,6 +117,7 @@ impl MemEnd {
         let from_b = b.len().min(room - from_a);
         s.bytes.extend(&a[..from_a]);
         s.bytes.extend(&b[..from_b]);
+        s.written += (from_a + from_b) as u64;
         if from_a + from_b > 0 {
             if let Some(w) = s.reader.take() {
                 let _ = w.wake();
@@ -115,19 +127,31 @@ impl MemEnd {
     }
 
     /// Before its waiter blocks: asks to be woken by `waker` when bytes arrive, space frees up
-    /// or the link ends. Returns whether bytes or the end are there already (then the waiter
-    /// must not block).
-    pub fn arm(&self, waker: &Arc<mio::Waker>) -> bool {
-        self.tx.lock().writer = Some(waker.clone());
+    /// or the link ends. Returns whether any of that happened since this end last looked
+    /// (then the waiter must not block).
+    pub fn arm(&mut self, waker: &Arc<mio::Waker>) -> bool {
+        let taken = {
+            let mut s = self.tx.lock();
+            s.writer = Some(waker.clone());
+            s.taken
+        };
         let mut s = self.rx.lock();
         s.reader = Some(waker.clone());
-        !s.bytes.is_empty() || s.gone.is_some()
+        let now = (s.written, taken, s.gone.is_some());
+        drop(s);
+        std::mem::replace(&mut self.seen, now) != now
     }
 
-    /// After its waiter woke: takes the wake-up requests back.
-    pub fn disarm(&self) {
-        self.tx.lock().writer = None;
-        self.rx.lock().reader = None;
+    /// After its waiter woke: takes the wake-up requests back, and notes what it has seen.
+    pub fn disarm(&mut self) {
+        let taken = {
+            let mut s = self.tx.lock();
+            s.writer = None;
+            s.taken
+        };
+        let mut s = self.rx.lock();
+        s.reader = None;
+        self.seen = (s.written, taken, s.gone.is_some());
     }
 
     /// Whether the link has ended (an end was dropped or closed).
@@ -273,6 +297,7 @@ mod tests {
         let poll = mio::Poll::new().unwrap();
         let waker = Arc::new(mio::Waker::new(poll.registry(), mio::Token(7)).unwrap());
         let (a, b) = MemEnd::pair(64);
+        let mut b = b;
         assert!(!b.arm(&waker), "nothing there yet");
         a.write(b"x", b"").unwrap();
         let mut events = mio::Events::with_capacity(4);
@@ -280,9 +305,12 @@ mod tests {
         poll.poll(&mut events, Some(std::time::Duration::from_secs(5))).unwrap();
         assert!(events.iter().any(|e| e.token() == mio::Token(7)));
         b.disarm();
-        assert!(b.arm(&waker), "a byte is there: do not block");
+        assert!(!b.arm(&waker), "an unread byte seen before does not wake again");
         b.disarm();
-        let mut buf = [0u8; 1];
+        a.write(b"y", b"").unwrap();
+        assert!(b.arm(&waker), "a byte written since the last look: do not block");
+        b.disarm();
+        let mut buf = [0u8; 2];
         b.read(&mut buf).unwrap();
         assert!(!b.arm(&waker));
         drop(a);

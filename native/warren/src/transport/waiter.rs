@@ -69,6 +69,12 @@ impl Waiter {
         })
     }
 
+    /// Spins for `spin` before blocking (zero: blocks at once).
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
+        self.busy = self.busy.min(spin);
+    }
+
     /// Polls without yielding the core for the first `busy` of each spin (at most the spin).
     pub fn set_busy_poll(&mut self, busy: Duration) {
         self.busy = busy.min(self.spin);
