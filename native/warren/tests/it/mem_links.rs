@@ -2,10 +2,12 @@
 //! through queues instead of sockets, with the real tracker and the real robust protocol. The
 //! same result bits as TCP; a worker whose communicator goes away (its thread ends without
 //! finalizing, as a killed worker's process does) is a lost peer to the others, and its
-//! replacement recovers from them to the failure-free model.
+//! replacement recovers from them to the failure-free model, under any schedule of losses.
 
 use std::sync::mpsc;
 use std::thread;
+
+use proptest::prelude::*;
 
 use crate::common::{HARD_LIMIT, Rng, run_world, start_tracker, worker_config};
 use warren::config::TransportChoice;
@@ -118,28 +120,32 @@ fn train(cfg: Config, die_at: Option<u32>) -> warren::Result<Option<Vec<u32>>> {
     Ok(Some(model.iter().map(|m| m.to_bits()).collect()))
 }
 
-/// Runs the job on `n` workers; worker `victim` (if any) goes away at iteration `die_at` and
-/// a replacement thread (the same task, attempt 1) takes its place. The final models by task.
-fn job(n: usize, victim: Option<(usize, u32)>) -> Vec<Vec<u32>> {
+/// Runs the job on `n` workers; `deaths[task]` lists, attempt by attempt, the iteration at
+/// which that attempt of the task goes away (a replacement thread with the next attempt
+/// number takes its place). The final models by task.
+fn job(n: usize, deaths: &[Vec<u32>]) -> Vec<Vec<u32>> {
     let tracker = start_tracker(n);
     let (tx, rx) = mpsc::channel();
-    let config = |task: usize, attempt: u32| {
-        let mut cfg = worker_config(&tracker, task);
-        cfg.transport = TransportChoice::Mem;
-        cfg.robust = true;
-        cfg.attempt = attempt;
-        cfg
-    };
     for task in 0..n {
-        let cfg = config(task, 0);
-        let die_at = victim.filter(|&(v, _)| v == task).map(|(_, at)| at);
-        let replacement = die_at.map(|_| config(task, 1));
+        let cfgs: Vec<Config> = (0..=deaths.get(task).map_or(0, Vec::len) as u32)
+            .map(|attempt| {
+                let mut cfg = worker_config(&tracker, task);
+                cfg.transport = TransportChoice::Mem;
+                cfg.robust = true;
+                cfg.attempt = attempt;
+                cfg
+            })
+            .collect();
+        let dies: Vec<u32> = deaths.get(task).cloned().unwrap_or_default();
         let tx = tx.clone();
         thread::spawn(move || {
-            let r = match train(cfg, die_at) {
-                Ok(None) => train(replacement.expect("only the victim dies"), None),
-                other => other,
-            };
+            let mut r = Ok(None);
+            for (attempt, cfg) in cfgs.into_iter().enumerate() {
+                r = train(cfg, dies.get(attempt).copied());
+                if !matches!(r, Ok(None)) {
+                    break;
+                }
+            }
             let _ = tx.send((task, r));
         });
     }
@@ -147,19 +153,40 @@ fn job(n: usize, victim: Option<(usize, u32)>) -> Vec<Vec<u32>> {
     let mut out = vec![Vec::new(); n];
     for _ in 0..n {
         let (task, r) = rx.recv_timeout(HARD_LIMIT).expect("a worker hung past the hard limit");
-        out[task] = r.unwrap_or_else(|e| panic!("task {task} failed: {e}")).expect("a model");
+        out[task] = r.unwrap_or_else(|e| panic!("task {task} failed: {e}")).expect("the last attempt finishes");
     }
     out
 }
 
 #[test]
 fn a_worker_lost_on_in_memory_links_is_replaced_and_recovers_the_failure_free_model() {
-    let clean = job(4, None);
+    let clean = job(4, &[]);
     assert!(clean.iter().all(|m| m == &clean[0]), "the workers disagree");
     for (victim, at) in [(2, 5), (0, 0), (3, ITERATIONS - 1)] {
-        let recovered = job(4, Some((victim, at)));
+        let mut deaths = vec![Vec::new(); 4];
+        deaths[victim] = vec![at];
+        let recovered = job(4, &deaths);
         for (task, m) in recovered.iter().enumerate() {
             assert!(m == &clean[0], "task {task}, task {victim} lost at iteration {at}: not the failure-free model");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Any schedule of losses (several workers, at the same or different iterations, and
+    /// replacements lost again) ends with the failure-free model on every worker.
+    #[test]
+    fn any_kill_schedule_ends_with_the_failure_free_model(
+        n in 2usize..6,
+        deaths in proptest::collection::vec(proptest::collection::vec(0..ITERATIONS, 0..3), 6),
+    ) {
+        let deaths = &deaths[..n];
+        let clean = job(n, &[]);
+        let recovered = job(n, deaths);
+        for (task, m) in recovered.iter().enumerate() {
+            prop_assert!(m == &clean[0], "task {} ends with another model under the losses {:?}", task, deaths);
         }
     }
 }
