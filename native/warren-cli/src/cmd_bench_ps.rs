@@ -137,7 +137,7 @@ pub fn run(a: &BenchPsArgs) -> warren::Result<u8> {
     let step_s = elapsed / a.steps as f64;
     let mode = if a.mode == "ssp" { format!("ssp({})", a.staleness) } else { a.mode.clone() };
     let common = format!(
-        "\"trainers\":{},\"servers\":{},\"mode\":\"{mode}\",\"steps\":{},\"compute_ms\":{},\"step_s\":{step_s:.4},\"cpu_step_s\":{:.4}",
+        "\"trainers\":{},\"servers\":{},\"mode\":\"{mode}\",\"steps\":{},\"compute_ms\":{},\"step_s\":{step_s:.6},\"cpu_step_s\":{:.6}",
         a.trainers,
         a.servers,
         a.steps,
@@ -146,9 +146,9 @@ pub fn run(a: &BenchPsArgs) -> warren::Result<u8> {
     );
     if sparse {
         let reference = exchange.map_or(String::new(), |e| {
-            format!(",\"loopback_step_s\":{:.4},\"loopback_cpu_step_s\":{:.4}", e.wall_s, e.cpu_s)
+            format!(",\"loopback_step_s\":{:.6},\"loopback_cpu_step_s\":{:.6}", e.wall_s, e.cpu_s)
         });
-        let model = format!(",\"model_cpu_step_s\":{:.4}", sparse_model_cpu_s(a));
+        let model = format!(",\"model_cpu_step_s\":{:.6}", sparse_model_cpu_s(a));
         println!(
             "{{\"bench\":\"ps_sparse\",\"keys\":{},\"width\":{},\"batch\":{},\"features\":{},\"bags\":{},{common}{reference}{model}}}",
             a.keys, a.width, a.batch, a.features, a.bags
