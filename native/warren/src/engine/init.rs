@@ -322,8 +322,8 @@ fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
     match reply {
         FromTracker::Assignment { view, peers, round, recovered, incarnation, peer_timeout_ms, elastic, version } => {
             Ok(Assigned {
-                view: std::sync::Arc::unwrap_or_clone(view),
-                peers: std::sync::Arc::unwrap_or_clone(peers),
+                view: view.into_inner(),
+                peers: peers.into_inner(),
                 round,
                 recovered,
                 incarnation,

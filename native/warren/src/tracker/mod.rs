@@ -13,6 +13,7 @@
 //!   `join_hold.rs`: a boundary's decision waiting briefly for a task added moments ago.
 
 mod client;
+pub mod encoded_once;
 mod fencing;
 mod join_hold;
 pub mod liveness;

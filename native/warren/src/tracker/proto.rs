@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::encoded_once::EncodedOnce;
+
 /// A worker's address for peer links.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerAddr {
@@ -167,10 +169,11 @@ pub enum FromTracker {
     /// The membership view (the worker's rank is its task id's position in it) and everyone's
     /// addresses.
     Assignment {
-        /// The members of the job (shared by every member's assignment).
-        view: std::sync::Arc<crate::membership::View>,
-        /// Addresses of every rank, indexed by rank (shared by every member's assignment).
-        peers: std::sync::Arc<Vec<PeerAddr>>,
+        /// The members of the job (shared by every member's assignment, encoded once).
+        view: EncodedOnce<crate::membership::View>,
+        /// Addresses of every rank, indexed by rank (shared by every member's assignment,
+        /// encoded once).
+        peers: EncodedOnce<Vec<PeerAddr>>,
         /// Re-link rounds completed so far (this one included).
         round: u64,
         /// Whether this registration is a recovery (the task id had a rank already).

@@ -6,7 +6,7 @@ use std::time::Instant;
 use log::info;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::proto::{FromTracker, TaskInfo};
+use super::proto::{EncodedOnce, FromTracker, TaskInfo};
 use super::registry::Registry;
 use super::state::Shared;
 use crate::membership::View;
@@ -15,10 +15,10 @@ use crate::membership::View;
 /// incarnation (the connection's id) and the peer timeout; heartbeats are due from then on.
 pub(crate) fn assign(s: &mut Shared, view: &View) {
     s.registry.fix_placement();
-    // One copy of the view and the addresses for every member: at 1,024 workers a copy each
-    // was a million addresses cloned per round.
-    let peers = std::sync::Arc::new(s.registry.peers());
-    let shared_view = std::sync::Arc::new(view.clone());
+    // One copy of the view and the addresses for every member, encoded once: at 1,024 workers
+    // a copy each was a million addresses cloned and encoded per round.
+    let peers = EncodedOnce::new(s.registry.peers());
+    let shared_view = EncodedOnce::new(view.clone());
     let round = s.registry.rounds();
     let now = Instant::now();
     let peer_timeout_ms = s.liveness.as_ref().map_or(0, |l| l.timeout().as_millis().max(1) as u64);
