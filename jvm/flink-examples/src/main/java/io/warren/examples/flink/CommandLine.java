@@ -1,6 +1,5 @@
 package io.warren.examples.flink;
 
-import io.warren.examples.flink.LogisticRegression.Params;
 
 /**
  * The command line of {@link LogisticRegression}: the job's parameters, its {@code warren.*}
@@ -27,8 +26,8 @@ public final class CommandLine {
    * @return the parameters; their hooks are {@link Faults} if a failure or pause was asked for
    * @throws IllegalArgumentException naming an unknown argument, with the usage
    */
-  public static Params parse(String... args) {
-    Params p = new Params();
+  public static TrainingParams parse(String... args) {
+    TrainingParams p = new TrainingParams();
     Faults f = new Faults();
     boolean faults = false;
     for (int i = 0; i < args.length; i++) {

@@ -32,10 +32,10 @@ public final class FlinkBench {
 
   private static double once(URI rest, String... args) throws Exception {
     StreamExecutionEnvironment env = StreamExecutionEnvironment.createRemoteEnvironment(rest.getHost(), rest.getPort());
-    LogisticRegression.Params p = CommandLine.parse(args);
+    TrainingParams p = CommandLine.parse(args);
     env.setParallelism(p.workers);
     long t = System.nanoTime();
-    List<LogisticRegression.Result> rs = LogisticRegression.run(env, p);
+    List<WorkerResult> rs = LogisticRegression.run(env, p);
     double s = (System.nanoTime() - t) / 1e9;
     if (rs.size() != p.workers) {
       throw new IllegalStateException("expected " + p.workers + " results, got " + rs.size());
@@ -57,7 +57,7 @@ public final class FlinkBench {
     for (int i = 1; i < args.length; i++) {
       base.add(args[i]);
     }
-    LogisticRegression.Params p = CommandLine.parse(base.toArray(new String[0]));
+    TrainingParams p = CommandLine.parse(base.toArray(new String[0]));
     String kill = Integer.toString(p.iters / 2);
     Configuration conf = LogisticRegression.localConfiguration();
     conf.setString("restart-strategy.fixed-delay.delay", "100 ms");

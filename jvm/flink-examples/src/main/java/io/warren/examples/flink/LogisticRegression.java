@@ -5,16 +5,12 @@ import io.warren.Checkpoint;
 import io.warren.Communicator;
 import io.warren.Op;
 import io.warren.examples.data.LogisticData;
-import io.warren.examples.data.ModelHash;
 import io.warren.flink.WarrenContext;
 import io.warren.flink.WarrenFlink;
-import java.io.Serializable;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.stream.Collectors;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -40,53 +36,8 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 public final class LogisticRegression {
   private LogisticRegression() {}
 
-  /** The job's parameters. */
-  public static final class Params implements Serializable {
-    private static final long serialVersionUID = 1L;
-    /** Warren workers (parallel subtasks). */
-    public int workers = 3;
-    /** Rows of synthetic data in all. */
-    public int rows = 100000;
-    /** Features per row. */
-    public int features = 20;
-    /** Gradient steps. */
-    public int iters = 20;
-    /** The learning rate. */
-    public double stepSize = 1.0;
-    /** Seed of the data and of the initial weights. */
-    public long seed = 20240601L;
-    /** {@code warren.*} settings. */
-    public Map<String, String> settings = new HashMap<>(Map.of("bootstrapCache", "true"));
-    /** Calls into the worker loop ({@link Faults} injects failures through them). */
-    public Hooks hooks = Hooks.NONE;
-  }
-
-  /** One worker's result (every worker ends with the same weights). */
-  public static final class Result implements Serializable {
-    private static final long serialVersionUID = 1L;
-    /** Task id (subtask index), Flink's attempt number of the subtask, and the Warren rank. */
-    public int task, attempt, rank;
-    /** Final weights (the last is the intercept), and the mean log loss before each step. */
-    public double[] weights, losses;
-    /** Training accuracy of the final weights, and milliseconds per iteration of this attempt. */
-    public double accuracy, iterMs;
-    /** Recoveries this worker took part in. */
-    public long recoveries;
-    /** The checkpoint version the worker started from. */
-    public int startVersion;
-
-    /**
-     * SHA-256 of the weights as little-endian doubles ({@link ModelHash}).
-     *
-     * @return 64 hex digits
-     */
-    public String modelHash() {
-      return ModelHash.of(weights);
-    }
-  }
-
   /** One worker: bootstrap calls, then a checkpointed gradient loop from the last checkpoint. */
-  static Result worker(Params p, WarrenContext ctx, List<double[]> parts) throws Exception {
+  static WorkerResult worker(TrainingParams p, WarrenContext ctx, List<double[]> parts) throws Exception {
     Communicator comm = ctx.communicator();
     double[] xy = parts.isEmpty() ? new double[0] : parts.get(0); // [x..., y...], see LogisticData
     // Bootstrap calls: made once before the first checkpoint, replayed to a restarted worker.
@@ -123,7 +74,7 @@ public final class LogisticRegression {
     double loopMs = (System.nanoTime() - loopStart) / 1e6;
     double[] acc = {LogisticData.correct(xy, n, d, wl), n};
     comm.allreduce(acc, Op.SUM);
-    Result res = new Result();
+    WorkerResult res = new WorkerResult();
     res.task = ctx.taskId();
     res.attempt = ctx.attempt();
     res.rank = comm.rank();
@@ -145,13 +96,13 @@ public final class LogisticRegression {
    * @return every worker's result, in task-id order
    * @throws Exception if the job failed
    */
-  public static List<Result> run(StreamExecutionEnvironment env, Params p) throws Exception {
+  public static List<WorkerResult> run(StreamExecutionEnvironment env, TrainingParams p) throws Exception {
     p.hooks.beforeSubmit(env);
     boolean failAll = "fail-all".equalsIgnoreCase(p.settings.getOrDefault("recovery", "retry-one").trim());
     DataStream<double[]> data =
         Partitions.of(env, p.workers, failAll, pid -> LogisticData.generate(p.rows, p.workers, p.features, p.seed, pid));
-    Results.collect(WarrenFlink.train(data, p.workers, p.settings, (ctx, part) -> worker(p, ctx, part), TypeInformation.of(Result.class)));
-    List<Result> results = Results.of(WarrenFlink.execute(env, "warren-logistic-regression"));
+    Results.collect(WarrenFlink.train(data, p.workers, p.settings, (ctx, part) -> worker(p, ctx, part), TypeInformation.of(WorkerResult.class)));
+    List<WorkerResult> results = Results.of(WarrenFlink.execute(env, "warren-logistic-regression"));
     results.sort((a, b) -> Integer.compare(a.task, b.task));
     return results;
   }
@@ -178,12 +129,12 @@ public final class LogisticRegression {
    * @throws Exception if the job failed
    */
   public static void main(String[] args) throws Exception {
-    Params p = CommandLine.parse(args);
+    TrainingParams p = CommandLine.parse(args);
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(localConfiguration());
     long started = System.nanoTime();
-    List<Result> results = run(env, p);
+    List<WorkerResult> results = run(env, p);
     double seconds = (System.nanoTime() - started) / 1e9;
-    Result r0 = results.stream().filter(r -> r.rank == 0).findFirst().orElseThrow();
+    WorkerResult r0 = results.stream().filter(r -> r.rank == 0).findFirst().orElseThrow();
     for (int i = 0; i < r0.losses.length; i++) {
       System.out.printf(Locale.ROOT, "iter %3d loss %.10f%n", i + 1, r0.losses[i]);
     }

@@ -39,7 +39,7 @@ class LogisticRegressionFlinkTest {
         .collect(Collectors.toMap(l -> l.substring(0, l.indexOf(' ')), l -> l.substring(l.indexOf(' ') + 1).trim()));
   }
 
-  private static List<LogisticRegression.Result> run(String... extra) throws Exception {
+  private static List<WorkerResult> run(String... extra) throws Exception {
     String[] base = demo().get("args").split(" ");
     String[] args = new String[base.length + extra.length];
     System.arraycopy(base, 0, args, 0, base.length);
@@ -59,8 +59,8 @@ class LogisticRegressionFlinkTest {
 
   @Test
   void theFlinkModelIsTheSparkExamplesModel() throws Exception {
-    List<LogisticRegression.Result> rs = run();
-    for (LogisticRegression.Result r : rs) {
+    List<WorkerResult> rs = run();
+    for (WorkerResult r : rs) {
       assertEquals(demo().get("hash"), r.modelHash(), "task " + r.task);
       assertEquals(0, r.attempt);
     }
@@ -68,9 +68,9 @@ class LogisticRegressionFlinkTest {
 
   @Test
   void aKilledSubtaskIsRetriedAloneAndTheModelDoesNotChange() throws Exception {
-    List<LogisticRegression.Result> rs = run("--kill-task", "8");
+    List<WorkerResult> rs = run("--kill-task", "8");
     assertEquals(3, rs.size());
-    for (LogisticRegression.Result r : rs) {
+    for (WorkerResult r : rs) {
       assertEquals(demo().get("hash"), r.modelHash(), "task " + r.task);
       assertEquals(r.task == 1 ? 1 : 0, r.attempt, "task " + r.task + "'s Flink attempt number");
     }
@@ -79,10 +79,10 @@ class LogisticRegressionFlinkTest {
 
   @Test
   void failAllWithAKilledSubtaskRestartsEveryWorkerFromTheDurableCheckpoint(@TempDir Path dir) throws Exception {
-    List<LogisticRegression.Result> rs =
+    List<WorkerResult> rs =
         run("--kill-task", "8", "--recovery", "fail-all", "--checkpoint-dir", dir.toString());
     assertEquals(3, rs.size());
-    for (LogisticRegression.Result r : rs) {
+    for (WorkerResult r : rs) {
       assertEquals(demo().get("hash"), r.modelHash(), "task " + r.task);
       assertEquals(1, r.attempt, "task " + r.task + "'s Flink attempt number");
       assertEquals(8, r.startVersion, "task " + r.task + " resumed from durable checkpoint 8");
