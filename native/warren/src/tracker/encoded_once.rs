@@ -62,9 +62,9 @@ impl<T: Serialize> Serialize for EncodedOnce<T> {
     /// Writes the JSON made on the first call. Tracker messages travel only as JSON frames
     /// ([`crate::wire::encode_frame`]), the one format a pre-encoded part fits.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let json = self.json.get_or_init(|| {
-            serde_json::value::to_raw_value(&*self.value).expect("tracker messages always serialize")
-        });
+        let json = self
+            .json
+            .get_or_init(|| serde_json::value::to_raw_value(&*self.value).expect("tracker messages always serialize"));
         json.serialize(serializer)
     }
 }
@@ -99,7 +99,10 @@ mod tests {
         let m2 = Message::Carries { part: shared.clone(), own: 2 };
         let j1 = serde_json::to_string(&m1).unwrap();
         let j2 = serde_json::to_string(&m2).unwrap();
-        assert_eq!(serde_json::from_str::<serde_json::Value>(&j1).unwrap(), serde_json::from_str::<serde_json::Value>(&plain).unwrap());
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&j1).unwrap(),
+            serde_json::from_str::<serde_json::Value>(&plain).unwrap()
+        );
         assert_eq!(j1.replace("\"own\":1", "\"own\":2"), j2);
         assert_eq!(serde_json::from_str::<Message>(&j2).unwrap(), m2);
         assert!(shared.json.get().is_some(), "the JSON is made once and kept for the other clones");
