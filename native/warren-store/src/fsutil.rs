@@ -100,9 +100,9 @@ pub(crate) fn remove_stale_tmp(dir: &Path) -> Result<()> {
 }
 
 /// Makes sure `dir` stores records of format `C`: a directory with no format marker and
-/// nothing else (but its `LOCK` and temporary files) gets one, written atomically; a
-/// marker naming another format, or data without a marker, is [`Error::Config`] naming
-/// the formats.
+/// nothing else (but its `LOCK` and temporary files) gets one, written atomically, as does a
+/// directory of an earlier format that `C` [reads](Codec::READS); a marker naming another
+/// format, or data without a marker, is [`Error::Config`] naming the formats.
 pub(crate) fn claim_format<C: Codec>(dir: &Path) -> Result<()> {
     let path = dir.join(FORMAT_FILE);
     let is_empty = || -> Result<bool> {
@@ -115,8 +115,27 @@ pub(crate) fn claim_format<C: Codec>(dir: &Path) -> Result<()> {
         }
         Ok(true)
     };
+    let write_marker = || -> Result<()> {
+        let tmp = dir.join(FORMAT_TMP);
+        let mut file = File::create(&tmp).map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
+        std::io::Write::write_all(&mut file, format!("{}\n", C::FORMAT).as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
+        fs::rename(&tmp, &path)
+            .map_err(|e| Error::io(format!("renaming {} to {}", tmp.display(), path.display()), e))?;
+        fsync_dir(dir)
+    };
     match fs::read_to_string(&path) {
         Ok(found) if found.trim_end() == C::FORMAT => Ok(()),
+        Ok(found) if C::READS.contains(&found.trim_end()) => {
+            log::info!(
+                "store {}: format {:?} is read as {:?}, which it becomes from now on",
+                dir.display(),
+                found.trim_end(),
+                C::FORMAT
+            );
+            write_marker()
+        }
         Ok(found) => Err(Error::Config(format!(
             "store {} holds records of format {:?}, not {:?}: it belongs to another service (or an \
              incompatible version); give this one its own directory",
@@ -124,16 +143,7 @@ pub(crate) fn claim_format<C: Codec>(dir: &Path) -> Result<()> {
             found.trim_end(),
             C::FORMAT
         ))),
-        Err(e) if e.kind() == ErrorKind::NotFound && is_empty()? => {
-            let tmp = dir.join(FORMAT_TMP);
-            let mut file = File::create(&tmp).map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
-            std::io::Write::write_all(&mut file, format!("{}\n", C::FORMAT).as_bytes())
-                .and_then(|()| file.sync_all())
-                .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
-            fs::rename(&tmp, &path)
-                .map_err(|e| Error::io(format!("renaming {} to {}", tmp.display(), path.display()), e))?;
-            fsync_dir(dir)
-        }
+        Err(e) if e.kind() == ErrorKind::NotFound && is_empty()? => write_marker(),
         Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::Config(format!(
             "store {} has data but no {FORMAT_FILE} file naming its format (written by an earlier Warren \
              build, or not a store); expected {:?}",
