@@ -11,6 +11,7 @@ use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 
 use super::Codec;
+use super::stored_gz::StoredGz;
 use warren_base::error::{Error, Result};
 
 /// File name of the snapshot inside a store directory (the codec's encoding, gzipped).
@@ -57,10 +58,19 @@ pub(crate) fn write_snapshot_with(
     };
     let file = File::create(&tmp).map_err(io("creating", &tmp))?;
     // Buffer before the compressor: encoders (serde_json) make many tiny writes, and
-    // feeding those to the deflate stream one by one is several times slower.
-    let mut out = BufWriter::with_capacity(1 << 20, GzEncoder::new(file, Compression::new(level)));
-    encode(&mut out).map_err(io("writing", &tmp))?;
-    let file = out.into_inner().map_err(|e| e.into_error()).and_then(GzEncoder::finish).map_err(io("writing", &tmp))?;
+    // feeding those to the deflate stream one by one is several times slower. (A large
+    // write goes past the buffer, straight from the caller's bytes.)
+    let file = if level == 0 {
+        // Stored blocks: no compressor copying the bytes first.
+        let mut out = BufWriter::with_capacity(1 << 20, StoredGz::new(file).map_err(io("writing", &tmp))?);
+        encode(&mut out).map_err(io("writing", &tmp))?;
+        out.into_inner().map_err(|e| e.into_error()).and_then(StoredGz::finish)
+    } else {
+        let mut out = BufWriter::with_capacity(1 << 20, GzEncoder::new(file, Compression::new(level)));
+        encode(&mut out).map_err(io("writing", &tmp))?;
+        out.into_inner().map_err(|e| e.into_error()).and_then(GzEncoder::finish)
+    };
+    let file = file.map_err(io("writing", &tmp))?;
     file.sync_all().map_err(io("fsync of", &tmp))?;
     drop(file);
     let dst = dir.join(SNAPSHOT_FILE);
