@@ -7,11 +7,14 @@
 //! `u32` tail length, the tail, the header. In the header each bulk array is `[offset,
 //! count]` into the tail (order-independent, so serde's buffering of tagged enums is fine).
 //! Fields opt in with `#[serde(with = "floats")]` (`f32`) or `#[serde(with = "floats::u64s")]`.
+//! A `u64` array whose elements all fit in 32 bits may instead be written as `u32`s and
+//! `[offset, count, 4]` ([`encode_narrow_frame_into`], for the servers' log, where keys are
+//! about half of a bagged push's bytes); reading takes either form.
 //! Outside [`encode_frame`] / [`decode_body`] (plain `serde_json`, e.g. a status dump) an
 //! array is written as the hex string of its little-endian bytes, as in format 1, which is
 //! still read.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use serde::de::{self, DeserializeOwned, Deserializer, SeqAccess, Visitor};
 use serde::{Serialize, Serializer};
@@ -35,6 +38,9 @@ thread_local! {
     static OUT: RefCell<Option<Out>> = const { RefCell::new(None) };
     /// The frame being decoded on this thread.
     static IN: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+    /// Whether the frame being encoded on this thread writes `u64` arrays that fit in 32
+    /// bits as `u32`s.
+    static NARROW: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Serializes `msg` with its arrays going to `out`: returns the JSON header and what `out`
@@ -78,6 +84,27 @@ pub fn encode_frame_into<T: Serialize>(msg: &T, out: &mut Vec<u8>) {
     out.extend_from_slice(&header);
 }
 
+/// [`encode_frame_into`], with every `u64` array whose elements all fit in 32 bits written
+/// as `u32`s (`[offset, count, 4]` in the header): half the bytes for the keys of a table of
+/// up to 2^32 rows. Builds before this form cannot read such a frame; only the servers'
+/// store, whose format name says so, holds them.
+pub fn encode_narrow_frame_into<T: Serialize>(msg: &T, out: &mut Vec<u8>) {
+    narrow(|| encode_frame_into(msg, out))
+}
+
+/// [`encode_frame`] with `u64` arrays narrowed as [`encode_narrow_frame_into`] does.
+pub fn encode_narrow_frame<T: Serialize>(msg: &T) -> Vec<u8> {
+    narrow(|| encode_frame(msg))
+}
+
+/// Runs `encode` with `u64` arrays narrowed where they fit.
+fn narrow<R>(encode: impl FnOnce() -> R) -> R {
+    NARROW.with(|n| n.set(true));
+    let encoded = encode();
+    NARROW.with(|n| n.set(false));
+    encoded
+}
+
 /// The parts of `msg`'s frame but its tail: the prefix (length, tail length) and the JSON
 /// header. The frame is the prefix, then every array of `msg` as little-endian bytes in the
 /// order serde visits them, then the header; the caller writes it from these parts and its
@@ -118,7 +145,23 @@ fn decode_body<T: DeserializeOwned>(body: &[u8]) -> warren_base::error::Result<T
 /// Writes `bytes` (`n` elements) to the tail of the frame being encoded, or, outside one,
 /// as a hex string.
 fn put<S: Serializer>(s: S, n: usize, size: usize, write: impl Fn(&mut Vec<u8>)) -> Result<S::Ok, S::Error> {
-    let at = OUT.with(|o| {
+    match tail_at(n, size, &write) {
+        Some(at) => (at as u64, n as u64).serialize(s),
+        None => s.serialize_str(&hex_of(write)),
+    }
+}
+
+/// The hex string of what `write` writes.
+fn hex_of(write: impl Fn(&mut Vec<u8>)) -> String {
+    let mut bytes = Vec::new();
+    write(&mut bytes);
+    hex::encode(bytes)
+}
+
+/// Writes `n` elements of `size` bytes to the tail of the frame being encoded (or counts
+/// them): where they start in the tail, or `None` outside a frame.
+fn tail_at(n: usize, size: usize, write: impl Fn(&mut Vec<u8>)) -> Option<usize> {
+    OUT.with(|o| {
         o.borrow_mut().as_mut().map(|out| match out {
             Out::Count(len) => {
                 let at = *len;
@@ -131,23 +174,20 @@ fn put<S: Serializer>(s: S, n: usize, size: usize, write: impl Fn(&mut Vec<u8>))
                 at
             }
         })
-    });
-    match at {
-        Some(at) => (at as u64, n as u64).serialize(s),
-        None => {
-            let mut bytes = Vec::new();
-            write(&mut bytes);
-            s.serialize_str(&hex::encode(bytes))
-        }
-    }
+    })
 }
 
 /// Reads `[offset, count]` into the tail, or a hex string, as a `Vec` of `T`: `size`-byte
-/// little-endian elements converted by `conv`.
+/// little-endian elements converted by `conv`; or `[offset, count, 4]`, 4-byte elements
+/// converted by `narrow` (an array that takes that form).
 struct Array<T> {
     size: usize,
-    conv: fn(&[u8]) -> Vec<T>,
+    conv: Conv<T>,
+    narrow: Option<Conv<T>>,
 }
+
+/// Converts an array's little-endian bytes to its elements.
+type Conv<T> = fn(&[u8]) -> Vec<T>;
 
 impl<'de, T> Visitor<'de> for Array<T> {
     type Value = Vec<T>;
@@ -171,9 +211,14 @@ impl<'de, T> Visitor<'de> for Array<T> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
         let at: u64 = seq.next_element()?.ok_or_else(|| de::Error::custom("no offset"))?;
         let n: u64 = seq.next_element()?.ok_or_else(|| de::Error::custom("no count"))?;
+        let (size, conv) = match seq.next_element::<u64>()? {
+            None => (self.size, self.conv),
+            Some(4) if self.narrow.is_some() => (4, self.narrow.expect("checked")),
+            Some(w) => return Err(de::Error::custom(format!("elements of {w} bytes in an array of {}", self.size))),
+        };
         let range = usize::try_from(at)
             .ok()
-            .zip(usize::try_from(n).ok().and_then(|n| n.checked_mul(self.size)))
+            .zip(usize::try_from(n).ok().and_then(|n| n.checked_mul(size)))
             .and_then(|(a, len)| Some(a.checked_add(PREFIX)?..a.checked_add(PREFIX)?.checked_add(len)?));
         IN.with(|i| {
             let frame = i.borrow();
@@ -182,7 +227,7 @@ impl<'de, T> Visitor<'de> for Array<T> {
             };
             let tail_end = PREFIX + u32::from_le_bytes(frame[4..8].try_into().expect("checked")) as usize;
             match range {
-                Some(r) if r.end <= tail_end => Ok((self.conv)(&frame[r])),
+                Some(r) if r.end <= tail_end => Ok(conv(&frame[r])),
                 _ => Err(de::Error::custom(format!(
                     "{n} elements at {at} overrun a tail of {} bytes",
                     tail_end - PREFIX
@@ -205,6 +250,11 @@ fn f32s(b: &[u8]) -> Vec<f32> {
 /// Little-endian bytes to `u64`s, by one copy.
 fn u64s_of(b: &[u8]) -> Vec<u64> {
     b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
+}
+
+/// Little-endian `u32` bytes to `u64`s.
+fn u64s_of_u32s(b: &[u8]) -> Vec<u64> {
+    b.chunks_exact(4).map(|c| u64::from(u32::from_le_bytes(c.try_into().expect("4 bytes")))).collect()
 }
 
 /// Appends `v` as little-endian bytes (one copy on a little-endian machine).
@@ -277,21 +327,34 @@ pub(crate) mod counted {
 
 /// Reads what [`serialize`] wrote.
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
-    d.deserialize_any(Array { size: 4, conv: f32s })
+    d.deserialize_any(Array { size: 4, conv: f32s, narrow: None })
 }
 
 /// `u64` arrays (sparse keys), the same way.
 pub mod u64s {
     use super::*;
 
-    /// Writes `v` (see the module documentation).
+    /// Writes `v` (see the module documentation): as `u32`s within
+    /// [`encode_narrow_frame_into`] if every element fits.
     pub fn serialize<S: Serializer>(v: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        if NARROW.with(Cell::get) && v.iter().all(|x| *x <= u64::from(u32::MAX)) {
+            let write = |out: &mut Vec<u8>| {
+                let start = out.len();
+                out.resize(start + 4 * v.len(), 0);
+                for (b, x) in out[start..].chunks_exact_mut(4).zip(v) {
+                    b.copy_from_slice(&(*x as u32).to_le_bytes());
+                }
+            };
+            if let Some(at) = tail_at(v.len(), 4, write) {
+                return (at as u64, v.len() as u64, 4u64).serialize(s);
+            }
+        }
         put(s, v.len(), 8, |out| put_le(out, v, |x| x.to_le()))
     }
 
     /// Reads what [`serialize`] wrote.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
-        d.deserialize_any(Array { size: 8, conv: u64s_of })
+        d.deserialize_any(Array { size: 8, conv: u64s_of, narrow: Some(u64s_of_u32s) })
     }
 }
 
@@ -333,6 +396,40 @@ mod tests {
         let (head, header) = encode_head(&m);
         assert_eq!([&head[..], &frame[8..48], &header].concat(), frame, "the same frame in parts");
         assert_eq!((bits(&back), k, w), (bits(&v), vec![u64::MAX, 3], vec![]));
+    }
+
+    #[test]
+    fn narrowed_u64_arrays_that_fit_in_32_bits_take_4_bytes_and_read_back() {
+        let m = M::A { v: vec![0.5], k: vec![u32::MAX as u64, 0, 7], w: vec![] };
+        let mut frame = Vec::new();
+        encode_narrow_frame_into(&m, &mut frame);
+        assert_eq!(u32::from_le_bytes(frame[4..8].try_into().unwrap()), 4 + 3 * 4);
+        let header = std::str::from_utf8(&frame[8 + 16..]).unwrap();
+        assert_eq!(header, r#"{"kind":"A","v":[0,1],"k":[4,3,4],"w":[16,0]}"#);
+        assert_eq!(decode_frame::<M>(&mut frame.clone()).unwrap(), m);
+        assert_eq!(encode_narrow_frame(&m), frame);
+        // An array with a key beyond 32 bits stays as it is, and narrowing ends with the frame.
+        let wide = M::A { v: vec![], k: vec![1, u32::MAX as u64 + 1], w: vec![] };
+        let frame = encode_narrow_frame(&wide);
+        assert_eq!(frame, encode_frame(&wide));
+        assert_eq!(decode_frame::<M>(&mut frame.clone()).unwrap(), wide);
+        assert_eq!(encode_frame(&m), {
+            let mut plain = Vec::new();
+            encode_frame_into(&m, &mut plain);
+            plain
+        });
+        assert!(encode_frame(&m).len() > encode_narrow_frame(&m).len());
+    }
+
+    #[test]
+    fn an_element_width_an_array_cannot_take_is_an_error() {
+        let frame = encode_frame(&M::A { v: vec![1.0; 2], k: vec![], w: vec![] });
+        let mut bad = frame[..16].to_vec();
+        let body = (bad.len() - 4 + 44) as u32;
+        bad[..4].copy_from_slice(&body.to_le_bytes());
+        bad.extend_from_slice(br#"{"kind":"A","v":[0,2,2],"k":[8,0],"w":[8,0]}"#);
+        assert_eq!(bad.len(), 16 + 44);
+        assert!(matches!(decode_frame::<M>(&mut bad), Err(Error::Protocol(_))));
     }
 
     #[test]

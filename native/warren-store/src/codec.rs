@@ -31,6 +31,12 @@ pub trait Codec: Send + Sync + 'static {
     /// one service never reads another's records (or an old layout) as its own.
     const FORMAT: &'static str;
 
+    /// Earlier versions of [`FORMAT`](Codec::FORMAT) whose records and snapshots this codec
+    /// still decodes. A [`FileStore`](crate::FileStore) holding one of them opens, its marker
+    /// first rewritten (atomically) to `FORMAT`, so that a build knowing only the earlier
+    /// version then refuses the directory instead of misreading newer records. Default: none.
+    const READS: &'static [&'static str] = &[];
+
     /// The sequence number of `record` (1-based, no gaps).
     fn seq(record: &Self::Record) -> u64;
 

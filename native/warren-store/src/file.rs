@@ -701,7 +701,7 @@ mod tests {
     use super::*;
     use crate::Replay;
     use crate::testdir::TestDir;
-    use crate::testkit::{Counter, Kv, Put, Table, puts, replay};
+    use crate::testkit::{Counter, Kv, KvNext, Put, Table, puts, replay};
 
     /// Small preallocation steps, so that tests extend segments often.
     fn opts() -> FileStoreOptions {
@@ -857,6 +857,24 @@ mod tests {
         fs::remove_file(dir.path().join(super::super::fsutil::FORMAT_FILE)).unwrap();
         let err = open(dir.path()).err().expect("data without a format marker");
         assert!(matches!(&err, Error::Config(m) if m.contains("FORMAT") && m.contains(Kv::FORMAT)), "{err}");
+    }
+
+    #[test]
+    fn a_store_of_an_earlier_format_its_codec_reads_opens_and_is_marked_with_the_new_one() {
+        let dir = TestDir::new("format-next");
+        let before = build(dir.path(), 6);
+        let marker = || fs::read_to_string(dir.path().join(super::super::fsutil::FORMAT_FILE)).unwrap();
+        assert_eq!(marker().trim_end(), Kv::FORMAT);
+        {
+            let store = FileStore::<KvNext>::open_with(dir.path(), opts()).unwrap();
+            let (snapshot, records) = store.load().unwrap();
+            assert_eq!(replay(snapshot, &records), *before.last().unwrap());
+            store.append(&puts(7, 1)).unwrap();
+        }
+        assert_eq!(marker().trim_end(), KvNext::FORMAT);
+        // A build that reads only the earlier format now refuses the directory, naming both.
+        let err = open(dir.path()).err().expect("the earlier format's codec refuses the newer directory");
+        assert!(matches!(&err, Error::Config(m) if m.contains(Kv::FORMAT) && m.contains(KvNext::FORMAT)), "{err}");
     }
 
     #[test]

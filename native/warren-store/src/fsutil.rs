@@ -11,6 +11,7 @@ use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 
 use super::Codec;
+use super::stored_gz::StoredGz;
 use warren_base::error::{Error, Result};
 
 /// File name of the snapshot inside a store directory (the codec's encoding, gzipped).
@@ -57,10 +58,19 @@ pub(crate) fn write_snapshot_with(
     };
     let file = File::create(&tmp).map_err(io("creating", &tmp))?;
     // Buffer before the compressor: encoders (serde_json) make many tiny writes, and
-    // feeding those to the deflate stream one by one is several times slower.
-    let mut out = BufWriter::with_capacity(1 << 20, GzEncoder::new(file, Compression::new(level)));
-    encode(&mut out).map_err(io("writing", &tmp))?;
-    let file = out.into_inner().map_err(|e| e.into_error()).and_then(GzEncoder::finish).map_err(io("writing", &tmp))?;
+    // feeding those to the deflate stream one by one is several times slower. (A large
+    // write goes past the buffer, straight from the caller's bytes.)
+    let file = if level == 0 {
+        // Stored blocks: no compressor copying the bytes first.
+        let mut out = BufWriter::with_capacity(1 << 20, StoredGz::new(file).map_err(io("writing", &tmp))?);
+        encode(&mut out).map_err(io("writing", &tmp))?;
+        out.into_inner().map_err(|e| e.into_error()).and_then(StoredGz::finish)
+    } else {
+        let mut out = BufWriter::with_capacity(1 << 20, GzEncoder::new(file, Compression::new(level)));
+        encode(&mut out).map_err(io("writing", &tmp))?;
+        out.into_inner().map_err(|e| e.into_error()).and_then(GzEncoder::finish)
+    };
+    let file = file.map_err(io("writing", &tmp))?;
     file.sync_all().map_err(io("fsync of", &tmp))?;
     drop(file);
     let dst = dir.join(SNAPSHOT_FILE);
@@ -100,9 +110,9 @@ pub(crate) fn remove_stale_tmp(dir: &Path) -> Result<()> {
 }
 
 /// Makes sure `dir` stores records of format `C`: a directory with no format marker and
-/// nothing else (but its `LOCK` and temporary files) gets one, written atomically; a
-/// marker naming another format, or data without a marker, is [`Error::Config`] naming
-/// the formats.
+/// nothing else (but its `LOCK` and temporary files) gets one, written atomically, as does a
+/// directory of an earlier format that `C` [reads](Codec::READS); a marker naming another
+/// format, or data without a marker, is [`Error::Config`] naming the formats.
 pub(crate) fn claim_format<C: Codec>(dir: &Path) -> Result<()> {
     let path = dir.join(FORMAT_FILE);
     let is_empty = || -> Result<bool> {
@@ -115,8 +125,27 @@ pub(crate) fn claim_format<C: Codec>(dir: &Path) -> Result<()> {
         }
         Ok(true)
     };
+    let write_marker = || -> Result<()> {
+        let tmp = dir.join(FORMAT_TMP);
+        let mut file = File::create(&tmp).map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
+        std::io::Write::write_all(&mut file, format!("{}\n", C::FORMAT).as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
+        fs::rename(&tmp, &path)
+            .map_err(|e| Error::io(format!("renaming {} to {}", tmp.display(), path.display()), e))?;
+        fsync_dir(dir)
+    };
     match fs::read_to_string(&path) {
         Ok(found) if found.trim_end() == C::FORMAT => Ok(()),
+        Ok(found) if C::READS.contains(&found.trim_end()) => {
+            log::info!(
+                "store {}: format {:?} is read as {:?}, which it becomes from now on",
+                dir.display(),
+                found.trim_end(),
+                C::FORMAT
+            );
+            write_marker()
+        }
         Ok(found) => Err(Error::Config(format!(
             "store {} holds records of format {:?}, not {:?}: it belongs to another service (or an \
              incompatible version); give this one its own directory",
@@ -124,16 +153,7 @@ pub(crate) fn claim_format<C: Codec>(dir: &Path) -> Result<()> {
             found.trim_end(),
             C::FORMAT
         ))),
-        Err(e) if e.kind() == ErrorKind::NotFound && is_empty()? => {
-            let tmp = dir.join(FORMAT_TMP);
-            let mut file = File::create(&tmp).map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
-            std::io::Write::write_all(&mut file, format!("{}\n", C::FORMAT).as_bytes())
-                .and_then(|()| file.sync_all())
-                .map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
-            fs::rename(&tmp, &path)
-                .map_err(|e| Error::io(format!("renaming {} to {}", tmp.display(), path.display()), e))?;
-            fsync_dir(dir)
-        }
+        Err(e) if e.kind() == ErrorKind::NotFound && is_empty()? => write_marker(),
         Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::Config(format!(
             "store {} has data but no {FORMAT_FILE} file naming its format (written by an earlier Warren \
              build, or not a store); expected {:?}",

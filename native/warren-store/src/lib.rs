@@ -92,6 +92,7 @@ mod file;
 mod fsutil;
 mod snapshot_every_change;
 mod spec;
+mod stored_gz;
 mod wal;
 
 #[cfg(any(test, feature = "testing"))]

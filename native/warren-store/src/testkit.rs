@@ -61,6 +61,24 @@ impl Replay for Kv {
     }
 }
 
+/// The next version of [`Kv`]'s format: the same records, and it reads [`Kv`]'s.
+pub(crate) struct KvNext;
+
+impl Codec for KvNext {
+    type Record = Put;
+    type Snapshot = Table;
+    const FORMAT: &'static str = "warren.test.kv/2";
+    const READS: &'static [&'static str] = &[Kv::FORMAT];
+
+    fn seq(record: &Put) -> u64 {
+        record.seq
+    }
+
+    fn snapshot_seq(snapshot: &Table) -> u64 {
+        snapshot.seq
+    }
+}
+
 /// A record that a [`Put`]'s JSON also decodes to (serde ignores the unknown fields): only
 /// the format name tells the two logs apart.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
