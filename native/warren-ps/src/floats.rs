@@ -97,12 +97,18 @@ pub fn encode_narrow_frame<T: Serialize>(msg: &T) -> Vec<u8> {
     narrow(|| encode_frame(msg))
 }
 
-/// Runs `encode` with `u64` arrays narrowed where they fit.
+/// Runs `encode` with `u64` arrays narrowed where they fit; the flag is cleared however
+/// `encode` ends (a panic too), so that no later frame of this thread is narrowed.
 fn narrow<R>(encode: impl FnOnce() -> R) -> R {
+    struct Wide;
+    impl Drop for Wide {
+        fn drop(&mut self) {
+            NARROW.with(|n| n.set(false));
+        }
+    }
     NARROW.with(|n| n.set(true));
-    let encoded = encode();
-    NARROW.with(|n| n.set(false));
-    encoded
+    let _wide = Wide;
+    encode()
 }
 
 /// The parts of `msg`'s frame but its tail: the prefix (length, tail length) and the JSON
@@ -419,6 +425,15 @@ mod tests {
             plain
         });
         assert!(encode_frame(&m).len() > encode_narrow_frame(&m).len());
+    }
+
+    #[test]
+    fn a_narrowed_encoding_that_panics_leaves_the_next_frames_wide() {
+        let m = M::A { v: vec![], k: vec![7], w: vec![] };
+        let wide = encode_frame(&m);
+        let ended = std::panic::catch_unwind(|| narrow(|| panic!("an encoding that fails")));
+        assert!(ended.is_err());
+        assert_eq!(encode_frame(&m), wide, "a frame after the panic is not narrowed");
     }
 
     #[test]
