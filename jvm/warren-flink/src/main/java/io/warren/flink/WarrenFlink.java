@@ -83,6 +83,10 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  * {@link io.warren.RolledBackException}, load the last checkpoint and go on without it, never
  * below {@code warren.minWorkers}; when Flink runs the subtask again it joins at a checkpoint
  * boundary. A restarted subtask that finds the job over, or that left, ends with no result.
+ * Where the client can ask the cluster for its free slots (see Requirements), an elastic run
+ * starts with the free slots if there are fewer than workers but at least {@code
+ * warren.minWorkers}: the other subtasks wait for a slot, and their workers join at a checkpoint
+ * boundary once Flink runs them.
  *
  * <h2>Parameter servers</h2>
  *
@@ -105,7 +109,8 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  * <h2>Requirements</h2>
  *
  * STREAMING execution mode (BATCH may run the workers in turns, and they wait for each other),
- * no speculative execution, and a free task slot for every worker. When the client knows the
+ * Flink's default scheduler (not the adaptive one), no speculative execution, and a free task
+ * slot for every worker ({@code warren.minWorkers} of them for an elastic run). When the client knows the
  * JobManager's REST address ({@code rest.address}: {@code flink run}, {@code
  * createRemoteEnvironment}), {@code train} asks it for the free slots and throws a {@link
  * WarrenFlinkException} at once if there are fewer than workers (after {@code
@@ -434,7 +439,11 @@ public final class WarrenFlink {
   private static RunConfig start(
       StreamExecutionEnvironment env, int numWorkers, RunnerSettings s, ElasticSettings elastic) {
     ReadableConfig conf = env.getConfiguration();
-    checkEnvironment(conf, numWorkers, s.slotWaitTimeout());
+    checkMode(conf);
+    int startWith =
+        elastic.enabled()
+            ? Slots.startingWorkers(conf, numWorkers, elastic.minWorkers(), s.slotWaitTimeout())
+            : checkSlots(conf, numWorkers, s.slotWaitTimeout());
     String connect = s.workerSettings().get(RunnerSettings.CONNECT_TIMEOUT.worker());
     Heartbeats.log(
         conf,
@@ -442,8 +451,8 @@ public final class WarrenFlink {
         connect == null ? null : Duration.ofMillis((long) (Double.parseDouble(connect) * 1000)));
     boolean failAll = s.recovery() == Recovery.FAIL_ALL;
     int attempts = failAll ? failAllAttempts(conf) : 1;
-    JobPlan plan = plan(s, numWorkers, attempts, elastic, engine(conf));
-    env.registerJobListener(new RunListener(plan, numWorkers));
+    JobPlan plan = plan(s, startWith, numWorkers, attempts, elastic, engine(conf));
+    env.registerJobListener(new RunListener(plan, startWith));
     String label = Long.toString(RUNS.incrementAndGet());
     return new RunConfig(
         numWorkers,
@@ -459,6 +468,18 @@ public final class WarrenFlink {
 
   /** STREAMING mode, no speculative execution, and (where the client can ask) enough free slots. */
   private static void checkEnvironment(ReadableConfig conf, int numWorkers, double slotWaitTimeout) {
+    checkMode(conf);
+    checkSlots(conf, numWorkers, slotWaitTimeout);
+  }
+
+  /** A free slot per worker where the client can ask ({@link Slots#check}). */
+  private static int checkSlots(ReadableConfig conf, int numWorkers, double slotWaitTimeout) {
+    Slots.check(conf, numWorkers, slotWaitTimeout);
+    return numWorkers;
+  }
+
+  /** STREAMING mode, Flink's default scheduler, no speculative execution. */
+  private static void checkMode(ReadableConfig conf) {
     RuntimeExecutionMode mode = conf.get(ExecutionOptions.RUNTIME_MODE);
     if (mode != RuntimeExecutionMode.STREAMING) {
       throw new WarrenFlinkException(
@@ -476,7 +497,17 @@ public final class WarrenFlink {
               + " would register the same task id and hold a slot while the original runs",
           null);
     }
-    Slots.check(conf, numWorkers, slotWaitTimeout);
+    String scheduler = conf.get(ConfigOptions.key("jobmanager.scheduler").stringType().defaultValue(""));
+    String schedulerMode = conf.get(ConfigOptions.key("scheduler-mode").stringType().defaultValue(""));
+    if (scheduler.equalsIgnoreCase("adaptive") || schedulerMode.equalsIgnoreCase("reactive")) {
+      throw new WarrenFlinkException(
+          "Warren needs Flink's default scheduler, but the job's configuration sets "
+              + (scheduler.equalsIgnoreCase("adaptive") ? "jobmanager.scheduler: adaptive" : "scheduler-mode: reactive")
+              + ": the adaptive scheduler may run fewer worker subtasks than numWorkers and restarts"
+              + " every subtask on a failure. Remove the setting (warren.elastic=true starts with"
+              + " the free slots and lets the others join later)",
+          null);
+    }
   }
 
   /**
@@ -501,12 +532,15 @@ public final class WarrenFlink {
         "127.0.0.1");
   }
 
-  /** Checks the run's settings against its shape, then starts its plan. */
+  /**
+   * Checks the run's settings against its shape, then starts its plan, whose first view has
+   * {@code startWith} of the {@code numWorkers} workers (fewer only for an elastic run).
+   */
   private static JobPlan plan(
-      RunnerSettings s, int numWorkers, int attempts, ElasticSettings elastic, JobPlan.Engine engine) {
+      RunnerSettings s, int startWith, int numWorkers, int attempts, ElasticSettings elastic, JobPlan.Engine engine) {
     try {
       JobPlan.check(s, numWorkers, elastic.enabled(), elastic.minWorkers(), engine);
-      return JobPlan.start(s, numWorkers, attempts, elastic.limits(numWorkers), engine);
+      return JobPlan.start(s, startWith, attempts, elastic.limits(numWorkers), engine);
     } catch (RunnerException e) {
       throw new WarrenFlinkException(e.getMessage(), e.getCause());
     } catch (NoClassDefFoundError e) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.net.URI;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -13,7 +14,10 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.runtime.messages.webmonitor.ClusterOverview;
 import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -30,7 +34,9 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * restarted subtask has no slot to run in, is dropped after {@code warren.rejoinTimeout}; the
  * other two go on without it instead of waiting, and once a new TaskManager is started the
  * restarted subtask joins again at a checkpoint boundary and the job ends with one model on
- * every member.
+ * every member. An elastic run on a cluster with fewer free slots than workers (but at least
+ * {@code warren.minWorkers}) starts with those, and the last worker joins at a checkpoint
+ * boundary once a TaskManager arrives.
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class ElasticFlinkTest {
@@ -71,7 +77,7 @@ class ElasticFlinkTest {
     AtomicInteger iters = Training.ITERATIONS.computeIfAbsent(run, k -> new AtomicInteger());
     await(() -> iters.get() >= 5 * WORKERS, Duration.ofSeconds(60), "the workers did not get going");
 
-    mini.terminateTaskManager(0).get(30, TimeUnit.SECONDS);
+    terminateOne(mini);
     int atLoss = iters.get();
     // Every slot is taken: the lost worker's restarted subtask cannot run until a TaskManager
     // starts. Under a fixed world the others would wait for it; here they go on without it.
@@ -100,6 +106,88 @@ class ElasticFlinkTest {
             seen.stream().anyMatch(v -> v.endsWith("3->2")) && seen.contains("2->3"),
             "survivor " + t + " saw the view shrink and grow again: " + seen);
       }
+    }
+  }
+
+  @Test
+  void anElasticRunStartsWithTheFreeSlotsAndTheLastWorkerJoinsWhenATaskManagerArrives(
+      @InjectMiniCluster MiniCluster mini) throws Exception {
+    terminateOne(mini);
+    await(
+        () -> {
+          ClusterOverview o = overview(mini);
+          return o.getNumTaskManagersConnected() == WORKERS - 1 && o.getNumSlotsAvailable() == WORKERS - 1;
+        },
+        Duration.ofSeconds(60),
+        "the cluster did not settle at two free slots");
+    String run = UUID.randomUUID().toString();
+    Training.Plan plan = new Training.Plan(run, ITERS, -1, -1, 40, -1);
+    URI rest = mini.getRestAddress().get(30, TimeUnit.SECONDS);
+    Configuration conf = new Configuration();
+    conf.set(RestOptions.ADDRESS, rest.getHost());
+    conf.set(RestOptions.PORT, rest.getPort());
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+    env.setParallelism(WORKERS);
+    DataStream<double[]> rows =
+        env.fromSource(
+                new PartitionedSource<>(WORKERS, Training::partition),
+                WatermarkStrategy.noWatermarks(),
+                "partitions",
+                ROW)
+            .setParallelism(WORKERS);
+    // A fixed run would throw here: two free slots for three workers.
+    WarrenFlink.train(
+            rows,
+            WORKERS,
+            Map.of("warren.elastic", "true", "warren.minWorkers", "2", "warren.connectTimeout", "120"),
+            (ctx, part) -> Training.trainElastic(ctx.communicator(), ctx.taskId(), ctx.attempt(), part, plan),
+            ROW)
+        .map(r -> Training.collect(run, r))
+        .returns(ROW)
+        .setParallelism(WORKERS)
+        .sinkTo(new DiscardingSink<>())
+        .setParallelism(WORKERS);
+    JobClient client = env.executeAsync("elastic start");
+    AtomicInteger iters = Training.ITERATIONS.computeIfAbsent(run, k -> new AtomicInteger());
+    await(() -> iters.get() >= 2 * 10, Duration.ofSeconds(60), "the two workers with a slot did not get going");
+    mini.startTaskManager();
+    client.getJobExecutionResult().get(180, TimeUnit.SECONDS);
+
+    Map<Integer, double[]> r = Training.RESULTS.get(run);
+    assertTrue(r != null && r.size() == WORKERS, "every worker ended a member: " + r);
+    for (double[] row : r.values()) {
+      assertEquals(0, (int) row[1], "no subtask was restarted: task " + (int) row[0]);
+    }
+    List<Integer> late = r.values().stream().filter(v -> v[2] > 0).map(v -> (int) v[0]).toList();
+    assertEquals(1, late.size(), "one worker joined late, from its peers' checkpoint: " + r.keySet());
+    double[] model = Training.weights(r.get(0));
+    for (double[] row : r.values()) {
+      assertArrayEquals(model, Training.weights(row), "every member ends with the same model");
+    }
+    Map<String, List<String>> views = Training.VIEWS.get(run);
+    for (int t = 0; t < WORKERS; t++) {
+      if (t != late.get(0)) {
+        List<String> seen = views.get(t + "/0");
+        assertEquals(List.of("2->3"), seen, "worker " + t + " started in a view of two that grew to three");
+      }
+    }
+  }
+
+  /**
+   * The MiniCluster's TaskManagers by index, terminated ones included (each test terminates one
+   * and starts another, in either order).
+   */
+  private static final AtomicInteger NEXT_TO_TERMINATE = new AtomicInteger();
+
+  private static void terminateOne(MiniCluster mini) throws Exception {
+    mini.terminateTaskManager(NEXT_TO_TERMINATE.getAndIncrement()).get(30, TimeUnit.SECONDS);
+  }
+
+  private static ClusterOverview overview(MiniCluster mini) {
+    try {
+      return mini.requestClusterOverview().get(10, TimeUnit.SECONDS);
+    } catch (Exception e) {
+      throw new IllegalStateException(e);
     }
   }
 
