@@ -16,12 +16,14 @@ build:
 ## test: formatting, lints, every Rust test suite (unit, real sockets, real processes,
 ## the JNI mapping in an embedded JVM), the JVM suites (warren-core's under -Xcheck:jni, its
 ## plain pass being `make check`'s), the
-## array tests on JDK 25 (where G1 pins arrays region by region: jvm/jvm.mk), then the
-## end-to-end tests in tests/ (standalone cluster, notebook, docker/, Maven artifacts)
+## array tests on JDK 25 (where G1 pins arrays region by region: jvm/jvm.mk), the Spark 3.5
+## and Scala 2.12 build with its recovery suites (test-spark35), then the end-to-end tests in
+## tests/ (standalone cluster, notebook, docker/, Maven artifacts)
 test: setup-test lint
 	$(CARGO) test --workspace
 	$(MAKE) jvm JVM_TEST_FLAGS=-Dwarren.checkJniOnly=true
 	$(MAKE) jvm-pinning
+	$(MAKE) test-spark35
 	$(MAKE) e2e
 
 ## e2e: tests/ with pytest (needs the jars of `make jvm`): a real Spark standalone cluster

@@ -107,7 +107,7 @@ object PsSettings extends SettingGroup {
   def parse(raw: Map[String, String]): PsSettings = {
     val javaRaw = raw.filter(kv => RunnerPsSettings.owns(kv._1)).asJava
     try {
-      val r = RunnerPsSettings.parse(javaRaw, WarrenSettings.Prefix, Declared, java.util.List.of(Servers))
+      val r = RunnerPsSettings.parse(javaRaw, WarrenSettings.Prefix, Declared, java.util.Collections.singletonList[Setting[_]](Servers))
       PsSettings(
         checkpointDir = r.checkpointDir.toScala,
         checkpointEvery = r.checkpointEvery,
