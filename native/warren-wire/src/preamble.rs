@@ -8,8 +8,9 @@ use warren_base::error::{Error, Result};
 pub const MAGIC: u32 = 0x314E_5257;
 /// Protocol version; both ends must agree. Bumped whenever a message changes shape or
 /// meaning (2: the tracker's assignment carries a membership view, recovery proposals carry
-/// the call header; 3: a finished worker waits for the tracker's word that every worker has).
-pub const VERSION: u32 = 3;
+/// the call header; 3: a finished worker waits for the tracker's word that every worker has;
+/// 4: an assignment's addresses as a table of host strings and rows of numbers).
+pub const VERSION: u32 = 4;
 /// Byte length of the preamble.
 pub const PREAMBLE_LEN: usize = 8;
 /// Set in the preamble's version by an end that speaks TLS ([`super::tls`]): TLS begins once
@@ -71,7 +72,7 @@ mod tests {
 
     #[test]
     fn the_preamble_is_magic_then_version_little_endian() {
-        assert_eq!(&preamble(), b"WRN1\x03\0\0\0");
+        assert_eq!(&preamble(), b"WRN1\x04\0\0\0");
         assert!(check_preamble(&preamble(), "x").is_ok());
     }
 
@@ -103,7 +104,7 @@ mod tests {
 
     #[test]
     fn a_tls_mismatch_is_named_from_either_side() {
-        assert_eq!(&preamble_with(true), b"WRN1\x03\0\0\x80");
+        assert_eq!(&preamble_with(true), b"WRN1\x04\0\0\x80");
         assert!(check_mode(&preamble_with(true), "x", true).is_ok());
         let e = check_preamble(&preamble_with(true), "client c:1").unwrap_err();
         assert!(

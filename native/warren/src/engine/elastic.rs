@@ -151,7 +151,7 @@ impl Communicator {
             t.joiners(),
             t.leavers()
         );
-        self.watch.set_peers(&a.peers, a.round);
+        self.watch.set_peers(a.peers.clone(), a.round);
         match self.install_links(&a.peers, a.round, deadline) {
             Err(e) if recoverable(&e) && !self.cancel.is_cancelled() => self.relink(&e)?,
             r => r?,

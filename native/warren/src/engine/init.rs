@@ -26,7 +26,7 @@ pub(super) struct Assigned {
     /// The members of the job.
     pub(super) view: View,
     /// Every member's address, by rank.
-    pub(super) peers: Vec<PeerAddr>,
+    pub(super) peers: Arc<[PeerAddr]>,
     /// Link rounds completed (this one included).
     pub(super) round: u64,
     recovered: bool,
@@ -80,7 +80,7 @@ impl Communicator {
         let a = register(&mut tracker, &cfg, &listener, deadline)?;
         // Beating from now on: the tracker expects heartbeats from the assignment on.
         let heartbeat = start_heartbeat(&cfg, &uri, tls.as_ref(), &a, &watch, cancel)?;
-        watch.set_peers(&a.peers, a.round);
+        watch.set_peers(a.peers.clone(), a.round);
         let placed = placed_hosts(&a.peers);
         let mut comm =
             Communicator::assemble(cfg, a.view.clone(), &placed, waiter, Some(tracker), Some(listener), watch, cancel)?;
@@ -251,7 +251,7 @@ impl Communicator {
                 // Members were given up on (an elastic job's rejoin timeout): roll back.
                 return self.roll_back(a, deadline);
             }
-            self.watch.set_peers(&a.peers, a.round);
+            self.watch.set_peers(a.peers.clone(), a.round);
             match self.install_links(&a.peers, a.round, deadline) {
                 Ok(()) => {
                     let r = self.robust.as_mut().expect("only robust communicators re-link");
@@ -323,7 +323,7 @@ fn assigned(reply: FromTracker, what: &str) -> Result<Assigned> {
         FromTracker::Assignment { view, peers, round, recovered, incarnation, peer_timeout_ms, elastic, version } => {
             Ok(Assigned {
                 view: view.into_inner(),
-                peers: peers.into_inner(),
+                peers: peers.into_inner().0.into(),
                 round,
                 recovered,
                 incarnation,

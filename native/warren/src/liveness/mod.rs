@@ -18,8 +18,8 @@
 mod heartbeat;
 mod stall;
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use crate::pause::{excused, overslept};
@@ -54,7 +54,7 @@ struct Inner {
     /// round it was fenced in.
     notice: Option<(usize, String, String, u64)>,
     /// Every rank's address, task id and process id, to name them in reports.
-    peers: Vec<PeerAddr>,
+    peers: Arc<[PeerAddr]>,
     /// The link round of `peers`.
     round: u64,
 }
@@ -77,9 +77,9 @@ impl Watch {
 
     /// The members' addresses, task ids and process ids in link round `round` (from the
     /// tracker's assignment).
-    pub(crate) fn set_peers(&self, peers: &[PeerAddr], round: u64) {
+    pub(crate) fn set_peers(&self, peers: Arc<[PeerAddr]>, round: u64) {
         let mut inner = self.lock();
-        inner.peers = peers.to_vec();
+        inner.peers = peers;
         inner.round = round;
     }
 
@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn a_stall_is_reported_once_per_interval_and_cleared_by_progress() {
         let w = Watch::new(Some(Duration::from_secs(10)));
-        w.set_peers(&[peer(0), peer(1), peer(2)], 0);
+        w.set_peers(Arc::from([peer(0), peer(1), peer(2)]), 0);
         let text = || "allreduce #7 on rank 0: child rank 2".to_string();
         let mut made = 0;
         assert_eq!(w.on_idle(Duration::from_secs(4), &mut made, &text).unwrap(), Some(Duration::from_secs(6)));
@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn a_fence_notice_fails_the_next_idle_wait_once() {
         let w = Watch::new(None);
-        w.set_peers(&[], 2);
+        w.set_peers(Arc::from([]), 2);
         w.peer_fenced(3, "7".into(), "no heartbeat for 3.0s".into(), 2);
         match w.on_idle(Duration::ZERO, &mut 0, &|| String::new()) {
             Err(Error::PeerLost { rank: 3, task: Some(t), reason }) => {
@@ -214,7 +214,7 @@ mod tests {
         assert!(w.on_idle(Duration::ZERO, &mut 0, &|| String::new()).is_ok());
         // A notice from before the round this worker is in now is stale.
         w.peer_fenced(3, "7".into(), "x".into(), 2);
-        w.set_peers(&[], 3);
+        w.set_peers(Arc::from([]), 3);
         assert!(w.on_idle(Duration::ZERO, &mut 0, &|| String::new()).is_ok());
     }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 use log::info;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::proto::{EncodedOnce, FromTracker, TaskInfo};
+use super::proto::{EncodedOnce, FromTracker, Peers, TaskInfo};
 use super::registry::Registry;
 use super::state::Shared;
 use crate::membership::View;
@@ -17,7 +17,7 @@ pub(crate) fn assign(s: &mut Shared, view: &View) {
     s.registry.fix_placement();
     // One copy of the view and the addresses for every member, encoded once: at 1,024 workers
     // a copy each was a million addresses cloned and encoded per round.
-    let peers = EncodedOnce::new(s.registry.peers());
+    let peers = EncodedOnce::new(Peers(s.registry.peers()));
     let shared_view = EncodedOnce::new(view.clone());
     let round = s.registry.rounds();
     let now = Instant::now();
