@@ -99,7 +99,10 @@ mod tests {
         let mut q = preamble();
         q[4] = 9;
         let e = check_preamble(&q, "x").unwrap_err();
-        assert!(matches!(&e, Error::Protocol(m) if m.contains("version 9") && m.contains("speaks 3")), "{e}");
+        assert!(
+            matches!(&e, Error::Protocol(m) if m.contains("version 9") && m.contains(&format!("speaks {VERSION}"))),
+            "{e}"
+        );
     }
 
     #[test]
