@@ -29,6 +29,9 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use arrays::Slice;
 use warren::{CancelHandle, Communicator, Config, Op};
 
+/// What `load_checkpoint` returns: the version, the global model and the local model.
+type LoadedCheckpoint<'py> = (u32, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>);
+
 /// A worker's communicator: `warren.Communicator()` joins the job its environment describes
 /// (`WARREN_*`, as `warren run` sets it); `warren.Communicator(settings)` or keyword settings
 /// (`tracker_uri="host:port"` or `WARREN_TRACKER_URI="host:port"`) give the settings instead.
@@ -196,10 +199,7 @@ impl PyCommunicator {
 
     /// The latest checkpoint as `(version, global_model, local_model)`: `(0, None, None)` on
     /// a fresh start; `local_model` is `None` when this worker checkpointed none.
-    fn load_checkpoint<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<(u32, Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>)> {
+    fn load_checkpoint<'py>(&self, py: Python<'py>) -> PyResult<LoadedCheckpoint<'py>> {
         let ck = self.with(py, |c| c.load_checkpoint())?;
         let global = (ck.version > 0).then(|| PyBytes::new(py, &ck.global));
         let local = ck.local.as_deref().map(|l| PyBytes::new(py, l));
