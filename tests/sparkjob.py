@@ -19,6 +19,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import testbuild
+
 ROOT = Path(__file__).resolve().parent.parent
 QUIET_LOG4J = ROOT / "spark-examples" / "conf" / "log4j2-quiet.properties"
 DEMO_HASH_FILE = ROOT / "spark-examples" / "demo-model-hash.txt"
@@ -53,13 +55,11 @@ def built_jars() -> list[Path]:
 
 
 def core_jar_with_etcd(out_dir: Path) -> Path:
-    """warren-core's jar with the JNI library built with its etcd feature (by default it has
-    none; docker/Dockerfile builds it so), its library swapped into a copy of the jar. The
-    library is the unoptimized build (`cargo build -p warren-jni --features etcd`, into
-    target/debug): it shares the test build's compiled crates, where a release build would
-    compile the etcd stack again, and the release library in target/release stays as it is."""
-    lib = ROOT / "target" / "debug" / "libwarren_jni.so"
-    subprocess.run(["cargo", "build", "-p", "warren-jni", "--features", "etcd"], cwd=ROOT, check=True, timeout=3600)
+    """warren-core's jar with the JNI library that has the etcd store (the release library
+    `make jvm` bundles has none; docker/Dockerfile builds it so), its library swapped into a copy
+    of the jar. The library is the workspace's test build (testbuild.py, the test profile):
+    the release library in target/release stays as it is."""
+    lib = testbuild.jni_library()
     with_etcd = lib.read_bytes()
     entry = f"io/warren/native/{pom_properties()['warren.native.platform']}/libwarren_jni.so"
     jar = out_dir / CORE_JAR.name

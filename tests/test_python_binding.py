@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from testbuild import warren_command
+
 ROOT = Path(__file__).resolve().parent.parent
-WARREN = ROOT / "target" / "release" / "warren"
 SCRIPT = Path(__file__).resolve().parent / "python_binding" / "train.py"
 WORKERS, ITERS, DIM = 3, 30, 1000
 # Hard limit on one job (a clean one takes well under a second).
@@ -26,9 +27,10 @@ LIMIT_S = 120
 
 @pytest.fixture(scope="session")
 def binding() -> str:
-    """Builds the `warren` command and installs the binding into the venv running pytest
-    (`pip install ./`, with the venv's maturin: no download, the release target reused)."""
-    subprocess.run(["cargo", "build", "--release", "-p", "warren-cli"], cwd=ROOT, check=True, timeout=3600)
+    """Installs the binding into the venv running pytest (`pip install ./`, with the venv's
+    maturin: no download, the release target of `make jvm-native` reused) and builds the
+    `warren` command (the test build's: see testbuild.py)."""
+    warren_command()
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     subprocess.run(pip + ["--no-build-isolation", "--no-deps", "--force-reinstall", str(ROOT)],
@@ -70,7 +72,7 @@ def run(python: str, out_dir: Path, env: dict[str, str] | None = None, kill_task
     python process once rank 0 has committed 10 checkpoints."""
     out_dir.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ, TRAIN_DIR=str(out_dir), TRAIN_ITERS=str(ITERS), TRAIN_DIM=str(DIM), **(env or {}))
-    cmd = [str(WARREN), "run", "-n", str(WORKERS), "--max-restarts", "3", "--", python, str(SCRIPT)]
+    cmd = [str(warren_command()), "run", "-n", str(WORKERS), "--max-restarts", "3", "--", python, str(SCRIPT)]
     proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         if kill_task is not None:
