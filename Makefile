@@ -19,12 +19,24 @@ build:
 ## array tests on JDK 25 (where G1 pins arrays region by region: jvm/jvm.mk), the Spark 3.5
 ## and Scala 2.12 build with its recovery suites (test-spark35), then the end-to-end tests in
 ## tests/ (standalone cluster, notebook, docker/, Maven artifacts)
+## TEST_THREADS: tests run at once per Rust test binary. Most of them wait on real processes,
+## sockets and timeouts rather than the CPU (the process suite of warren-cli keeps under half a
+## core busy on two threads), so four take a third off its time on a two-core machine.
+## Each step prints the time it starts, for the CI log.
+TEST_THREADS ?= 4
+STEP = @echo "== $$(date -u +%T) $(1)"
 test: setup-test lint
-	$(CARGO) test --workspace
+	$(call STEP,cargo test)
+	$(CARGO) test --workspace -- --test-threads=$(TEST_THREADS)
+	$(call STEP,jvm)
 	$(MAKE) jvm JVM_TEST_FLAGS=-Dwarren.checkJniOnly=true
+	$(call STEP,jvm-pinning)
 	$(MAKE) jvm-pinning
+	$(call STEP,test-spark35)
 	$(MAKE) test-spark35
+	$(call STEP,e2e)
 	$(MAKE) e2e
+	$(call STEP,done)
 
 ## e2e: tests/ with pytest (needs the jars of `make jvm`): a real Spark standalone cluster
 ## (SIGKILLed executor and Worker, --deploy-mode cluster), a real Flink standalone cluster

@@ -4,9 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.net.URI;
 import java.time.Duration;
 import java.util.List;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
@@ -14,8 +14,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
-import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.runtime.messages.webmonitor.ClusterOverview;
 import org.apache.flink.runtime.minicluster.MiniCluster;
@@ -51,29 +49,9 @@ class ElasticFlinkTest {
       @InjectMiniCluster MiniCluster mini) throws Exception {
     String run = UUID.randomUUID().toString();
     Training.Plan plan = new Training.Plan(run, ITERS, -1, -1, 40, -1);
-    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
-    env.setParallelism(WORKERS);
-    DataStream<double[]> rows =
-        env.fromSource(
-                new PartitionedSource<>(WORKERS, Training::partition),
-                WatermarkStrategy.noWatermarks(),
-                "partitions",
-                ROW)
-            .setParallelism(WORKERS);
-    Map<String, String> settings =
-        Map.of("warren.elastic", "true", "warren.minWorkers", "2", "warren.rejoinTimeout", "1", "warren.connectTimeout", "120");
-    WarrenFlink.train(
-            rows,
-            WORKERS,
-            settings,
-            (ctx, part) -> Training.trainElastic(ctx.communicator(), ctx.taskId(), ctx.attempt(), part, plan),
-            ROW)
-        .map(r -> Training.collect(run, r))
-        .returns(ROW)
-        .setParallelism(WORKERS)
-        .sinkTo(new DiscardingSink<>())
-        .setParallelism(WORKERS);
-    JobClient client = env.executeAsync("elastic");
+    Map<String, String> settings = Map.of("warren.minWorkers", "2", "warren.rejoinTimeout", "1");
+    JobClient client =
+        startElastic(StreamExecutionEnvironment.getExecutionEnvironment(), plan, settings, "elastic");
     AtomicInteger iters = Training.ITERATIONS.computeIfAbsent(run, k -> new AtomicInteger());
     await(() -> iters.get() >= 5 * WORKERS, Duration.ofSeconds(60), "the workers did not get going");
 
@@ -122,32 +100,9 @@ class ElasticFlinkTest {
         "the cluster did not settle at two free slots");
     String run = UUID.randomUUID().toString();
     Training.Plan plan = new Training.Plan(run, ITERS, -1, -1, 40, -1);
-    URI rest = mini.getRestAddress().get(30, TimeUnit.SECONDS);
-    Configuration conf = new Configuration();
-    conf.set(RestOptions.ADDRESS, rest.getHost());
-    conf.set(RestOptions.PORT, rest.getPort());
-    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
-    env.setParallelism(WORKERS);
-    DataStream<double[]> rows =
-        env.fromSource(
-                new PartitionedSource<>(WORKERS, Training::partition),
-                WatermarkStrategy.noWatermarks(),
-                "partitions",
-                ROW)
-            .setParallelism(WORKERS);
     // A fixed run would throw here: two free slots for three workers.
-    WarrenFlink.train(
-            rows,
-            WORKERS,
-            Map.of("warren.elastic", "true", "warren.minWorkers", "2", "warren.connectTimeout", "120"),
-            (ctx, part) -> Training.trainElastic(ctx.communicator(), ctx.taskId(), ctx.attempt(), part, plan),
-            ROW)
-        .map(r -> Training.collect(run, r))
-        .returns(ROW)
-        .setParallelism(WORKERS)
-        .sinkTo(new DiscardingSink<>())
-        .setParallelism(WORKERS);
-    JobClient client = env.executeAsync("elastic start");
+    StreamExecutionEnvironment env = WarrenFlinkTest.envWithRest(mini);
+    JobClient client = startElastic(env, plan, Map.of("warren.minWorkers", "2"), "elastic start");
     AtomicInteger iters = Training.ITERATIONS.computeIfAbsent(run, k -> new AtomicInteger());
     await(() -> iters.get() >= 2 * 10, Duration.ofSeconds(60), "the two workers with a slot did not get going");
     mini.startTaskManager();
@@ -171,6 +126,38 @@ class ElasticFlinkTest {
         assertEquals(List.of("2->3"), seen, "worker " + t + " started in a view of two that grew to three");
       }
     }
+  }
+
+  /**
+   * Submits the elastic training of {@code plan} on {@code env} (parallelism: the workers) with {@code settings} besides {@code warren.elastic=true} and a long
+   * connect timeout, and returns at once.
+   */
+  private static JobClient startElastic(
+      StreamExecutionEnvironment env, Training.Plan plan, Map<String, String> settings, String name)
+      throws Exception {
+    env.setParallelism(WORKERS);
+    DataStream<double[]> rows =
+        env.fromSource(
+                new PartitionedSource<>(WORKERS, Training::partition),
+                WatermarkStrategy.noWatermarks(),
+                "partitions",
+                ROW)
+            .setParallelism(WORKERS);
+    Map<String, String> all = new HashMap<>(settings);
+    all.put("warren.elastic", "true");
+    all.put("warren.connectTimeout", "120");
+    WarrenFlink.train(
+            rows,
+            WORKERS,
+            all,
+            (ctx, part) -> Training.trainElastic(ctx.communicator(), ctx.taskId(), ctx.attempt(), part, plan),
+            ROW)
+        .map(r -> Training.collect(plan.run(), r))
+        .returns(ROW)
+        .setParallelism(WORKERS)
+        .sinkTo(new DiscardingSink<>())
+        .setParallelism(WORKERS);
+    return env.executeAsync(name);
   }
 
   /**

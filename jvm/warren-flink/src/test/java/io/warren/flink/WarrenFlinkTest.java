@@ -118,7 +118,7 @@ class WarrenFlinkTest {
   }
 
   /** An environment that knows the cluster's REST address, as {@code flink run}'s does. */
-  private static StreamExecutionEnvironment envWithRest(MiniCluster mini) throws Exception {
+  static StreamExecutionEnvironment envWithRest(MiniCluster mini) throws Exception {
     URI rest = mini.getRestAddress().get(30, TimeUnit.SECONDS);
     Configuration conf = new Configuration();
     conf.set(RestOptions.ADDRESS, rest.getHost());
