@@ -21,13 +21,19 @@ build:
 ## tests/ (standalone cluster, notebook, docker/, Maven artifacts)
 ## TEST_THREADS: tests run at once per Rust test binary. Most of them wait on real processes,
 ## sockets and timeouts rather than the CPU (the process suite of warren-cli keeps under half a
-## core busy on two threads), so four take a third off its time on a two-core machine.
-## Each step prints the time it starts, for the CI log.
+## core busy on two threads), so four take a third off its time on a two-core machine, and the
+## release build of the JNI library and the Python extension (jvm-native, which `make jvm`
+## needs next) runs beside them: cargo locks target/debug and target/release apart. Its output
+## goes to target/jvm-native.log, shown if it fails. Each step prints the time it starts.
 TEST_THREADS ?= 4
 STEP = @echo "== $$(date -u +%T) $(1)"
 test: setup-test lint
-	$(call STEP,cargo test)
-	$(CARGO) test --workspace -- --test-threads=$(TEST_THREADS)
+	$(call STEP,cargo test: build)
+	$(CARGO) test --workspace --no-run
+	$(call STEP,cargo test: run; jvm-native beside it)
+	@($(JVM_NATIVE_BUILD)) > target/jvm-native.log 2>&1 & build=$$!; \
+	$(CARGO) test --workspace -- --test-threads=$(TEST_THREADS); tests=$$?; \
+	wait $$build || { cat target/jvm-native.log; echo "jvm-native failed"; exit 1; }; exit $$tests
 	$(call STEP,jvm)
 	$(MAKE) jvm JVM_TEST_FLAGS=-Dwarren.checkJniOnly=true
 	$(call STEP,jvm-pinning)

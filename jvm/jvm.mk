@@ -32,9 +32,10 @@ WARREN_JNI_FEATURES ?=
 # warren-py is built beside it so that both resolve the same dependency features (numpy turns
 # on num-traits' i128): the Python binding's `pip install ./` then reuses this build of the
 # runtime instead of compiling it a third time (about 3 minutes here).
+JVM_NATIVE_BUILD = cd $(WARREN_ROOT) && $(CARGO) build --release -p warren-jni -p warren-py \
+	$(if $(WARREN_JNI_FEATURES),--features $(addprefix warren-jni/,$(WARREN_JNI_FEATURES)))
 jvm-native:
-	cd $(WARREN_ROOT) && $(CARGO) build --release -p warren-jni -p warren-py \
-		$(if $(WARREN_JNI_FEATURES),--features $(addprefix warren-jni/,$(WARREN_JNI_FEATURES)))
+	$(JVM_NATIVE_BUILD)
 
 # The Spark tests (spark-examples/, local-cluster) need Spark 4.3: scripts/setup-spark.sh
 # installs it once (pyspark 4.3.0 in .spark/venv) and prints its SPARK_HOME; its jars go on
