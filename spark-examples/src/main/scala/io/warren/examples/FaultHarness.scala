@@ -53,6 +53,8 @@ object FaultHarness {
     * @param pauseUntilGrown in an elastic job, stop pausing once this worker is in a view of all
     *   `workers` it joined late or grew back to (a test that waits for a join pays for the wait
     *   only; before the join the pace is as with `pauseMs` alone)
+    * @param pauseUntilFile stop pausing once a file exists at this path ("": never), which a
+    *   test on the same machine creates when what it waits for has happened
     * @param failures more injected failures
     * @param killPoint where in their iteration `killTask` and `killExecutor` fail (see [[Failure]])
     */
@@ -61,6 +63,7 @@ object FaultHarness {
       killExecutor: Int = -1,
       pauseMs: Int = 0,
       pauseUntilGrown: Boolean = false,
+      pauseUntilFile: String = "",
       failures: Seq[Failure] = Nil,
       killPoint: String = "start"
   ) extends Hooks {
@@ -109,8 +112,15 @@ object FaultHarness {
         case Some(c) => grown = c.newWorldSize() == workers
         case None    => if (comm.worldSize() != workers) grown = false // rolled back to fewer
       }
-      if (faults.pauseMs > 0 && !(faults.pauseUntilGrown && grown)) Thread.sleep(faults.pauseMs.toLong)
+      if (faults.pauseMs > 0 && !(faults.pauseUntilGrown && grown) && !released) Thread.sleep(faults.pauseMs.toLong)
     }
+
+    /** Whether `pauseUntilFile` exists (checked until it does). */
+    private def released: Boolean = {
+      if (!wasReleased && faults.pauseUntilFile.nonEmpty) wasReleased = Files.exists(Path.of(faults.pauseUntilFile))
+      wasReleased
+    }
+    private var wasReleased = false
 
     override def afterLeaving(it: Int): Unit =
       for (fl <- faults.failures if fl.partition == pid && fl.afterLeaving && attempt < fl.attempts) inject(fl, it)

@@ -10,6 +10,7 @@ import io.warren.examples.FaultHarness.{withFaults, Failure, Faults}
 import io.warren.examples.LogisticRegression.{Params, Result}
 import io.warren.spark.WarrenSparkException
 import org.apache.spark.{SparkContext, WarrenSlots}
+import org.apache.spark.scheduler.{SparkListener, SparkListenerTaskEnd}
 import org.junit.jupiter.api.Assertions.{assertEquals, assertFalse, assertThrows, assertTrue, fail}
 import org.junit.jupiter.api.TestInstance.Lifecycle
 import org.junit.jupiter.api._
@@ -270,12 +271,21 @@ class ElasticClusterTest {
     assertEquals(0, leaver.world, "the leaver says it left")
     val model = clean.find(_.taskId == 0).get.modelHash
     val mock = (m: String) => base.conf + ("setting.WARREN_MOCK" -> m)
+    // The others stop pausing once the leaver's re-run has ended.
+    val rerunEnded = java.nio.file.Files.createTempDirectory("warren-elastic").resolve("leaver-re-run-ended")
+    val untilRerun = (p: Params) => withFaults(p)(_.copy(pauseUntilFile = rerunEnded.toString))
     val cases = Seq(
-      ("the leaver's executor halts right after it left", withFaults(base)(_.copy(failures = Seq(Failure(3, -1, halt = true, afterLeaving = true))))),
-      ("the leaver's executor exits when its removal is decided", base.copy(conf = mock("3,resize,0")))
+      ("the leaver's executor halts right after it left", withFaults(untilRerun(base))(_.copy(failures = Seq(Failure(3, -1, halt = true, afterLeaving = true))))),
+      ("the leaver's executor exits when its removal is decided", untilRerun(base.copy(conf = mock("3,resize,0"))))
     )
+    val rerunListener = new SparkListener {
+      override def onTaskEnd(e: SparkListenerTaskEnd): Unit =
+        if (e.taskInfo.partitionId == 3 && e.taskInfo.attemptNumber > 0) java.nio.file.Files.write(rerunEnded, Array.emptyByteArray)
+    }
+    sc.addSparkListener(rerunListener)
     for ((what, p) <- cases) {
       counts.reset(sc, workers)
+      java.nio.file.Files.deleteIfExists(rerunEnded)
       val rs = removing(p)
       rs.foreach(r => println(s"ELASTIC $what: task ${r.taskId} world ${r.world} changes ${r.viewChanges}"))
       assertEquals(Seq(0, 1, 2), rs.map(_.taskId).sorted, s"$what: the members' results; the lost leaver has none")
@@ -287,6 +297,7 @@ class ElasticClusterTest {
       assertEquals(workers + 1, counts.started.get(), s"$what: Spark re-ran the leaver's task once")
       assertEquals(model, rs.head.modelHash, s"$what: the model of the same removal without a loss")
     }
+    sc.removeSparkListener(rerunListener)
     // A stayer lost when the removal is decided: its task is re-run (on the leaver's free
     // slot, within the rejoin timeout: recovered from its peers; else dropped and joined
     // again later) and the job ends with it; one failed attempt.
