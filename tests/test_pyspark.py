@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -69,11 +70,17 @@ class Run:
         try:
             self.proc.wait(timeout=max(1.0, LIMIT_S - (time.monotonic() - self.started)))
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
+            self.stop()
             raise AssertionError(f"the job did not end in {LIMIT_S} s:\n{self.stderr[-4000:]}") from None
         self.seconds = time.monotonic() - self.started
         return self
+
+    def stop(self) -> None:
+        """Kills the application's processes (its session: spark-submit, the driver, the
+        executors) if it still runs; nothing once it ended."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
 
     @property
     def stdout(self) -> str:
@@ -135,11 +142,15 @@ def runs(spark, python, tmp_path_factory) -> dict[str, Run]:
     clean = Run(spark, python, base / "clean", "clean,mismatch,badsetting")
     # A pause per iteration, so that the kill lands mid-training.
     killed = Run(spark, python, base / "killed", "clean", sleep_s=0.3)
-    killed.await_progress(10)
-    executor = killed.executor_of(1)
-    sigkill(executor)
-    with ThreadPoolExecutor(2) as pool:
-        done = list(pool.map(Run.finish, [clean, killed]))
+    try:
+        killed.await_progress(10)
+        executor = killed.executor_of(1)
+        sigkill(executor)
+        with ThreadPoolExecutor(2) as pool:
+            done = list(pool.map(Run.finish, [clean, killed]))
+    finally:
+        for run in (clean, killed):
+            run.stop()
     assert not alive(executor)
     return dict(zip(["clean", "killed"], done))
 
