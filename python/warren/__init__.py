@@ -10,6 +10,9 @@ Importing this package sets the exit status of a worker that ends on an uncaught
 (``error.final``: the launcher stops the job), 0 for a ``LeftError`` (an elastic task that is
 no member of the job any more has nothing to do), and Python's usual 1 otherwise (the
 launcher re-runs this worker alone).
+
+``warren.spark.train`` runs a function once per partition of a PySpark RDD or DataFrame, each
+Spark task a worker, with the tracker in the driver (see that module).
 """
 
 from __future__ import annotations

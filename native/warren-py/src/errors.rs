@@ -97,9 +97,9 @@ pub fn to_py_err(py: Python<'_>, e: &warren::Error) -> PyErr {
     err
 }
 
-/// The `ClosedError` of a call on a finalized communicator.
+/// The `ClosedError` of a call on a finalized or aborted communicator.
 pub fn closed() -> PyErr {
-    PyErr::new::<ClosedError, _>("the communicator is finalized: it takes no more calls")
+    PyErr::new::<ClosedError, _>("the communicator is finalized or aborted: it takes no more calls")
 }
 
 #[cfg(test)]

@@ -224,6 +224,17 @@ impl PyCommunicator {
         }
     }
 
+    /// Leaves the job as failed, at once: cancels a running call, then closes the links and
+    /// the tracker connection without telling the tracker the worker finished (which
+    /// `finalize` does, and which would make it refuse a replacement), so that a new attempt
+    /// of the same task can take this worker's place. What a launcher calls when the work
+    /// raised. Later calls raise `ClosedError`; on a finalized communicator it does nothing.
+    fn abort(&self, py: Python<'_>) {
+        self.cancel.cancel("aborted: the worker failed");
+        let comm = py.detach(|| self.lock().take());
+        drop(comm);
+    }
+
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }

@@ -1,0 +1,190 @@
+"""warren.spark.train on a real Spark cluster (spark-submit of tests/pyspark_job/train.py on
+local-cluster[3,1,1024]: three executor JVMs, each with its PySpark workers): the model of a
+run without failures, the same model after the executor JVM of one task is SIGKILLed
+mid-training (only that task re-run, recovering from its peers), and a call mismatch that
+stops the job at once instead of letting Spark retry it.
+
+Needs warren-core's and warren-runner's jars (make jvm, or `mvn -f jvm/pom.xml -pl
+warren-core,warren-runner package -DskipTests`); installs the binding into the venv running
+pytest, which is also the Python of the driver and of Spark's Python workers."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from sparkjob import CORE_JAR, QUIET_LOG4J, RUNNER_JAR, alive, cmdline, parent_pid, sigkill
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path(__file__).resolve().parent / "pyspark_job" / "train.py"
+WORKERS, ITERS = 3, 30
+# Hard limit on one job (a clean one takes about 30 s on a loaded 2-core machine, most of it
+# Spark starting the driver, three executors and their Python workers).
+LIMIT_S = 240
+
+
+@pytest.fixture(scope="module")
+def python() -> str:
+    """The venv running pytest with the binding installed (`pip install ./`, the venv's
+    maturin, the release target of `make jvm-native` reused): the driver's and the workers'
+    Python. Fails naming the jars to build if the driver would lack them."""
+    for jar in (CORE_JAR, RUNNER_JAR):
+        assert jar.is_file(), f"{jar} is missing: build the JVM modules first (make jvm)"
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run(pip + ["--no-build-isolation", "--no-deps", "--force-reinstall", str(ROOT)],
+                   cwd=ROOT, env=env, check=True, timeout=3600)
+    return sys.executable
+
+
+class Run:
+    """A spark-submit of train.py; its console in out_dir/stdout and out_dir/stderr, Spark's
+    log in out_dir/spark.log, the workers' files in out_dir."""
+
+    def __init__(self, spark: Path, python: str, out_dir: Path, jobs: str, sleep_s: float = 0.0):
+        self.dir = out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        # C1 only: the JVMs start faster, and these jobs are too short for C2 to pay off.
+        quiet = (f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J} -Dwarren.spark.log={out_dir / 'spark.log'}"
+                 " -XX:TieredStopAtLevel=1")
+        cmd = [str(spark / "bin" / "spark-submit"), "--master", f"local-cluster[{WORKERS},1,1024]",
+               "--jars", f"{CORE_JAR},{RUNNER_JAR}", "--driver-java-options", quiet,
+               "--conf", f"spark.executor.extraJavaOptions={quiet}", "--conf", "spark.ui.enabled=false",
+               str(SCRIPT), str(out_dir), str(ITERS), str(sleep_s), jobs]
+        env = dict(os.environ, SPARK_HOME=str(spark), SPARK_LOCAL_IP="127.0.0.1",
+                   PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
+        with open(out_dir / "stdout", "wb") as out, open(out_dir / "stderr", "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=out_dir, start_new_session=True)
+        self.started = time.monotonic()
+
+    def finish(self) -> Run:
+        """Waits for spark-submit to end (killing it after LIMIT_S)."""
+        try:
+            self.proc.wait(timeout=max(1.0, LIMIT_S - (time.monotonic() - self.started)))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise AssertionError(f"the job did not end in {LIMIT_S} s:\n{self.stderr[-4000:]}") from None
+        self.seconds = time.monotonic() - self.started
+        return self
+
+    def stop(self) -> None:
+        """Kills the application's processes (its session: spark-submit, the driver, the
+        executors) if it still runs; nothing once it ended."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    @property
+    def stdout(self) -> str:
+        return (self.dir / "stdout").read_text(errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return (self.dir / "stderr").read_text(errors="replace")
+
+    def model_hash(self) -> str:
+        """The MODEL_HASH its (first) clean job printed."""
+        code = self.proc.returncode
+        assert code == 0, f"spark-submit exited {code}:\n{self.stdout}\n{self.stderr[-4000:]}"
+        m = re.search(r"^MODEL_HASH ([0-9a-f]{64})$", self.stdout, re.M)
+        assert m, f"no MODEL_HASH line:\n{self.stdout}\n{self.stderr[-4000:]}"
+        return m.group(1)
+
+    def attempts(self, job: str = "clean") -> dict[int, list[int]]:
+        """The attempt numbers of `job` that started, per task id (from the
+        start-<task>-<attempt>-<pid> files the workers leave)."""
+        found: dict[int, list[int]] = {}
+        for f in (self.dir / job).glob("start-*"):
+            _, task, attempt, _ = f.name.split("-")
+            found.setdefault(int(task), []).append(int(attempt))
+        return {t: sorted(a) for t, a in sorted(found.items())}
+
+    def recoveries(self, rank: int) -> int:
+        return int((self.dir / "clean" / f"recoveries-{rank}").read_text())
+
+    def await_progress(self, checkpoints: int) -> None:
+        """Waits until rank 0 has committed `checkpoints` checkpoints."""
+        progress = self.dir / "clean" / "progress"
+        while True:
+            text = progress.read_text().strip() if progress.exists() else ""
+            if text.isdigit() and int(text) >= checkpoints:
+                return
+            assert self.proc.poll() is None, f"the job ended before checkpoint {checkpoints}:\n{self.stderr[-4000:]}"
+            assert time.monotonic() - self.started < LIMIT_S, f"no checkpoint {checkpoints} in {LIMIT_S} s"
+            time.sleep(0.05)
+
+    def executor_of(self, task: int) -> int:
+        """The pid of the executor JVM running task `task`'s first attempt: the Python worker
+        (its start file names it) is a child of PySpark's daemon, a child of the executor."""
+        (start,) = (self.dir / "clean").glob(f"start-{task}-0-*")
+        pid = int(start.name.split("-")[3])
+        for _ in range(4):
+            if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmdline(pid):
+                return pid
+            pid = parent_pid(pid)
+        raise AssertionError(f"no executor JVM above task {task}'s Python worker {start.name}")
+
+
+@pytest.fixture(scope="module")
+def runs(spark, python, tmp_path_factory) -> dict[str, Run]:
+    """Two applications side by side (each spends most of its time starting Spark): one runs
+    a clean job, then a job with a call mismatch and one with an invalid setting; in the other,
+    task 1 loses its executor."""
+    base = tmp_path_factory.mktemp("pyspark")
+    clean = Run(spark, python, base / "clean", "clean,mismatch,badsetting")
+    # A pause per iteration, so that the kill lands mid-training.
+    killed = Run(spark, python, base / "killed", "clean", sleep_s=0.3)
+    try:
+        killed.await_progress(10)
+        executor = killed.executor_of(1)
+        sigkill(executor)
+        with ThreadPoolExecutor(2) as pool:
+            done = list(pool.map(Run.finish, [clean, killed]))
+    finally:
+        for run in (clean, killed):
+            run.stop()
+    assert not alive(executor)
+    return dict(zip(["clean", "killed"], done))
+
+
+def test_a_clean_run_trains_one_model_on_every_worker(runs):
+    clean = runs["clean"]
+    assert clean.model_hash()
+    assert clean.attempts() == {0: [0], 1: [0], 2: [0]}, "one attempt per task"
+    assert all(clean.recoveries(r) == 0 for r in range(WORKERS))
+
+
+def test_a_lost_executor_re_runs_only_its_task_which_recovers_the_same_model(runs):
+    clean, killed = runs["clean"], runs["killed"]
+    assert killed.model_hash() == clean.model_hash(), "the model of the run without the failure"
+    assert killed.attempts() == {0: [0], 1: [0, 1], 2: [0]}, "only the lost task re-ran, once"
+    assert all(killed.recoveries(r) >= 1 for r in (0, 2)), "the survivors served a recovery"
+    assert "tracker: task 1 (rank 1) registered again (attempt 1)" in killed.stderr, killed.stderr[-4000:]
+
+
+def test_a_call_mismatch_stops_the_job_at_once_without_retries(runs):
+    run = runs["clean"]
+    assert run.proc.returncode == 0, run.stderr[-4000:]
+    assert "WARREN_SPARK_ERROR Warren job of 3 workers (retry-one) failed with an error that cannot succeed" \
+        " on retry, and the job was stopped" in run.stdout, run.stdout
+    assert "collective call mismatch" in run.stdout, run.stdout
+    # Stopped, not retried to spark.task.maxFailures: no task ran a third time.
+    attempts = run.attempts("mismatch")
+    assert sorted(attempts) == [0, 1, 2] and all(max(a) <= 1 for a in attempts.values()), attempts
+
+
+def test_an_invalid_setting_fails_on_the_driver_naming_it(runs):
+    run = runs["clean"]
+    errors = [l for l in run.stdout.splitlines() if l.startswith("WARREN_SPARK_ERROR ")]
+    line = next((l for l in errors if "spark.warren.timeout" in l), None)
+    assert line is not None, run.stdout
+    assert 'spark.warren.timeout = "ten": expected a number of seconds > 0 and <= 86400' in line, line
+    assert not list((run.dir / "badsetting").glob("start-*")), "no task started"
