@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from sparkjob import CORE_JAR, QUIET_LOG4J, RUNNER_JAR, alive, cmdline, parent_pid, sigkill
+from testbuild import python_with_binding
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve().parent / "pyspark_job" / "train.py"
@@ -38,11 +38,7 @@ def python() -> str:
     Python. Fails naming the jars to build if the driver would lack them."""
     for jar in (CORE_JAR, RUNNER_JAR):
         assert jar.is_file(), f"{jar} is missing: build the JVM modules first (make jvm)"
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run(pip + ["--no-build-isolation", "--no-deps", "--force-reinstall", str(ROOT)],
-                   cwd=ROOT, env=env, check=True, timeout=3600)
-    return sys.executable
+    return python_with_binding()
 
 
 class Run:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from testbuild import warren_command
+from testbuild import python_with_binding, warren_command
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve().parent / "python_binding" / "train.py"
@@ -27,15 +27,10 @@ LIMIT_S = 120
 
 @pytest.fixture(scope="session")
 def binding() -> str:
-    """Installs the binding into the venv running pytest (`pip install ./`, with the venv's
-    maturin: no download, the release target of `make jvm-native` reused) and builds the
-    `warren` command (the test build's: see testbuild.py)."""
+    """The venv running pytest with the binding installed, and the `warren` command built
+    (the test build's): see testbuild.py."""
     warren_command()
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run(pip + ["--no-build-isolation", "--no-deps", "--force-reinstall", str(ROOT)],
-                   cwd=ROOT, env=env, check=True, timeout=3600)
-    return sys.executable
+    return python_with_binding()
 
 
 class Job:

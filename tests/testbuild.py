@@ -1,5 +1,6 @@
-"""The workspace's test build (`cargo test --workspace --no-run`, what `make test` compiled
-first) as the end-to-end tests use it: its `warren` command and its JNI library, which has the
+"""What the end-to-end tests build of the Rust workspace: the Python binding installed into
+the venv running pytest, and the workspace's test build (`cargo test --workspace --no-run`,
+what `make test` compiled first): its `warren` command and its JNI library, which has the
 etcd store (the workspace's features are unified: warren-cli enables it). Asking cargo for the
 test build's own artifacts costs a second once `cargo test` ran; a release build of warren-cli
 or a `cargo build -p warren-jni --features etcd` would compile the runtime again with other
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,3 +47,14 @@ def warren_command() -> Path:
 def jni_library() -> Path:
     """libwarren_jni.so of the test build, with the etcd store."""
     return _artifacts()[("warren_jni", "cdylib")]
+
+
+@functools.cache
+def python_with_binding() -> str:
+    """The venv running pytest with the binding installed (`pip install ./` with the venv's
+    maturin: no download, the release target of `make jvm-native` reused), once per session."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run(pip + ["--no-build-isolation", "--no-deps", "--force-reinstall", str(ROOT)],
+                   cwd=ROOT, env=env, check=True, timeout=3600)
+    return sys.executable
