@@ -101,7 +101,7 @@ class YarnClusterTest {
   def stop(): Unit = if (yarn != null) yarn.stop()
 
   /** A spark-submit process and its output, read as it comes. */
-  final class Submitted(val proc: Process, val started: Long) {
+  final class Submitted(val proc: Process, val started: Long, logDir: Path) {
     private val out = new StringBuilder
     private val err = new StringBuilder
     @volatile var wallSeconds = 0.0
@@ -150,6 +150,9 @@ class YarnClusterTest {
       }
       wallSeconds = (System.nanoTime() - started) / 1e9
       readers.foreach(_.join(10000))
+      Files.write(logDir.resolve("stdout"), stdout.getBytes(StandardCharsets.UTF_8))
+      Files.write(logDir.resolve("stderr"), stderr.getBytes(StandardCharsets.UTF_8))
+      println(s"spark-submit's output: $logDir/stdout, $logDir/stderr")
       assertEquals(0, proc.exitValue(), s"spark-submit exited ${proc.exitValue()}:\n${tail(stderr)}\n${containerLogs()}")
       stdout.linesIterator.map(_.split(" ", 2)).collect { case Array(k, v) if k.forall(c => c.isUpper || c == '_') => k -> v.trim }.toMap
     }
@@ -215,7 +218,7 @@ class YarnClusterTest {
     pb.environment().put("YARN_CONF_DIR", confDir.toString)
     pb.environment().put("SPARK_LOCAL_IP", "127.0.0.1")
     pb.environment().put("JAVA_HOME", javaHome)
-    new Submitted(pb.start(), System.nanoTime())
+    new Submitted(pb.start(), System.nanoTime(), logDir)
   }
 
   /** The executor JVMs of application `app` on this machine, by executor id. */
@@ -263,6 +266,7 @@ class YarnClusterTest {
       println(s"SIGKILLed executor $victimId (pid $victim) of $app")
       m = job.waitFor(s"""task of partition (\\d+) attempt 0 failed \\(ExecutorLostFailure \\(executor $victimId exited""", 120, m.end())
       val partition = m.group(1)
+      val lostAt = System.nanoTime()
       m = job.waitFor(s"""task of partition $partition re-run \\(attempt 1\\) on executor (\\d+)""", 120, m.end())
       val newExecutor = m.group(1)
       val rerunAt = System.nanoTime()
@@ -274,7 +278,7 @@ class YarnClusterTest {
       val trainSeconds = r("TRAIN_SECONDS").toDouble
       println(
         f"YARN, executor $victimId's container killed: its task re-run on new executor $newExecutor " +
-          f"${(rerunAt - killedAt) / 1e9}%.2f s after the kill; spark-submit ${job.wallSeconds}%.2f s " +
+          f"${(rerunAt - killedAt) / 1e9}%.2f s after the kill (the loss seen by the driver after ${(lostAt - killedAt) / 1e9}%.2f s); spark-submit ${job.wallSeconds}%.2f s " +
           f"(failure-free ${want.wallSeconds}%.2f s), TRAIN_SECONDS $trainSeconds%.3f (failure-free $wantResult%.3f): " +
           f"the lost container added ${trainSeconds - wantResult}%.2f s"
       )
