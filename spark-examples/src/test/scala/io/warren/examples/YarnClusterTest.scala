@@ -187,6 +187,19 @@ class YarnClusterTest {
     val appJar = base.resolve("app.jar")
     if (!Files.exists(appJar)) new JarOutputStream(Files.newOutputStream(appJar)).close()
     val logDir = Files.createDirectories(base.resolve(name))
+    // The driver's log at INFO on stderr, whatever $SPARK_HOME/conf says: the test waits for
+    // the application's id, rank 0's progress and the listener's lines there.
+    val log4j = base.resolve("log4j2.properties")
+    if (!Files.exists(log4j))
+      Files.write(log4j, Seq(
+        "rootLogger.level = info",
+        "rootLogger.appenderRef.stderr.ref = console",
+        "appender.console.type = Console",
+        "appender.console.name = console",
+        "appender.console.target = SYSTEM_ERR",
+        "appender.console.layout.type = PatternLayout",
+        "appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n%ex"
+      ).mkString("", "\n", "\n").getBytes(StandardCharsets.UTF_8))
     val settings = Seq(
       "spark.executor.instances" -> executors.toString,
       "spark.executor.cores" -> "1",
@@ -202,6 +215,7 @@ class YarnClusterTest {
       "spark.driver.host" -> "127.0.0.1",
       "spark.driver.bindAddress" -> "127.0.0.1",
       "spark.driver.extraClassPath" -> ours,
+      "spark.driver.extraJavaOptions" -> s"-Dlog4j2.configurationFile=file:$log4j",
       "spark.executor.extraClassPath" -> ours,
       "spark.task.maxFailures" -> "4",
       "spark.dynamicAllocation.enabled" -> "false",
