@@ -284,10 +284,10 @@ class YarnClusterTest {
       m = job.waitFor(s"""task of partition $partition re-run \\(attempt 1\\) on executor (\\d+)""", 120, m.end())
       val newExecutor = m.group(1)
       val rerunAt = System.nanoTime()
-      m = job.waitFor(s"""task of partition $partition attempt 1 finished: re-run and recovered from its peers""", 180, m.end())
-      // The other two executors were not restarted: the same JVMs ran to the end of the training.
+      // The other two executors were not restarted: the same JVMs still run their tasks.
       val others = before - victimId
       assertTrue(others.values.forall(alive), s"the other executors' JVMs $others lived on")
+      m = job.waitFor(s"""task of partition $partition attempt 1 finished: re-run and recovered from its peers""", 180, m.end())
       val r = job.finish(240)
       val trainSeconds = r("TRAIN_SECONDS").toDouble
       println(
@@ -303,6 +303,9 @@ class YarnClusterTest {
       assertEquals(1, "re-run and recovered from its peers".r.findAllIn(err).size, "one re-run task")
       assertFalse(newExecutor == victimId || others.contains(newExecutor), s"the re-run ran on a new executor, $newExecutor")
       assertTrue(err.contains("1 re-run task(s) recovered from peers"), tail(err))
+      // One container more than the failure-free run: the killed one's replacement.
+      val registered = "Registered executor .* with ID (\\d+)".r.findAllMatchIn(err).map(_.group(1)).toSeq
+      assertEquals(Seq("1", "2", "3", newExecutor).sorted, registered.sorted, s"executors registered: $registered")
     } finally if (job.proc.isAlive) job.proc.destroyForcibly()
   }
 }
