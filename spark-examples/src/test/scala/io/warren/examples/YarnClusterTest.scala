@@ -98,7 +98,10 @@ class YarnClusterTest {
   }
 
   @AfterAll
-  def stop(): Unit = if (yarn != null) yarn.stop()
+  def stop(): Unit = {
+    if (yarn != null) yarn.stop()
+    if (base != null) TempDirs.deleteTree(base) // a failed case's output is in its assertion message
+  }
 
   /** A spark-submit process and its output, read as it comes. */
   final class Submitted(val proc: Process, val started: Long, logDir: Path) {
