@@ -2,7 +2,7 @@
 CARGO ?= cargo
 WARREN := target/release/warren
 
-.PHONY: build check test lint docs demo demo-local e2e notebook setup-docs setup-demo setup-test setup-notebook bench bench-allreduce bench-recordio bench-master bench-spark bench-flink bench-flink-spark clean
+.PHONY: build check test lint lint-quick docs demo demo-local e2e notebook setup-docs setup-demo setup-test setup-notebook bench bench-allreduce bench-recordio bench-master bench-spark bench-flink bench-flink-spark clean
 
 ## setup-*: what a fresh machine lacks (Debian packages, Spark 4.3, mdBook and the Python test
 ## tools in .venv), installed once by scripts/setup.sh; `make docs`, `make demo`, `make test`
@@ -21,19 +21,20 @@ build:
 ## tests/ (standalone cluster, notebook, docker/, Maven artifacts)
 ## TEST_THREADS: tests run at once per Rust test binary. Most of them wait on real processes,
 ## sockets and timeouts rather than the CPU (the process suite of warren-cli keeps under half a
-## core busy on two threads), so four take a third off its time on a two-core machine, and the
-## release build of the JNI library and the Python extension (jvm-native, which `make jvm`
-## needs next) runs beside them: cargo locks target/debug and target/release apart. Its output
-## goes to target/jvm-native.log, shown if it fails. Each step prints the time it starts.
+## core busy on two threads), so four take a third off its time on a two-core machine, and
+## the release build of the JNI library and the Python extension (jvm-native, which `make jvm`
+## needs next) and then clippy run beside them: cargo locks target/debug, target/release and
+## target/clippy apart. Their output goes to target/beside-tests.log, shown if they fail.
+## Each step prints the time it starts.
 TEST_THREADS ?= 4
 STEP = @echo "== $$(date -u +%T) $(1)"
-test: setup-test lint
+test: setup-test lint-quick
 	$(call STEP,cargo test: build)
 	$(CARGO) test --workspace --no-run
-	$(call STEP,cargo test: run; jvm-native beside it)
-	@($(JVM_NATIVE_BUILD)) > target/jvm-native.log 2>&1 & build=$$!; \
+	$(call STEP,cargo test: run; jvm-native and clippy beside it)
+	@($(JVM_NATIVE_BUILD) && $(CLIPPY)) > target/beside-tests.log 2>&1 & beside=$$!; \
 	$(CARGO) test --workspace -- --test-threads=$(TEST_THREADS); tests=$$?; \
-	wait $$build || { cat target/jvm-native.log; echo "jvm-native failed"; exit 1; }; exit $$tests
+	wait $$beside || { cat target/beside-tests.log; echo "jvm-native or clippy failed"; exit 1; }; exit $$tests
 	$(call STEP,jvm)
 	$(MAKE) jvm JVM_TEST_FLAGS=-Dwarren.checkJniOnly=true
 	$(call STEP,jvm-pinning)
@@ -64,11 +65,14 @@ check: setup-test lint
 
 ## lint: the docs book (`make docs`, about two seconds), the module graph of warren and
 ## warren-cli (scripts/module_cycles.py: no cycle outside scripts/module_cycles.known),
-## formatting and clippy
-lint: docs
+## formatting (lint-quick: these three) and clippy, in its own target directory
+## (target/clippy), so that it can run while cargo test holds target/debug
+CLIPPY = $(CARGO) clippy --workspace --all-targets --target-dir $(abspath target/clippy) -- -D warnings
+lint: lint-quick
+	$(CLIPPY)
+lint-quick: docs
 	python3 scripts/module_cycles.py
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## docs: the book under docs/, rendered by mdBook into target/book (open
 ## target/book/index.html), then checked: every page in docs/SUMMARY.md exists and every page
