@@ -184,3 +184,32 @@ def test_an_invalid_setting_fails_on_the_driver_naming_it(runs):
     assert line is not None, run.stdout
     assert 'spark.warren.timeout = "ten": expected a number of seconds > 0 and <= 86400' in line, line
     assert not list((run.dir / "badsetting").glob("start-*")), "no task started"
+
+
+NOTEBOOK = ROOT / "notebooks" / "warren-pyspark.ipynb"
+
+
+def test_the_python_notebook_trains_through_a_lost_task(spark, python, monkeypatch):
+    """notebooks/warren-pyspark.ipynb run headless (nbclient, the venv's python3 kernel) on
+    local-cluster[3,1,1024]: task 1's Python worker killed at iteration 8, re-run alone, the
+    model the same as without the failure."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    # pyspark and py4j as spark-submit puts them on a Python's path.
+    lib = spark / "python" / "lib"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(lib / "pyspark.zip"), str(next(lib.glob("py4j-*.zip")))]))
+    monkeypatch.setenv("SPARK_HOME", str(spark))
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    monkeypatch.setenv("PYSPARK_PYTHON", python)
+    monkeypatch.setenv("WARREN_JARS", f"{CORE_JAR},{RUNNER_JAR}")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, kernel_name="python3", timeout=LIMIT_S, startup_timeout=60).execute()
+    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                     if o.output_type == "stream" and o.name == "stdout")
+    assert "on local-cluster[3,1,1024]" in text, text
+    assert "task 1: attempt 1, recoveries" in text, "task 1 was re-run: " + text
+    assert "task 0: attempt 0, recoveries 1" in text and "task 2: attempt 0, recoveries 1" in text, text
+    assert "same model: True" in text, text
+    losses = [float(m) for m in re.findall(r"^\s+\d+  (\d+\.\d+)$", text, re.M)]
+    assert len(losses) == 20 and losses[-1] < losses[0], text
