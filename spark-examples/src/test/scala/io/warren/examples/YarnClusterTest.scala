@@ -300,7 +300,8 @@ class YarnClusterTest {
           f"the lost container added ${trainSeconds - wantResult}%.2f s"
       )
       assertEquals(demoHash, r("MODEL_HASH"), "the recovered run gives the failure-free model")
-      assertTrue(r("RECOVERIES").toInt >= 1, s"rank 0 re-linked ${r("RECOVERIES")} times")
+      // RECOVERIES is rank 0's count of recoveries it served: none if rank 0 was the lost task.
+      if (partition != "0") assertTrue(r("RECOVERIES").toInt >= 1, s"rank 0 re-linked ${r("RECOVERIES")} times")
       val err = job.stderr
       assertEquals(1, "attempt \\d+ failed \\(".r.findAllIn(err).size, s"one failed task attempt:\n${tail(err)}")
       assertEquals(1, "re-run and recovered from its peers".r.findAllIn(err).size, "one re-run task")
