@@ -11,7 +11,6 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.core.execution.JobClient;
@@ -136,13 +135,7 @@ class ElasticFlinkTest {
       StreamExecutionEnvironment env, Training.Plan plan, Map<String, String> settings, String name)
       throws Exception {
     env.setParallelism(WORKERS);
-    DataStream<double[]> rows =
-        env.fromSource(
-                new PartitionedSource<>(WORKERS, Training::partition),
-                WatermarkStrategy.noWatermarks(),
-                "partitions",
-                ROW)
-            .setParallelism(WORKERS);
+    DataStream<double[]> rows = WarrenFlinkTest.partitions(env);
     Map<String, String> all = new HashMap<>(settings);
     all.put("warren.elastic", "true");
     all.put("warren.connectTimeout", "120");

@@ -128,15 +128,19 @@ class WarrenFlinkTest {
     return env;
   }
 
+  /** The training rows: one source subtask per worker, each emitting its partition. */
+  static DataStream<double[]> partitions(StreamExecutionEnvironment env) {
+    return env.fromSource(
+            new PartitionedSource<>(WORKERS, Training::partition),
+            WatermarkStrategy.noWatermarks(),
+            "partitions",
+            ROW)
+        .setParallelism(WORKERS);
+  }
+
   /** source(N) → workers(N) → collect(N) → discard(N): forward edges only. */
   static void job(StreamExecutionEnvironment env, Training.Plan plan, Map<String, String> settings) {
-    DataStream<double[]> rows =
-        env.fromSource(
-                new PartitionedSource<>(WORKERS, Training::partition),
-                WatermarkStrategy.noWatermarks(),
-                "partitions",
-                ROW)
-            .setParallelism(WORKERS);
+    DataStream<double[]> rows = partitions(env);
     collect(
         WarrenFlink.train(
             rows,
