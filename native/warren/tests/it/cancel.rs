@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::common::{start_tracker, worker_config};
+use crate::common::{RefusedPort, start_tracker, worker_config};
 use warren::{CancelHandle, Communicator, Config, Error, Op};
 
 /// How long the cancelled call may take to return after `cancel`.
@@ -115,9 +115,8 @@ fn cancel_while_joining_a_job_whose_other_worker_never_arrives() {
 fn cancel_while_the_tracker_is_not_listening_ends_the_connect_retries() {
     // A task started after its tracker closed keeps retrying the refused connection (until
     // connect_timeout, 300 s by default); a cancellation must end those retries at once.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let uri = closed.local_addr().unwrap().to_string();
-    drop(closed);
+    let closed = RefusedPort::new();
+    let uri = closed.uri();
     let tracker = start_tracker(1);
     let mut cfg = plain(worker_config(&tracker, 0));
     cfg.tracker_uri = Some(uri);

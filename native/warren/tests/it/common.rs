@@ -69,6 +69,29 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("warren-{tag}-{}-{n}", std::process::id()))
 }
 
+/// A port on 127.0.0.1 bound but never listening, for as long as this value lives:
+/// connections to it are refused, and no other test's listener can take the port over (a
+/// port closed after binding can be handed to the next listener that asks for any port).
+pub struct RefusedPort(socket2::Socket);
+
+impl RefusedPort {
+    pub fn new() -> RefusedPort {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let any_port: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+        socket.bind(&any_port.into()).unwrap();
+        RefusedPort(socket)
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn uri(&self) -> String {
+        self.0.local_addr().unwrap().as_socket().unwrap().to_string()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.0.local_addr().unwrap().as_socket().unwrap().port()
+    }
+}
+
 /// Deterministic pseudo-random numbers (xorshift) so tests need no seed plumbing.
 pub struct Rng(pub u64);
 impl Rng {

@@ -112,7 +112,8 @@ fn a_store_that_lost_the_lock_refuses_to_write() {
 
 #[test]
 fn an_unreachable_etcd_is_a_clear_error_within_the_deadline() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let nobody = crate::common::RefusedPort::new();
+    let port = nobody.port();
     let mut o = EtcdOptions::new(vec![format!("127.0.0.1:{port}")], "/t/none");
     o.request_timeout = Duration::from_secs(1);
     let started = Instant::now();

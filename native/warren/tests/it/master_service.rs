@@ -259,9 +259,8 @@ fn a_wrong_secret_and_garbage_are_refused_and_service_goes_on() {
 
 #[test]
 fn a_master_that_is_gone_gives_a_timeout_naming_it() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let uri = listener.local_addr().unwrap().to_string();
-    drop(listener);
+    let gone = crate::common::RefusedPort::new();
+    let uri = gone.uri();
     let mut c = MasterClient::new(
         &uri,
         SECRET,

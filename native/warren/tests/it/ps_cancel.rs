@@ -97,9 +97,8 @@ fn a_call_waiting_for_a_server_that_went_away_is_cancelled() {
 
 #[test]
 fn connecting_to_a_server_not_there_yet_is_cancelled() {
-    // A port nobody listens on: bind one, note it, close it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let uris = vec![format!("127.0.0.1:{port}")];
+    let nobody = crate::common::RefusedPort::new();
+    let uris = vec![nobody.uri()];
     let cancel = CancelHandle::new();
     let canceller = cancel_later(&cancel, Duration::from_millis(300));
     let e = PsClient::connect_cancellable(&uris, SECRET, Some(0), opts(), cancel.clone()).unwrap_err();
