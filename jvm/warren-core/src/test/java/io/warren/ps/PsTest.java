@@ -9,10 +9,11 @@ import io.warren.WarrenArgumentException;
 import io.warren.WarrenAuthException;
 import io.warren.WarrenException;
 import io.warren.WarrenTimeoutException;
-import java.net.ServerSocket;
+import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -351,18 +352,20 @@ class PsTest {
       WarrenException e =
           assertThrows(WarrenAuthException.class, () -> PsClient.connect(uris(servers), "wrong", 0, CONNECT, CALL));
       assertTrue(e.getMessage().contains("ps server 0"), e.getMessage());
-      int port;
-      try (ServerSocket s = new ServerSocket(0)) {
-        port = s.getLocalPort();
+      // A port bound and never listening while the client tries it: refused, and no other
+      // listener can take it over meanwhile.
+      try (SocketChannel refused = SocketChannel.open()) {
+        refused.bind(new InetSocketAddress("127.0.0.1", 0));
+        int port = ((InetSocketAddress) refused.getLocalAddress()).getPort();
+        List<String> missing = List.of(servers.get(0).uri(), "127.0.0.1:" + port);
+        long started = System.nanoTime();
+        e =
+            assertThrows(
+                WarrenTimeoutException.class,
+                () -> PsClient.connect(missing, SECRET, 0, Duration.ofSeconds(2), CALL));
+        assertTrue(e.getMessage().contains("ps server 1"), e.getMessage());
+        assertTrue(System.nanoTime() - started < TimeUnit.SECONDS.toNanos(60), "the deadline holds");
       }
-      List<String> missing = List.of(servers.get(0).uri(), "127.0.0.1:" + port);
-      long started = System.nanoTime();
-      e =
-          assertThrows(
-              WarrenTimeoutException.class,
-              () -> PsClient.connect(missing, SECRET, 0, Duration.ofSeconds(2), CALL));
-      assertTrue(e.getMessage().contains("ps server 1"), e.getMessage());
-      assertTrue(System.nanoTime() - started < TimeUnit.SECONDS.toNanos(60), "the deadline holds");
       assertThrows(IllegalArgumentException.class, () -> PsServer.builder(SECRET, 2, 2));
       assertThrows(IllegalArgumentException.class, () -> PsServer.builder(SECRET, 0, 1).threads(0));
       assertThrows(io.warren.WarrenConfigException.class, () -> PsServer.builder("", 0, 1).start());
