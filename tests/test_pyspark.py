@@ -45,7 +45,8 @@ class Run:
     """A spark-submit of train.py; its console in out_dir/stdout and out_dir/stderr, Spark's
     log in out_dir/spark.log, the workers' files in out_dir."""
 
-    def __init__(self, spark: Path, python: str, out_dir: Path, jobs: str, sleep_s: float = 0.0):
+    def __init__(self, spark: Path, python: str, out_dir: Path, jobs: str, sleep_s: float = 0.0,
+                 conf: dict[str, str] | None = None):
         self.dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         # C1 only: the JVMs start faster, and these jobs are too short for C2 to pay off.
@@ -54,6 +55,7 @@ class Run:
         cmd = [str(spark / "bin" / "spark-submit"), "--master", f"local-cluster[{WORKERS},1,1024]",
                "--jars", f"{CORE_JAR},{RUNNER_JAR}", "--driver-java-options", quiet,
                "--conf", f"spark.executor.extraJavaOptions={quiet}", "--conf", "spark.ui.enabled=false",
+               *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
                str(SCRIPT), str(out_dir), str(ITERS), str(sleep_s), jobs]
         env = dict(os.environ, SPARK_HOME=str(spark), SPARK_LOCAL_IP="127.0.0.1",
                    PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
@@ -136,8 +138,8 @@ def runs(spark, python, tmp_path_factory) -> dict[str, Run]:
     task 1 loses its executor."""
     base = tmp_path_factory.mktemp("pyspark")
     clean = Run(spark, python, base / "clean", "clean,mismatch,badsetting")
-    # A pause per iteration, so that the kill lands mid-training.
-    killed = Run(spark, python, base / "killed", "clean", sleep_s=0.3)
+    # A pause per iteration, so that the kill lands mid-training; a progress line a second.
+    killed = Run(spark, python, base / "killed", "clean", sleep_s=0.3, conf={"spark.warren.progressInterval": "1"})
     try:
         killed.await_progress(10)
         executor = killed.executor_of(1)
@@ -164,6 +166,17 @@ def test_a_lost_executor_re_runs_only_its_task_which_recovers_the_same_model(run
     assert killed.attempts() == {0: [0], 1: [0, 1], 2: [0]}, "only the lost task re-ran, once"
     assert all(killed.recoveries(r) >= 1 for r in (0, 2)), "the survivors served a recovery"
     assert "tracker: task 1 (rank 1) registered again (attempt 1)" in killed.stderr, killed.stderr[-4000:]
+
+
+def test_rank_0_sends_progress_lines_to_the_driver_log(runs):
+    clean, killed = runs["clean"], runs["killed"]
+    lines = re.findall(r"\[rank 0\] (progress|finished): job 1, checkpoint version (\d+), recoveries (\d+), "
+                       r"[0-9.]+ s; (.*)$", killed.stderr, re.M)
+    assert [l for l in lines if l[0] == "progress"], "a line a second while it trained: " + killed.stderr[-4000:]
+    assert lines[-1][:2] == ("finished", str(ITERS)) and int(lines[-1][2]) >= 1, lines
+    assert "allreduce(tree): n=" in lines[-1][3] and "checkpoint: n=" in lines[-1][3], lines[-1]
+    # The default interval (10 s) is longer than the clean job: its last line alone.
+    assert [l[:2] for l in re.findall(r"\[rank 0\] (progress|finished): job (\d+)", clean.stderr)] == [("finished", "1")]
 
 
 def test_a_call_mismatch_stops_the_job_at_once_without_retries(runs):
@@ -213,3 +226,10 @@ def test_the_python_notebook_trains_through_a_lost_task(spark, python, monkeypat
     assert "same model: True" in text, text
     losses = [float(m) for m in re.findall(r"^\s+\d+  (\d+\.\d+)$", text, re.M)]
     assert len(losses) == 20 and losses[-1] < losses[0], text
+    # The session is interactive (a SparkSession.builder sets spark.ui.showConsoleProgress):
+    # the tracker's lines are shown in the cells, from Python.
+    shown = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                      if o.output_type == "stream" and o.name == "stderr")
+    assert "[warren] tracker: task 1 (rank 1) registered again (attempt 1)" in shown, shown[-4000:]
+    assert re.search(r"^\[warren\] \[rank 0\] finished: job 2, checkpoint version 20, recoveries 1", shown, re.M), \
+        shown[-4000:]

@@ -29,6 +29,8 @@ installed (``PYSPARK_PYTHON``).
 
 from __future__ import annotations
 
+import itertools
+import sys
 import threading
 import time
 import uuid
@@ -41,8 +43,12 @@ PREFIX = "spark.warren."
 _ELASTIC_KEYS = frozenset({"elastic", "minWorkers", "rejoinTimeout"})
 _PS_PREFIX = "ps."
 
-# How often the driver asks the tracker whether a worker failed for good (seconds).
+# How often the driver asks the tracker whether a worker failed for good, and shows the
+# tracker's lines in an interactive session (seconds).
 _WATCH_POLL_S = 0.5
+
+# The labels of this driver's jobs in the progress lines: 1, 2, ...
+_JOB_LABELS = itertools.count(1)
 
 
 class WarrenSparkError(RuntimeError):
@@ -88,7 +94,8 @@ def train(
     plan = _runner_call(lambda: jvm.io.warren.runner.JobPlan.start(runner, n, 1, None, engine))
     try:
         base = {str(k): str(v) for k, v in plan.workerSettings().get(0).items()}
-        return _run(sc, _fit_partitions(rdd, n), n, base, fn, plan.trackers().tracker(0))
+        progress = (str(next(_JOB_LABELS)), float(runner.progressInterval()))
+        return _run(sc, _fit_partitions(rdd, n), n, base, fn, plan.trackers().tracker(0), progress)
     finally:
         plan.close()
         plan.closeDirectory()
@@ -102,20 +109,84 @@ def task_settings(base: dict[str, str], task_id: int, attempt: int) -> dict[str,
     return {**base, "WARREN_TASK_ID": str(task_id), "WARREN_ATTEMPT": str(attempt)}
 
 
-def run_worker(settings: dict[str, str], fn: Callable[[Any, Iterator[Any]], Any], rows: Iterator[Any]) -> Any:
+def run_worker(
+    settings: dict[str, str],
+    fn: Callable[[Any, Iterator[Any]], Any],
+    rows: Iterator[Any],
+    progress: tuple[str, float] | None = None,
+) -> Any:
     """One worker's life: joins the job with ``settings``, runs ``fn(comm, rows)``, and leaves
     with ``finalize`` when it returns or with ``abort`` when it raises (never ``finalize``,
-    which would tell the tracker the worker finished and make it refuse the replacement)."""
+    which would tell the tracker the worker finished and make it refuse the replacement).
+
+    :param progress: ``(job label, seconds between lines)``: rank 0 then sends progress lines
+        (``Progress``) meanwhile and a last one when ``fn`` returns; ``None`` or 0 s for none.
+    """
     from warren import Communicator
 
     comm = Communicator(settings)
+    reporter = Progress(comm, *progress) if progress and progress[1] > 0 and comm.rank == 0 else None
     try:
         result = fn(comm, rows)
     except BaseException:
+        if reporter:
+            reporter.stop()
         comm.abort()
         raise
+    if reporter:
+        reporter.finish()
     comm.finalize()
     return result
+
+
+def progress_line(what: str, label: str, version: int, recoveries: int, seconds: float, stats: str) -> str:
+    """The text of one progress line, as the JVM adapters send theirs (warren-runner's
+    ``Progress.line``): ``progress: job 3, checkpoint version 7, recoveries 1, 12.4 s;
+    allreduce(tree): n=9 p50=2100us ...``."""
+    return (f"{what}: job {label}, checkpoint version {version}, recoveries {recoveries}, {seconds:.1f} s; "
+            + (stats if stats else "no collective calls yet"))
+
+
+class Progress:
+    """Rank 0's progress lines: a daemon thread sends one every ``interval_s`` seconds through
+    the tracker (``Communicator.print``; the driver logs it, and shows it in an interactive
+    session), with the checkpoint version, the recoveries this worker took part in and the
+    latency of its collective calls. A line waits for the worker's running call to return
+    (the communicator's calls are serialised), so a long call delays it."""
+
+    def __init__(self, comm: Any, label: str, interval_s: float):
+        self._comm, self._label, self._interval = comm, label, interval_s
+        self._started = time.monotonic()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="warren-progress", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self._interval):
+            try:
+                self._report("progress")
+            except Exception as e:  # the communicator failed: the worker's own call says why
+                print(f"warren job {self._label}: progress reports stopped: {e}", file=sys.stderr)
+                return
+
+    def _report(self, what: str) -> None:
+        c = self._comm
+        line = progress_line(what, self._label, c.version, c.recoveries, time.monotonic() - self._started, c.stats())
+        c.print(line)
+
+    def stop(self) -> None:
+        """Stops the thread, waiting (up to 5 s) for a line being sent."""
+        self._stopped.set()
+        self._thread.join(timeout=5)
+
+    def finish(self) -> None:
+        """Stops the thread and sends the last line (``finished``); a failure to send it is
+        printed, not raised: the work succeeded."""
+        self.stop()
+        try:
+            self._report("finished")
+        except Exception as e:
+            print(f"warren job {self._label}: the last progress line was not sent: {e}", file=sys.stderr)
 
 
 def _as_rdd(data: Any):
@@ -245,17 +316,17 @@ def _await_slots(sc, n: int, wait_s: float) -> None:
             f"cores, or {PREFIX}slotWaitTimeout to wait for executors that are still registering")
 
 
-def _run(sc, rdd, n: int, base: dict[str, str], fn, tracker) -> list[Any]:
+def _run(sc, rdd, n: int, base: dict[str, str], fn, tracker, progress: tuple[str, float]) -> list[Any]:
     """Runs the workers' stage, tagged so that a final failure the tracker reports stops it at
     once; returns the results in task-id order."""
     tag = f"warren-{uuid.uuid4()}"
-    watch = _FinalWatch(sc, tracker, tag)
+    watch = _FinalWatch(sc, tracker, tag, _console_lines(sc))
 
     def body(index: int, rows: Iterable[Any]):
         from pyspark import TaskContext
 
         attempt = TaskContext.get().attemptNumber()
-        yield index, run_worker(task_settings(base, index, attempt), fn, iter(rows))
+        yield index, run_worker(task_settings(base, index, attempt), fn, iter(rows), progress)
 
     sc.addJobTag(tag)
     watch.start()
@@ -283,14 +354,26 @@ def _failure(sc, n: int, watch: _FinalWatch, error: Exception) -> WarrenSparkErr
         f"(spark.task.maxFailures={limit}; in local mode, local[N,F] allows F): {first}")
 
 
+def _console_lines(sc):
+    """In an interactive session (``spark.ui.showConsoleProgress``, which the pyspark shell
+    and a ``SparkSession.builder`` in a notebook set), whose console shows only warnings, the
+    tracker's lines collected for the watch to print (``NativeLog.collectTrackerLines``);
+    ``None`` elsewhere, where they are in the driver's log."""
+    if sc.getConf().get("spark.ui.showConsoleProgress", "false").strip().lower() != "true":
+        return None
+    return sc._jvm.io.warren.NativeLog.collectTrackerLines()
+
+
 class _FinalWatch:
     """A driver thread that asks the tracker, every half second, whether the job failed for
     good: a worker's error that cannot succeed on retry (a call mismatch, a recovery that is
     impossible) is reported to the tracker, which holds every re-run of a task from then on.
-    The watch then cancels the job's Spark jobs (by tag) instead of letting them wait."""
+    The watch then cancels the job's Spark jobs (by tag) instead of letting them wait. Given
+    the tracker's ``lines``, it prints them to standard error as ``[warren] <line>`` (workers
+    arriving, recoveries, rank 0's progress, the end) until the job ends."""
 
-    def __init__(self, sc, tracker, tag: str):
-        self._sc, self._tracker, self._tag = sc, tracker, tag
+    def __init__(self, sc, tracker, tag: str, lines=None):
+        self._sc, self._tracker, self._tag, self._lines = sc, tracker, tag, lines
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="warren-final-watch", daemon=True)
         self.final: str | None = None
@@ -301,12 +384,31 @@ class _FinalWatch:
     def stop(self) -> None:
         self._stopped.set()
         self._thread.join(timeout=30)
+        if self._lines is not None:
+            self._show_lines()
+            self._lines.close()
+
+    def _show_lines(self) -> None:
+        if self._lines is None:
+            return
+        try:
+            for line in self._lines.drain():
+                print(f"[warren] {line}", file=sys.stderr, flush=True)
+        except Exception:  # the gateway is shutting down: nothing to show any more
+            pass
 
     def _loop(self) -> None:
+        try:
+            self._watch()
+        finally:
+            self._show_lines()
+
+    def _watch(self) -> None:
         from py4j.protocol import Py4JJavaError
 
         poll = self._sc._jvm.java.time.Duration.ofMillis(int(_WATCH_POLL_S * 1000))
         while not self._stopped.is_set():
+            self._show_lines()
             try:
                 self._tracker.awaitCompletion(poll)
                 return  # every worker finished

@@ -1,6 +1,10 @@
 package io.warren;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -25,6 +29,9 @@ public final class NativeLog {
 
   /** How many echoes are open (jobs of one driver may overlap). */
   private static final AtomicInteger ECHOES = new AtomicInteger();
+
+  /** The open collections of {@link #collectTrackerLines}. */
+  private static final List<TrackerLines> COLLECTORS = new CopyOnWriteArrayList<>();
 
   private NativeLog() {}
 
@@ -73,10 +80,60 @@ public final class NativeLog {
     };
   }
 
+  /**
+   * Keeps the tracker's information lines (those {@link #echoTrackerToConsole} echoes) from
+   * now until the returned collection is closed, for a caller that shows them on a console of
+   * its own: PySpark's driver, whose users read Python's standard error (a notebook cell's
+   * output), not the JVM's.
+   *
+   * @return the lines as they come; close it when the job ends
+   */
+  public static TrackerLines collectTrackerLines() {
+    TrackerLines lines = new TrackerLines();
+    COLLECTORS.add(lines);
+    return lines;
+  }
+
+  /**
+   * The tracker's information lines since {@link #collectTrackerLines}, up to {@link #LIMIT}
+   * waiting at once (the newest are dropped beyond it: a caller that stopped reading must not
+   * hold memory without bound).
+   */
+  public static final class TrackerLines implements AutoCloseable {
+    /** The most lines kept unread. */
+    public static final int LIMIT = 10_000;
+
+    private final LinkedBlockingQueue<String> lines = new LinkedBlockingQueue<>(LIMIT);
+
+    private TrackerLines() {}
+
+    /**
+     * Takes the lines that came since the previous call, oldest first.
+     *
+     * @return the lines, possibly none
+     */
+    public List<String> drain() {
+      List<String> out = new ArrayList<>();
+      lines.drainTo(out);
+      return out;
+    }
+
+    /** Stops collecting; lines not drained yet stay readable. */
+    @Override
+    public void close() {
+      COLLECTORS.remove(this);
+    }
+  }
+
   /** Called from native code (any thread) with one record. Never throws. */
   static void log(int level, String target, String message) {
-    if (level == 3 && ECHOES.get() > 0 && target.startsWith(TRACKER_TARGET)) {
-      System.err.println("[warren] " + message);
+    if (level == 3 && target.startsWith(TRACKER_TARGET)) {
+      if (ECHOES.get() > 0) {
+        System.err.println("[warren] " + message);
+      }
+      for (TrackerLines c : COLLECTORS) {
+        c.lines.offer(message);
+      }
     }
     try {
       Logger logger =

@@ -38,6 +38,38 @@ class LoggingTest {
   }
 
   @Test
+  void theTrackersInformationLinesAreCollectedWhileAsked() {
+    NativeLog.log(3, "warren::tracker::server", "tracker: before the collection");
+    List<String> drained;
+    List<String> after;
+    try (NativeLog.TrackerLines lines = NativeLog.collectTrackerLines()) {
+      NativeLog.log(3, "warren::tracker::server", "tracker: all 2 workers arrived");
+      NativeLog.log(3, "warren::engine", "[rank 0] an engine line");
+      NativeLog.log(2, "warren::tracker::server", "tracker: a warning");
+      NativeLog.log(3, "warren::tracker::server", "[rank 0] progress: job 1");
+      drained = lines.drain();
+      NativeLog.log(3, "warren::tracker::server", "tracker: job finished");
+      lines.close();
+      NativeLog.log(3, "warren::tracker::server", "tracker: after the collection");
+      after = lines.drain();
+    }
+    assertEquals(List.of("tracker: all 2 workers arrived", "[rank 0] progress: job 1"), drained);
+    assertEquals(List.of("tracker: job finished"), after, "what came before close stays readable");
+  }
+
+  @Test
+  void aCollectionNobodyReadsKeepsAtMostItsLimit() {
+    try (NativeLog.TrackerLines lines = NativeLog.collectTrackerLines()) {
+      for (int i = 0; i < NativeLog.TrackerLines.LIMIT + 5; i++) {
+        NativeLog.log(3, "warren::tracker::server", "line " + i);
+      }
+      List<String> kept = lines.drain();
+      assertEquals(NativeLog.TrackerLines.LIMIT, kept.size());
+      assertEquals("line 0", kept.get(0));
+    }
+  }
+
+  @Test
   @Timeout(60)
   void nativeRecordsGoToSlf4j() throws Exception {
     try (TestSupport.Worker w =
