@@ -278,6 +278,23 @@ def parent_pid(pid: int) -> int:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and every process below it (a PySpark executor: its JVM, the Python daemon and
+    its workers), parents first."""
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                children.setdefault(parent_pid(int(proc.name)), []).append(int(proc.name))
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                pass
+    tree, i = [pid], 0
+    while i < len(tree):
+        tree.extend(children.get(tree[i], []))
+        i += 1
+    return tree
+
+
 def executor_pid(executor_id: str) -> int:
     """The pid of the executor JVM with this id (CoarseGrainedExecutorBackend --executor-id)."""
     for proc in Path("/proc").iterdir():

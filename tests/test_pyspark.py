@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkjob import CORE_JAR, QUIET_LOG4J, RUNNER_JAR, alive, cmdline, parent_pid, sigkill
+from sparkjob import CORE_JAR, QUIET_LOG4J, RUNNER_JAR, SCALA_JAR, SPARK_JAR, alive, cmdline, parent_pid, \
+    process_tree, sigkill
 from testbuild import python_with_binding
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,14 +47,14 @@ class Run:
     log in out_dir/spark.log, the workers' files in out_dir."""
 
     def __init__(self, spark: Path, python: str, out_dir: Path, jobs: str, sleep_s: float = 0.0,
-                 conf: dict[str, str] | None = None):
+                 conf: dict[str, str] | None = None, jars: tuple[Path, ...] = (CORE_JAR, RUNNER_JAR)):
         self.dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         # C1 only: the JVMs start faster, and these jobs are too short for C2 to pay off.
         quiet = (f"-Dlog4j2.configurationFile=file:{QUIET_LOG4J} -Dwarren.spark.log={out_dir / 'spark.log'}"
                  " -XX:TieredStopAtLevel=1")
         cmd = [str(spark / "bin" / "spark-submit"), "--master", f"local-cluster[{WORKERS},1,1024]",
-               "--jars", f"{CORE_JAR},{RUNNER_JAR}", "--driver-java-options", quiet,
+               "--jars", ",".join(map(str, jars)), "--driver-java-options", quiet,
                "--conf", f"spark.executor.extraJavaOptions={quiet}", "--conf", "spark.ui.enabled=false",
                *[a for k, v in (conf or {}).items() for a in ("--conf", f"{k}={v}")],
                str(SCRIPT), str(out_dir), str(ITERS), str(sleep_s), jobs]
@@ -70,7 +71,8 @@ class Run:
         except subprocess.TimeoutExpired:
             self.stop()
             raise AssertionError(f"the job did not end in {LIMIT_S} s:\n{self.stderr[-4000:]}") from None
-        self.seconds = time.monotonic() - self.started
+        self.ended = time.monotonic()
+        self.seconds = self.ended - self.started
         return self
 
     def stop(self) -> None:
@@ -88,13 +90,13 @@ class Run:
     def stderr(self) -> str:
         return (self.dir / "stderr").read_text(errors="replace")
 
-    def model_hash(self) -> str:
-        """The MODEL_HASH its (first) clean job printed."""
+    def model_hash(self, job: int = 0) -> str:
+        """The MODEL_HASH its `job`-th job that trained printed (from 0)."""
         code = self.proc.returncode
         assert code == 0, f"spark-submit exited {code}:\n{self.stdout}\n{self.stderr[-4000:]}"
-        m = re.search(r"^MODEL_HASH ([0-9a-f]{64})$", self.stdout, re.M)
-        assert m, f"no MODEL_HASH line:\n{self.stdout}\n{self.stderr[-4000:]}"
-        return m.group(1)
+        hashes = re.findall(r"^MODEL_HASH ([0-9a-f]{64})$", self.stdout, re.M)
+        assert len(hashes) > job, f"no MODEL_HASH line of job {job}:\n{self.stdout}\n{self.stderr[-4000:]}"
+        return hashes[job]
 
     def attempts(self, job: str = "clean") -> dict[int, list[int]]:
         """The attempt numbers of `job` that started, per task id (from the
@@ -105,12 +107,12 @@ class Run:
             found.setdefault(int(task), []).append(int(attempt))
         return {t: sorted(a) for t, a in sorted(found.items())}
 
-    def recoveries(self, rank: int) -> int:
-        return int((self.dir / "clean" / f"recoveries-{rank}").read_text())
+    def recoveries(self, rank: int, job: str = "clean") -> int:
+        return int((self.dir / job / f"recoveries-{rank}").read_text())
 
-    def await_progress(self, checkpoints: int) -> None:
-        """Waits until rank 0 has committed `checkpoints` checkpoints."""
-        progress = self.dir / "clean" / "progress"
+    def await_progress(self, checkpoints: int, job: str = "clean") -> None:
+        """Waits until rank 0 of `job` has committed `checkpoints` checkpoints."""
+        progress = self.dir / job / "progress"
         while True:
             text = progress.read_text().strip() if progress.exists() else ""
             if text.isdigit() and int(text) >= checkpoints:
@@ -119,10 +121,11 @@ class Run:
             assert time.monotonic() - self.started < LIMIT_S, f"no checkpoint {checkpoints} in {LIMIT_S} s"
             time.sleep(0.05)
 
-    def executor_of(self, task: int) -> int:
-        """The pid of the executor JVM running task `task`'s first attempt: the Python worker
-        (its start file names it) is a child of PySpark's daemon, a child of the executor."""
-        (start,) = (self.dir / "clean").glob(f"start-{task}-0-*")
+    def executor_of(self, task: int, job: str = "clean") -> int:
+        """The pid of the executor JVM running task `task`'s first attempt of `job`: the Python
+        worker (its start file names it) is a child of PySpark's daemon, a child of the
+        executor."""
+        (start,) = (self.dir / job).glob(f"start-{task}-0-*")
         pid = int(start.name.split("-")[3])
         for _ in range(4):
             if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmdline(pid):
@@ -134,21 +137,37 @@ class Run:
 @pytest.fixture(scope="module")
 def runs(spark, python, tmp_path_factory) -> dict[str, Run]:
     """Two applications side by side (each spends most of its time starting Spark): one runs
-    a clean job, then a job with a call mismatch and one with an invalid setting; in the other,
-    task 1 loses its executor."""
+    a clean job, then a job with a call mismatch and one with an invalid setting; in the other
+    (with warren-spark's jar, which brings the fence watch), task 1 loses its executor, and in
+    its next job the executor of task 1 is frozen (SIGSTOP, with its Python workers, as a
+    paused host is)."""
     base = tmp_path_factory.mktemp("pyspark")
+    for jar in (SCALA_JAR, SPARK_JAR):
+        assert jar.is_file(), f"{jar} is missing: build the JVM modules first (make jvm)"
     clean = Run(spark, python, base / "clean", "clean,mismatch,badsetting")
-    # A pause per iteration, so that the kill lands mid-training; a progress line a second.
-    killed = Run(spark, python, base / "killed", "clean", sleep_s=0.3, conf={"spark.warren.progressInterval": "1"})
+    # A pause per iteration, so that the faults land mid-training; a progress line a second.
+    killed = Run(spark, python, base / "killed", "clean,paused", sleep_s=0.3,
+                 conf={"spark.warren.progressInterval": "1"}, jars=(CORE_JAR, RUNNER_JAR, SCALA_JAR, SPARK_JAR))
+    frozen: list[int] = []
     try:
         killed.await_progress(10)
         executor = killed.executor_of(1)
         sigkill(executor)
+        killed.await_progress(10, "paused")
+        frozen = process_tree(killed.executor_of(1, "paused"))
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        killed.frozen_at = time.monotonic()
         with ThreadPoolExecutor(2) as pool:
             done = list(pool.map(Run.finish, [clean, killed]))
     finally:
         for run in (clean, killed):
             run.stop()
+        for pid in frozen:  # what Spark did not kill stays stopped, outside any session's end
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     assert not alive(executor)
     return dict(zip(["clean", "killed"], done))
 
@@ -166,6 +185,18 @@ def test_a_lost_executor_re_runs_only_its_task_which_recovers_the_same_model(run
     assert killed.attempts() == {0: [0], 1: [0, 1], 2: [0]}, "only the lost task re-ran, once"
     assert all(killed.recoveries(r) >= 1 for r in (0, 2)), "the survivors served a recovery"
     assert "tracker: task 1 (rank 1) registered again (attempt 1)" in killed.stderr, killed.stderr[-4000:]
+
+
+def test_a_frozen_executor_is_fenced_and_its_task_re_run_without_waiting_for_spark(runs):
+    clean, killed = runs["clean"], runs["killed"]
+    assert killed.model_hash(1) == clean.model_hash(), "the model of the run without the failure"
+    assert killed.attempts("paused") == {0: [0], 1: [0, 1], 2: [0]}, "only the frozen task re-ran, once"
+    assert all(killed.recoveries(r, "paused") >= 1 for r in (0, 2)), "the survivors served a recovery"
+    log = killed.stderr
+    assert "the tracker fenced the worker of partition 1, attempt 0" in log, log[-4000:]
+    assert "killing and replacing it" in log, "the frozen executor was given up: " + log[-4000:]
+    # Spark alone would wait spark.network.timeout (120 s) for the frozen executor.
+    assert killed.ended - killed.frozen_at < 100, f"{killed.ended - killed.frozen_at:.0f} s after the freeze"
 
 
 def test_rank_0_sends_progress_lines_to_the_driver_log(runs):
@@ -231,5 +262,7 @@ def test_the_python_notebook_trains_through_a_lost_task(spark, python, monkeypat
     shown = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
                       if o.output_type == "stream" and o.name == "stderr")
     assert "[warren] tracker: task 1 (rank 1) registered again (attempt 1)" in shown, shown[-4000:]
+    # Only warren-core's and warren-runner's jars: no fence watch, said once.
+    assert shown.count("warren-spark's jar is not on the driver's class path") == 1, shown[-4000:]
     assert re.search(r"^\[warren\] \[rank 0\] finished: job 2, checkpoint version 20, recoveries 1", shown, re.M), \
         shown[-4000:]

@@ -23,13 +23,15 @@ attempt joins with the same task id (its partition index) and recovers from its 
 wait in their current call, serve it the last checkpoint and the results it replays, and go
 on. The tracker is the JVM one (``io.warren.Tracker``, started through warren-runner's
 ``JobPlan`` exactly as the Scala adapter does), so warren-core's and warren-runner's jars must
-be on the driver's class path (``spark-submit --jars``). Every Python worker needs this package
-installed (``PYSPARK_PYTHON``).
+be on the driver's class path (``spark-submit --jars``); with warren-spark's and warren-scala's
+too, a worker the tracker fences (a frozen executor) has its task attempt killed and re-run at
+once. Every Python worker needs this package installed (``PYSPARK_PYTHON``).
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import sys
 import threading
 import time
@@ -49,6 +51,10 @@ _WATCH_POLL_S = 0.5
 
 # The labels of this driver's jobs in the progress lines: 1, 2, ...
 _JOB_LABELS = itertools.count(1)
+
+# The local property naming a run in its Spark jobs (warren-spark's JobWatch.RunKey).
+_RUN_KEY = "warren.run.id"
+_WARNED_NO_FENCE_WATCH = False
 
 
 class WarrenSparkError(RuntimeError):
@@ -95,7 +101,7 @@ def train(
     try:
         base = {str(k): str(v) for k, v in plan.workerSettings().get(0).items()}
         progress = (str(next(_JOB_LABELS)), float(runner.progressInterval()))
-        return _run(sc, _fit_partitions(rdd, n), n, base, fn, plan.trackers().tracker(0), progress)
+        return _run(sc, _fit_partitions(rdd, n), n, base, fn, plan.trackers(), progress)
     finally:
         plan.close()
         plan.closeDirectory()
@@ -316,11 +322,12 @@ def _await_slots(sc, n: int, wait_s: float) -> None:
             f"cores, or {PREFIX}slotWaitTimeout to wait for executors that are still registering")
 
 
-def _run(sc, rdd, n: int, base: dict[str, str], fn, tracker, progress: tuple[str, float]) -> list[Any]:
+def _run(sc, rdd, n: int, base: dict[str, str], fn, trackers, progress: tuple[str, float]) -> list[Any]:
     """Runs the workers' stage, tagged so that a final failure the tracker reports stops it at
-    once; returns the results in task-id order."""
+    once, and watched so that a fenced worker's attempt is killed; returns the results in
+    task-id order."""
     tag = f"warren-{uuid.uuid4()}"
-    watch = _FinalWatch(sc, tracker, tag, _console_lines(sc))
+    watch = _FinalWatch(sc, trackers.tracker(0), tag, _console_lines(sc))
 
     def body(index: int, rows: Iterable[Any]):
         from pyspark import TaskContext
@@ -328,16 +335,44 @@ def _run(sc, rdd, n: int, base: dict[str, str], fn, tracker, progress: tuple[str
         attempt = TaskContext.get().attemptNumber()
         yield index, run_worker(task_settings(base, index, attempt), fn, iter(rows), progress)
 
+    workers = rdd.mapPartitionsWithIndex(body)
+    fences = _fence_watch(sc, trackers, tag, workers)
     sc.addJobTag(tag)
+    sc.setLocalProperty(_RUN_KEY, tag)
     watch.start()
     try:
-        results = rdd.mapPartitionsWithIndex(body).collect()
+        results = workers.collect()
     except Exception as e:
         raise _failure(sc, n, watch, e) from e
     finally:
         watch.stop()
+        if fences is not None:
+            fences.close()
+        sc.setLocalProperty(_RUN_KEY, None)
         sc.removeJobTag(tag)
     return [r for _, r in sorted(results, key=lambda kv: kv[0])]
+
+
+def _fence_watch(sc, trackers, run_id: str, workers):
+    """warren-spark's watch of the run (``io.warren.spark.PythonRun``): a worker the tracker
+    fenced has its task attempt killed, and its executor killed and replaced if it does not
+    end it, so that Spark runs the task again now. Without warren-spark's jar on the driver's
+    class path: ``None``, and a warning (once) that a frozen executor's task then waits for
+    Spark's own timeout."""
+    from py4j.java_gateway import JavaClass
+
+    python_run = sc._jvm.io.warren.spark.PythonRun
+    if not isinstance(python_run, JavaClass):
+        global _WARNED_NO_FENCE_WATCH
+        if not _WARNED_NO_FENCE_WATCH:
+            _WARNED_NO_FENCE_WATCH = True
+            logging.getLogger("warren.spark").warning(
+                "warren-spark's jar is not on the driver's class path: a worker the tracker fences (its executor "
+                "paused, frozen or cut off) keeps its task slot until Spark gives the executor up "
+                "(spark.network.timeout). Add warren-spark_<scala version>-<version>.jar to --jars to have its "
+                "attempt killed and re-run at once.")
+        return None
+    return python_run.watch(sc._jsc.sc(), trackers, run_id, workers._jrdd.rdd().id())
 
 
 def _failure(sc, n: int, watch: _FinalWatch, error: Exception) -> WarrenSparkError:

@@ -3,13 +3,14 @@ model with warren.spark.train over the partitions of a small DataFrame, the grad
 allreduced in place, a checkpoint per iteration; prints the final model's hash.
 
 Arguments: OUT_DIR ITERS SLEEP_S JOBS, JOBS a comma-separated list of jobs run one after the
-other in the same application: `clean`, `mismatch` (rank 1 allreduces one element more at
-iteration 2: a final error) or `badsetting` (an invalid setting, refused on the driver).
+other in the same application: `clean`, `paused` (the same with `peerTimeout` 10 s, for a
+test that freezes an executor), `mismatch` (rank 1 allreduces one element more at iteration
+2: a final error) or `badsetting` (an invalid setting, refused on the driver).
 Each task attempt of job J leaves `start-<task>-<attempt>-<pid>` in OUT_DIR/J, rank 0 its
 progress (checkpoints committed) in OUT_DIR/J/progress, and every worker its recoveries
 counter in OUT_DIR/J/recoveries-<rank>. SLEEP_S pauses each iteration (so that a test can
 kill a worker mid-training). The driver prints `MODEL_HASH <hex>` per
-clean job, and `WARREN_SPARK_ERROR <message>` for a job whose train raised.
+job that trained, and `WARREN_SPARK_ERROR <message>` for a job whose train raised.
 """
 
 import hashlib
@@ -61,7 +62,7 @@ def run_job(spark, out: Path, iters: int, sleep_s: float, mode: str) -> None:
     # Three partitions of ten rows each, the same on every attempt (no shuffle).
     df = spark.range(0, 10 * WORKERS, 1, WORKERS)
     try:
-        settings = {"timeout": "ten"} if mode == "badsetting" else None
+        settings = {"timeout": "ten"} if mode == "badsetting" else {"peerTimeout": "10"} if mode == "paused" else None
         models = warren.spark.train(df, fit, num_workers=WORKERS, settings=settings)
     except warren.spark.WarrenSparkError as e:
         print(f"WARREN_SPARK_ERROR {e}", flush=True)
