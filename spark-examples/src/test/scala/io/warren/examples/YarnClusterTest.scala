@@ -31,7 +31,6 @@ import org.junit.jupiter.api._
   * hash) and prints the time the lost container added.
   */
 @TestInstance(Lifecycle.PER_CLASS)
-@TestMethodOrder(classOf[MethodOrderer.MethodName])
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class YarnClusterTest {
   private val executors = 3
@@ -40,7 +39,6 @@ class YarnClusterTest {
   private var base: Path = _
   private var confDir: Path = _
   private var home: String = _
-  private var clean: Option[Submitted] = None
   // The demo's job (spark-examples/demo-model-hash.txt), with a pause after each checkpoint
   // that leaves time to kill an executor from outside (the model is the same).
   private val (demoArgs, demoHash) = {
@@ -254,14 +252,13 @@ class YarnClusterTest {
 
   private def alive(pid: Long): Boolean = ProcessHandle.of(pid).map[Boolean](_.isAlive).orElse(false)
 
-  private def failureFree(): Submitted = clean.getOrElse {
+  private def failureFree(): Submitted = {
     val job = submit("clean")
     val r = job.finish(240)
     println(f"YARN, failure-free: spark-submit ${job.wallSeconds}%.2f s, TRAIN_SECONDS ${r("TRAIN_SECONDS")}, MODEL_HASH ${r("MODEL_HASH")}")
     assertEquals(demoHash, r("MODEL_HASH"), "the failure-free run on YARN gives the demo's recorded model")
     assertEquals("0", r("RECOVERIES"))
     assertFalse(job.stderr.contains("failed (ExecutorLostFailure"), "no executor was lost")
-    clean = Some(job)
     job
   }
 
